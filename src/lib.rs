@@ -1,0 +1,9 @@
+//! ccm: an MCP server that puts an installed conda's whole command line in front of MCP
+//! clients as typed, policy-checked tools.
+//!
+//! See `ARCHITECTURE.md` for the code map and the invariants each module keeps.
+
+pub mod catalog;
+pub mod cli;
+pub mod discovery;
+pub mod exec;

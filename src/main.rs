@@ -1,0 +1,82 @@
+//! The `ccm` binary: parse the command line, then serve or run a one-shot command.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use ccm::cli::{self, Action};
+use ccm::discovery;
+
+fn main() -> ExitCode {
+    let conda_exe_env = std::env::var("CONDA_EXE").ok();
+    let action = match cli::parse(std::env::args_os(), conda_exe_env.as_deref()) {
+        Ok(action) => action,
+        Err(error) => {
+            eprintln!("{error}");
+            return exit(cli::EXIT_USAGE);
+        }
+    };
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("ccm: error: could not start the async runtime: {error}");
+            return exit(cli::EXIT_FAILURE);
+        }
+    };
+    match action {
+        Action::Print(text) => print_stdout(&text),
+        Action::Discover { config, pretty } => {
+            let target = discovery::Target {
+                conda_exe: config.conda_exe.clone(),
+                timeout: config.timeout,
+            };
+            let found = runtime.block_on(discovery::discover(&target));
+            let document = serde_json::json!({
+                "catalog": found.catalog,
+                "conda_version": found.catalog.conda_version,
+                "discovery_fingerprint": found.fingerprint(),
+                "plugins": found.plugins,
+                "target_executable": config.conda_exe,
+            });
+            let text = if pretty {
+                serde_json::to_string_pretty(&document)
+            } else {
+                serde_json::to_string(&document)
+            }
+            .expect("a JSON value always serializes");
+            print_stdout(&format!("{text}\n"))
+        }
+        Action::Serve(_config) => {
+            eprintln!("ccm: error: the MCP server is not available yet");
+            exit(cli::EXIT_FAILURE)
+        }
+    }
+}
+
+fn print_stdout(text: &str) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        // A closed pipe (`ccm discover | head`) is not worth a message.
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(_) => exit(cli::EXIT_FAILURE),
+    }
+}
+
+fn exit(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CCM_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,ccm=info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}
