@@ -1,0 +1,552 @@
+//! Catalog → MCP tool surface: tool names and JSON Schemas (draft 2020-12), and the
+//! validation of call arguments against them.
+//!
+//! Naming: `conda_` + the canonical path joined with `_`; characters outside
+//! `[A-Za-z0-9_.-]` are replaced, names are capped at 128 characters, and a 10-hex SHA-256
+//! suffix of the path marks sanitised, over-long, colliding or reserved names.
+//!
+//! Schemas follow argparse exactly (every action kind, nargs and choice), and add bounds
+//! argparse lacks: repeat counts have a maximum, strings a `maxLength`, arrays a
+//! `maxItems`; string positionals and the items of multi-value options reject option-like
+//! values (they could not be passed without being read as options). Validation errors name
+//! the JSON path and the failed keyword, never the submitted value. Pure; no I/O.
+
+use serde_json::{Map, Value, json};
+
+use crate::catalog::{ActionKind, Argument, Nargs, ValueType, sha256_hex};
+use crate::layout::{Layout, Property};
+
+/// Most repetitions of a count or append_const flag.
+pub const MAX_REPEAT: u64 = 16;
+/// Longest accepted string value.
+pub const MAX_STRING: u64 = 32 * 1024;
+/// Most items of an array value (and occurrences of a repeated option).
+pub const MAX_ITEMS: u64 = 1024;
+/// Names generated tools may never take.
+pub const RESERVED_NAMES: [&str; 2] = ["conda_execute", "conda_cli_command"];
+const MAX_NAME: usize = 128;
+const NOT_OPTION_LIKE: &str = "^(?!-)";
+pub const PASSTHROUGH_DESCRIPTION: &str = "Arguments passed unchanged to the plugin command.";
+
+// ---------------------------------------------------------------------------------------
+// Names
+
+/// The tool name of a command path; `disambiguate` forces the hash suffix.
+pub fn tool_name(path: &[String], disambiguate: bool) -> String {
+    let mut changed = false;
+    let parts: Vec<String> = path
+        .iter()
+        .map(|part| {
+            let clean = sanitize(part);
+            changed |= clean != *part;
+            clean
+        })
+        .collect();
+    let natural = format!("conda_{}", parts.join("_"));
+    if !(changed || disambiguate || natural.len() > MAX_NAME) {
+        return natural;
+    }
+    let path_json = serde_json::to_string(path).expect("strings always serialize");
+    let suffix = &sha256_hex(path_json.as_bytes())[..10];
+    let stem: String = natural.chars().take(MAX_NAME - 11).collect();
+    let stem = stem.trim_end_matches(['_', '.', '-']);
+    let stem = if stem.is_empty() { "conda" } else { stem };
+    format!("{stem}_{suffix}")
+}
+
+fn sanitize(part: &str) -> String {
+    let mut out = String::with_capacity(part.len());
+    let mut in_run = false;
+    for c in part.chars() {
+        if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+            out.push(c);
+            in_run = false;
+        } else if !in_run {
+            out.push('_');
+            in_run = true;
+        }
+    }
+    let trimmed = out.trim_matches('_');
+    if trimmed.is_empty() {
+        "command".to_owned()
+    } else {
+        trimmed.to_owned()
+    }
+}
+
+/// Names for a list of paths: every path whose natural name is shared with another one,
+/// or equals a reserved name, gets the hash suffix.
+pub fn tool_names(paths: &[Vec<String>]) -> Vec<String> {
+    let natural: Vec<String> = paths.iter().map(|p| tool_name(p, false)).collect();
+    paths
+        .iter()
+        .zip(&natural)
+        .map(|(path, name)| {
+            let shared = natural.iter().filter(|n| *n == name).count() > 1;
+            let reserved = RESERVED_NAMES.contains(&name.as_str());
+            if shared || reserved {
+                tool_name(path, true)
+            } else {
+                name.clone()
+            }
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Input schemas
+
+/// Why a command cannot have a schema.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unrepresentable(pub &'static str);
+
+/// The input schema of a tool.
+pub fn input_schema(layout: &Layout) -> Result<Map<String, Value>, Unrepresentable> {
+    if layout.unsatisfiable_group() {
+        return Err(Unrepresentable(
+            "required exclusive group has no visible members",
+        ));
+    }
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    for property in &layout.properties {
+        properties.insert(property.id.clone(), property_schema(property));
+        if is_required(&property.argument) {
+            required.push(Value::String(property.id.clone()));
+        }
+    }
+    if let Some(id) = &layout.passthrough {
+        properties.insert(
+            id.clone(),
+            json!({
+                "type": "array",
+                "items": {"type": "string", "maxLength": MAX_STRING},
+                "maxItems": MAX_ITEMS,
+                "description": PASSTHROUGH_DESCRIPTION,
+            }),
+        );
+    }
+    let mut constraints = Vec::new();
+    for level in &layout.levels {
+        for group in &level.groups {
+            let active: Vec<Value> = group
+                .members
+                .iter()
+                .filter_map(|id| layout.property(id))
+                .map(active_schema)
+                .collect();
+            if active.len() >= 2 {
+                let mut pairs = Vec::new();
+                for (i, a) in active.iter().enumerate() {
+                    for b in &active[i + 1..] {
+                        pairs.push(json!({"allOf": [a, b]}));
+                    }
+                }
+                constraints.push(json!({"not": {"anyOf": pairs}}));
+            }
+            if group.required {
+                constraints.push(json!({"anyOf": active}));
+            }
+        }
+    }
+    let mut schema = Map::new();
+    schema.insert("type".into(), json!("object"));
+    schema.insert("properties".into(), Value::Object(properties));
+    schema.insert("additionalProperties".into(), json!(false));
+    if !required.is_empty() {
+        schema.insert("required".into(), Value::Array(required));
+    }
+    if !constraints.is_empty() {
+        schema.insert("allOf".into(), Value::Array(constraints));
+    }
+    Ok(schema)
+}
+
+/// Whether the property must be present. A `nargs='*'` positional never is (an absent
+/// value means none), whatever argparse's `required` says.
+pub fn is_required(argument: &Argument) -> bool {
+    argument.required && !(argument.is_positional() && argument.nargs == Nargs::ZeroOrMore)
+}
+
+/// Whether the compiler may emit `--opt=value` / `-Xvalue` for single values of this
+/// argument (so values may start with `-`).
+fn single_values_attached(argument: &Argument) -> bool {
+    !argument.is_positional()
+}
+
+fn scalar(argument: &Argument, positional_item: bool) -> Value {
+    let mut schema = Map::new();
+    match argument.value_type {
+        ValueType::String => {
+            schema.insert("type".into(), json!("string"));
+            schema.insert("maxLength".into(), json!(MAX_STRING));
+            if positional_item {
+                schema.insert("pattern".into(), json!(NOT_OPTION_LIKE));
+            }
+        }
+        ValueType::Integer => {
+            schema.insert("type".into(), json!("integer"));
+        }
+        ValueType::Number => {
+            schema.insert("type".into(), json!("number"));
+        }
+    }
+    if !argument.choices.is_empty() {
+        let values: Vec<Value> = argument
+            .choices
+            .iter()
+            .filter_map(|c| match argument.value_type {
+                ValueType::String => Some(json!(c)),
+                ValueType::Integer => c.trim().parse::<i64>().ok().map(|n| json!(n)),
+                ValueType::Number => c
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|f| f.is_finite())
+                    .map(|n| json!(n)),
+            })
+            .collect();
+        if !values.is_empty() {
+            schema.insert("enum".into(), Value::Array(values));
+        }
+    }
+    Value::Object(schema)
+}
+
+fn array(items: Value, min: u64, max: u64) -> Value {
+    let mut schema = Map::new();
+    schema.insert("type".into(), json!("array"));
+    schema.insert("items".into(), items);
+    if min > 0 {
+        schema.insert("minItems".into(), json!(min));
+    }
+    schema.insert("maxItems".into(), json!(max));
+    Value::Object(schema)
+}
+
+/// Schema of one occurrence's value(s).
+fn occurrence(argument: &Argument) -> Value {
+    let positional = argument.is_positional();
+    match argument.nargs {
+        Nargs::One => scalar(argument, positional),
+        Nargs::Optional => {
+            json!({"anyOf": [scalar(argument, positional), {"type": "null"}]})
+        }
+        Nargs::Exactly(n) => array(scalar(argument, true), u64::from(n), u64::from(n)),
+        Nargs::OneOrMore => array(scalar(argument, true), 1, MAX_ITEMS),
+        Nargs::ZeroOrMore => array(scalar(argument, true), 0, MAX_ITEMS),
+        Nargs::Remainder | Nargs::Parser => {
+            // Opaque: taken verbatim, options included.
+            let items = json!({"type": "string", "maxLength": MAX_STRING});
+            let min = u64::from(argument.nargs == Nargs::Parser);
+            array(items, min, MAX_ITEMS)
+        }
+    }
+}
+
+fn property_schema(property: &Property) -> Value {
+    let argument = &property.argument;
+    let required = argument.required;
+    let mut schema = match argument.action {
+        ActionKind::StoreTrue | ActionKind::StoreConst => {
+            let mut s = json!({"type": "boolean"});
+            if required {
+                s["const"] = json!(true);
+            }
+            s
+        }
+        ActionKind::StoreFalse => {
+            let mut s = json!({"type": "boolean"});
+            if required {
+                s["const"] = json!(false);
+            }
+            s
+        }
+        ActionKind::Boolean => {
+            let (pos, neg) = boolean_flags(argument);
+            match (pos.is_some(), neg.is_some()) {
+                (true, true) => json!({"type": "boolean"}),
+                (true, false) => json!({"type": "boolean", "const": true}),
+                _ => json!({"type": "boolean", "const": false}),
+            }
+        }
+        ActionKind::Count | ActionKind::AppendConst => {
+            json!({"type": "integer", "minimum": u64::from(required), "maximum": MAX_REPEAT})
+        }
+        ActionKind::Append => array(occurrence(argument), u64::from(required), MAX_ITEMS),
+        ActionKind::Extend => match argument.nargs {
+            Nargs::One => array(
+                scalar(argument, !single_values_attached(argument)),
+                u64::from(required),
+                MAX_ITEMS,
+            ),
+            Nargs::Optional => array(
+                json!({"anyOf": [scalar(argument, false), {"type": "null"}]}),
+                u64::from(required),
+                MAX_ITEMS,
+            ),
+            _ => occurrence(argument),
+        },
+        ActionKind::ExtendConst => array(scalar(argument, true), 0, MAX_ITEMS),
+        ActionKind::Store => occurrence(argument),
+    };
+    if let Some(text) = description(argument) {
+        schema["description"] = json!(text);
+    }
+    schema
+}
+
+fn description(argument: &Argument) -> Option<String> {
+    match &argument.help {
+        Some(help) if !help.trim().is_empty() => Some(help.clone()),
+        _ if argument.hidden => Some(format!(
+            "Undocumented conda argument `{}`.",
+            argument.metavar.first().unwrap_or(&argument.dest)
+        )),
+        _ => None,
+    }
+}
+
+/// The `--x` and `--no-x` option strings of a `BooleanOptionalAction`.
+pub fn boolean_flags(argument: &Argument) -> (Option<&str>, Option<&str>) {
+    let negative = argument
+        .flags
+        .iter()
+        .find(|f| f.starts_with("--no-"))
+        .map(String::as_str);
+    let positive = argument
+        .flags
+        .iter()
+        .find(|f| f.starts_with("--") && !f.starts_with("--no-"))
+        .or_else(|| argument.flags.iter().find(|f| !f.starts_with("--no-")))
+        .map(String::as_str);
+    (positive, negative)
+}
+
+/// The sub-schema a group member satisfies exactly when argparse would see it.
+fn active_schema(property: &Property) -> Value {
+    let id = &property.id;
+    let argument = &property.argument;
+    let condition = match argument.action {
+        ActionKind::StoreTrue | ActionKind::StoreConst => Some(json!({"const": true})),
+        ActionKind::StoreFalse => Some(json!({"const": false})),
+        ActionKind::Count | ActionKind::AppendConst => Some(json!({"minimum": 1})),
+        ActionKind::Append => Some(json!({"minItems": 1})),
+        ActionKind::Extend if matches!(argument.nargs, Nargs::One | Nargs::Optional) => {
+            Some(json!({"minItems": 1}))
+        }
+        // A positional emits nothing for an empty list or a null.
+        ActionKind::Store if argument.is_positional() && argument.nargs == Nargs::ZeroOrMore => {
+            Some(json!({"minItems": 1}))
+        }
+        ActionKind::Store if argument.is_positional() && argument.nargs == Nargs::Optional => {
+            Some(json!({"not": {"type": "null"}}))
+        }
+        _ => None,
+    };
+    match condition {
+        Some(condition) => json!({"required": [id], "properties": {id: condition}}),
+        None => json!({"required": [id]}),
+    }
+}
+
+/// The output schema shared by every executing tool: the 10-field execution result.
+pub fn execution_output_schema() -> Map<String, Value> {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "exit_code": {"type": ["integer", "null"]},
+            "stdout": {"type": "string"},
+            "stderr": {"type": "string"},
+            "duration_ms": {"type": "integer", "minimum": 0},
+            "parsed_json": {},
+            "timed_out": {"type": "boolean"},
+            "cancelled": {"type": "boolean"},
+            "stdout_truncated": {"type": "boolean"},
+            "stderr_truncated": {"type": "boolean"},
+            "restart_required": {"type": "boolean"},
+        },
+        "required": [
+            "exit_code", "stdout", "stderr", "duration_ms", "parsed_json", "timed_out",
+            "cancelled", "stdout_truncated", "stderr_truncated", "restart_required"
+        ],
+        "additionalProperties": false,
+    });
+    match schema {
+        Value::Object(map) => map,
+        _ => unreachable!("literal object"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Validation
+
+/// A compiled input schema.
+#[derive(Clone, Debug)]
+pub struct Validator(jsonschema::Validator);
+
+/// An input that failed validation: where and which rule, never the value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Invalid {
+    /// JSONPath-style location (`$`, `$.packages[1]`).
+    pub path: String,
+    /// The failed JSON Schema keyword (`type`, `required`, `pattern`, …) or `nul`.
+    pub keyword: String,
+    /// For object-level failures: the property concerned (a name, never a value).
+    pub property: Option<String>,
+}
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Invalid arguments at {}: {}", self.path, self.explain())
+    }
+}
+
+impl Invalid {
+    fn explain(&self) -> String {
+        let property = self.property.as_deref().unwrap_or("?");
+        match self.keyword.as_str() {
+            "additionalProperties" => format!("unexpected property '{property}'"),
+            "required" => format!("missing required property '{property}'"),
+            "type" => "wrong type".into(),
+            "enum" => "not one of the allowed values".into(),
+            "const" => "not the only allowed value".into(),
+            "pattern" => "must not start with '-' (option-like values need conda_execute)".into(),
+            "maxLength" => format!("string longer than {MAX_STRING} characters"),
+            "minItems" => "too few items".into(),
+            "maxItems" => "too many items".into(),
+            "minimum" | "exclusiveMinimum" => "number too small".into(),
+            "maximum" | "exclusiveMaximum" => "number too large".into(),
+            "not" => "arguments that conda does not allow together".into(),
+            "anyOf" | "oneOf" => "no allowed combination of arguments matches".into(),
+            "nul" => "NUL characters are not allowed".into(),
+            "order" => "a later positional argument needs the earlier one".into(),
+            other => format!("violates '{other}'"),
+        }
+    }
+}
+
+impl Validator {
+    pub fn new(schema: &Map<String, Value>) -> Result<Self, String> {
+        jsonschema::draft202012::options()
+            .build(&Value::Object(schema.clone()))
+            .map(Validator)
+            .map_err(|e| e.masked().to_string())
+    }
+
+    /// Check an input; the first (best) error otherwise.
+    pub fn validate(&self, input: &Value) -> Result<(), Invalid> {
+        if let Some(path) = find_nul(input, &mut String::from("$")) {
+            return Err(Invalid {
+                path,
+                keyword: "nul".into(),
+                property: None,
+            });
+        }
+        let error = match self.0.iter_errors(input).next() {
+            None => return Ok(()),
+            Some(error) => error,
+        };
+        let keyword = error.kind().keyword().to_owned();
+        let path = json_path(error.instance_path().as_str());
+        let property = match error.kind() {
+            jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } => {
+                unexpected.first().cloned()
+            }
+            jsonschema::error::ValidationErrorKind::Required { property } => {
+                property.as_str().map(str::to_owned)
+            }
+            _ => None,
+        };
+        Err(Invalid {
+            path,
+            keyword,
+            property,
+        })
+    }
+}
+
+/// JSON Pointer → `$.a[0].b`.
+pub fn json_path(pointer: &str) -> String {
+    let mut out = String::from("$");
+    for token in pointer.split('/').skip(1) {
+        let token = token.replace("~1", "/").replace("~0", "~");
+        if !token.is_empty() && token.bytes().all(|b| b.is_ascii_digit()) {
+            out.push_str(&format!("[{token}]"));
+        } else {
+            out.push('.');
+            out.push_str(&token);
+        }
+    }
+    out
+}
+
+/// The path of the first string (or object key) containing a NUL character.
+fn find_nul(value: &Value, path: &mut String) -> Option<String> {
+    match value {
+        Value::String(s) if s.contains('\0') => Some(path.clone()),
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, v)| {
+            let len = path.len();
+            path.push_str(&format!("[{i}]"));
+            let found = find_nul(v, path);
+            path.truncate(len);
+            found
+        }),
+        Value::Object(map) => map.iter().find_map(|(k, v)| {
+            if k.contains('\0') {
+                return Some(path.clone());
+            }
+            let len = path.len();
+            path.push('.');
+            path.push_str(k);
+            let found = find_nul(v, path);
+            path.truncate(len);
+            found
+        }),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(parts: &[&str]) -> Vec<String> {
+        parts.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn names_and_hash_suffixes() {
+        assert_eq!(tool_name(&p(&["env", "create"]), false), "conda_env_create");
+        assert_eq!(tool_name(&p(&["content-trust"]), false), "conda_content-trust");
+        assert_eq!(tool_name(&p(&["weird name!"]), false), "conda_weird_name_ae75e737e3");
+        assert_eq!(tool_name(&p(&["é"]), false), "conda_command_0b657be394");
+        assert_eq!(tool_name(&p(&["a", "b"]), true), "conda_a_b_0473ef2dc0");
+        let long = tool_name(&p(&[&"x".repeat(200)]), false);
+        assert!(long.len() <= 128 && long.starts_with("conda_xxx"), "{long}");
+    }
+
+    #[test]
+    fn collisions_and_reserved_names() {
+        let names = tool_names(&[p(&["env_list"]), p(&["env", "list"]), p(&["info"])]);
+        assert_eq!(
+            names,
+            [
+                "conda_env_list_721d4da264",
+                "conda_env_list_80a49d854a",
+                "conda_info"
+            ]
+        );
+        let names = tool_names(&[p(&["execute"]), p(&["cli", "command"])]);
+        assert!(names.iter().all(|n| !RESERVED_NAMES.contains(&n.as_str())));
+        assert!(names[0].starts_with("conda_execute_") && names[1].starts_with("conda_cli_command_"));
+    }
+
+    #[test]
+    fn json_paths() {
+        assert_eq!(json_path(""), "$");
+        assert_eq!(json_path("/regex"), "$.regex");
+        assert_eq!(json_path("/set/0/1"), "$.set[0][1]");
+        assert_eq!(json_path("/a~1b"), "$.a/b");
+    }
+}

@@ -1,0 +1,372 @@
+//! The tools a server offers, built once from the catalog: names, schemas, annotations,
+//! `_meta`, compiled validators, and each tool's compiler.
+//!
+//! Order of the list: `conda_execute` (only with `--allow-exec`), `conda_cli_command`
+//! (only when the target has conda-completion), then one tool per representable terminal
+//! command in catalog order (depth-first, built-ins before plugins). The descriptors are
+//! plain MCP JSON; the server serializes them once. Pure; no I/O.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use crate::catalog::{Catalog, Command, Diagnostic, Plugin, normalize_distribution};
+use crate::layout::Layout;
+use crate::policy::{self, Classification};
+use crate::schema::{self, MAX_ITEMS, MAX_STRING, Validator};
+
+pub const EXECUTE_TOOL: &str = "conda_execute";
+pub const COMPLETION_TOOL: &str = "conda_cli_command";
+pub const WRITE_SENTENCE: &str = " May modify environments or files.";
+pub const EXEC_SENTENCE: &str = " Runs an arbitrary subprocess command.";
+pub const META_PATH: &str = "conda-cli-mcp/path";
+pub const META_ALIASES: &str = "conda-cli-mcp/aliases";
+pub const META_HIDDEN: &str = "conda-cli-mcp/hidden_arguments";
+
+/// How a tool turns input into argv.
+#[derive(Clone, Copy, Debug)]
+pub enum Compiler {
+    /// The generic interpreter over the live catalog ([`crate::argv`]).
+    Generic,
+    /// A typed compiler baked from a snapshot whose signature matches the live command.
+    Baked(&'static crate::baked::BakedCommand),
+}
+
+impl Compiler {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Compiler::Generic => "generic",
+            Compiler::Baked(_) => "baked",
+        }
+    }
+}
+
+/// One generated tool.
+#[derive(Clone, Debug)]
+pub struct Tool {
+    pub name: String,
+    pub path: Vec<String>,
+    pub layout: Layout,
+    pub validator: Validator,
+    /// Tool-level classification (annotations, description sentences).
+    pub class: Classification,
+    /// Takes uninspected input: needs `--allow-exec`.
+    pub opaque: bool,
+    pub compiler: Compiler,
+    /// The MCP descriptor (name, title, description, schemas, annotations, `_meta`).
+    pub descriptor: Value,
+}
+
+/// What the tool list depends on besides the catalog.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub allow_exec: bool,
+    /// The server's `--timeout` (the maximum of `timeout_seconds`).
+    pub timeout: Duration,
+}
+
+/// Every tool of one server.
+#[derive(Clone, Debug)]
+pub struct Toolset {
+    pub generated: Vec<Tool>,
+    by_name: HashMap<String, usize>,
+    /// Commands that could not become tools although discovery represented them.
+    pub diagnostics: Vec<Diagnostic>,
+    pub execute: Option<Value>,
+    pub completion: Option<Value>,
+    pub execute_validator: Validator,
+    pub completion_validator: Validator,
+}
+
+/// Whether the target has conda-completion (any spelling of its name).
+pub fn has_completion(plugins: &[Plugin]) -> bool {
+    plugins
+        .iter()
+        .any(|p| normalize_distribution(&p.distribution) == "conda-completion")
+}
+
+impl Toolset {
+    pub fn build(catalog: &Catalog, plugins: &[Plugin], settings: &Settings) -> Toolset {
+        Self::build_with(catalog, plugins, settings, |_, _| Compiler::Generic)
+    }
+
+    /// Build, choosing each tool's compiler with `pick(path, layout)`.
+    pub fn build_with(
+        catalog: &Catalog,
+        plugins: &[Plugin],
+        settings: &Settings,
+        pick: impl Fn(&[String], &Layout) -> Compiler,
+    ) -> Toolset {
+        let mut diagnostics = Vec::new();
+        let mut candidates: Vec<(Vec<String>, Vec<&Command>, Layout, Map<String, Value>)> =
+            Vec::new();
+        for (branch, path) in catalog.commands() {
+            if !is_tool(catalog, &branch, &path) {
+                continue;
+            }
+            let layout = Layout::new(&branch);
+            match schema::input_schema(&layout) {
+                Ok(input) => candidates.push((path, branch, layout, input)),
+                Err(schema::Unrepresentable(reason)) => diagnostics.push(Diagnostic {
+                    path,
+                    reason: reason.to_owned(),
+                    action_type: None,
+                    blocking: true,
+                }),
+            }
+        }
+        let paths: Vec<Vec<String>> = candidates.iter().map(|c| c.0.clone()).collect();
+        let names = schema::tool_names(&paths);
+        let output = Arc::new(schema::execution_output_schema());
+        let mut generated = Vec::new();
+        for ((path, branch, layout, input), name) in candidates.into_iter().zip(names) {
+            let validator = match Validator::new(&input) {
+                Ok(v) => v,
+                Err(_) => {
+                    diagnostics.push(Diagnostic {
+                        path,
+                        reason: "generated schema was rejected by the validator".into(),
+                        action_type: None,
+                        blocking: true,
+                    });
+                    continue;
+                }
+            };
+            let opaque = Layout::branch_is_opaque(&branch);
+            let class = policy::describe(&path, opaque);
+            let compiler = pick(&path, &layout);
+            let descriptor = descriptor(&name, &path, &branch, &layout, input, &output, &class);
+            generated.push(Tool {
+                name,
+                path,
+                layout,
+                validator,
+                class,
+                opaque,
+                compiler,
+                descriptor,
+            });
+        }
+        let by_name = generated
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.clone(), i))
+            .collect();
+        let execute_schema = execute_input_schema(settings.timeout);
+        let completion_schema = completion_input_schema();
+        Toolset {
+            execute: settings.allow_exec.then(|| {
+                json!({
+                    "name": EXECUTE_TOOL,
+                    "description": "Run raw conda argv with arbitrary arguments. Mutations also require --allow-write.",
+                    "inputSchema": execute_schema,
+                    "outputSchema": *output,
+                    "annotations": annotations(&Classification {
+                        read_only: false,
+                        open_world: true,
+                        requires_write: true,
+                        requires_exec: true,
+                    }),
+                })
+            }),
+            completion: has_completion(plugins).then(|| {
+                json!({
+                    "name": COMPLETION_TOOL,
+                    "title": "Conda completion command metadata",
+                    "description": "Read one command from conda-completion's generated metadata.",
+                    "inputSchema": completion_schema,
+                    "outputSchema": completion_output_schema(),
+                    "annotations": {
+                        "readOnlyHint": true,
+                        "destructiveHint": false,
+                        "idempotentHint": true,
+                        "openWorldHint": false,
+                    },
+                })
+            }),
+            execute_validator: Validator::new(&as_map(execute_input_schema(settings.timeout)))
+                .expect("the fixed conda_execute schema is valid"),
+            completion_validator: Validator::new(&as_map(completion_input_schema()))
+                .expect("the fixed conda_cli_command schema is valid"),
+            generated,
+            by_name,
+            diagnostics,
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Tool> {
+        self.by_name.get(name).map(|&i| &self.generated[i])
+    }
+
+    /// The listed descriptors, in tools/list order.
+    pub fn descriptors(&self) -> Vec<Value> {
+        self.execute
+            .iter()
+            .chain(self.completion.iter())
+            .cloned()
+            .chain(self.generated.iter().map(|t| t.descriptor.clone()))
+            .collect()
+    }
+
+    /// Generated tool names in list order.
+    pub fn generated_names(&self) -> Vec<String> {
+        self.generated.iter().map(|t| t.name.clone()).collect()
+    }
+}
+
+fn as_map(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+/// A node becomes a tool iff it is terminal, nothing on its branch is raw-only, and no
+/// blocking diagnostic covers its path.
+fn is_tool(catalog: &Catalog, branch: &[&Command], path: &[String]) -> bool {
+    let Some(last) = branch.last() else {
+        return false;
+    };
+    !path.is_empty()
+        && last.terminal
+        && branch.iter().all(|c| !c.raw_only)
+        && branch.iter().skip(1).all(|c| c.name.is_some())
+        && !catalog
+            .diagnostics
+            .iter()
+            .any(|d| d.blocking && path.starts_with(&d.path))
+}
+
+fn annotations(class: &Classification) -> Value {
+    json!({
+        "readOnlyHint": class.read_only,
+        "destructiveHint": !class.read_only,
+        "idempotentHint": class.read_only,
+        "openWorldHint": class.open_world,
+    })
+}
+
+fn descriptor(
+    name: &str,
+    path: &[String],
+    branch: &[&Command],
+    layout: &Layout,
+    input: Map<String, Value>,
+    output: &Map<String, Value>,
+    class: &Classification,
+) -> Value {
+    let terminal = branch.last().copied();
+    let mut description = terminal
+        .and_then(|c| c.summary.clone().or_else(|| c.help.clone()))
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| format!("Run conda {}.", path.join(" ")));
+    if class.requires_write {
+        description.push_str(WRITE_SENTENCE);
+    }
+    if class.requires_exec {
+        description.push_str(EXEC_SENTENCE);
+    }
+    let aliases: Vec<Value> = branch
+        .iter()
+        .skip(1)
+        .filter(|c| !c.aliases.is_empty())
+        .map(|c| json!({"command": c.name, "aliases": c.aliases}))
+        .collect();
+    let mut meta = json!({META_PATH: path, META_ALIASES: aliases});
+    let hidden: Vec<&str> = layout
+        .properties
+        .iter()
+        .filter(|p| p.argument.hidden)
+        .map(|p| p.id.as_str())
+        .collect();
+    if !hidden.is_empty() {
+        meta[META_HIDDEN] = json!(hidden);
+    }
+    json!({
+        "name": name,
+        "title": format!("conda {}", path.join(" ")),
+        "description": description,
+        "inputSchema": input,
+        "outputSchema": output,
+        "annotations": annotations(class),
+        "_meta": meta,
+    })
+}
+
+fn execute_input_schema(timeout: Duration) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "argv": {
+                "type": "array",
+                "items": {"type": "string", "maxLength": MAX_STRING},
+                "maxItems": MAX_ITEMS,
+                "description": "Arguments passed directly to conda.",
+            },
+            "cwd": {
+                "type": "string",
+                "maxLength": 4096,
+                "description": "Working directory for the conda process.",
+            },
+            "stdin": {
+                "type": "string",
+                "description": "Bounded non-interactive input for the conda process.",
+            },
+            "timeout_seconds": {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "maximum": timeout.as_secs_f64(),
+                "description": "Per-command timeout no greater than the server limit.",
+            },
+        },
+        "required": ["argv"],
+        "additionalProperties": false,
+    })
+}
+
+fn completion_input_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "command_path": {
+                "type": "array",
+                "items": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 256,
+                    "pattern": "^(?!-)(?!.*\\s).+$",
+                },
+                "maxItems": 32,
+                "description": "Canonical conda command path without the executable.",
+                "default": [],
+            },
+        },
+        "additionalProperties": false,
+    })
+}
+
+fn completion_output_schema() -> Value {
+    let path = json!({"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}]});
+    json!({
+        "type": "object",
+        "properties": {
+            "availability": {
+                "type": "string",
+                "enum": ["available", "not_installed", "not_generated", "unavailable"],
+            },
+            "requested_command_path": path,
+            "resolved_command_path": path,
+            "alias_target": path,
+            "command": {"type": ["object", "null"]},
+            "manifest": {"type": ["object", "null"]},
+            "hint": {"type": ["string", "null"]},
+        },
+        "required": [
+            "availability", "requested_command_path", "resolved_command_path", "alias_target",
+            "command", "manifest", "hint"
+        ],
+        "additionalProperties": false,
+    })
+}
