@@ -1,1 +1,9 @@
+//! The integration test binary: one module per area (see ARCHITECTURE.md, "Testing").
 
+/// Building the fixture conda, finding a real conda, driving the binary.
+mod support;
+
+/// The command line: flags, exit codes, messages.
+mod cli;
+/// Live discovery against the fixture conda (and a real conda with CCM_TEST_CONDA).
+mod discovery;

@@ -1,0 +1,71 @@
+//! The `ccm` binary's command line: exit codes and one-line messages.
+
+use crate::support;
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let output = support::ccm().args(args).env("PATH", "/nonexistent-path").output().unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn missing_conda_exits_2_with_what_to_do() {
+    let (code, out, err) = run(&["--conda-exe", "/nonexistent"]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("ccm: error: could not find conda"), "{err}");
+    assert!(err.contains("Use --conda-exe PATH, set CONDA_EXE, or add conda to PATH"));
+    // Nothing on PATH and no CONDA_EXE: same advice.
+    let (code, _, err) = run(&[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no conda executable on PATH"), "{err}");
+}
+
+#[test]
+fn conda_exe_environment_variable_is_used() {
+    let output = support::ccm()
+        .arg("discover")
+        .env("CONDA_EXE", &support::fixture().conda)
+        .env("PATH", "/nonexistent-path")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(doc["target_executable"], serde_json::json!(support::fixture().conda));
+}
+
+#[test]
+fn bad_values_exit_2() {
+    let conda = support::fixture().conda.to_str().unwrap().to_owned();
+    for (args, message) in [
+        (vec!["--timeout", "0"], "argument --timeout: must be finite and greater than zero"),
+        (vec!["--timeout", "nan"], "argument --timeout: must be finite and greater than zero"),
+        (vec!["--timeout", "inf"], "argument --timeout: must be finite and greater than zero"),
+        (vec!["--output-limit-bytes", "0"], "argument --output-limit-bytes: must be greater than zero"),
+        (vec!["--stdin-limit-bytes", "0"], "argument --stdin-limit-bytes: must be greater than zero"),
+    ] {
+        let mut argv = vec!["--conda-exe", conda.as_str()];
+        argv.extend(args);
+        let (code, _, err) = run(&argv);
+        assert_eq!(code, 2, "{argv:?}");
+        assert_eq!(err.trim_end(), format!("ccm: error: {message}"));
+    }
+    let bat = tempfile::Builder::new().suffix(".bat").tempfile().unwrap();
+    let (code, _, err) = run(&["--conda-exe", bat.path().to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("conda batch launchers are not supported"), "{err}");
+}
+
+#[test]
+fn version_prints_the_bare_version() {
+    let (code, out, _) = run(&["--version"]);
+    assert_eq!(code, 0);
+    assert_eq!(out, format!("{}\n", env!("CARGO_PKG_VERSION")));
+    let (code, out, _) = run(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("--allow-write") && out.contains("CONDA_EXE"));
+}

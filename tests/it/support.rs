@@ -1,0 +1,116 @@
+//! Shared test plumbing: the fixture conda (built once per test process from
+//! `tests/fixtures/`), the optional real conda (`CCM_TEST_CONDA`), and the `ccm` binary.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use ccm::discovery::{self, Discovery, Target};
+
+/// The Python that builds fixtures (`CCM_TEST_PYTHON`, default `python3`).
+pub fn python() -> String {
+    std::env::var("CCM_TEST_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+pub fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A freshly built fixture conda; removed when dropped.
+pub struct Fixture {
+    _dir: tempfile::TempDir,
+    pub prefix: PathBuf,
+    pub conda: PathBuf,
+}
+
+/// Build a fixture conda into a new temporary directory (`extra` = builder flags).
+pub fn build_fixture(extra: &[&str]) -> Fixture {
+    let dir = tempfile::Builder::new()
+        .prefix("ccm-fixture-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("temporary directory");
+    let prefix = dir.path().join("conda");
+    let output = Command::new(python())
+        .arg(repo().join("tests/fixtures/build_fixture.py"))
+        .arg(&prefix)
+        .args(extra)
+        .output()
+        .expect("run tests/fixtures/build_fixture.py (is python3 installed?)");
+    assert!(
+        output.status.success(),
+        "building the fixture conda failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let conda = PathBuf::from(String::from_utf8(output.stdout).unwrap().trim());
+    let conda = std::fs::canonicalize(conda).unwrap();
+    Fixture {
+        _dir: dir,
+        prefix,
+        conda,
+    }
+}
+
+/// The shared, never-modified fixture conda of this test process.
+pub fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| build_fixture(&[]))
+}
+
+/// Discovery of the shared fixture, computed once.
+pub fn fixture_discovery() -> &'static Discovery {
+    static FOUND: OnceLock<Discovery> = OnceLock::new();
+    FOUND.get_or_init(|| discover(&fixture().conda))
+}
+
+pub fn discover(conda: &Path) -> Discovery {
+    let target = Target {
+        conda_exe: conda.to_path_buf(),
+        timeout: Duration::from_secs(120),
+    };
+    runtime().block_on(discovery::discover(&target))
+}
+
+pub fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    })
+}
+
+/// The real conda named by `CCM_TEST_CONDA`, or `None` after saying (once per test) why
+/// the test is skipped.
+pub fn real_conda(test: &str) -> Option<PathBuf> {
+    match std::env::var_os("CCM_TEST_CONDA") {
+        Some(path) if !path.is_empty() => {
+            Some(std::fs::canonicalize(&path).expect("CCM_TEST_CONDA must name an existing conda"))
+        }
+        _ => {
+            eprintln!("skipped {test}: set CCM_TEST_CONDA=/path/to/conda to run it against a real conda");
+            None
+        }
+    }
+}
+
+/// Discovery of the real conda, computed once.
+pub fn real_discovery() -> Option<&'static Discovery> {
+    static FOUND: OnceLock<Option<Discovery>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            std::env::var_os("CCM_TEST_CONDA")
+                .filter(|p| !p.is_empty())
+                .map(|p| discover(&std::fs::canonicalize(p).unwrap()))
+        })
+        .as_ref()
+}
+
+/// The `ccm` binary under test.
+pub fn ccm() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ccm"));
+    command.env_remove("CONDA_EXE").env_remove("CCM_LOG");
+    command
+}
