@@ -219,9 +219,11 @@ fn single(flag: &str, value: String) -> Occurrence {
 
 fn repeat(value: &Value, path: &str) -> Result<usize, Invalid> {
     let n = match value {
-        Value::Number(n) => n
-            .as_u64()
-            .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0).map(|f| f as u64)),
+        Value::Number(n) => n.as_u64().or_else(|| {
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+                .map(|f| f as u64)
+        }),
         _ => None,
     }
     .ok_or_else(|| type_error(path))?;
@@ -236,7 +238,12 @@ fn as_bool(value: &Value, path: &str) -> Result<bool, Invalid> {
 }
 
 /// One occurrence of a value-taking option.
-fn occurrence(flag: &str, argument: &Argument, value: &Value, path: &str) -> Result<Occurrence, Invalid> {
+fn occurrence(
+    flag: &str,
+    argument: &Argument,
+    value: &Value,
+    path: &str,
+) -> Result<Occurrence, Invalid> {
     Ok(match argument.nargs {
         Nargs::One => single(flag, scalar_text(argument, value, path)?),
         Nargs::Optional => match value {
@@ -288,7 +295,11 @@ fn option_tokens(property: &Property, value: &Value) -> Result<Vec<Occurrence>, 
         }
         ActionKind::Boolean => {
             let (positive, negative) = boolean_flags(argument);
-            let chosen = if as_bool(value, &path)? { positive } else { negative };
+            let chosen = if as_bool(value, &path)? {
+                positive
+            } else {
+                negative
+            };
             let flag = chosen.ok_or_else(|| invalid(&path, "const", None))?;
             vec![bounded(vec![flag.to_owned()])]
         }
@@ -319,7 +330,10 @@ fn option_tokens(property: &Property, value: &Value) -> Result<Vec<Occurrence>, 
 }
 
 fn passthrough_tokens(layout: &Layout, input: &Map<String, Value>) -> Result<Vec<String>, Invalid> {
-    match (&layout.passthrough, layout.passthrough.as_ref().and_then(|id| input.get(id))) {
+    match (
+        &layout.passthrough,
+        layout.passthrough.as_ref().and_then(|id| input.get(id)),
+    ) {
         (Some(id), Some(value)) => opaque_texts(value, &format!("$.{id}")),
         _ => Ok(Vec::new()),
     }
@@ -357,7 +371,13 @@ fn check_positional_split(positionals: &[(&Property, Vec<String>)]) -> Result<()
         .zip(&wanted)
         .enumerate()
         .find(|(i, (_, w))| split.get(*i) != Some(w) && **w > 0)
-        .or_else(|| positionals.iter().zip(&wanted).enumerate().find(|(_, (_, w))| **w > 0))
+        .or_else(|| {
+            positionals
+                .iter()
+                .zip(&wanted)
+                .enumerate()
+                .find(|(_, (_, w))| **w > 0)
+        })
         .map(|(_, ((p, _), _))| format!("$.{}", p.id))
         .unwrap_or_else(|| "$".into());
     Err(invalid(&culprit, "order", None))

@@ -114,7 +114,11 @@ impl Layout {
             .filter(|c| c.passthrough)
             .map(|_| dedupe(PASSTHROUGH_ID, &used));
         Layout {
-            path: branch.iter().skip(1).filter_map(|c| c.name.clone()).collect(),
+            path: branch
+                .iter()
+                .skip(1)
+                .filter_map(|c| c.name.clone())
+                .collect(),
             levels,
             properties,
             passthrough,

@@ -3,13 +3,14 @@
 //!
 //! See `ARCHITECTURE.md` for the code map and the invariants each module keeps.
 
+pub mod argv;
+pub mod baked;
 pub mod catalog;
 pub mod cli;
 pub mod discovery;
 pub mod exec;
-pub mod argv;
 pub mod layout;
 pub mod policy;
 pub mod schema;
-pub mod baked;
+pub mod snapshot;
 pub mod toolset;

@@ -182,7 +182,13 @@ fn rules(path: &[String], options: &[String]) -> Classification {
         requires_write: true,
         requires_exec: false,
     };
-    let either = |mutates: bool| if mutates { write(false) } else { read_only(false) };
+    let either = |mutates: bool| {
+        if mutates {
+            write(false)
+        } else {
+            read_only(false)
+        }
+    };
     let Some(first) = p.first().copied() else {
         return Classification::DEFAULT;
     };
@@ -190,7 +196,10 @@ fn rules(path: &[String], options: &[String]) -> Classification {
         ["export"] | ["env", "export"] => either(has(&["-f", "--file"])),
         ["config"] => either(has(CONFIG_MUTATIONS)),
         ["doctor"] | ["check"] => either(has(&["--fix", "--heal"])),
-        ["env"] | ["env", "config"] | ["env", "config", "vars"] | ["env", "config", "vars", "list"]
+        ["env"]
+        | ["env", "config"]
+        | ["env", "config", "vars"]
+        | ["env", "config", "vars", "list"]
         | ["env", "list"] => read_only(false),
         ["env", "config", "vars", "set" | "unset"] | ["env", "remove"] => write(false),
         ["env", "create" | "update"] => write(true),
@@ -244,7 +253,10 @@ fn textual_options(argv: &[String]) -> Vec<String> {
                 }
             }
         } else {
-            for candidate in mutating.iter().filter(|c| c.len() == 2 && !c.starts_with("--")) {
+            for candidate in mutating
+                .iter()
+                .filter(|c| c.len() == 2 && !c.starts_with("--"))
+            {
                 if option[1..].contains(&candidate[1..]) {
                     push(candidate);
                 }
@@ -311,7 +323,11 @@ fn simulate(root: &Command, argv: &[String]) -> Option<Parsed> {
                     if first.starts_with("--") {
                         return None; // `--flag=value` on a flag: argparse error
                     }
-                    let next_flag = format!("{}{}", &first[..1], &rest[..rest.chars().next()?.len_utf8()]);
+                    let next_flag = format!(
+                        "{}{}",
+                        &first[..1],
+                        &rest[..rest.chars().next()?.len_utf8()]
+                    );
                     let next = find_flag(level, &next_flag)?;
                     let remaining = rest[rest.chars().next()?.len_utf8()..].to_owned();
                     actions.last_mut()?.1 = None;
@@ -323,8 +339,11 @@ fn simulate(root: &Command, argv: &[String]) -> Option<Parsed> {
                 }
             }
             Token::Positional => {
-                let positionals: Vec<&Argument> =
-                    level.arguments.iter().filter(|a| a.is_positional()).collect();
+                let positionals: Vec<&Argument> = level
+                    .arguments
+                    .iter()
+                    .filter(|a| a.is_positional())
+                    .collect();
                 let remaining = &positionals[positional_index.min(positionals.len())..];
                 if !level.children.is_empty() {
                     if !remaining.is_empty() {
@@ -486,7 +505,10 @@ fn classify_token<'a>(level: &'a Command, token: &str) -> Option<Token<'a>> {
         let short = &token[..token.char_indices().nth(2).map_or(token.len(), |(i, _)| i)];
         for (argument, flag) in flags {
             if flag == short {
-                matches.push(Token::Option(argument, Some(token[short.len()..].to_owned())));
+                matches.push(Token::Option(
+                    argument,
+                    Some(token[short.len()..].to_owned()),
+                ));
             } else if flag.starts_with(token) {
                 matches.push(Token::Option(argument, None));
             }

@@ -418,9 +418,15 @@ impl Invalid {
             "minimum" | "exclusiveMinimum" => "number too small".into(),
             "maximum" | "exclusiveMaximum" => "number too large".into(),
             "not" => "arguments that conda does not allow together".into(),
-            "anyOf" | "oneOf" => "no allowed combination of arguments matches".into(),
+            "anyOf" | "oneOf" if self.path == "$" => {
+                "one of the arguments of a required group is missing".into()
+            }
+            "anyOf" | "oneOf" => "no allowed form of the value matches".into(),
             "nul" => "NUL characters are not allowed".into(),
             "order" => "a later positional argument needs the earlier one".into(),
+            "unrepresentable" => {
+                "cannot be expressed as conda arguments (use conda_execute)".into()
+            }
             other => format!("violates '{other}'"),
         }
     }
@@ -443,26 +449,40 @@ impl Validator {
                 property: None,
             });
         }
-        let error = match self.0.iter_errors(input).next() {
-            None => return Ok(()),
-            Some(error) => error,
-        };
-        let keyword = error.kind().keyword().to_owned();
-        let path = json_path(error.instance_path().as_str());
-        let property = match error.kind() {
-            jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } => {
-                unexpected.first().cloned()
+        match self.0.iter_errors(input).next() {
+            None => Ok(()),
+            Some(error) => Err(describe(&error)),
+        }
+    }
+}
+
+/// The error worth reporting: for a value that fails every branch of a property's `anyOf`
+/// (`[S, null]`), the error of the branch whose type matched says more than "no branch
+/// matched". Object-level `anyOf` (a required group) is reported as such.
+fn describe(error: &jsonschema::ValidationError<'_>) -> Invalid {
+    use jsonschema::error::ValidationErrorKind;
+    let path = json_path(error.instance_path().as_str());
+    match error.kind() {
+        ValidationErrorKind::AnyOf { context } if path != "$" => {
+            if let Some(inner) = context
+                .iter()
+                .filter_map(|errors| errors.first())
+                .find(|e| e.kind().keyword() != "type")
+            {
+                return describe(inner);
             }
-            jsonschema::error::ValidationErrorKind::Required { property } => {
-                property.as_str().map(str::to_owned)
-            }
-            _ => None,
-        };
-        Err(Invalid {
-            path,
-            keyword,
-            property,
-        })
+        }
+        _ => {}
+    }
+    let property = match error.kind() {
+        ValidationErrorKind::AdditionalProperties { unexpected } => unexpected.first().cloned(),
+        ValidationErrorKind::Required { property } => property.as_str().map(str::to_owned),
+        _ => None,
+    };
+    Invalid {
+        path,
+        keyword: error.kind().keyword().to_owned(),
+        property,
     }
 }
 
@@ -518,8 +538,14 @@ mod tests {
     #[test]
     fn names_and_hash_suffixes() {
         assert_eq!(tool_name(&p(&["env", "create"]), false), "conda_env_create");
-        assert_eq!(tool_name(&p(&["content-trust"]), false), "conda_content-trust");
-        assert_eq!(tool_name(&p(&["weird name!"]), false), "conda_weird_name_ae75e737e3");
+        assert_eq!(
+            tool_name(&p(&["content-trust"]), false),
+            "conda_content-trust"
+        );
+        assert_eq!(
+            tool_name(&p(&["weird name!"]), false),
+            "conda_weird_name_ae75e737e3"
+        );
         assert_eq!(tool_name(&p(&["é"]), false), "conda_command_0b657be394");
         assert_eq!(tool_name(&p(&["a", "b"]), true), "conda_a_b_0473ef2dc0");
         let long = tool_name(&p(&[&"x".repeat(200)]), false);
@@ -539,7 +565,9 @@ mod tests {
         );
         let names = tool_names(&[p(&["execute"]), p(&["cli", "command"])]);
         assert!(names.iter().all(|n| !RESERVED_NAMES.contains(&n.as_str())));
-        assert!(names[0].starts_with("conda_execute_") && names[1].starts_with("conda_cli_command_"));
+        assert!(
+            names[0].starts_with("conda_execute_") && names[1].starts_with("conda_cli_command_")
+        );
     }
 
     #[test]

@@ -46,6 +46,10 @@ pub struct Discovery {
     pub plugins: Vec<Plugin>,
     /// The interpreter the helper ran under, when one was found.
     pub interpreter: Option<PathBuf>,
+    /// The target's `sys.prefix`, when known.
+    pub prefix: Option<PathBuf>,
+    /// The target interpreter's version (`3.11.7`), when known.
+    pub python_version: Option<String>,
     /// `sys.path` directories of the target, for cheap change detection.
     pub site_dirs: Vec<PathBuf>,
     /// Helper processes and `conda info` runs it took (1 in the common case).
@@ -67,6 +71,8 @@ impl Discovery {
             catalog: Catalog::unavailable(&prog, version.unwrap_or("unknown"), &reason),
             plugins: Vec::new(),
             interpreter: None,
+            prefix: None,
+            python_version: None,
             site_dirs: Vec::new(),
             processes,
         }
@@ -90,6 +96,8 @@ struct CatalogDocument {
 #[derive(Deserialize)]
 struct InterpreterFacts {
     prefix: PathBuf,
+    #[serde(default)]
+    version: Option<String>,
     #[serde(default)]
     site_dirs: Vec<PathBuf>,
 }
@@ -158,6 +166,8 @@ fn finish(
         catalog,
         plugins: document.plugins,
         interpreter: Some(interpreter),
+        prefix: Some(facts.prefix),
+        python_version: facts.version,
         site_dirs: facts.site_dirs,
         processes,
     }
@@ -266,6 +276,7 @@ async fn catalog_run(
         &mut document.interpreter,
         InterpreterFacts {
             prefix: PathBuf::new(),
+            version: None,
             site_dirs: Vec::new(),
         },
     );

@@ -3,7 +3,11 @@
 use crate::support;
 
 fn run(args: &[&str]) -> (i32, String, String) {
-    let output = support::ccm().args(args).env("PATH", "/nonexistent-path").output().unwrap();
+    let output = support::ccm()
+        .args(args)
+        .env("PATH", "/nonexistent-path")
+        .output()
+        .unwrap();
     (
         output.status.code().unwrap_or(-1),
         String::from_utf8(output.stdout).unwrap(),
@@ -33,20 +37,42 @@ fn conda_exe_environment_variable_is_used() {
         .env("PATH", "/nonexistent-path")
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let doc: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(doc["target_executable"], serde_json::json!(support::fixture().conda));
+    assert_eq!(
+        doc["target_executable"],
+        serde_json::json!(support::fixture().conda)
+    );
 }
 
 #[test]
 fn bad_values_exit_2() {
     let conda = support::fixture().conda.to_str().unwrap().to_owned();
     for (args, message) in [
-        (vec!["--timeout", "0"], "argument --timeout: must be finite and greater than zero"),
-        (vec!["--timeout", "nan"], "argument --timeout: must be finite and greater than zero"),
-        (vec!["--timeout", "inf"], "argument --timeout: must be finite and greater than zero"),
-        (vec!["--output-limit-bytes", "0"], "argument --output-limit-bytes: must be greater than zero"),
-        (vec!["--stdin-limit-bytes", "0"], "argument --stdin-limit-bytes: must be greater than zero"),
+        (
+            vec!["--timeout", "0"],
+            "argument --timeout: must be finite and greater than zero",
+        ),
+        (
+            vec!["--timeout", "nan"],
+            "argument --timeout: must be finite and greater than zero",
+        ),
+        (
+            vec!["--timeout", "inf"],
+            "argument --timeout: must be finite and greater than zero",
+        ),
+        (
+            vec!["--output-limit-bytes", "0"],
+            "argument --output-limit-bytes: must be greater than zero",
+        ),
+        (
+            vec!["--stdin-limit-bytes", "0"],
+            "argument --stdin-limit-bytes: must be greater than zero",
+        ),
     ] {
         let mut argv = vec!["--conda-exe", conda.as_str()];
         argv.extend(args);
@@ -57,7 +83,10 @@ fn bad_values_exit_2() {
     let bat = tempfile::Builder::new().suffix(".bat").tempfile().unwrap();
     let (code, _, err) = run(&["--conda-exe", bat.path().to_str().unwrap()]);
     assert_eq!(code, 2);
-    assert!(err.contains("conda batch launchers are not supported"), "{err}");
+    assert!(
+        err.contains("conda batch launchers are not supported"),
+        "{err}"
+    );
 }
 
 #[test]

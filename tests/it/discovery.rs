@@ -21,13 +21,37 @@ fn child<'a>(node: &'a Command, path: &[&str]) -> &'a Command {
 }
 
 fn fixture_root() -> &'static Command {
-    support::fixture_discovery().catalog.root.as_ref().expect("fixture catalog has a root")
+    support::fixture_discovery()
+        .catalog
+        .root
+        .as_ref()
+        .expect("fixture catalog has a root")
 }
 
 /// (id, flags, action, nargs, value_type, required, hidden, choices)
-type Row<'a> = (&'a str, &'a [&'a str], ActionKind, Nargs, ValueType, bool, bool, &'a [&'a str]);
+type Row<'a> = (
+    &'a str,
+    &'a [&'a str],
+    ActionKind,
+    Nargs,
+    ValueType,
+    bool,
+    bool,
+    &'a [&'a str],
+);
 
-fn rows(command: &Command) -> Vec<(String, Vec<String>, ActionKind, Nargs, ValueType, bool, bool, Vec<String>)> {
+fn rows(
+    command: &Command,
+) -> Vec<(
+    String,
+    Vec<String>,
+    ActionKind,
+    Nargs,
+    ValueType,
+    bool,
+    bool,
+    Vec<String>,
+)> {
     command
         .arguments
         .iter()
@@ -71,11 +95,17 @@ use ValueType::{Integer, Number, String as Str};
 #[test]
 fn fixture_is_discovered_with_one_helper_process() {
     let found = support::fixture_discovery();
-    assert_eq!(found.processes, 1, "the shebang interpreter should be used directly");
+    assert_eq!(
+        found.processes, 1,
+        "the shebang interpreter should be used directly"
+    );
     assert_eq!(found.catalog.conda_version, "0.99.0");
     assert_eq!(found.catalog.prog, "conda");
     let interpreter = found.interpreter.as_ref().unwrap();
-    assert!(interpreter.starts_with(&support::fixture().prefix), "{interpreter:?}");
+    assert!(
+        interpreter.starts_with(&support::fixture().prefix),
+        "{interpreter:?}"
+    );
 }
 
 #[test]
@@ -86,14 +116,63 @@ fn fixture_root_and_command_tree() {
     expect_rows(
         root,
         &[
-            ("verbose", &["-v", "--verbose"], Count, Nargs::Exactly(0), Str, false, false, &[]),
-            ("debug", &["--debug"], StoreTrue, Nargs::Exactly(0), Str, false, true, &[]),
-            ("trace", &["--trace"], StoreTrue, Nargs::Exactly(0), Str, false, true, &[]),
-            ("json", &["--json"], StoreTrue, Nargs::Exactly(0), Str, false, true, &[]),
-            ("no_plugins", &["--no-plugins"], StoreTrue, Nargs::Exactly(0), Str, false, false, &[]),
+            (
+                "verbose",
+                &["-v", "--verbose"],
+                Count,
+                Nargs::Exactly(0),
+                Str,
+                false,
+                false,
+                &[],
+            ),
+            (
+                "debug",
+                &["--debug"],
+                StoreTrue,
+                Nargs::Exactly(0),
+                Str,
+                false,
+                true,
+                &[],
+            ),
+            (
+                "trace",
+                &["--trace"],
+                StoreTrue,
+                Nargs::Exactly(0),
+                Str,
+                false,
+                true,
+                &[],
+            ),
+            (
+                "json",
+                &["--json"],
+                StoreTrue,
+                Nargs::Exactly(0),
+                Str,
+                false,
+                true,
+                &[],
+            ),
+            (
+                "no_plugins",
+                &["--no-plugins"],
+                StoreTrue,
+                Nargs::Exactly(0),
+                Str,
+                false,
+                false,
+                &[],
+            ),
         ],
     );
-    let names: Vec<_> = root.children.iter().map(|c| c.name.clone().unwrap()).collect();
+    let names: Vec<_> = root
+        .children
+        .iter()
+        .map(|c| c.name.clone().unwrap())
+        .collect();
     assert_eq!(
         names,
         [
@@ -108,11 +187,17 @@ fn fixture_root_and_command_tree() {
     assert_eq!(child(root, &["shell-in"]).aliases, ["sh-in"]);
     // One-line help from the parent, long description from the parser.
     let rename = child(root, &["rename"]);
-    assert_eq!(rename.help.as_deref(), Some("Rename an existing environment."));
+    assert_eq!(
+        rename.help.as_deref(),
+        Some("Rename an existing environment.")
+    );
     assert!(rename.summary.is_some());
     // Optional subparsers keep a command terminal; required ones do not.
     for path in [&["env"][..], &["env", "config"], &["env", "config", "vars"]] {
-        assert!(child(root, path).terminal, "{path:?} has optional subcommands");
+        assert!(
+            child(root, path).terminal,
+            "{path:?} has optional subcommands"
+        );
     }
     assert!(!child(root, &["pkg"]).terminal);
     let set = child(root, &["env", "config", "vars", "set"]);
@@ -121,8 +206,26 @@ fn fixture_root_and_command_tree() {
         set,
         &[
             ("vars", &[], Store, Nargs::ZeroOrMore, Str, true, false, &[]),
-            ("name", &["-n", "--name"], Store, Nargs::One, Str, false, false, &[]),
-            ("prefix", &["-p", "--prefix"], Store, Nargs::One, Str, false, false, &[]),
+            (
+                "name",
+                &["-n", "--name"],
+                Store,
+                Nargs::One,
+                Str,
+                false,
+                false,
+                &[],
+            ),
+            (
+                "prefix",
+                &["-p", "--prefix"],
+                Store,
+                Nargs::One,
+                Str,
+                false,
+                false,
+                &[],
+            ),
         ],
     );
     assert_eq!(set.exclusive_groups.len(), 1);
@@ -139,21 +242,156 @@ fn fixture_every_action_kind() {
     expect_rows(
         tune,
         &[
-            ("fast", &["--fast"], StoreConst, Nargs::Exactly(0), Str, false, false, &[]),
-            ("safe", &["--safe"], StoreConst, Nargs::Exactly(0), Str, false, false, &[]),
-            ("tag_a", &["--tag-a"], AppendConst, Nargs::Exactly(0), Str, false, false, &[]),
-            ("tag_b", &["--tag-b"], AppendConst, Nargs::Exactly(0), Str, false, false, &[]),
-            ("letters", &["--letters"], Extend, Nargs::One, Str, false, false, &[]),
-            ("items", &["--items"], Extend, Nargs::OneOrMore, Str, false, false, &[]),
-            ("size", &["--size"], Store, Nargs::Exactly(2), Str, false, false, &[]),
-            ("names", &["--names"], Store, Nargs::OneOrMore, Str, false, false, &[]),
-            ("color", &["--color"], Store, Nargs::Optional, Str, false, false, &["auto", "always", "never"]),
-            ("format", &["--format"], Store, Nargs::One, Str, false, false, &["json", "yaml", "text"]),
-            ("level", &["--level"], Store, Nargs::One, Integer, false, false, &["0", "1", "2", "3"]),
-            ("ratio", &["--ratio"], Store, Nargs::One, Number, false, false, &[]),
-            ("target", &["--target"], Store, Nargs::One, Str, true, false, &[]),
-            ("secret", &["--secret"], Store, Nargs::One, Str, false, true, &[]),
-            ("label", &["--label"], Store, Nargs::One, Str, false, false, &[]),
+            (
+                "fast",
+                &["--fast"],
+                StoreConst,
+                Nargs::Exactly(0),
+                Str,
+                false,
+                false,
+                &[],
+            ),
+            (
+                "safe",
+                &["--safe"],
+                StoreConst,
+                Nargs::Exactly(0),
+                Str,
+                false,
+                false,
+                &[],
+            ),
+            (
+                "tag_a",
+                &["--tag-a"],
+                AppendConst,
+                Nargs::Exactly(0),
+                Str,
+                false,
+                false,
+                &[],
+            ),
+            (
+                "tag_b",
+                &["--tag-b"],
+                AppendConst,
+                Nargs::Exactly(0),
+                Str,
+                false,
+                false,
+                &[],
+            ),
+            (
+                "letters",
+                &["--letters"],
+                Extend,
+                Nargs::One,
+                Str,
+                false,
+                false,
+                &[],
+            ),
+            (
+                "items",
+                &["--items"],
+                Extend,
+                Nargs::OneOrMore,
+                Str,
+                false,
+                false,
+                &[],
+            ),
+            (
+                "size",
+                &["--size"],
+                Store,
+                Nargs::Exactly(2),
+                Str,
+                false,
+                false,
+                &[],
+            ),
+            (
+                "names",
+                &["--names"],
+                Store,
+                Nargs::OneOrMore,
+                Str,
+                false,
+                false,
+                &[],
+            ),
+            (
+                "color",
+                &["--color"],
+                Store,
+                Nargs::Optional,
+                Str,
+                false,
+                false,
+                &["auto", "always", "never"],
+            ),
+            (
+                "format",
+                &["--format"],
+                Store,
+                Nargs::One,
+                Str,
+                false,
+                false,
+                &["json", "yaml", "text"],
+            ),
+            (
+                "level",
+                &["--level"],
+                Store,
+                Nargs::One,
+                Integer,
+                false,
+                false,
+                &["0", "1", "2", "3"],
+            ),
+            (
+                "ratio",
+                &["--ratio"],
+                Store,
+                Nargs::One,
+                Number,
+                false,
+                false,
+                &[],
+            ),
+            (
+                "target",
+                &["--target"],
+                Store,
+                Nargs::One,
+                Str,
+                true,
+                false,
+                &[],
+            ),
+            (
+                "secret",
+                &["--secret"],
+                Store,
+                Nargs::One,
+                Str,
+                false,
+                true,
+                &[],
+            ),
+            (
+                "label",
+                &["--label"],
+                Store,
+                Nargs::One,
+                Str,
+                false,
+                false,
+                &[],
+            ),
             ("pair", &[], Store, Nargs::Exactly(2), Str, true, false, &[]),
         ],
     );
@@ -162,25 +400,64 @@ fn fixture_every_action_kind() {
     assert_eq!(color.default, json!("never"));
     assert_eq!(tune.arguments[10].default, json!(1));
     assert_eq!(tune.arguments[6].metavar, ["WIDTH", "HEIGHT"]);
-    assert_eq!(tune.arguments[13].help, None, "hidden arguments carry no help");
+    assert_eq!(
+        tune.arguments[13].help, None,
+        "hidden arguments carry no help"
+    );
     // BooleanOptionalAction, lazy choices, extend_const, remainder, hidden positional.
     let list = child(fixture_root(), &["list"]);
-    let urls = list.arguments.iter().find(|a| a.id == "show_channel_urls").unwrap();
+    let urls = list
+        .arguments
+        .iter()
+        .find(|a| a.id == "show_channel_urls")
+        .unwrap();
     assert_eq!(urls.action, Boolean);
-    assert_eq!(urls.flags, ["--show-channel-urls", "--no-show-channel-urls"]);
+    assert_eq!(
+        urls.flags,
+        ["--show-channel-urls", "--no-show-channel-urls"]
+    );
     let install = child(fixture_root(), &["install"]);
     let solver = install.arguments.iter().find(|a| a.id == "solver").unwrap();
-    assert_eq!((solver.action, solver.choices.clone(), solver.dynamic_choices), (Store, vec!["classic".to_owned()], true));
-    let packages = install.arguments.iter().find(|a| a.id == "packages").unwrap();
-    assert_eq!((packages.action, packages.nargs, packages.required), (Store, Nargs::ZeroOrMore, true));
+    assert_eq!(
+        (
+            solver.action,
+            solver.choices.clone(),
+            solver.dynamic_choices
+        ),
+        (Store, vec!["classic".to_owned()], true)
+    );
+    let packages = install
+        .arguments
+        .iter()
+        .find(|a| a.id == "packages")
+        .unwrap();
+    assert_eq!(
+        (packages.action, packages.nargs, packages.required),
+        (Store, Nargs::ZeroOrMore, true)
+    );
     let clean = child(fixture_root(), &["clean"]);
-    let tempfiles = clean.arguments.iter().find(|a| a.id == "tempfiles").unwrap();
-    assert_eq!((tempfiles.action, tempfiles.nargs), (ExtendConst, Nargs::ZeroOrMore));
+    let tempfiles = clean
+        .arguments
+        .iter()
+        .find(|a| a.id == "tempfiles")
+        .unwrap();
+    assert_eq!(
+        (tempfiles.action, tempfiles.nargs),
+        (ExtendConst, Nargs::ZeroOrMore)
+    );
     let run = child(fixture_root(), &["run"]);
-    let call = run.arguments.iter().find(|a| a.id == "executable_call").unwrap();
+    let call = run
+        .arguments
+        .iter()
+        .find(|a| a.id == "executable_call")
+        .unwrap();
     assert_eq!((call.nargs, call.required), (Nargs::Remainder, true));
     let search = child(fixture_root(), &["search"]);
-    let spec = search.arguments.iter().find(|a| a.id == "match_spec").unwrap();
+    let spec = search
+        .arguments
+        .iter()
+        .find(|a| a.id == "match_spec")
+        .unwrap();
     assert!(spec.hidden && spec.is_positional() && spec.nargs == Nargs::Optional);
     assert_eq!(spec.default, json!("*"));
     // A required exclusive group.
@@ -189,8 +466,15 @@ fn fixture_every_action_kind() {
     assert!(rename.exclusive_groups[0].required);
     // A plugin parser that re-declares options: ids are unique per parser.
     let pkg_install = child(fixture_root(), &["pkg", "install"]);
-    let ids: Vec<_> = pkg_install.arguments.iter().map(|a| a.id.as_str()).collect();
-    assert_eq!(ids, ["name", "prefix", "json", "verbose", "dry_run", "packages"]);
+    let ids: Vec<_> = pkg_install
+        .arguments
+        .iter()
+        .map(|a| a.id.as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        ["name", "prefix", "json", "verbose", "dry_run", "packages"]
+    );
 }
 
 #[test]
@@ -200,11 +484,19 @@ fn fixture_unsupported_action_is_a_diagnostic_not_a_drop() {
     assert!(legacy.raw_only);
     // The supported arguments are still recorded.
     assert!(legacy.arguments.iter().any(|a| a.id == "quick"));
-    assert_eq!(found.catalog.diagnostics.len(), 1, "{:?}", found.catalog.diagnostics);
+    assert_eq!(
+        found.catalog.diagnostics.len(),
+        1,
+        "{:?}",
+        found.catalog.diagnostics
+    );
     let d = &found.catalog.diagnostics[0];
     assert_eq!(d.path, ["legacy"]);
     assert_eq!(d.reason, "unsupported argparse action");
-    assert_eq!(d.action_type.as_deref(), Some("conda.cli.main_legacy.DefineAction"));
+    assert_eq!(
+        d.action_type.as_deref(),
+        Some("conda.cli.main_legacy.DefineAction")
+    );
     assert!(d.blocking);
 }
 
@@ -214,7 +506,15 @@ fn fixture_plugin_inventory_and_fingerprint() {
     let plugins: Vec<_> = found
         .plugins
         .iter()
-        .map(|p| (p.distribution.as_str(), p.version.as_str(), p.entry_point.as_str(), p.value.as_str(), p.hooks.clone()))
+        .map(|p| {
+            (
+                p.distribution.as_str(),
+                p.version.as_str(),
+                p.entry_point.as_str(),
+                p.value.as_str(),
+                p.hooks.clone(),
+            )
+        })
         .collect();
     assert_eq!(
         plugins,
@@ -224,7 +524,11 @@ fn fixture_plugin_inventory_and_fingerprint() {
                 "1.0.0",
                 "fixture-tools",
                 "conda_fixture_tools.plugin",
-                vec!["conda_post_commands".to_owned(), "conda_settings".into(), "conda_subcommands".into()]
+                vec![
+                    "conda_post_commands".to_owned(),
+                    "conda_settings".into(),
+                    "conda_subcommands".into()
+                ]
             ),
             (
                 "conda_fixture_hooks",
@@ -235,7 +539,10 @@ fn fixture_plugin_inventory_and_fingerprint() {
             ),
         ]
     );
-    assert_eq!(found.fingerprint(), ccm::catalog::discovery_fingerprint("0.99.0", &found.plugins));
+    assert_eq!(
+        found.fingerprint(),
+        ccm::catalog::discovery_fingerprint("0.99.0", &found.plugins)
+    );
     // Discovery is deterministic.
     let again = support::discover(&support::fixture().conda);
     assert_eq!(again.catalog, found.catalog);
@@ -250,8 +557,16 @@ fn add_plugin(fixture: &Fixture, name: &str, module_source: &str) {
     std::fs::write(site.join(&module).join("__init__.py"), module_source).unwrap();
     let dist = site.join(format!("{module}-1.0.dist-info"));
     std::fs::create_dir_all(&dist).unwrap();
-    std::fs::write(dist.join("METADATA"), format!("Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")).unwrap();
-    std::fs::write(dist.join("entry_points.txt"), format!("[conda]\n{name} = {module}\n")).unwrap();
+    std::fs::write(
+        dist.join("METADATA"),
+        format!("Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dist.join("entry_points.txt"),
+        format!("[conda]\n{name} = {module}\n"),
+    )
+    .unwrap();
 }
 
 fn site_packages(prefix: &Path) -> std::path::PathBuf {
@@ -275,10 +590,27 @@ fn a_plugin_printing_to_stdout_cannot_break_discovery() {
          @hookimpl\ndef conda_subcommands():\n    yield CondaSubcommand(name='noisy', summary='Noisy.', action=lambda args: 0)\n",
     );
     let found = support::discover(&fixture.conda);
-    assert!(found.catalog.diagnostics.iter().all(|d| d.path != Vec::<String>::new()), "{:?}", found.catalog.diagnostics);
+    assert!(
+        found
+            .catalog
+            .diagnostics
+            .iter()
+            .all(|d| d.path != Vec::<String>::new()),
+        "{:?}",
+        found.catalog.diagnostics
+    );
     let root = found.catalog.root.as_ref().unwrap();
-    assert!(root.children.iter().any(|c| c.name.as_deref() == Some("noisy")));
-    assert!(found.plugins.iter().any(|p| p.distribution == "noisy-plugin"));
+    assert!(
+        root.children
+            .iter()
+            .any(|c| c.name.as_deref() == Some("noisy"))
+    );
+    assert!(
+        found
+            .plugins
+            .iter()
+            .any(|p| p.distribution == "noisy-plugin")
+    );
 }
 
 #[test]
@@ -287,7 +619,13 @@ fn a_large_plugin_set_is_discovered_intact() {
     let fixture = support::build_fixture(&["--no-plugins"]);
     for i in 0..30 {
         let options: String = (0..40)
-            .map(|j| format!("    p.add_argument('--option-{j}-{}', help='{}')\n", "x".repeat(20), "Help text. ".repeat(60)))
+            .map(|j| {
+                format!(
+                    "    p.add_argument('--option-{j}-{}', help='{}')\n",
+                    "x".repeat(20),
+                    "Help text. ".repeat(60)
+                )
+            })
             .collect();
         add_plugin(
             &fixture,
@@ -303,7 +641,11 @@ fn a_large_plugin_set_is_discovered_intact() {
     let size = serde_json::to_string(&found.catalog).unwrap().len();
     assert!(size > 1 << 20, "catalog is only {size} bytes");
     let root = found.catalog.root.as_ref().unwrap();
-    let bulk = root.children.iter().filter(|c| c.name.as_deref().is_some_and(|n| n.starts_with("bulk"))).count();
+    let bulk = root
+        .children
+        .iter()
+        .filter(|c| c.name.as_deref().is_some_and(|n| n.starts_with("bulk")))
+        .count();
     assert_eq!(bulk, 30);
     assert_eq!(found.plugins.len(), 30);
 }
@@ -315,7 +657,12 @@ fn write_script(path: &Path, body: &str) {
 }
 
 fn reasons(found: &ccm::discovery::Discovery) -> Vec<String> {
-    found.catalog.diagnostics.iter().map(|d| d.reason.clone()).collect()
+    found
+        .catalog
+        .diagnostics
+        .iter()
+        .map(|d| d.reason.clone())
+        .collect()
 }
 
 #[test]
@@ -330,7 +677,10 @@ fn failures_become_fixed_diagnostics() {
     assert!(found.catalog.root.is_none());
     assert_eq!(found.catalog.conda_version, "unknown");
     assert_eq!(found.catalog.diagnostics[0].path, Vec::<String>::new());
-    assert_eq!(found.fingerprint(), "6f80ebe3e1cef5d43607204bc92ca714b0ddd72ce3d1e884be25609c1460f1b4");
+    assert_eq!(
+        found.fingerprint(),
+        "6f80ebe3e1cef5d43607204bc92ca714b0ddd72ce3d1e884be25609c1460f1b4"
+    );
 
     // A conda that exits non-zero for `info --json` and an interpreter that cannot import it.
     let fake = dir.path().join("bin/python");
@@ -359,7 +709,10 @@ fn invalid_output_and_version_mismatch_are_diagnostics() {
         ),
     );
     let found = support::discover(&conda);
-    assert_eq!(reasons(&found), ["conda catalog discovery returned invalid JSON: SyntaxError"]);
+    assert_eq!(
+        reasons(&found),
+        ["conda catalog discovery returned invalid JSON: SyntaxError"]
+    );
     assert_eq!(found.catalog.conda_version, "0.99.0");
 
     // The helper reports 0.99.0 (the real fixture interpreter), conda info says 9.9.9.
@@ -374,7 +727,10 @@ fn invalid_output_and_version_mismatch_are_diagnostics() {
         ),
     );
     let found = support::discover(&conda);
-    assert_eq!(reasons(&found), ["conda catalog discovery reported a different conda version"]);
+    assert_eq!(
+        reasons(&found),
+        ["conda catalog discovery reported a different conda version"]
+    );
 }
 
 #[test]
@@ -401,7 +757,11 @@ fn helper_ignores_the_servers_python_environment() {
     // A PYTHONPATH with a module named like conda's must not shadow the target's.
     let shadow = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(shadow.path().join("conda")).unwrap();
-    std::fs::write(shadow.path().join("conda/__init__.py"), "raise ImportError('shadowed')\n").unwrap();
+    std::fs::write(
+        shadow.path().join("conda/__init__.py"),
+        "raise ImportError('shadowed')\n",
+    )
+    .unwrap();
     let output = support::ccm()
         .args(["discover", "--conda-exe"])
         .arg(&support::fixture().conda)
@@ -411,7 +771,11 @@ fn helper_ignores_the_servers_python_environment() {
         .unwrap();
     assert!(output.status.success());
     let doc: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(doc["catalog"]["diagnostics"].as_array().unwrap().len(), 1, "only the fixture's own diagnostic");
+    assert_eq!(
+        doc["catalog"]["diagnostics"].as_array().unwrap().len(),
+        1,
+        "only the fixture's own diagnostic"
+    );
     assert_eq!(doc["conda_version"], "0.99.0");
 }
 
@@ -429,7 +793,16 @@ fn discover_command_prints_sorted_deterministic_json() {
     assert_eq!(first.stdout, run().stdout, "two runs print the same bytes");
     let doc: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
     let keys: Vec<_> = doc.as_object().unwrap().keys().cloned().collect();
-    assert_eq!(keys, ["catalog", "conda_version", "discovery_fingerprint", "plugins", "target_executable"]);
+    assert_eq!(
+        keys,
+        [
+            "catalog",
+            "conda_version",
+            "discovery_fingerprint",
+            "plugins",
+            "target_executable"
+        ]
+    );
     assert_eq!(doc["target_executable"], json!(support::fixture().conda));
     let pretty = support::ccm()
         .args(["discover", "--pretty", "--conda-exe"])
@@ -450,11 +823,31 @@ fn real_conda_catalog() {
         return;
     };
     let found = support::real_discovery().unwrap();
-    assert!(found.catalog.conda_version.starts_with("26."), "{}", found.catalog.conda_version);
-    assert!(found.catalog.diagnostics.is_empty(), "{:?}", found.catalog.diagnostics);
-    let commands: Vec<String> = found.catalog.commands().into_iter().map(|(_, p)| p.join(" ")).collect();
+    assert!(
+        found.catalog.conda_version.starts_with("26."),
+        "{}",
+        found.catalog.conda_version
+    );
+    assert!(
+        found.catalog.diagnostics.is_empty(),
+        "{:?}",
+        found.catalog.diagnostics
+    );
+    let commands: Vec<String> = found
+        .catalog
+        .commands()
+        .into_iter()
+        .map(|(_, p)| p.join(" "))
+        .collect();
     assert!(commands.len() >= 30, "{commands:?}");
-    for expected in ["info", "list", "create", "install", "env create", "env config vars set"] {
+    for expected in [
+        "info",
+        "list",
+        "create",
+        "install",
+        "env create",
+        "env config vars set",
+    ] {
         assert!(commands.iter().any(|c| c == expected), "{expected} missing");
     }
     assert_eq!(found.processes, 1, "one helper process in the common case");
@@ -482,8 +875,14 @@ fn argument_exposure_rule() {
         const_value: json!(true),
     };
     assert!(!hidden_option.is_exposed());
-    let required = Argument { required: true, ..hidden_option.clone() };
+    let required = Argument {
+        required: true,
+        ..hidden_option.clone()
+    };
     assert!(required.is_exposed());
-    let positional = Argument { flags: vec![], ..hidden_option };
+    let positional = Argument {
+        flags: vec![],
+        ..hidden_option
+    };
     assert!(positional.is_exposed());
 }

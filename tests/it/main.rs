@@ -3,7 +3,13 @@
 /// Building the fixture conda, finding a real conda, driving the binary.
 mod support;
 
+/// The generic argv interpreter (pure).
+mod argv;
 /// The command line: flags, exit codes, messages.
 mod cli;
 /// Live discovery against the fixture conda (and a real conda with CCM_TEST_CONDA).
 mod discovery;
+/// The safety policy on final argv (pure).
+mod policy;
+/// Tool names, schemas, annotations and validation (pure), with golden tool lists.
+mod tools;

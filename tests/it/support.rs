@@ -90,7 +90,9 @@ pub fn real_conda(test: &str) -> Option<PathBuf> {
             Some(std::fs::canonicalize(&path).expect("CCM_TEST_CONDA must name an existing conda"))
         }
         _ => {
-            eprintln!("skipped {test}: set CCM_TEST_CONDA=/path/to/conda to run it against a real conda");
+            eprintln!(
+                "skipped {test}: set CCM_TEST_CONDA=/path/to/conda to run it against a real conda"
+            );
             None
         }
     }
@@ -113,4 +115,55 @@ pub fn ccm() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_ccm"));
     command.env_remove("CONDA_EXE").env_remove("CCM_LOG");
     command
+}
+
+/// A checked-in snapshot (`snapshots/<stem>.json`).
+pub fn snapshot(stem: &str) -> ccm::snapshot::Snapshot {
+    let path = repo().join("snapshots").join(format!("{stem}.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    ccm::snapshot::Snapshot::from_text(&text).unwrap()
+}
+
+/// The real-conda snapshot shipped with the repository.
+pub const REAL: &str = "conda-26.7";
+/// The fixture-conda snapshot shipped with the repository.
+pub const FIXTURE: &str = "conda-0.99";
+
+/// The toolset of a catalog, as a server with these flags would build it.
+pub fn toolset(
+    catalog: &ccm::catalog::Catalog,
+    plugins: &[ccm::catalog::Plugin],
+    allow_exec: bool,
+) -> ccm::toolset::Toolset {
+    ccm::toolset::Toolset::build(
+        catalog,
+        plugins,
+        &ccm::toolset::Settings {
+            allow_exec,
+            timeout: Duration::from_secs(900),
+        },
+    )
+}
+
+/// Compare `actual` with the golden file `tests/golden/<name>`; `UPDATE_GOLDEN=1` rewrites it.
+pub fn golden(name: &str, actual: &str) {
+    let path = repo().join("tests/golden").join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_default();
+    if expected != actual {
+        let first = expected
+            .lines()
+            .zip(actual.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(expected.lines().count().min(actual.lines().count()));
+        panic!(
+            "tests/golden/{name} is stale (first difference at line {}). Review the change, then \
+             run `UPDATE_GOLDEN=1 cargo test --test integration` and commit the file.",
+            first + 1
+        );
+    }
 }

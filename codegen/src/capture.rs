@@ -1,0 +1,60 @@
+//! `codegen capture`: live discovery against a reference conda → a normalized snapshot.
+
+use std::path::Path;
+use std::time::Duration;
+
+use ccm::discovery::{self, Target};
+use ccm::snapshot::{Replacements, Snapshot};
+
+pub fn run(conda_exe: Option<&str>, out: &Path) -> Result<(), String> {
+    let env = std::env::var("CONDA_EXE").ok();
+    let conda = discovery::resolve_executable(conda_exe, env.as_deref())
+        .map_err(|e| format!("could not find the reference conda: {e:?}"))?;
+    let target = Target {
+        conda_exe: conda.clone(),
+        timeout: Duration::from_secs(300),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let found = runtime.block_on(discovery::discover(&target));
+    if found.catalog.root.is_none() {
+        let reasons: Vec<_> = found
+            .catalog
+            .diagnostics
+            .iter()
+            .map(|d| d.reason.as_str())
+            .collect();
+        return Err(format!("discovery failed: {}", reasons.join("; ")));
+    }
+    let text =
+        |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.to_string_lossy().into_owned());
+    let replacements = Replacements::new(&[
+        (text(&found.prefix), "<prefix>"),
+        (std::env::var("HOME").ok(), "~"),
+        (text(&std::env::current_dir().ok()), "<cwd>"),
+    ]);
+    let snapshot = Snapshot::new(
+        &found.catalog,
+        &found.plugins,
+        found.python_version.clone(),
+        &replacements,
+    );
+    let path = out.join(format!("{}.json", snapshot.stem()));
+    let text = snapshot.to_text();
+    if std::fs::read_to_string(&path).ok().as_deref() == Some(text.as_str()) {
+        eprintln!("Up-to-date: {}", path.display());
+        return Ok(());
+    }
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    eprintln!(
+        "Captured conda {} ({} commands, {} plugins) into {}",
+        snapshot.conda_version,
+        snapshot.catalog.commands().len(),
+        snapshot.plugins.len(),
+        path.display()
+    );
+    Ok(())
+}

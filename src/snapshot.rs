@@ -1,0 +1,187 @@
+//! Snapshots: a discovery normalized for checking in (`snapshots/conda-<M>.<m>.json`),
+//! and the per-command signature digests that decide whether a baked typed compiler fits a
+//! live command.
+//!
+//! Normalization makes a capture reproducible on any machine: the target prefix, the home
+//! directory and the working directory are replaced by `<prefix>`, `~` and `<cwd>` in every
+//! string, keys are sorted, and nothing records a time. Choices computed at inspection time
+//! stay in the catalog, flagged `dynamic_choices`; signatures ignore their values (the
+//! typed compilers take such values as plain strings). Pure; no I/O.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::catalog::{self, Catalog, Command, Plugin};
+use crate::layout::Layout;
+
+/// Version of the snapshot file format.
+pub const FORMAT: u32 = 1;
+
+/// A checked-in discovery.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub format: u32,
+    pub conda_version: String,
+    /// Provenance: the interpreter version the capture ran under.
+    pub python_version: Option<String>,
+    pub catalog: Catalog,
+    pub plugins: Vec<Plugin>,
+    pub discovery_fingerprint: String,
+}
+
+/// Strings to replace, longest first.
+#[derive(Clone, Debug, Default)]
+pub struct Replacements(Vec<(String, String)>);
+
+impl Replacements {
+    pub fn new(pairs: &[(Option<String>, &str)]) -> Self {
+        let mut list: Vec<(String, String)> = pairs
+            .iter()
+            .filter_map(|(from, to)| {
+                from.clone()
+                    .filter(|f| f.len() > 1)
+                    .map(|f| (f, to.to_string()))
+            })
+            .collect();
+        list.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        Replacements(list)
+    }
+
+    fn apply(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for (from, to) in &self.0 {
+            if out.contains(from.as_str()) {
+                out = out.replace(from.as_str(), to);
+            }
+        }
+        out
+    }
+
+    fn value(&self, value: &mut Value) {
+        match value {
+            Value::String(s) => *s = self.apply(s),
+            Value::Array(items) => items.iter_mut().for_each(|v| self.value(v)),
+            Value::Object(map) => map.values_mut().for_each(|v| self.value(v)),
+            _ => {}
+        }
+    }
+}
+
+impl Snapshot {
+    /// Normalize a discovery into a snapshot.
+    pub fn new(
+        catalog: &Catalog,
+        plugins: &[Plugin],
+        python_version: Option<String>,
+        replacements: &Replacements,
+    ) -> Snapshot {
+        let mut value = serde_json::to_value(catalog).expect("catalogs serialize");
+        replacements.value(&mut value);
+        let catalog: Catalog =
+            serde_json::from_value(value).expect("normalized catalogs deserialize");
+        Snapshot {
+            format: FORMAT,
+            conda_version: catalog.conda_version.clone(),
+            python_version,
+            discovery_fingerprint: catalog::discovery_fingerprint(&catalog.conda_version, plugins),
+            catalog,
+            plugins: plugins.to_vec(),
+        }
+    }
+
+    /// The file name stem for this version: `conda-26.7`.
+    pub fn stem(&self) -> String {
+        file_stem(&self.conda_version)
+    }
+
+    /// Pretty JSON with sorted keys and a final newline: the checked-in form.
+    pub fn to_text(&self) -> String {
+        let value = serde_json::to_value(self).expect("snapshots serialize");
+        let mut text = serde_json::to_string_pretty(&value).expect("values serialize");
+        text.push('\n');
+        text
+    }
+
+    pub fn from_text(text: &str) -> Result<Snapshot, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+}
+
+/// `conda-<major>.<minor>` for a version string.
+pub fn file_stem(version: &str) -> String {
+    let mut parts = version.split('.');
+    let major = parts.next().unwrap_or("0");
+    let minor = parts.next().unwrap_or("0");
+    format!("conda-{major}.{minor}")
+}
+
+/// Digest of everything in a branch that shapes the tool's schema structure and argv:
+/// level names, greediness, every argument's id, flags, action, nargs, type, required,
+/// hidden and (static) choices, and the exclusive groups. Help texts, defaults and
+/// dynamic choice values are left out.
+pub fn signature(branch: &[&Command]) -> String {
+    let levels: Vec<Value> = branch
+        .iter()
+        .map(|command| {
+            let arguments: Vec<Value> = command
+                .arguments
+                .iter()
+                .map(|a| {
+                    json!({
+                        "id": a.id,
+                        "flags": a.flags,
+                        "action": a.action,
+                        "nargs": a.nargs,
+                        "value_type": a.value_type,
+                        "required": a.required,
+                        "hidden": a.hidden,
+                        "choices": if a.dynamic_choices { Vec::new() } else { a.choices.clone() },
+                        "dynamic_choices": a.dynamic_choices,
+                    })
+                })
+                .collect();
+            json!({
+                "name": command.name,
+                "passthrough": command.passthrough,
+                "arguments": arguments,
+                "exclusive_groups": command.exclusive_groups,
+            })
+        })
+        .collect();
+    catalog::sha256_hex(catalog::canonical_json(&levels).as_bytes())
+}
+
+/// The layout and signature of every command of a catalog that could become a tool.
+pub fn signatures(catalog: &Catalog) -> Vec<(Vec<String>, Layout, String)> {
+    catalog
+        .commands()
+        .into_iter()
+        .filter(|(branch, _)| branch.last().is_some_and(|c| c.terminal))
+        .map(|(branch, path)| (path, Layout::new(&branch), signature(&branch)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stems() {
+        assert_eq!(file_stem("26.7.1"), "conda-26.7");
+        assert_eq!(file_stem("0.99.0"), "conda-0.99");
+        assert_eq!(file_stem("unknown"), "conda-unknown.0");
+    }
+
+    #[test]
+    fn replacements_are_longest_first() {
+        let r = Replacements::new(&[
+            (Some("/home/u".into()), "~"),
+            (Some("/home/u/conda".into()), "<prefix>"),
+            (None, "<cwd>"),
+        ]);
+        assert_eq!(
+            r.apply("/home/u/conda/.condarc and /home/u/.condarc"),
+            "<prefix>/.condarc and ~/.condarc"
+        );
+    }
+}
