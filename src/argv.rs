@@ -207,14 +207,18 @@ fn bounded(tokens: Vec<String>) -> Occurrence {
 }
 
 /// `--opt=value`, `-Xvalue`, or (short flag, value empty or starting with `=`) two tokens.
-fn single(flag: &str, value: String) -> Occurrence {
-    if flag.starts_with("--") {
+/// argparse drops a value that is exactly `--`, so that one cannot be passed at all.
+fn single(flag: &str, value: String, path: &str) -> Result<Occurrence, Invalid> {
+    if value == "--" {
+        return Err(invalid(path, "unrepresentable", None));
+    }
+    Ok(if flag.starts_with("--") {
         bounded(vec![format!("{flag}={value}")])
     } else if value.is_empty() || value.starts_with('=') {
         bounded(vec![flag.to_owned(), value])
     } else {
         bounded(vec![format!("{flag}{value}")])
-    }
+    })
 }
 
 fn repeat(value: &Value, path: &str) -> Result<usize, Invalid> {
@@ -245,13 +249,13 @@ fn occurrence(
     path: &str,
 ) -> Result<Occurrence, Invalid> {
     Ok(match argument.nargs {
-        Nargs::One => single(flag, scalar_text(argument, value, path)?),
+        Nargs::One => single(flag, scalar_text(argument, value, path)?, path)?,
         Nargs::Optional => match value {
             Value::Null => Occurrence {
                 tokens: vec![flag.to_owned()],
                 open: true,
             },
-            value => single(flag, scalar_text(argument, value, path)?),
+            value => single(flag, scalar_text(argument, value, path)?, path)?,
         },
         Nargs::Exactly(_) => {
             let mut tokens = vec![flag.to_owned()];

@@ -5,6 +5,9 @@ use serde_json::{Map, Value};
 
 use crate::schema::Invalid;
 
+/// A compiler: validated input → argv.
+pub type CompileFn = fn(&Map<String, Value>) -> Result<Vec<String>, Invalid>;
+
 /// One command of a baked snapshot.
 #[derive(Debug)]
 pub struct BakedCommand {
@@ -13,5 +16,5 @@ pub struct BakedCommand {
     /// Digest of everything in the command's branch that shapes its schema and argv.
     pub signature: &'static str,
     /// The typed argv compiler (deserializes into the generated input struct).
-    pub compile: fn(&Map<String, Value>) -> Result<Vec<String>, Invalid>,
+    pub compile: CompileFn,
 }

@@ -212,7 +212,7 @@ fn rules(path: &[String], options: &[String]) -> Classification {
         },
         ["package"] => {
             let inspect = has(&["-u", "-w", "--untracked", "--which"]);
-            either(!(inspect && !has(&["-r", "--reset"])))
+            either(!inspect || has(&["-r", "--reset"]))
         }
         _ if READ_ONLY_COMMANDS.contains(&first) => read_only(NETWORK_READS.contains(&first)),
         _ if MUTATING_COMMANDS.contains(&first) => write(NETWORK_MUTATIONS.contains(&first)),

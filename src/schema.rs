@@ -236,10 +236,13 @@ fn occurrence(argument: &Argument) -> Value {
         Nargs::OneOrMore => array(scalar(argument, true), 1, MAX_ITEMS),
         Nargs::ZeroOrMore => array(scalar(argument, true), 0, MAX_ITEMS),
         Nargs::Remainder | Nargs::Parser => {
-            // Opaque: taken verbatim, options included.
+            // Opaque: taken verbatim, options included — except the first value, which
+            // argparse would read as an option of the command itself.
             let items = json!({"type": "string", "maxLength": MAX_STRING});
             let min = u64::from(argument.nargs == Nargs::Parser);
-            array(items, min, MAX_ITEMS)
+            let mut schema = array(items, min, MAX_ITEMS);
+            schema["prefixItems"] = json!([{"type": "string", "pattern": NOT_OPTION_LIKE}]);
+            schema
         }
     }
 }

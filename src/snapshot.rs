@@ -43,7 +43,7 @@ impl Replacements {
                     .map(|f| (f, to.to_string()))
             })
             .collect();
-        list.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        list.sort_by_key(|(from, _)| std::cmp::Reverse(from.len()));
         Replacements(list)
     }
 

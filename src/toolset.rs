@@ -100,8 +100,8 @@ impl Toolset {
         pick: impl Fn(&[String], &Layout) -> Compiler,
     ) -> Toolset {
         let mut diagnostics = Vec::new();
-        let mut candidates: Vec<(Vec<String>, Vec<&Command>, Layout, Map<String, Value>)> =
-            Vec::new();
+        type Candidate<'a> = (Vec<String>, Vec<&'a Command>, Layout, Map<String, Value>);
+        let mut candidates: Vec<Candidate> = Vec::new();
         for (branch, path) in catalog.commands() {
             if !is_tool(catalog, &branch, &path) {
                 continue;

@@ -447,16 +447,48 @@ def mode_plugins(out):
 
 
 # ---------------------------------------------------------------------------------------
-# Round trip: parse argv with the target's parser, one value per action.
+# Round trip: parse argv with the target's parser and record what each action receives.
 
 
 class _ParseError(Exception):
     pass
 
 
-def _instrument(parser, level, path, table):
-    """Give every action a unique dest and no default, so that the namespace holds exactly
-    the actions the argv triggered, level by level, without subparsers overwriting."""
+class _Recorder(argparse.Action):
+    """Stands in for every action: records the option string and the values argparse
+    hands over (after nargs matching, type conversion and choice checks)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if values is self.default:
+            return  # an absent positional: argparse passes the default through
+        calls = getattr(namespace, self.dest, None)
+        calls = list(calls) if isinstance(calls, list) else []
+        calls.append({"option": option_string, "values": _plain(values)})
+        setattr(namespace, self.dest, calls)
+
+
+def _action_key(level, path, action):
+    return "{}|{}|{}|{}".format(level, " ".join(path), ",".join(action.option_strings), action.dest)
+
+
+def _own_actions(parser):
+    """Plugins may share one action object between parsers (argparse `parents=`); give this
+    parser copies of its own so that instrumenting it leaves the others alone."""
+    import copy
+
+    mapping = {}
+    for index, action in enumerate(parser._actions):
+        if not isinstance(action, argparse._SubParsersAction):
+            mapping[id(action)] = parser._actions[index] = copy.copy(action)
+    for option, action in list(parser._option_string_actions.items()):
+        parser._option_string_actions[option] = mapping.get(id(action), action)
+    for group in list(parser._action_groups) + list(parser._mutually_exclusive_groups):
+        group._group_actions[:] = [mapping.get(id(a), a) for a in group._group_actions]
+
+
+def _instrument(parser, level, path):
+    """Record every action under a unique key, keep argparse's matching untouched, and
+    make parse errors exceptions."""
 
     def error(message):
         raise _ParseError(message)
@@ -466,23 +498,31 @@ def _instrument(parser, level, path, table):
 
     parser.error = error
     parser.exit = exit_
-    index = 0
+    _own_actions(parser)
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             action.dest = argparse.SUPPRESS
             seen = set()
             for name, child in action.choices.items():
-                if id(child) in seen:
-                    continue
-                seen.add(id(child))
-                _instrument(child, level + 1, path + [name], table)
+                if id(child) not in seen:
+                    seen.add(id(child))
+                    _instrument(child, level + 1, path + [name])
             continue
         if isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
             continue
-        key = "ccm{}:{}:{}".format(level, "/".join(path), index)
-        index += 1
+        key = _action_key(level, path, action)
+        try:
+            choices = action.choices
+        except Exception:
+            choices = None
+        action.__class__ = _Recorder
+        action.choices = choices
         action.dest = key
-        action.default = argparse.SUPPRESS
+        # A fresh, empty list: recognisable by identity (absent positionals), valid against
+        # any choices, and an empty record when the action never fires.
+        action.default = []
+        if action.type not in (int, float):
+            action.type = None  # observe the argv text, not a converter's result
     parser._defaults = {}
     parser.set_defaults(**{"ccm_path:{}".format(level): path})
 
@@ -491,7 +531,7 @@ def mode_parse(out, batch):
     from conda.cli.conda_argparse import generate_parser
 
     parser = generate_parser()
-    _instrument(parser, 0, [], None)
+    _instrument(parser, 0, [])
     results = []
     for argv in batch["argvs"]:
         try:
@@ -500,19 +540,19 @@ def mode_parse(out, batch):
             results.append({"error": str(exc)})
             continue
         except Exception as exc:
-            results.append({"error": type(exc).__name__ + ": " + str(exc)})
+            results.append({"error": "{}: {}".format(type(exc).__name__, exc)})
             continue
-        values = {}
+        calls = {}
         path = []
         for key, value in vars(namespace).items():
             if key.startswith("ccm_path:"):
                 if len(value) >= len(path):
                     path = value
-            elif key.startswith("ccm"):
-                values[key] = _plain(value)
             elif key == "_args":
-                values["passthrough"] = _plain(list(value))
-        results.append({"path": path, "values": values})
+                calls["passthrough"] = _plain(list(value))
+            elif isinstance(value, list) and "|" in key:
+                calls[key] = value
+        results.append({"path": path, "calls": calls})
     _emit(out, {"results": results})
 
 

@@ -40,9 +40,7 @@ type Row<'a> = (
     &'a [&'a str],
 );
 
-fn rows(
-    command: &Command,
-) -> Vec<(
+type Projection = (
     String,
     Vec<String>,
     ActionKind,
@@ -51,7 +49,9 @@ fn rows(
     bool,
     bool,
     Vec<String>,
-)> {
+);
+
+fn rows(command: &Command) -> Vec<Projection> {
     command
         .arguments
         .iter()

@@ -11,5 +11,7 @@ mod cli;
 mod discovery;
 /// The safety policy on final argv (pure).
 mod policy;
+/// The argv round trip through the target's own parser.
+mod roundtrip;
 /// Tool names, schemas, annotations and validation (pure), with golden tool lists.
 mod tools;
