@@ -50,9 +50,20 @@ fn main() -> ExitCode {
             .expect("a JSON value always serializes");
             print_stdout(&format!("{text}\n"))
         }
-        Action::Serve(_config) => {
-            eprintln!("ccm: error: the MCP server is not available yet");
-            exit(cli::EXIT_FAILURE)
+        Action::Serve(config) => {
+            let served = runtime.block_on(async move {
+                let server = ccm::server::Server::start(config, 16);
+                ccm::transport::stdio(server).await
+            });
+            // Children still running (a cancelled session) must not keep us alive.
+            runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+            match served {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(message) => {
+                    eprintln!("ccm: error: {message}");
+                    exit(cli::EXIT_FAILURE)
+                }
+            }
         }
     }
 }
@@ -73,7 +84,7 @@ fn exit(code: i32) -> ExitCode {
 
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CCM_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,ccm=info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,ccm=info,rmcp=error"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

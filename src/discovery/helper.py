@@ -564,11 +564,15 @@ def mode_completion(out):
     """Read the completion manifest through conda-completion's public API only."""
     from importlib import metadata
 
+    newer = "Use conda-completion 0.3 or newer in the target environment."
+    regenerate = "Regenerate completion.msgpack in the target environment."
+
     def reply(availability, hint, **extra):
         extra.update({"availability": availability, "hint": hint})
         _emit(out, extra)
 
     try:
+        from conda_completion import exceptions as cc_exceptions
         from conda_completion import manifest as cc_manifest
         from conda_completion import paths as cc_paths
         from conda_completion import plugin as cc_plugin
@@ -583,47 +587,33 @@ def mode_completion(out):
     except Exception:
         version = None
     if version:
-        parts = version.split(".")
         try:
-            if (int(parts[0]), int(parts[1])) < (0, 3):
-                reply(
-                    "unavailable",
-                    "Use conda-completion 0.3 or newer in the target environment.",
-                    conda_completion_version=version,
-                )
-        except (ValueError, IndexError):
-            pass
+            release = tuple(int(part) for part in version.split(".", 2)[:2])
+        except ValueError:
+            release = ()
+        if release and release < (0, 3):
+            reply("unavailable", newer)
     read_manifest = getattr(cc_manifest, "read_manifest", None)
     manifest_path = getattr(cc_paths, "manifest_path", None)
     if not callable(read_manifest) or not callable(manifest_path):
-        reply("unavailable", "Use a conda-completion version with the public manifest API.")
+        reply("unavailable", newer)
+    manifest_error = getattr(cc_exceptions, "ManifestError", OSError)
+    path = manifest_path()
     try:
-        path = manifest_path()
         stat = os.stat(path)
-    except FileNotFoundError:
-        reply(
-            "not_generated",
-            "Run 'conda completion generate' in the target environment.",
-            manifest_path=str(path) if "path" in dir() else None,
-            conda_completion_version=version,
-        )
-    except Exception:
-        reply("unavailable", "Regenerate completion.msgpack in the target environment.")
-    try:
         manifest = read_manifest(path)
     except FileNotFoundError:
         reply(
             "not_generated",
             "Run 'conda completion generate' in the target environment.",
             manifest_path=str(path),
-            conda_completion_version=version,
         )
-    except Exception:
-        reply("unavailable", "Regenerate completion.msgpack in the target environment.")
+    except (manifest_error, OSError):
+        reply("unavailable", regenerate, manifest_path=str(path))
     try:
         converted = _convert_manifest(manifest)
-    except Exception:
-        reply("unavailable", "Regenerate completion.msgpack in the target environment.")
+    except (AttributeError, TypeError, ValueError):
+        reply("unavailable", newer)
     try:
         current_hash = cc_plugin.plugin_entry_point_hash()
     except Exception:

@@ -9,9 +9,13 @@ mod argv;
 mod cli;
 /// Live discovery against the fixture conda (and a real conda with CCM_TEST_CONDA).
 mod discovery;
+/// A minimal MCP client over stdio, for the end-to-end tests.
+mod mcp;
 /// The safety policy on final argv (pure).
 mod policy;
 /// The argv round trip through the target's own parser.
 mod roundtrip;
+/// The MCP server end to end over stdio.
+mod server;
 /// Tool names, schemas, annotations and validation (pure), with golden tool lists.
 mod tools;

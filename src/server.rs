@@ -1,0 +1,737 @@
+//! The MCP server: rmcp handler, tool routing, results, resources, restart detection.
+//!
+//! `initialize` is answered at once; discovery runs in the background and every request
+//! that needs the catalog waits for it. The tool list and the capabilities document are
+//! built once. A tool call goes validate → compile → policy → queue → execute → result;
+//! requests that run no process (lists, reads, ping, refused calls) never wait behind a
+//! running execution. Processes are started only through [`crate::exec`] and
+//! [`crate::discovery`].
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::FutureExt;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
+    ServerConfig, Tool as McpTool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Map, Value, json};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::catalog::{self, canonical_json};
+use crate::cli::Config;
+use crate::discovery::{self, Discovery, Target, stamp};
+use crate::exec::{self, Executor};
+use crate::policy::{self, Classification, Origin};
+use crate::toolset::{COMPLETION_TOOL, Compiler, EXECUTE_TOOL, Settings, Toolset};
+use crate::{argv, completion};
+
+pub const SERVER_NAME: &str = "conda-cli-mcp";
+pub const CAPABILITIES_URI: &str = "conda://capabilities";
+const RESTART_SUFFIX: &str = ". Restart the MCP server to refresh conda tools";
+
+/// Everything that exists once discovery has finished.
+pub struct Ready {
+    pub discovery: Discovery,
+    pub toolset: Toolset,
+    /// The listed tools, built once.
+    tools: Vec<McpTool>,
+    /// Tool names in list order, for lookups by listed name.
+    capabilities: Map<String, Value>,
+}
+
+/// Restart detection state (sticky once set).
+#[derive(Debug, Default)]
+struct Restart {
+    required: bool,
+    reason: Option<String>,
+    current_fingerprint: Option<String>,
+    /// What the target's plugin distributions looked like when last checked.
+    baseline: Option<stamp::Scan>,
+}
+
+struct CompletionCache {
+    document: Value,
+    manifest_path: Option<PathBuf>,
+    identity: Option<Value>,
+    scan: stamp::Scan,
+}
+
+struct Shared {
+    config: Config,
+    executor: Arc<Executor>,
+    ready: watch::Receiver<Option<Arc<Ready>>>,
+    restart: Mutex<Restart>,
+    completion: tokio::sync::Mutex<Option<CompletionCache>>,
+}
+
+/// The MCP server (cheap to clone; clones share one state).
+#[derive(Clone)]
+pub struct Server {
+    shared: Arc<Shared>,
+}
+
+/// How a tool call ends when it is not a result.
+enum Refusal {
+    Protocol(ErrorData),
+    /// The client cancelled: no response is sent.
+    Cancelled,
+}
+
+impl From<ErrorData> for Refusal {
+    fn from(error: ErrorData) -> Self {
+        Refusal::Protocol(error)
+    }
+}
+
+fn invalid_params(message: impl Into<Cow<'static, str>>) -> ErrorData {
+    ErrorData::invalid_params(message, None)
+}
+
+fn invalid_arguments(error: &crate::schema::Invalid) -> ErrorData {
+    ErrorData::invalid_params(
+        error.to_string(),
+        Some(json!({"path": error.path, "keyword": error.keyword})),
+    )
+}
+
+fn internal() -> ErrorData {
+    ErrorData::internal_error("Internal error", None)
+}
+
+impl Server {
+    /// Start discovery in the background and return the server at once.
+    pub fn start(config: Config, max_queue: usize) -> Server {
+        let (sender, ready) = watch::channel(None);
+        let target = Target {
+            conda_exe: config.conda_exe.clone(),
+            timeout: config.timeout,
+        };
+        let shared = Arc::new(Shared {
+            executor: Executor::new(max_queue),
+            ready,
+            restart: Mutex::new(Restart::default()),
+            completion: tokio::sync::Mutex::new(None),
+            config,
+        });
+        let settings = Settings {
+            allow_exec: shared.config.allow_exec,
+            timeout: shared.config.timeout,
+        };
+        let conda_exe = shared.config.conda_exe.clone();
+        let restart_shared = Arc::clone(&shared);
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let found = discovery::discover(&target).await;
+            let baseline = stamp::scan(&found.site_dirs);
+            let ready = build_ready(found, &settings, &conda_exe);
+            tracing::info!(
+                tools = ready.toolset.generated.len(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                conda = %ready.discovery.catalog.conda_version,
+                "discovery finished"
+            );
+            for d in &ready.discovery.catalog.diagnostics {
+                tracing::warn!(path = ?d.path, reason = %d.reason, "discovery diagnostic");
+            }
+            if let Ok(mut restart) = restart_shared.restart.lock() {
+                restart.baseline = Some(baseline);
+                restart.current_fingerprint = Some(ready.discovery.fingerprint());
+            }
+            let _ = sender.send(Some(Arc::new(ready)));
+        });
+        Server { shared }
+    }
+
+    /// Wait for discovery.
+    pub async fn ready(&self) -> Arc<Ready> {
+        let mut receiver = self.shared.ready.clone();
+        loop {
+            if let Some(ready) = receiver.borrow_and_update().clone() {
+                return ready;
+            }
+            if receiver.changed().await.is_err() {
+                // The discovery task died (it cannot, short of a panic): report an empty
+                // catalog rather than hanging every request.
+                let found = Discovery {
+                    catalog: catalog::Catalog::unavailable(
+                        "conda",
+                        "unknown",
+                        "conda catalog discovery failed",
+                    ),
+                    plugins: Vec::new(),
+                    interpreter: None,
+                    prefix: None,
+                    python_version: None,
+                    site_dirs: Vec::new(),
+                    processes: 0,
+                };
+                let settings = Settings {
+                    allow_exec: self.shared.config.allow_exec,
+                    timeout: self.shared.config.timeout,
+                };
+                return Arc::new(build_ready(found, &settings, &self.shared.config.conda_exe));
+            }
+        }
+    }
+
+    fn instructions(&self) -> String {
+        let c = &self.shared.config;
+        let mut text = String::from(
+            "Each conda command is one tool named conda_<command path> (for example conda_info, \
+             conda_env_list); its input schema mirrors conda's own options. Prefer `json: true` \
+             where a tool offers it: stdout is then parsed into `parsed_json`. Every call runs conda \
+             once in a fresh process and returns exit_code, stdout, stderr and flags for timeouts \
+             and truncated output; a non-zero exit is an error result. The resource \
+             conda://capabilities describes the discovered catalog.",
+        );
+        text.push_str(if c.allow_write {
+            " Operations that change environments or files are allowed (--allow-write)."
+        } else {
+            " The server is read-only: operations that change environments or files are refused \
+             (the operator can start it with --allow-write); dry runs (`dry_run: true`) are allowed."
+        });
+        text.push_str(if c.allow_exec {
+            " `conda run`, plugin passthrough and the raw conda_execute tool are allowed (--allow-exec)."
+        } else {
+            " `conda run` and plugin passthrough are refused (the operator can start it with --allow-exec)."
+        });
+        text.push_str(
+            " If a result says restart_required, the installed plugins changed: the tool list is \
+             stale until the server restarts.",
+        );
+        text
+    }
+
+    fn restart_required(&self) -> bool {
+        self.shared
+            .restart
+            .lock()
+            .map(|r| r.required)
+            .unwrap_or(true)
+    }
+
+    /// The capabilities document as served now.
+    fn capabilities_text(&self, ready: &Ready) -> String {
+        let mut document = ready.capabilities.clone();
+        if let Ok(restart) = self.shared.restart.lock() {
+            document.insert(
+                "restart".into(),
+                json!({
+                    "required": restart.required,
+                    "reason": restart.reason,
+                    "current_fingerprint": restart.current_fingerprint,
+                }),
+            );
+        }
+        canonical_json(&Value::Object(document))
+    }
+
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        ct: CancellationToken,
+    ) -> Result<CallToolResult, Refusal> {
+        let ready = self.ready().await;
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let name = request.name.as_ref();
+        if name == EXECUTE_TOOL && ready.toolset.execute.is_some() {
+            return self.call_execute(&ready, &arguments, ct).await;
+        }
+        if name == COMPLETION_TOOL && ready.toolset.completion.is_some() {
+            return self
+                .call_completion(&ready, &arguments)
+                .await
+                .map_err(Refusal::from);
+        }
+        let Some(tool) = ready.toolset.get(name) else {
+            return Err(invalid_params("Unknown tool").into());
+        };
+        tool.validator
+            .validate(&arguments)
+            .map_err(|e| invalid_arguments(&e))?;
+        let input = arguments.as_object().expect("validated as an object");
+        let argv = match tool.compiler {
+            Compiler::Generic => argv::compile(&tool.layout, input),
+            Compiler::Baked(baked) => (baked.compile)(input),
+        }
+        .map_err(|e| invalid_arguments(&e))?;
+        let root = ready.discovery.catalog.root.as_ref();
+        let class = policy::classify(
+            root,
+            &argv,
+            Origin::Generated {
+                opaque: tool.opaque,
+            },
+        );
+        self.enforce(&class)?;
+        self.execute(
+            &ready,
+            argv,
+            None,
+            None,
+            self.shared.config.timeout,
+            class,
+            ct,
+        )
+        .await
+    }
+
+    fn enforce(&self, class: &Classification) -> Result<(), Refusal> {
+        let missing = class.missing(
+            self.shared.config.allow_write,
+            self.shared.config.allow_exec,
+        );
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(ErrorData::invalid_request(Classification::refusal(&missing), None).into())
+        }
+    }
+
+    async fn call_execute(
+        &self,
+        ready: &Ready,
+        arguments: &Value,
+        ct: CancellationToken,
+    ) -> Result<CallToolResult, Refusal> {
+        ready
+            .toolset
+            .execute_validator
+            .validate(arguments)
+            .map_err(|e| invalid_arguments(&e))?;
+        let invalid_options = || Refusal::from(invalid_params("Invalid execution options"));
+        let argv: Vec<String> = arguments["argv"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let cwd = match arguments.get("cwd").and_then(Value::as_str) {
+            None => None,
+            Some(text) => {
+                let path = if text.is_empty() {
+                    PathBuf::from(".")
+                } else {
+                    PathBuf::from(text)
+                };
+                if !path.is_dir() {
+                    return Err(invalid_options());
+                }
+                Some(path)
+            }
+        };
+        let stdin = match arguments.get("stdin").and_then(Value::as_str) {
+            None => None,
+            Some(text) if text.len() > self.shared.config.stdin_limit => {
+                return Err(invalid_options());
+            }
+            Some(text) => Some(text.as_bytes().to_vec()),
+        };
+        let timeout = match arguments.get("timeout_seconds").and_then(Value::as_f64) {
+            None => self.shared.config.timeout,
+            Some(seconds) => Duration::try_from_secs_f64(seconds)
+                .map_err(|_| invalid_options())?
+                .min(self.shared.config.timeout),
+        };
+        let class = policy::classify(ready.discovery.catalog.root.as_ref(), &argv, Origin::Raw);
+        self.enforce(&class)?;
+        self.execute(ready, argv, cwd, stdin, timeout, class, ct)
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn execute(
+        &self,
+        ready: &Ready,
+        argv: Vec<String>,
+        cwd: Option<PathBuf>,
+        stdin: Option<Vec<u8>>,
+        timeout: Duration,
+        class: Classification,
+        ct: CancellationToken,
+    ) -> Result<CallToolResult, Refusal> {
+        let slot = tokio::select! {
+            slot = self.shared.executor.acquire() => slot,
+            _ = ct.cancelled() => return Err(Refusal::Cancelled),
+        };
+        let Ok(_slot) = slot else {
+            return Ok(capacity_result(
+                "no_capacity",
+                "The server's execution queue is full; try again later.",
+            ));
+        };
+        let spec = exec::Spec {
+            program: self.shared.config.conda_exe.clone(),
+            args: argv.into_iter().map(Into::into).collect(),
+            cwd,
+            stdin,
+            timeout,
+            stdout_limit: self.shared.config.output_limit,
+            stderr_limit: self.shared.config.output_limit,
+            env_remove: Vec::new(),
+        };
+        let outcome = match exec::run(&spec, &ct).await {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                tracing::error!(kind = ?error.kind(), "conda could not be started");
+                return Err(ErrorData::internal_error("conda could not be started", None).into());
+            }
+        };
+        if outcome.cancelled {
+            return Err(Refusal::Cancelled);
+        }
+        let succeeded = outcome.exit_code == Some(0) && !outcome.timed_out;
+        if succeeded && !class.read_only && !self.restart_required() {
+            self.check_restart(ready).await;
+        }
+        Ok(execution_result(&outcome, self.restart_required()))
+    }
+
+    /// After a successful operation that may have changed the plugin set: compare the
+    /// target's plugin distributions on disk, and only when they changed ask the helper
+    /// for the plugin inventory and compare fingerprints. Runs inside the execution slot.
+    async fn check_restart(&self, ready: &Ready) {
+        let scan = stamp::scan(&ready.discovery.site_dirs);
+        let unchanged = self
+            .shared
+            .restart
+            .lock()
+            .map(|r| r.baseline.as_ref() == Some(&scan))
+            .unwrap_or(false);
+        if unchanged {
+            return;
+        }
+        let verdict = match ready.discovery.interpreter.as_deref() {
+            None => Err("conda plugin discovery failed: no target interpreter".to_owned()),
+            Some(interpreter) => discovery::plugins(interpreter, self.shared.config.timeout)
+                .await
+                .map_err(|f| f.0),
+        };
+        let Ok(mut restart) = self.shared.restart.lock() else {
+            return;
+        };
+        match verdict {
+            Ok((version, plugins)) => {
+                let fingerprint = catalog::discovery_fingerprint(&version, &plugins);
+                restart.current_fingerprint = Some(fingerprint.clone());
+                if fingerprint != ready.discovery.fingerprint() {
+                    restart.required = true;
+                    restart.reason = Some(format!(
+                        "conda version or plugin inventory changed (fingerprint {} at startup, {} now)",
+                        ready.discovery.fingerprint(),
+                        fingerprint
+                    ));
+                    tracing::warn!(
+                        "the installed conda plugins changed; restart the server to refresh its tools"
+                    );
+                } else {
+                    restart.baseline = Some(scan);
+                }
+            }
+            Err(reason) => {
+                restart.required = true;
+                restart.reason = Some(reason);
+            }
+        }
+    }
+
+    async fn call_completion(
+        &self,
+        ready: &Ready,
+        arguments: &Value,
+    ) -> Result<CallToolResult, ErrorData> {
+        ready
+            .toolset
+            .completion_validator
+            .validate(arguments)
+            .map_err(|e| invalid_arguments(&e))?;
+        let requested: Vec<String> = arguments
+            .get("command_path")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let document = self.completion_document(ready).await?;
+        let payload = completion::answer(&document, &requested).map_err(|e| match e {
+            completion::QueryError::UnknownCommand => invalid_params("Unknown conda command path"),
+            completion::QueryError::InvalidMetadata => {
+                ErrorData::invalid_request("Conda completion returned invalid metadata", None)
+            }
+        })?;
+        let text = canonical_json(&payload);
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        result.structured_content = Some(payload);
+        Ok(result)
+    }
+
+    /// The helper's completion document: from the cache while the manifest file and the
+    /// plugin distributions are unchanged, else fresh.
+    async fn completion_document(&self, ready: &Ready) -> Result<Value, ErrorData> {
+        let unavailable =
+            || ErrorData::invalid_request("Conda completion metadata is unavailable", None);
+        let scan = stamp::scan(&ready.discovery.site_dirs);
+        let mut cache = self.shared.completion.lock().await;
+        if let Some(cached) = cache.as_ref()
+            && cached.scan == scan
+            && manifest_identity(cached.manifest_path.as_deref()) == cached.identity
+        {
+            return Ok(cached.document.clone());
+        }
+        let interpreter = ready
+            .discovery
+            .interpreter
+            .as_deref()
+            .ok_or_else(unavailable)?;
+        let document = {
+            let _slot = self
+                .shared
+                .executor
+                .acquire()
+                .await
+                .map_err(|_| unavailable())?;
+            discovery::run_helper(
+                interpreter,
+                "completion",
+                &[],
+                self.shared.config.timeout,
+                None,
+            )
+            .await
+            .map_err(|f| {
+                tracing::warn!(reason = %f.0, "completion helper failed");
+                unavailable()
+            })?
+        };
+        let manifest_path = document
+            .get("manifest_path")
+            .and_then(Value::as_str)
+            .map(PathBuf::from);
+        *cache = Some(CompletionCache {
+            identity: manifest_identity(manifest_path.as_deref()),
+            manifest_path,
+            scan,
+            document: document.clone(),
+        });
+        Ok(document)
+    }
+}
+
+/// (device, inode, size, mtime ns) of the manifest file, `null` when absent.
+fn manifest_identity(path: Option<&Path>) -> Option<Value> {
+    let path = path?;
+    match std::fs::metadata(path) {
+        Ok(meta) => {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::MetadataExt;
+                Some(json!([
+                    meta.dev(),
+                    meta.ino(),
+                    meta.size(),
+                    meta.mtime(),
+                    meta.mtime_nsec()
+                ]))
+            }
+            #[cfg(not(unix))]
+            {
+                Some(json!([meta.len(), format!("{:?}", meta.modified().ok())]))
+            }
+        }
+        Err(_) => Some(Value::Null),
+    }
+}
+
+fn build_ready(found: Discovery, settings: &Settings, conda_exe: &Path) -> Ready {
+    let toolset = Toolset::build(&found.catalog, &found.plugins, settings);
+    let tools = toolset
+        .descriptors()
+        .into_iter()
+        .filter_map(|d| serde_json::from_value::<McpTool>(d).ok())
+        .collect();
+    let mut catalog = serde_json::to_value(&found.catalog).expect("catalogs serialize");
+    if let Some(list) = catalog.get_mut("diagnostics").and_then(Value::as_array_mut) {
+        list.extend(
+            toolset
+                .diagnostics
+                .iter()
+                .map(|d| serde_json::to_value(d).expect("serializes")),
+        );
+    }
+    let compilers: Map<String, Value> = toolset
+        .generated
+        .iter()
+        .map(|t| (t.name.clone(), json!(t.compiler.label())))
+        .collect();
+    let mut capabilities = Map::new();
+    capabilities.insert("catalog".into(), catalog);
+    capabilities.insert("conda_version".into(), json!(found.catalog.conda_version));
+    capabilities.insert("discovery_fingerprint".into(), json!(found.fingerprint()));
+    capabilities.insert("generated_tools".into(), json!(toolset.generated_names()));
+    capabilities.insert("plugins".into(), json!(found.plugins));
+    capabilities.insert("target_executable".into(), json!(conda_exe));
+    capabilities.insert("compilers".into(), Value::Object(compilers));
+    Ready {
+        discovery: found,
+        toolset,
+        tools,
+        capabilities,
+    }
+}
+
+/// The 10-field result, its summary and its serialized copy.
+pub fn execution_result(outcome: &exec::Outcome, restart_required: bool) -> CallToolResult {
+    let stdout = decode(&outcome.stdout, outcome.stdout_truncated);
+    let stderr = decode(&outcome.stderr, outcome.stderr_truncated);
+    let parsed_json = if outcome.stdout_truncated || stdout.trim().is_empty() {
+        Value::Null
+    } else {
+        // serde_json rejects NaN/Infinity literals and numbers out of f64 range.
+        serde_json::from_str::<Value>(&stdout).unwrap_or(Value::Null)
+    };
+    let structured = json!({
+        "exit_code": outcome.exit_code,
+        "stdout": stdout,
+        "stderr": stderr,
+        "duration_ms": outcome.duration.as_millis() as u64,
+        "parsed_json": parsed_json,
+        "timed_out": outcome.timed_out,
+        "cancelled": outcome.cancelled,
+        "stdout_truncated": outcome.stdout_truncated,
+        "stderr_truncated": outcome.stderr_truncated,
+        "restart_required": restart_required,
+    });
+    let mut summary = if outcome.timed_out {
+        "conda command timed out".to_owned()
+    } else if outcome.cancelled {
+        "conda command was cancelled".to_owned()
+    } else {
+        format!(
+            "conda command exited with {}",
+            outcome.exit_code.unwrap_or(-1)
+        )
+    };
+    if restart_required && !outcome.timed_out && !outcome.cancelled {
+        summary.push_str(RESTART_SUFFIX);
+    }
+    let failed = outcome.exit_code != Some(0) || outcome.timed_out || outcome.cancelled;
+    let content = vec![
+        ContentBlock::text(summary),
+        ContentBlock::text(canonical_json(&structured)),
+    ];
+    let mut result = if failed {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    };
+    result.structured_content = Some(structured);
+    result
+}
+
+fn capacity_result(code: &str, message: &str) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!("{code}: {message}"))])
+}
+
+/// UTF-8 with replacement; a multi-byte sequence cut by truncation is dropped.
+fn decode(bytes: &[u8], truncated: bool) -> String {
+    if truncated
+        && let Err(error) = std::str::from_utf8(bytes)
+        && error.error_len().is_none()
+    {
+        return String::from_utf8_lossy(&bytes[..error.valid_up_to()]).into_owned();
+    }
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities: ServerCapabilities = serde_json::from_value(json!({
+            "tools": {"listChanged": false},
+            "resources": {"listChanged": false, "subscribe": false},
+        }))
+        .expect("fixed capabilities deserialize");
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
+            .with_instructions(self.instructions())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let ready = self.ready().await;
+        Ok(ListToolsResult::with_all_items(ready.tools.clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<McpTool> {
+        let ready = self.shared.ready.borrow().clone()?;
+        ready.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let ct = context.ct.clone();
+        let outcome = std::panic::AssertUnwindSafe(self.call(request, ct))
+            .catch_unwind()
+            .await;
+        match outcome {
+            Ok(Ok(result)) => Ok(result.into()),
+            Ok(Err(Refusal::Protocol(error))) => Err(error),
+            // The client cancelled: rmcp drops whatever is returned for this request.
+            Ok(Err(Refusal::Cancelled)) => {
+                Err(ErrorData::internal_error("Request cancelled", None))
+            }
+            Err(_) => {
+                tracing::error!("a tool call panicked");
+                Err(internal())
+            }
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let ready = self.ready().await;
+        let text = self.capabilities_text(&ready);
+        let resource = Resource::new(CAPABILITIES_URI, "conda_capabilities")
+            .with_title("Conda CLI capabilities")
+            .with_description("Startup command catalog and external plugin metadata.")
+            .with_mime_type("application/json")
+            .with_size(text.len() as u64);
+        Ok(ListResourcesResult::with_all_items(vec![resource]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        if request.uri != CAPABILITIES_URI {
+            return Err(invalid_params("Unknown resource"));
+        }
+        let ready = self.ready().await;
+        let text = self.capabilities_text(&ready);
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(text, CAPABILITIES_URI).with_mime_type("application/json"),
+        ])
+        .into())
+    }
+}

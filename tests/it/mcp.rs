@@ -1,0 +1,206 @@
+//! A minimal MCP client for tests: drives the real `ccm` binary over stdio with
+//! newline-delimited JSON-RPC, matching responses by id.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support;
+
+pub struct Session {
+    child: Child,
+    stdin: ChildStdin,
+    responses: Receiver<Value>,
+    pending: HashMap<i64, Value>,
+    next_id: i64,
+    pub stderr: Arc<Mutex<String>>,
+    pub initialize: Value,
+}
+
+impl Session {
+    /// Start `ccm --conda-exe <conda> <args>` and initialize.
+    pub fn start(conda: &Path, args: &[&str]) -> Session {
+        Self::start_with(conda, args, &[])
+    }
+
+    pub fn start_with(conda: &Path, args: &[&str], env: &[(&str, &str)]) -> Session {
+        let mut command: Command = support::ccm();
+        command.arg("--conda-exe").arg(conda).args(args);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut session = Self::spawn(command);
+        session.initialize = session.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "ccm-tests", "version": "1"}}),
+        );
+        session.notify("notifications/initialized", json!({}));
+        session
+    }
+
+    pub fn spawn(mut command: Command) -> Session {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start ccm");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let stderr_pipe = child.stderr.take().unwrap();
+        let (sender, responses) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let value: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout carried a non-JSON line ({e}): {line}"));
+                if sender.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr_pipe).lines() {
+                let Ok(line) = line else { break };
+                sink.lock().unwrap().push_str(&line);
+                sink.lock().unwrap().push('\n');
+            }
+        });
+        Session {
+            child,
+            stdin,
+            responses,
+            pending: HashMap::new(),
+            next_id: 1,
+            stderr,
+            initialize: Value::Null,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn write(&mut self, message: &Value) {
+        let mut line = serde_json::to_string(message).unwrap();
+        line.push('\n');
+        self.stdin.write_all(line.as_bytes()).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    pub fn notify(&mut self, method: &str, params: Value) {
+        self.write(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// Send a request without waiting; its id.
+    pub fn send(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.write(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// The response to `id`, waiting up to `timeout`.
+    pub fn wait(&mut self, id: i64, timeout: Duration) -> Option<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(v) = self.pending.remove(&id) {
+                return Some(v);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.responses.recv_timeout(left) {
+                Ok(message) => {
+                    if let Some(rid) = message.get("id").and_then(Value::as_i64) {
+                        self.pending.insert(rid, message);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => return None,
+                Err(RecvTimeoutError::Disconnected) => {
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Request and wait (60 s); the whole JSON-RPC response.
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, params);
+        self.wait(id, Duration::from_secs(60)).unwrap_or_else(|| {
+            panic!(
+                "no response to {method} (stderr: {})",
+                self.stderr.lock().unwrap()
+            )
+        })
+    }
+
+    /// tools/call; the `result` (panics on a protocol error).
+    pub fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        let response = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
+        match response.get("result") {
+            Some(result) => result.clone(),
+            None => panic!("{tool} failed: {response}"),
+        }
+    }
+
+    /// tools/call expected to fail; (code, message).
+    pub fn call_error(&mut self, tool: &str, arguments: Value) -> (i64, String) {
+        let response = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
+        let error = response
+            .get("error")
+            .unwrap_or_else(|| panic!("{tool} did not fail: {response}"));
+        (
+            error["code"].as_i64().unwrap(),
+            error["message"].as_str().unwrap().to_owned(),
+        )
+    }
+
+    pub fn tools(&mut self) -> Vec<Value> {
+        self.request("tools/list", json!({}))["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    pub fn capabilities(&mut self) -> Value {
+        let read = self.request("resources/read", json!({"uri": "conda://capabilities"}));
+        serde_json::from_str(read["result"]["contents"][0]["text"].as_str().unwrap()).unwrap()
+    }
+
+    /// Peak resident memory of the server process (kB), from /proc.
+    pub fn peak_rss_kb(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        status
+            .lines()
+            .find(|l| l.starts_with("VmHWM:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|n| n.parse().ok())
+            .unwrap()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The structured result of a tool call.
+pub fn structured(result: &Value) -> &Value {
+    &result["structuredContent"]
+}
+
+/// The fixture's report of the argv it received.
+pub fn reported_argv(result: &Value) -> Vec<String> {
+    let parsed = &structured(result)["parsed_json"];
+    serde_json::from_value(parsed["argv"].clone())
+        .unwrap_or_else(|_| panic!("no argv report in {result}"))
+}

@@ -1,0 +1,607 @@
+//! The MCP server end to end: the real `ccm` binary over stdio against the fixture conda.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::mcp::{Session, reported_argv, structured};
+use crate::support;
+
+fn conda() -> &'static Path {
+    &support::fixture().conda
+}
+
+fn alive(pid: i32) -> bool {
+    // Signal 0 checks existence; a zombie is gone for our purposes.
+    let status = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = status
+        .rsplit(')')
+        .next()
+        .and_then(|s| s.split_whitespace().next());
+    !status.is_empty() && state != Some("Z")
+}
+
+fn pids(file: &Path) -> Vec<i32> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn kill_all(pids: &[i32]) {
+    for pid in pids {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+}
+
+#[test]
+fn initialize_and_listing() {
+    let mut s = Session::start(conda(), &[]);
+    let init = &s.initialize["result"];
+    assert_eq!(init["serverInfo"]["name"], "conda-cli-mcp");
+    assert_eq!(init["serverInfo"]["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        init["capabilities"],
+        json!({"tools": {"listChanged": false}, "resources": {"listChanged": false, "subscribe": false}})
+    );
+    assert!(
+        init["instructions"]
+            .as_str()
+            .unwrap()
+            .contains("--allow-write")
+    );
+    let tools = s.tools();
+    let names: Vec<String> = tools
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    assert!(
+        !names.contains(&"conda_execute"),
+        "conda_execute needs --allow-exec"
+    );
+    assert!(names.contains(&"conda_info") && names.contains(&"conda_env_config_vars_set"));
+    // Listing is stable and equals the toolset built from the same catalog.
+    assert_eq!(s.tools(), tools);
+    let found = support::fixture_discovery();
+    let expected = support::toolset(&found.catalog, &found.plugins, false).descriptors();
+    assert_eq!(Value::Array(tools.clone()), Value::Array(expected));
+    // The capabilities resource.
+    let list = s.request("resources/list", json!({}));
+    let resources = list["result"]["resources"].as_array().unwrap();
+    assert_eq!(resources.len(), 1);
+    let r = &resources[0];
+    assert_eq!(
+        (
+            r["uri"].as_str(),
+            r["name"].as_str(),
+            r["mimeType"].as_str()
+        ),
+        (
+            Some("conda://capabilities"),
+            Some("conda_capabilities"),
+            Some("application/json")
+        )
+    );
+    let read = s.request("resources/read", json!({"uri": "conda://capabilities"}));
+    let text = read["result"]["contents"][0]["text"].as_str().unwrap();
+    assert_eq!(r["size"].as_u64(), Some(text.len() as u64));
+    let caps: Value = serde_json::from_str(text).unwrap();
+    for key in [
+        "catalog",
+        "conda_version",
+        "discovery_fingerprint",
+        "generated_tools",
+        "plugins",
+        "target_executable",
+    ] {
+        assert!(caps.get(key).is_some(), "{key}");
+    }
+    assert_eq!(caps["target_executable"], json!(conda()));
+    assert_eq!(caps["discovery_fingerprint"], json!(found.fingerprint()));
+    assert_eq!(caps["conda_version"], "0.99.0");
+    assert_eq!(caps["generated_tools"], json!(names));
+    assert_eq!(caps["restart"]["required"], false);
+    assert!(
+        !text.contains("PATH=") && !text.contains("\"env\":"),
+        "no environment in capabilities"
+    );
+    // Unknown resource, unknown method.
+    let unknown = s.request("resources/read", json!({"uri": "conda://nope"}));
+    assert_eq!(
+        unknown["error"],
+        json!({"code": -32602, "message": "Unknown resource"})
+    );
+    let templates = s.request("prompts/list", json!({}));
+    assert_eq!(templates["error"]["code"], -32601);
+    assert_eq!(s.request("ping", json!({}))["result"], json!({}));
+}
+
+#[test]
+fn generated_call_result_shape() {
+    let mut s = Session::start(conda(), &[]);
+    let result = s.call("conda_list", json!({"json": true, "verbose": 2}));
+    assert_eq!(
+        reported_argv(&result),
+        ["--verbose", "--verbose", "list", "--json"]
+    );
+    let content = result["content"].as_array().unwrap();
+    assert_eq!(content.len(), 2);
+    assert_eq!(content[0]["text"], "conda command exited with 0");
+    let sc = structured(&result);
+    assert_eq!(
+        content[1]["text"].as_str().unwrap(),
+        ccm::catalog::canonical_json(sc)
+    );
+    let keys: Vec<&String> = sc.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "cancelled",
+            "duration_ms",
+            "exit_code",
+            "parsed_json",
+            "restart_required",
+            "stderr",
+            "stderr_truncated",
+            "stdout",
+            "stdout_truncated",
+            "timed_out"
+        ]
+    );
+    assert_eq!(sc["exit_code"], 0);
+    assert_eq!(sc["cancelled"], false);
+    assert_eq!(sc["timed_out"], false);
+    assert!(
+        sc["stdout"].as_str().unwrap().contains("\"argv\""),
+        "original stdout is kept"
+    );
+    assert_ne!(result["isError"], true);
+    // Read-only calls need no flag; mutations are refused before anything runs.
+    let (code, message) = s.call_error("conda_install", json!({"packages": ["x"]}));
+    assert_eq!(
+        (code, message.as_str()),
+        (-32600, "Operation requires --allow-write")
+    );
+    let dry = s.call("conda_install", json!({"packages": ["x"], "dry_run": true}));
+    assert_eq!(reported_argv(&dry), ["install", "x", "--dry-run"]);
+    let (code, message) = s.call_error("conda_run", json!({"executable_call": ["true"]}));
+    assert_eq!(
+        (code, message.as_str()),
+        (-32600, "Operation requires --allow-exec")
+    );
+    let (code, message) = s.call_error("conda_passthru", json!({"args": ["x"]}));
+    assert_eq!(
+        (code, message.as_str()),
+        (-32600, "Operation requires --allow-write and --allow-exec")
+    );
+    // Unknown and unlisted tools look alike.
+    for tool in ["conda_nope", "conda_execute", "conda_cli_command"] {
+        assert_eq!(
+            s.call_error(tool, json!({})),
+            (-32602, "Unknown tool".to_owned())
+        );
+    }
+    // Schema errors name path and keyword, never the value.
+    let (code, message) = s.call_error("conda_list", json!({"regex": "-secret-value"}));
+    assert_eq!(code, -32602);
+    assert!(
+        message.starts_with("Invalid arguments at $.regex") && !message.contains("secret"),
+        "{message}"
+    );
+    let (code, message) = s.call_error("conda_info", json!({"verbose": 100000000}));
+    assert_eq!(
+        (code, message.as_str()),
+        (-32602, "Invalid arguments at $.verbose: number too large")
+    );
+    let (code, message) = s.call_error(
+        "conda_tune",
+        json!({"target": "a\u{0}b", "pair": ["a", "b"]}),
+    );
+    assert_eq!(
+        (code, message.as_str()),
+        (
+            -32602,
+            "Invalid arguments at $.target: NUL characters are not allowed"
+        )
+    );
+    // The server keeps serving after all that.
+    assert_eq!(s.request("ping", json!({}))["result"], json!({}));
+}
+
+#[test]
+fn exit_codes_output_limits_and_json_parsing() {
+    let mut s = Session::start(conda(), &["--allow-write", "--output-limit-bytes", "1000"]);
+    // Integers sent as 2.0 compile to 2.
+    let tune = s.call(
+        "conda_tune",
+        json!({"target": "t", "pair": ["a", "b"], "level": 2.0}),
+    );
+    assert_eq!(
+        reported_argv(&tune),
+        ["tune", "a", "b", "--level=2", "--target=t"]
+    );
+    let failed = s.call("conda_behave", json!({"json_doc": true, "exit_code": 3}));
+    assert_eq!(failed["isError"], true);
+    assert_eq!(failed["content"][0]["text"], "conda command exited with 3");
+    assert_eq!(
+        structured(&failed)["parsed_json"],
+        json!({"ok": true, "n": 1}),
+        "JSON is parsed also for failures"
+    );
+    let flood = s.call(
+        "conda_behave",
+        json!({"stdout_bytes": 5_000_000, "stderr_bytes": 10}),
+    );
+    let sc = structured(&flood);
+    assert_eq!(sc["stdout"].as_str().unwrap().len(), 1000);
+    assert_eq!(
+        (
+            sc["stdout_truncated"].as_bool(),
+            sc["stderr_truncated"].as_bool()
+        ),
+        (Some(true), Some(false))
+    );
+    assert_eq!(sc["parsed_json"], Value::Null);
+    for flag in ["nonfinite", "overflow"] {
+        let r = s.call("conda_behave", json!({flag: true}));
+        assert_eq!(structured(&r)["parsed_json"], Value::Null, "{flag}");
+        assert_ne!(r["isError"], true, "{flag}: conda succeeded");
+    }
+    let text = s.call("conda_behave", json!({"text": "42"}));
+    assert_eq!(structured(&text)["parsed_json"], 42);
+}
+
+#[test]
+fn output_flood_keeps_memory_bounded() {
+    let mut s = Session::start(conda(), &["--allow-write"]);
+    s.call("conda_info", json!({}));
+    let before = s.peak_rss_kb();
+    // 200 MB on each stream, 1 MiB retained of each.
+    let flood = s.call(
+        "conda_behave",
+        json!({"stdout_bytes": 200_000_000, "stderr_bytes": 200_000_000}),
+    );
+    assert_eq!(structured(&flood)["stdout_truncated"], true);
+    let after = s.peak_rss_kb();
+    assert!(
+        after < before + 64 * 1024,
+        "peak RSS grew from {before} kB to {after} kB"
+    );
+}
+
+#[test]
+fn timeouts_are_hard_even_with_a_detached_grandchild() {
+    let mut s = Session::start(conda(), &["--allow-write", "--timeout", "2"]);
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pids");
+    let started = Instant::now();
+    let result = s.call(
+        "conda_behave",
+        json!({"sleep": 60, "children": 2, "detached_grandchild": true, "child_sleep": 60, "ignore_term": true,
+               "pid_file": pid_file.to_str().unwrap()}),
+    );
+    let elapsed = started.elapsed();
+    let pids = pids(&pid_file);
+    assert_eq!(pids.len(), 4, "self, two children, grandchild");
+    let grandchild = pids[3];
+    kill_all(&[grandchild]); // it escaped the group on purpose; clean it up
+    assert!(
+        elapsed < Duration::from_secs(10),
+        "took {elapsed:?} for a 2 s timeout"
+    );
+    let sc = structured(&result);
+    assert_eq!(
+        (sc["timed_out"].as_bool(), sc["exit_code"].is_null()),
+        (Some(true), true)
+    );
+    assert_eq!(result["isError"], true);
+    assert_eq!(result["content"][0]["text"], "conda command timed out");
+    for pid in &pids[..3] {
+        assert!(!alive(*pid), "process {pid} of the group survived");
+    }
+    // The queue is free again.
+    let next = s.call("conda_info", json!({}));
+    assert_eq!(structured(&next)["exit_code"], 0);
+}
+
+#[test]
+fn cancellation_kills_the_tree_and_sends_no_result() {
+    let mut s = Session::start(conda(), &["--allow-write"]);
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pids");
+    let id = s.send(
+        "tools/call",
+        json!({"name": "conda_behave", "arguments": {"sleep": 60, "children": 2, "child_sleep": 60, "pid_file": pid_file.to_str().unwrap()}}),
+    );
+    wait_for("the child processes", Duration::from_secs(20), || {
+        pids(&pid_file).len() == 3
+    });
+    let pids = pids(&pid_file);
+    s.notify(
+        "notifications/cancelled",
+        json!({"requestId": id, "reason": "test"}),
+    );
+    wait_for("the tree to die", Duration::from_secs(10), || {
+        pids.iter().all(|p| !alive(*p))
+    });
+    assert!(
+        s.wait(id, Duration::from_secs(2)).is_none(),
+        "a cancelled request gets no response"
+    );
+    assert_eq!(structured(&s.call("conda_info", json!({})))["exit_code"], 0);
+}
+
+#[test]
+fn non_executing_requests_are_not_held_up() {
+    let mut s = Session::start(conda(), &["--allow-write"]);
+    s.tools();
+    let started = Instant::now();
+    let slow = s.send(
+        "tools/call",
+        json!({"name": "conda_behave", "arguments": {"sleep": 3}}),
+    );
+    let queued = s.send(
+        "tools/call",
+        json!({"name": "conda_behave", "arguments": {"sleep": 1}}),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    for (method, params) in [
+        ("ping", json!({})),
+        ("tools/list", json!({})),
+        ("resources/read", json!({"uri": "conda://capabilities"})),
+    ] {
+        let id = s.send(method, params);
+        let response = s
+            .wait(id, Duration::from_secs(2))
+            .unwrap_or_else(|| panic!("{method} waited"));
+        assert!(response.get("result").is_some(), "{method}");
+    }
+    // Refused calls do not queue either.
+    let refused = s.send(
+        "tools/call",
+        json!({"name": "conda_run", "arguments": {"executable_call": ["x"]}}),
+    );
+    assert!(
+        s.wait(refused, Duration::from_secs(2))
+            .unwrap()
+            .get("error")
+            .is_some()
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+    // Executions run one after the other, in order; durations exclude the wait.
+    let first = s.wait(slow, Duration::from_secs(30)).unwrap();
+    let second = s.wait(queued, Duration::from_secs(30)).unwrap();
+    let total = started.elapsed();
+    assert!(
+        total >= Duration::from_secs(4),
+        "{total:?}: the calls overlapped"
+    );
+    let d2 = second["result"]["structuredContent"]["duration_ms"]
+        .as_u64()
+        .unwrap();
+    assert!(d2 < 2500, "duration {d2} ms includes queue time");
+    assert!(
+        first["result"]["structuredContent"]["duration_ms"]
+            .as_u64()
+            .unwrap()
+            >= 3000
+    );
+}
+
+#[test]
+fn raw_execution() {
+    let mut s = Session::start(conda(), &["--allow-exec", "--stdin-limit-bytes", "10"]);
+    let tools = s.tools();
+    assert_eq!(tools[0]["name"], "conda_execute");
+    let echoed = s.call("conda_execute", json!({"argv": ["info", "--json"]}));
+    assert_eq!(reported_argv_or_info(&echoed), "info");
+    // Raw mutations still need --allow-write.
+    let (code, message) = s.call_error("conda_execute", json!({"argv": ["install", "x"]}));
+    assert_eq!(
+        (code, message.as_str()),
+        (-32600, "Operation requires --allow-write")
+    );
+    let (code, message) = s.call_error("conda_execute", json!({"argv": ["--version"]}));
+    assert_eq!(
+        (code, message.as_str()),
+        (-32600, "Operation requires --allow-write")
+    );
+    for bad in [
+        json!({"argv": ["info"], "cwd": "/nonexistent/dir"}),
+        json!({"argv": ["info"], "stdin": "more than ten bytes"}),
+    ] {
+        assert_eq!(
+            s.call_error("conda_execute", bad),
+            (-32602, "Invalid execution options".to_owned())
+        );
+    }
+    let (code, message) = s.call_error(
+        "conda_execute",
+        json!({"argv": ["info"], "timeout_seconds": 0}),
+    );
+    assert_eq!(code, -32602);
+    assert!(
+        message.starts_with("Invalid arguments at $.timeout_seconds"),
+        "{message}"
+    );
+    let (_, message) = s.call_error("conda_execute", json!({"argv": ["info"], "extra": 1}));
+    assert!(message.contains("unexpected property 'extra'"));
+    // conda run with --allow-exec only.
+    let run = s.call("conda_run", json!({"executable_call": ["echo", "hi"]}));
+    assert_eq!(structured(&run)["stdout"].as_str().unwrap().trim(), "hi");
+}
+
+fn reported_argv_or_info(result: &Value) -> &str {
+    // `info --json` prints conda's info document, not the argv report.
+    structured(result)["parsed_json"]["conda_version"]
+        .as_str()
+        .map(|_| "info")
+        .unwrap_or("")
+}
+
+#[test]
+fn raw_execution_with_stdin_and_cwd() {
+    let mut s = Session::start(conda(), &["--allow-exec", "--allow-write"]);
+    let dir = tempfile::tempdir().unwrap();
+    let r = s.call(
+        "conda_execute",
+        json!({"argv": ["behave", "--stdin-echo"], "stdin": "hello"}),
+    );
+    assert_eq!(structured(&r)["stdout"], "hello");
+    let r = s.call(
+        "conda_execute",
+        json!({"argv": ["behave", "--cwd"], "cwd": dir.path().to_str().unwrap()}),
+    );
+    let cwd = std::fs::canonicalize(dir.path()).unwrap();
+    assert_eq!(
+        structured(&r)["stdout"].as_str().unwrap().trim(),
+        cwd.to_str().unwrap()
+    );
+    let started = Instant::now();
+    let r = s.call(
+        "conda_execute",
+        json!({"argv": ["behave", "--sleep", "30"], "timeout_seconds": 0.5}),
+    );
+    assert_eq!(structured(&r)["timed_out"], true);
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn restart_required_after_a_plugin_change() {
+    let fixture = support::build_fixture(&[]);
+    let mut s = Session::start(&fixture.conda, &["--allow-write", "--allow-exec"]);
+    let tools_before = s.tools();
+    let caps_before = s.capabilities();
+    // Read-only and dry-run calls never look.
+    let r = s.call(
+        "conda_install",
+        json!({"packages": ["fixture-plugin-extra"], "dry_run": true}),
+    );
+    assert_eq!(structured(&r)["restart_required"], false);
+    // A failed mutating call that changed the plugins does not flip the flag.
+    let r = s.call(
+        "conda_execute",
+        json!({"argv": ["behave", "--add-plugin", "extra", "--exit-code", "1"]}),
+    );
+    assert_eq!(structured(&r)["restart_required"], false);
+    let _ = s.call(
+        "conda_execute",
+        json!({"argv": ["remove", "fixture-plugin-extra"]}),
+    );
+    // A successful mutating call that leaves the plugins alone does not either.
+    let r = s.call("conda_install", json!({"packages": ["numpy"]}));
+    assert_eq!(structured(&r)["restart_required"], false);
+    // Installing a plugin does.
+    let r = s.call(
+        "conda_install",
+        json!({"packages": ["fixture-plugin-extra"]}),
+    );
+    assert_eq!(structured(&r)["restart_required"], true);
+    assert_eq!(
+        r["content"][0]["text"],
+        "conda command exited with 0. Restart the MCP server to refresh conda tools"
+    );
+    // Sticky, also on read-only results; the tool list and catalog stay as they were.
+    let r = s.call("conda_info", json!({}));
+    assert_eq!(structured(&r)["restart_required"], true);
+    assert_eq!(s.tools(), tools_before);
+    let caps = s.capabilities();
+    assert_eq!(caps["catalog"], caps_before["catalog"]);
+    assert_eq!(
+        caps["discovery_fingerprint"],
+        caps_before["discovery_fingerprint"]
+    );
+    assert_eq!(caps["restart"]["required"], true);
+    assert!(
+        caps["restart"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("plugin")
+    );
+    assert_ne!(
+        caps["restart"]["current_fingerprint"],
+        caps["discovery_fingerprint"]
+    );
+}
+
+#[test]
+fn discovery_failure_still_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("conda");
+    std::fs::write(&fake, "#!/bin/sh\nexit 9\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut s = Session::start(&fake, &[]);
+    assert!(s.tools().is_empty());
+    let caps = s.capabilities();
+    assert_eq!(caps["catalog"]["root"], Value::Null);
+    assert_eq!(caps["conda_version"], "unknown");
+    assert_eq!(caps["catalog"]["diagnostics"][0]["path"], json!([]));
+    assert_eq!(
+        caps["catalog"]["diagnostics"][0]["reason"],
+        "conda info exited with status 9"
+    );
+}
+
+#[test]
+fn real_conda_end_to_end() {
+    let Some(conda) = support::real_conda("real_conda_end_to_end") else {
+        return;
+    };
+    let mut s = Session::start(&conda, &[]);
+    let tools = s.tools();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    eprintln!("real conda: {} tools listed", names.len());
+    for expected in [
+        "conda_info",
+        "conda_list",
+        "conda_env_list",
+        "conda_install",
+        "conda_run",
+    ] {
+        assert!(names.contains(&expected), "{expected}");
+    }
+    let info = s.call("conda_info", json!({"json": true}));
+    assert_eq!(structured(&info)["exit_code"], 0);
+    assert!(
+        structured(&info)["parsed_json"]["conda_version"]
+            .as_str()
+            .unwrap()
+            .starts_with("26.")
+    );
+    let envs = s.call("conda_env_list", json!({"json": true}));
+    assert!(structured(&envs)["parsed_json"]["envs"].is_array());
+    let config = s.call(
+        "conda_config",
+        json!({"show": ["channels", "solver"], "json": true}),
+    );
+    assert_eq!(structured(&config)["exit_code"], 0);
+    let dry = s.call(
+        "conda_create",
+        json!({"name": "ccm-dry", "dry_run": true, "offline": true, "json": true}),
+    );
+    assert_eq!(structured(&dry)["parsed_json"]["dry_run"], true, "{dry}");
+    let (code, _) = s.call_error(
+        "conda_create",
+        json!({"name": "ccm-dry", "offline": true, "yes": true}),
+    );
+    assert_eq!(code, -32600);
+    let caps = s.capabilities();
+    assert_eq!(
+        caps["generated_tools"].as_array().unwrap().len(),
+        names.iter().filter(|n| **n != "conda_cli_command").count()
+    );
+}
