@@ -1,6 +1,14 @@
 //! Typed compilers baked in from `snapshots/` by `build.rs`, and matching them to live
 //! commands by signature digest.
+//!
+//! `cargo run -p codegen` renders, per snapshot, one typed input struct per command with
+//! an argv method built on the same primitives as the generic interpreter
+//! ([`crate::argv`]). `build.rs` includes every rendered file (a registry of snapshots and
+//! their commands); with the `baked` feature off (the codegen crate builds that way) the
+//! registry is empty. At runtime a live command uses a baked compiler only when its
+//! signature digest equals the baked one.
 
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::schema::Invalid;
@@ -17,4 +25,179 @@ pub struct BakedCommand {
     pub signature: &'static str,
     /// The typed argv compiler (deserializes into the generated input struct).
     pub compile: CompileFn,
+    /// The input schema the snapshot yields (for review; schemas are built from the live
+    /// catalog at runtime).
+    pub schema: &'static str,
+}
+
+/// One baked snapshot.
+#[derive(Debug)]
+pub struct BakedSnapshot {
+    /// The snapshot file, e.g. `conda-26.7.json`.
+    pub file: &'static str,
+    pub conda_version: &'static str,
+    pub fingerprint: &'static str,
+    /// The snapshot itself (normalized discovery).
+    pub json: &'static str,
+    pub commands: &'static [BakedCommand],
+}
+
+#[cfg(feature = "baked")]
+mod registry {
+    use super::BakedSnapshot;
+    include!(concat!(env!("OUT_DIR"), "/baked_registry.rs"));
+}
+
+/// Every baked snapshot (none without the `baked` feature).
+pub fn snapshots() -> &'static [BakedSnapshot] {
+    #[cfg(feature = "baked")]
+    {
+        registry::SNAPSHOTS
+    }
+    #[cfg(not(feature = "baked"))]
+    {
+        &[]
+    }
+}
+
+/// The baked compiler for a live command, if one has the same path and signature.
+/// Snapshots of the live conda version are preferred.
+pub fn find(
+    path: &[String],
+    signature: &str,
+    conda_version: &str,
+) -> Option<(&'static BakedSnapshot, &'static BakedCommand)> {
+    let mut snapshots: Vec<&'static BakedSnapshot> = snapshots().iter().collect();
+    snapshots.sort_by_key(|s| s.conda_version != conda_version);
+    snapshots.into_iter().find_map(|snapshot| {
+        snapshot
+            .commands
+            .iter()
+            .find(|c| c.signature == signature && c.path.iter().eq(path.iter()))
+            .map(|command| (snapshot, command))
+    })
+}
+
+/// Support for the generated code.
+pub mod rt {
+    use serde::{Deserialize, Deserializer};
+    use serde_json::Number;
+
+    use super::*;
+    use crate::argv::{self, Occurrence};
+
+    /// An integer value as its argv text (`2.0` is accepted and written `2`).
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Int(pub String);
+
+    /// A number value as its argv text.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Num(pub String);
+
+    impl<'de> Deserialize<'de> for Int {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            let n = Number::deserialize(d)?;
+            argv::integer_text(&n)
+                .map(Int)
+                .ok_or_else(|| serde::de::Error::custom("expected an integer"))
+        }
+    }
+
+    impl<'de> Deserialize<'de> for Num {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            let n = Number::deserialize(d)?;
+            argv::number_text(&n)
+                .map(Num)
+                .ok_or_else(|| serde::de::Error::custom("expected a finite number"))
+        }
+    }
+
+    /// A value's argv text.
+    pub trait Text {
+        fn text(&self) -> String;
+    }
+
+    impl Text for String {
+        fn text(&self) -> String {
+            self.clone()
+        }
+    }
+
+    impl Text for Int {
+        fn text(&self) -> String {
+            self.0.clone()
+        }
+    }
+
+    impl Text for Num {
+        fn text(&self) -> String {
+            self.0.clone()
+        }
+    }
+
+    /// Texts of a list.
+    pub fn texts<T: Text>(values: &[T]) -> Vec<String> {
+        values.iter().map(Text::text).collect()
+    }
+
+    /// `Some(None)` for an explicit null, `None` (via `#[serde(default)]`) when absent.
+    pub fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: Deserialize<'de>,
+    {
+        Option::<T>::deserialize(d).map(Some)
+    }
+
+    /// The flag when `on`.
+    pub fn when(on: bool, flag: &str) -> Vec<Occurrence> {
+        if on {
+            vec![argv::flag(flag)]
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// A flag repeated `count` times (count and append_const actions).
+    pub fn repeat(flag: &str, count: &Int, path: &str) -> Result<Vec<Occurrence>, Invalid> {
+        let n: u64 = count.0.parse().map_err(|_| Invalid {
+            path: path.to_owned(),
+            keyword: "type".into(),
+            property: None,
+        })?;
+        if n > crate::schema::MAX_REPEAT {
+            return Err(Invalid {
+                path: path.to_owned(),
+                keyword: "maximum".into(),
+                property: None,
+            });
+        }
+        Ok(vec![argv::flag(flag); n as usize])
+    }
+
+    /// A `nargs='?'` option occurrence: bare for null, attached value otherwise.
+    pub fn optional<T: Text>(
+        flag: &str,
+        value: &Option<T>,
+        path: &str,
+    ) -> Result<Occurrence, Invalid> {
+        match value {
+            None => Ok(argv::bare(flag)),
+            Some(v) => argv::single(flag, v.text(), path),
+        }
+    }
+
+    /// Deserialize into the generated struct and run its argv method.
+    pub fn compile_with<T: DeserializeOwned>(
+        input: &Map<String, Value>,
+        argv: fn(&T) -> Result<Vec<String>, Invalid>,
+    ) -> Result<Vec<String>, Invalid> {
+        let typed: T =
+            serde_json::from_value(Value::Object(input.clone())).map_err(|_| Invalid {
+                path: "$".into(),
+                keyword: "type".into(),
+                property: None,
+            })?;
+        argv(&typed)
+    }
 }

@@ -372,7 +372,7 @@ fn simulate(root: &Command, argv: &[String]) -> Option<Parsed> {
                         swallow_at = Some(k);
                         break;
                     }
-                    limits.push(bounds(argument.nargs));
+                    limits.push(crate::argv::bounds(argument.nargs));
                 }
                 let counts = crate::argv::greedy_prefix(&limits, run);
                 match (counts, swallow_at) {
@@ -409,16 +409,6 @@ fn record(parsed: &mut Parsed, argument: &Argument) {
     }
 }
 
-fn bounds(nargs: Nargs) -> (usize, usize) {
-    match nargs {
-        Nargs::One => (1, 1),
-        Nargs::Optional => (0, 1),
-        Nargs::Exactly(n) => (n as usize, n as usize),
-        Nargs::ZeroOrMore | Nargs::Remainder => (0, usize::MAX),
-        Nargs::OneOrMore | Nargs::Parser => (1, usize::MAX),
-    }
-}
-
 /// Skip the values an option takes; the index after them, or `None` on an argparse error.
 fn consume_values(
     level: &Command,
@@ -442,7 +432,7 @@ fn consume_values(
     let is_value = |t: &str| {
         !separated && t != "--" && matches!(classify_token(level, t), Some(Token::Positional))
     };
-    let (min, max) = bounds(argument.nargs);
+    let (min, max) = crate::argv::bounds(argument.nargs);
     if matches!(argument.nargs, Nargs::Remainder | Nargs::Parser) {
         return Some(argv.len());
     }

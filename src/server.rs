@@ -555,7 +555,7 @@ fn manifest_identity(path: Option<&Path>) -> Option<Value> {
 }
 
 fn build_ready(found: Discovery, settings: &Settings, conda_exe: &Path) -> Ready {
-    let toolset = Toolset::build(&found.catalog, &found.plugins, settings);
+    let toolset = Toolset::build_baked(&found.catalog, &found.plugins, settings);
     let tools = toolset
         .descriptors()
         .into_iter()
@@ -583,12 +583,41 @@ fn build_ready(found: Discovery, settings: &Settings, conda_exe: &Path) -> Ready
     capabilities.insert("plugins".into(), json!(found.plugins));
     capabilities.insert("target_executable".into(), json!(conda_exe));
     capabilities.insert("compilers".into(), Value::Object(compilers));
+    capabilities.insert("snapshot".into(), snapshot_status(&found));
     Ready {
         discovery: found,
         toolset,
         tools,
         capabilities,
     }
+}
+
+/// The baked snapshot of the live conda version, compared with the live catalog.
+fn snapshot_status(found: &Discovery) -> Value {
+    let live_version = &found.catalog.conda_version;
+    let live_fingerprint = found.fingerprint();
+    let Some(snapshot) = crate::baked::snapshots()
+        .iter()
+        .find(|s| s.conda_version == live_version)
+    else {
+        return Value::Null;
+    };
+    let stale = snapshot.fingerprint != live_fingerprint;
+    if stale {
+        tracing::warn!(
+            snapshot = snapshot.file,
+            "the live conda's plugins differ from the baked snapshot of the same version; \
+             changed commands use the generic interpreter"
+        );
+    }
+    json!({
+        "file": snapshot.file,
+        "conda_version": snapshot.conda_version,
+        "fingerprint": snapshot.fingerprint,
+        "live_conda_version": live_version,
+        "live_fingerprint": live_fingerprint,
+        "snapshot_stale": stale,
+    })
 }
 
 /// The 10-field result, its summary and its serialized copy.

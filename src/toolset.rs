@@ -88,16 +88,29 @@ pub fn has_completion(plugins: &[Plugin]) -> bool {
 }
 
 impl Toolset {
+    /// Build with the generic interpreter for every tool.
     pub fn build(catalog: &Catalog, plugins: &[Plugin], settings: &Settings) -> Toolset {
         Self::build_with(catalog, plugins, settings, |_, _| Compiler::Generic)
     }
 
-    /// Build, choosing each tool's compiler with `pick(path, layout)`.
+    /// Build, using a baked typed compiler wherever a baked command has the live command's
+    /// path and signature digest.
+    pub fn build_baked(catalog: &Catalog, plugins: &[Plugin], settings: &Settings) -> Toolset {
+        Self::build_with(catalog, plugins, settings, |path, branch| {
+            let signature = crate::snapshot::signature(branch);
+            match crate::baked::find(path, &signature, &catalog.conda_version) {
+                Some((_, command)) => Compiler::Baked(command),
+                None => Compiler::Generic,
+            }
+        })
+    }
+
+    /// Build, choosing each tool's compiler with `pick(path, branch)`.
     pub fn build_with(
         catalog: &Catalog,
         plugins: &[Plugin],
         settings: &Settings,
-        pick: impl Fn(&[String], &Layout) -> Compiler,
+        pick: impl Fn(&[String], &[&Command]) -> Compiler,
     ) -> Toolset {
         let mut diagnostics = Vec::new();
         type Candidate<'a> = (Vec<String>, Vec<&'a Command>, Layout, Map<String, Value>);
@@ -136,7 +149,7 @@ impl Toolset {
             };
             let opaque = Layout::branch_is_opaque(&branch);
             let class = policy::describe(&path, opaque);
-            let compiler = pick(&path, &layout);
+            let compiler = pick(&path, &branch);
             let descriptor = descriptor(&name, &path, &branch, &layout, input, &output, &class);
             generated.push(Tool {
                 name,

@@ -2,14 +2,17 @@
 //!
 //! * `capture [--conda-exe PATH]` runs live discovery (the server's own code) against a
 //!   reference conda and writes the normalized snapshot `snapshots/conda-<M>.<m>.json`.
-//! * render (the default) turns every snapshot into generated Rust; `--check` fails when a
-//!   checked-in file is stale.
+//! * render (the default) turns every snapshot into typed Rust, `snapshots/conda_<M>_<m>.rs`,
+//!   writing only files whose content changes; `--check` writes nothing and fails with a
+//!   diff and the command to run when a file is stale.
 //!
 //! Capture needs a conda; render is pure and is what tests and CI run.
 
 mod capture;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use codegen::{diff, render_dir, snapshots_dir};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -20,6 +23,14 @@ use clap::{Parser, Subcommand};
     about = "Capture conda snapshots and render typed compilers"
 )]
 struct Cli {
+    /// Render: fail (and write nothing) if a generated file is stale.
+    #[arg(long)]
+    check: bool,
+
+    /// Where snapshots live.
+    #[arg(long, value_name = "DIR", default_value_os_t = snapshots_dir(), global = true)]
+    snapshots: PathBuf,
+
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -31,24 +42,14 @@ enum Command {
         /// The reference conda (default: CONDA_EXE, then conda on PATH).
         #[arg(long, value_name = "PATH")]
         conda_exe: Option<String>,
-        /// Where snapshots live.
-        #[arg(long, value_name = "DIR", default_value_os_t = snapshots_dir())]
-        out: PathBuf,
     },
-}
-
-/// The repository's `snapshots/` directory.
-pub fn snapshots_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("snapshots")
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Some(Command::Capture { conda_exe, out }) => capture::run(conda_exe.as_deref(), &out),
-        None => Err("rendering is not available yet; use `capture`".to_owned()),
+        Some(Command::Capture { conda_exe }) => capture::run(conda_exe.as_deref(), &cli.snapshots),
+        None => render_all(&cli.snapshots, cli.check),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -56,5 +57,32 @@ fn main() -> ExitCode {
             eprintln!("codegen: error: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+fn render_all(dir: &Path, check: bool) -> Result<(), String> {
+    let mut stale = Vec::new();
+    for (name, content) in render_dir(dir)? {
+        let path = dir.join(&name);
+        let current = std::fs::read_to_string(&path).unwrap_or_default();
+        if current == content {
+            eprintln!("Up-to-date: snapshots/{name}");
+            continue;
+        }
+        if check {
+            eprintln!("{}", diff(&current, &content, &name));
+            stale.push(name);
+        } else {
+            std::fs::write(&path, content).map_err(|e| format!("{}: {e}", path.display()))?;
+            eprintln!("Updated: snapshots/{name}");
+        }
+    }
+    if stale.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} is stale: run `cargo run -p codegen` and commit the result",
+            stale.join(", ")
+        ))
     }
 }

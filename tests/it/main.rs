@@ -7,8 +7,12 @@ mod support;
 mod argv;
 /// The command line: flags, exit codes, messages.
 mod cli;
+/// Baked typed compilers against the generic interpreter (pure).
+mod codegen;
 /// Live discovery against the fixture conda (and a real conda with CCM_TEST_CONDA).
 mod discovery;
+/// Valid inputs generated from tool layouts.
+mod inputs;
 /// A minimal MCP client over stdio, for the end-to-end tests.
 mod mcp;
 /// The safety policy on final argv (pure).

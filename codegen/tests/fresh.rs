@@ -1,0 +1,21 @@
+//! The rendered files in `snapshots/` are what the generator makes of the snapshots.
+
+#[test]
+fn rendered_snapshots_are_up_to_date() {
+    let stale = codegen::stale(&codegen::snapshots_dir()).expect("snapshots render");
+    let report: Vec<String> = stale.iter().map(|(_, diff)| diff.clone()).collect();
+    assert!(
+        stale.is_empty(),
+        "{}\nsnapshots/ is stale: run `cargo run -p codegen` and commit the result",
+        report.join("\n")
+    );
+}
+
+#[test]
+fn rendering_is_deterministic() {
+    let dir = codegen::snapshots_dir();
+    assert_eq!(
+        codegen::render_dir(&dir).unwrap(),
+        codegen::render_dir(&dir).unwrap()
+    );
+}

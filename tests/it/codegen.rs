@@ -1,0 +1,186 @@
+//! The baked typed compilers against the generic interpreter (pure, no processes): for
+//! every command of every baked snapshot, identical argv for inputs generated from its
+//! schema, the same schema, and typed deserialization that rejects what the schema rejects.
+
+use ccm::baked::{self, BakedCommand, BakedSnapshot};
+use ccm::snapshot::Snapshot;
+use ccm::toolset::{Compiler, Tool};
+use proptest::strategy::{Strategy, ValueTree};
+use proptest::test_runner::{Config, RngAlgorithm, TestRunner};
+use serde_json::{Map, Value, json};
+
+use crate::inputs::input_strategy;
+use crate::support;
+
+const CASES: usize = 100;
+
+fn baked_command<'a>(snapshot: &'a BakedSnapshot, tool: &Tool) -> &'a BakedCommand {
+    snapshot
+        .commands
+        .iter()
+        .find(|c| c.path.iter().eq(tool.path.iter()))
+        .unwrap_or_else(|| panic!("{} has no baked command in {}", tool.name, snapshot.file))
+}
+
+/// Inputs the schema rejects for reasons of shape: an unknown field, a value of the wrong
+/// JSON type, a missing required property.
+fn shape_violations(tool: &Tool, valid: &Map<String, Value>) -> Vec<Map<String, Value>> {
+    let mut out = Vec::new();
+    let mut unknown = valid.clone();
+    unknown.insert("zz_not_a_property".into(), json!(1));
+    out.push(unknown);
+    for (key, value) in valid {
+        let mut wrong = valid.clone();
+        let replacement = if value.is_object() {
+            json!("x")
+        } else {
+            json!({"wrong": "type"})
+        };
+        wrong.insert(key.clone(), replacement);
+        out.push(wrong);
+    }
+    if let Some(required) = tool.descriptor["inputSchema"]["required"].as_array() {
+        for key in required.iter().filter_map(Value::as_str) {
+            let mut missing = valid.clone();
+            missing.remove(key);
+            out.push(missing);
+        }
+    }
+    out
+}
+
+#[test]
+fn typed_and_generic_compilers_agree() {
+    let snapshots = baked::snapshots();
+    let files: Vec<&str> = snapshots.iter().map(|s| s.file).collect();
+    assert_eq!(
+        files,
+        ["conda-0.99.json", "conda-26.7.json"],
+        "the baked snapshots"
+    );
+    let mut runner = TestRunner::new(Config {
+        rng_algorithm: RngAlgorithm::ChaCha,
+        ..Config::default()
+    });
+    let mut compared = 0;
+    for baked in snapshots {
+        let snapshot = Snapshot::from_text(baked.json).unwrap();
+        assert_eq!(
+            snapshot,
+            support::snapshot(baked.file.trim_end_matches(".json")),
+            "embedded = checked in"
+        );
+        let tools = support::toolset(&snapshot.catalog, &snapshot.plugins, false);
+        assert_eq!(
+            tools.generated.len(),
+            baked.commands.len(),
+            "{}",
+            baked.file
+        );
+        for tool in &tools.generated {
+            let command = baked_command(baked, tool);
+            let branch = snapshot.catalog.branch(&tool.path).unwrap();
+            assert_eq!(
+                command.signature,
+                ccm::snapshot::signature(&branch),
+                "{}",
+                tool.name
+            );
+            assert_eq!(
+                command.schema,
+                ccm::catalog::canonical_json(&tool.descriptor["inputSchema"]),
+                "{}: baked schema source",
+                tool.name
+            );
+            let strategy = input_strategy(tool);
+            let mut kept = 0;
+            let mut attempts = 0;
+            while kept < CASES && attempts < CASES * 20 {
+                attempts += 1;
+                let input = strategy.new_tree(&mut runner).unwrap().current();
+                if tool
+                    .validator
+                    .validate(&Value::Object(input.clone()))
+                    .is_err()
+                {
+                    continue;
+                }
+                kept += 1;
+                let generic = ccm::argv::compile(&tool.layout, &input);
+                let typed = (command.compile)(&input);
+                assert_eq!(
+                    typed.as_ref().ok(),
+                    generic.as_ref().ok(),
+                    "{} in {}: input {}",
+                    tool.name,
+                    baked.file,
+                    Value::Object(input.clone())
+                );
+                assert_eq!(typed.is_err(), generic.is_err());
+                for invalid in shape_violations(tool, &input) {
+                    let text = Value::Object(invalid.clone());
+                    assert!(
+                        tool.validator.validate(&text).is_err(),
+                        "{}: schema accepts {text}",
+                        tool.name
+                    );
+                    assert!(
+                        (command.compile)(&invalid).is_err(),
+                        "{}: typed accepts {text}",
+                        tool.name
+                    );
+                }
+            }
+            assert!(kept > 0, "{}: no valid input", tool.name);
+            compared += kept;
+        }
+    }
+    eprintln!("typed vs generic: {compared} inputs compared");
+}
+
+#[test]
+fn live_commands_use_baked_compilers_when_signatures_match() {
+    let found = support::fixture_discovery();
+    let tools = ccm::toolset::Toolset::build_baked(
+        &found.catalog,
+        &found.plugins,
+        &ccm::toolset::Settings {
+            allow_exec: false,
+            timeout: std::time::Duration::from_secs(900),
+        },
+    );
+    assert!(
+        tools
+            .generated
+            .iter()
+            .all(|t| matches!(t.compiler, Compiler::Baked(_)))
+    );
+    // A command whose live signature differs (one more option) falls back to generic.
+    let mut catalog = found.catalog.clone();
+    let root = catalog.root.as_mut().unwrap();
+    let info = root
+        .children
+        .iter_mut()
+        .find(|c| c.name.as_deref() == Some("info"))
+        .unwrap();
+    let mut extra = info.arguments[0].clone();
+    extra.id = "brand_new".into();
+    extra.flags = vec!["--brand-new".into()];
+    info.arguments.push(extra);
+    let tools = ccm::toolset::Toolset::build_baked(
+        &catalog,
+        &found.plugins,
+        &ccm::toolset::Settings {
+            allow_exec: false,
+            timeout: std::time::Duration::from_secs(900),
+        },
+    );
+    assert!(matches!(
+        tools.get("conda_info").unwrap().compiler,
+        Compiler::Generic
+    ));
+    assert!(matches!(
+        tools.get("conda_list").unwrap().compiler,
+        Compiler::Baked(_)
+    ));
+}

@@ -1,0 +1,157 @@
+//! Valid tool inputs generated from a tool's layout (proptest strategies), shared by the
+//! round-trip and the differential tests. Inputs are drawn per property from the action
+//! kind, nargs, type and choices; callers keep the ones the tool's schema accepts.
+
+use ccm::catalog::{ActionKind, Argument, Nargs, ValueType};
+use ccm::layout::Property;
+use ccm::toolset::Tool;
+use proptest::prelude::*;
+use serde_json::{Map, Value, json};
+
+const TRICKY: &[&str] = &[
+    "",
+    "x",
+    "a b",
+    "a=b",
+    "=x",
+    "-x",
+    "--x",
+    "--",
+    "-",
+    "-1",
+    "1.5",
+    "é",
+    "两个",
+    "\"q\"",
+    "'s'",
+    "a,b",
+    "*",
+    "py>=3.8",
+    "conda-forge::numpy",
+    "path/with spaces",
+    "\\",
+    "-n",
+    "--name=x",
+];
+
+pub fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => "[a-zA-Z0-9_.:/@+,=-]{0,10}",
+        1 => prop::sample::select(TRICKY).prop_map(str::to_owned),
+        1 => "[ -~]{0,6}",
+    ]
+}
+
+/// A value argparse may receive as one item of this argument.
+fn scalar(argument: &Argument, option_like_ok: bool) -> BoxedStrategy<Value> {
+    if !argument.choices.is_empty() {
+        let choices: Vec<Value> = argument
+            .choices
+            .iter()
+            .filter_map(|c| match argument.value_type {
+                ValueType::String => Some(json!(c)),
+                ValueType::Integer => c.parse::<i64>().ok().map(|n| json!(n)),
+                ValueType::Number => c.parse::<f64>().ok().map(|n| json!(n)),
+            })
+            .collect();
+        if !choices.is_empty() {
+            return prop::sample::select(choices).boxed();
+        }
+    }
+    match argument.value_type {
+        ValueType::Integer => prop_oneof![
+            (-5i64..1000).prop_map(|n| json!(n)),
+            (0i64..50).prop_map(|n| json!(n as f64)), // 2.0 must compile to 2
+        ]
+        .boxed(),
+        ValueType::Number => prop_oneof![
+            (-1000i64..1000).prop_map(|n| json!(n)),
+            (-1.0e6f64..1.0e6).prop_map(|f| json!(f)),
+        ]
+        .boxed(),
+        ValueType::String => text()
+            .prop_map(move |s| {
+                if option_like_ok {
+                    json!(s)
+                } else {
+                    json!(s.trim_start_matches('-'))
+                }
+            })
+            .boxed(),
+    }
+}
+
+fn list(argument: &Argument, min: usize, max: usize) -> BoxedStrategy<Value> {
+    prop::collection::vec(scalar(argument, false), min..=max)
+        .prop_map(Value::Array)
+        .boxed()
+}
+
+/// One occurrence of a value-taking argument.
+fn occurrence(argument: &Argument) -> BoxedStrategy<Value> {
+    let attached = !argument.is_positional();
+    match argument.nargs {
+        Nargs::One => scalar(argument, attached),
+        Nargs::Optional => prop_oneof![Just(Value::Null), scalar(argument, attached)].boxed(),
+        Nargs::Exactly(n) => list(argument, n as usize, n as usize),
+        Nargs::ZeroOrMore => list(argument, 0, 3),
+        Nargs::OneOrMore => list(argument, 1, 3),
+        Nargs::Remainder | Nargs::Parser => prop::collection::vec(text(), 0..4)
+            .prop_map(|v| Value::Array(v.into_iter().map(Value::from).collect()))
+            .boxed(),
+    }
+}
+
+fn value(property: &Property) -> BoxedStrategy<Value> {
+    let a = &property.argument;
+    match a.action {
+        ActionKind::StoreTrue
+        | ActionKind::StoreConst
+        | ActionKind::StoreFalse
+        | ActionKind::Boolean => any::<bool>().prop_map(Value::from).boxed(),
+        ActionKind::Count | ActionKind::AppendConst => (0u64..4).prop_map(Value::from).boxed(),
+        ActionKind::Store => occurrence(a),
+        ActionKind::Append => prop::collection::vec(occurrence(a), 0..3)
+            .prop_map(Value::Array)
+            .boxed(),
+        ActionKind::Extend => match a.nargs {
+            Nargs::One | Nargs::Optional => prop::collection::vec(occurrence(a), 0..3)
+                .prop_map(Value::Array)
+                .boxed(),
+            _ => occurrence(a),
+        },
+        ActionKind::ExtendConst => list(a, 0, 3),
+    }
+}
+
+pub fn input_strategy(tool: &Tool) -> BoxedStrategy<Map<String, Value>> {
+    let mut parts: Vec<BoxedStrategy<Option<(String, Value)>>> = Vec::new();
+    for property in &tool.layout.properties {
+        let id = property.id.clone();
+        let present = if ccm::schema::is_required(&property.argument) {
+            0.999_999
+        } else {
+            0.3
+        };
+        parts.push(
+            prop::option::weighted(present, value(property))
+                .prop_map(move |v| v.map(|v| (id.clone(), v)))
+                .boxed(),
+        );
+    }
+    if let Some(id) = tool.layout.passthrough.clone() {
+        parts.push(
+            prop::option::weighted(0.7, prop::collection::vec(text(), 0..4))
+                .prop_map(move |v| v.map(|v| (id.clone(), json!(v))))
+                .boxed(),
+        );
+    }
+    parts
+        .prop_map(|entries| {
+            entries
+                .into_iter()
+                .flatten()
+                .collect::<Map<String, Value>>()
+        })
+        .boxed()
+}
