@@ -23,3 +23,5 @@ mod roundtrip;
 mod server;
 /// Tool names, schemas, annotations and validation (pure), with golden tool lists.
 mod tools;
+/// Real MCP clients (the official Python SDK).
+mod clients;

@@ -1,0 +1,53 @@
+//! Real MCP clients drive the server: the official Python SDK (`CCM_TEST_MCP_PYTHON` names a
+//! Python with `mcp` installed; `.ci/run` creates one).
+
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::support;
+
+fn sdk_python(test: &str) -> Option<String> {
+    match std::env::var("CCM_TEST_MCP_PYTHON") {
+        Ok(p) if !p.is_empty() => Some(p),
+        _ => {
+            eprintln!("skipped {test}: set CCM_TEST_MCP_PYTHON to a Python with the `mcp` SDK (.ci/run does)");
+            None
+        }
+    }
+}
+
+fn run_sdk(python: &str, args: &[&str]) -> Value {
+    let output = Command::new(python)
+        .arg(support::repo().join("tests/clients/sdk_client.py"))
+        .args(args)
+        .output()
+        .expect("run the SDK client");
+    assert!(
+        output.status.success(),
+        "SDK client failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("the SDK client prints JSON")
+}
+
+#[test]
+fn python_sdk_over_stdio() {
+    let Some(python) = sdk_python("python_sdk_over_stdio") else {
+        return;
+    };
+    let ccm = env!("CARGO_BIN_EXE_ccm");
+    let conda = support::fixture().conda.to_str().unwrap().to_owned();
+    // Both the handshake era (initialize) and the 2026-07-28 per-request era.
+    for mode in ["legacy", "auto"] {
+        let seen = run_sdk(&python, &["stdio", ccm, &conda, mode]);
+        let tools = seen["tools"].as_array().unwrap();
+        assert!(tools.iter().any(|t| t == "conda_info"), "{mode}: {seen}");
+        assert_eq!(seen["resources"], serde_json::json!(["conda://capabilities"]));
+        assert!(seen["capabilities_keys"].as_array().unwrap().iter().any(|k| k == "discovery_fingerprint"));
+        assert_eq!(seen["info_is_error"], false);
+        assert_eq!(seen["info_exit_code"], 0);
+        assert_eq!(seen["info_conda_version"], "0.99.0");
+        assert_eq!(seen["invalid"]["code"], -32602, "{mode}: {seen}");
+    }
+}
