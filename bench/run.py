@@ -23,7 +23,7 @@ Per server and run (a "read" session with the default policy, then a "write" ses
 Usage: python3 bench/run.py [--target fixture|real|both] [--runs N] [--out FILE.md]
                             [--reference-venv DIR]
 """
-import argparse, json, os, queue, re, shutil, statistics, subprocess, sys
+import argparse, hashlib, json, os, queue, re, shutil, statistics, subprocess, sys
 import tempfile, threading, time, zipfile
 from pathlib import Path
 
@@ -250,11 +250,11 @@ def measure_writes(session, tools, out, name, target):
 
 def run_server(server, target, workdir, run_index):
     """One read session and one write session of one server; returns its metrics."""
-    out, name = {}, server["name"]
+    out, name = {}, f"{server['name']} ({target['name']})"
     conda = target["conda"]
     for mode in ("read", "write"):
         argv = server["argv"] + (["--allow-write"] if mode == "write" else [])
-        log = workdir / f"{target['name']}-{name}-{mode}-{run_index}.log"
+        log = workdir / f"{target['name']}-{server['name']}-{mode}-{run_index}.log"
         session = Session(argv, cwd=workdir, log_path=log)
         try:
             if mode == "read":
@@ -269,7 +269,7 @@ def run_server(server, target, workdir, run_index):
                 tools = {t["name"] for t in session.request("tools/list")[0]["result"]["tools"]}
                 measure_writes(session, tools, out, name, target["name"])
         except Exception as error:  # record and go on with the other server
-            note(f"{name} ({target['name']}, {mode} session, run {run_index + 1}): {error}; "
+            note(f"{name}, {mode} session, run {run_index + 1}: {error}; "
                  f"stderr: {stderr_tail(log)}")
         finally:
             session.close()
@@ -323,7 +323,7 @@ def reference_versions(ccm_script):
     return f"conda-cli-mcp {got[0]}, mcp {got[1]}" if len(got) == 2 else "unknown"
 
 
-def prepare_target(kind, tmp, reference_venv):
+def prepare_target(kind, tmp, reference_venv, ccm):
     """Returns {name, conda, servers: [...]} for a target."""
     if kind == "fixture":
         got = sh([sys.executable, str(REPO / "tests/fixtures/build_fixture.py"), str(tmp / "fixture")])
@@ -339,7 +339,7 @@ def prepare_target(kind, tmp, reference_venv):
         reference = beside if beside.exists() else install_reference(reference_venv or tmp / "reference-venv")
         # leftovers of an interrupted run would make conda_create fail
         sh([conda, "env", "remove", "-n", "bench-tmp", "-y"], cwd=tmp)
-    servers = [{"name": "ccm", "argv": [str(CCM), "--conda-exe", conda]}]
+    servers = [{"name": "ccm", "argv": [str(ccm), "--conda-exe", conda]}]
     if reference:
         servers.append({"name": "reference", "argv": [str(reference), "--conda-exe", conda],
                         "version": reference_versions(reference)})
@@ -403,11 +403,14 @@ def machine():
             Path("/proc/loadavg").read_text().split()[:3])
 
 
-def report(targets, results, args, elapsed, info):
+def report(targets, results, args, elapsed, info, sha):
     date, uname, nproc, mem, load = info
+    git = sh(["git", "-C", str(REPO), "describe", "--always", "--dirty"]).stdout.strip() or "unknown"
     out = ["# ccm benchmark: ccm vs the reference server (conda-cli-mcp 0.2.0)", "",
            f"* date: {date}", f"* machine: {uname}, {nproc} CPUs, {mem} RAM, load average at start {' '.join(load)}",
-           f"* ccm: {sh([str(CCM), '--version']).stdout.strip()}",
+           f"* ccm: {sh([str(CCM), '--version']).stdout.strip()} (tree {git}; `{CCM}` modified "
+           f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(CCM.stat().st_mtime))}, "
+           f"sha256 {sha[:16]}…, copied to the temp dir at start so a rebuild during the run cannot change it)",
            f"* runs: {args.runs} per target, alternating ccm / reference; wall time {elapsed:.0f} s",
            "* client: this harness's raw JSON-RPC stdio driver (protocolVersion 2025-06-18), the same for both",
            "* cells: median over runs (min–max over runs); a run's value for a repeated call is the median "
@@ -441,10 +444,13 @@ def main():
         raise SystemExit(f"{CCM} does not exist: run `cargo build --release` in {REPO} first")
     info, started = machine(), time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="ccm-bench-"))
+    ccm = tmp / "ccm"
+    shutil.copy2(CCM, ccm)
+    sha = hashlib.sha256(ccm.read_bytes()).hexdigest()
     targets, results = [], {}
     try:
         for kind in (["fixture", "real"] if args.target == "both" else [args.target]):
-            target = prepare_target(kind, tmp, args.reference_venv)
+            target = prepare_target(kind, tmp, args.reference_venv, ccm)
             targets.append(target)
             results[kind] = []
             for i in range(args.runs):
@@ -453,13 +459,13 @@ def main():
                     print(f"[{kind}] run {i + 1}/{args.runs}: {server['name']}", file=sys.stderr)
                     run[server["name"]] = run_server(server, target, tmp, i)
                 results[kind].append(run)
-        text = report(targets, results, args, time.perf_counter() - started, info)
+        text = report(targets, results, args, time.perf_counter() - started, info, sha)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(text)
     if args.out:
         Path(args.out).write_text(text)
-        raw = {"machine": info, "runs": args.runs, "notes": NOTES,
+        raw = {"machine": info, "runs": args.runs, "notes": NOTES, "ccm_sha256": sha,
                "targets": [{k: t[k] for k in ("name", "conda", "conda_version", "servers")} for t in targets],
                "results": results}
         Path(args.out).with_suffix(".json").write_text(json.dumps(raw, indent=1) + "\n")

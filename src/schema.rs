@@ -436,9 +436,9 @@ impl Invalid {
 }
 
 impl Validator {
-    pub fn new(schema: &Map<String, Value>) -> Result<Self, String> {
+    pub fn new(schema: &Value) -> Result<Self, String> {
         jsonschema::draft202012::options()
-            .build(&Value::Object(schema.clone()))
+            .build(schema)
             .map(Validator)
             .map_err(|e| e.masked().to_string())
     }

@@ -9,7 +9,8 @@
 //! typed compilers take such values as plain strings). Pure; no I/O.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use crate::catalog::{self, Catalog, Command, Plugin};
 use crate::layout::Layout;
@@ -118,37 +119,67 @@ pub fn file_stem(version: &str) -> String {
 /// Digest of everything in a branch that shapes the tool's schema structure and argv:
 /// level names, greediness, every argument's id, flags, action, nargs, type, required,
 /// hidden and (static) choices, and the exclusive groups. Help texts, defaults and
-/// dynamic choice values are left out.
+/// dynamic choice values are left out. The shape is streamed into the hasher as compact
+/// JSON (fields in a fixed order), without building intermediate values.
 pub fn signature(branch: &[&Command]) -> String {
-    let levels: Vec<Value> = branch
+    #[derive(Serialize)]
+    struct ArgumentShape<'a> {
+        id: &'a str,
+        flags: &'a [String],
+        action: crate::catalog::ActionKind,
+        nargs: crate::catalog::Nargs,
+        value_type: crate::catalog::ValueType,
+        required: bool,
+        hidden: bool,
+        choices: &'a [String],
+        dynamic_choices: bool,
+    }
+    #[derive(Serialize)]
+    struct LevelShape<'a> {
+        name: &'a Option<String>,
+        passthrough: bool,
+        arguments: Vec<ArgumentShape<'a>>,
+        exclusive_groups: &'a [crate::catalog::ExclusiveGroup],
+    }
+    let levels: Vec<LevelShape> = branch
         .iter()
-        .map(|command| {
-            let arguments: Vec<Value> = command
+        .map(|command| LevelShape {
+            name: &command.name,
+            passthrough: command.passthrough,
+            arguments: command
                 .arguments
                 .iter()
-                .map(|a| {
-                    json!({
-                        "id": a.id,
-                        "flags": a.flags,
-                        "action": a.action,
-                        "nargs": a.nargs,
-                        "value_type": a.value_type,
-                        "required": a.required,
-                        "hidden": a.hidden,
-                        "choices": if a.dynamic_choices { Vec::new() } else { a.choices.clone() },
-                        "dynamic_choices": a.dynamic_choices,
-                    })
+                .map(|a| ArgumentShape {
+                    id: &a.id,
+                    flags: &a.flags,
+                    action: a.action,
+                    nargs: a.nargs,
+                    value_type: a.value_type,
+                    required: a.required,
+                    hidden: a.hidden,
+                    choices: if a.dynamic_choices { &[] } else { &a.choices },
+                    dynamic_choices: a.dynamic_choices,
                 })
-                .collect();
-            json!({
-                "name": command.name,
-                "passthrough": command.passthrough,
-                "arguments": arguments,
-                "exclusive_groups": command.exclusive_groups,
-            })
+                .collect(),
+            exclusive_groups: &command.exclusive_groups,
         })
         .collect();
-    catalog::sha256_hex(catalog::canonical_json(&levels).as_bytes())
+    let mut hasher = HashWriter(Sha256::new());
+    serde_json::to_writer(&mut hasher, &levels).expect("shapes serialize");
+    catalog::hex(&hasher.0.finalize())
+}
+
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The layout and signature of every command of a catalog that could become a tool.

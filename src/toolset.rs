@@ -133,24 +133,33 @@ impl Toolset {
         let paths: Vec<Vec<String>> = candidates.iter().map(|c| c.0.clone()).collect();
         let names = schema::tool_names(&paths);
         let output = Arc::new(schema::execution_output_schema());
+        let described: Vec<_> = candidates
+            .into_iter()
+            .zip(names)
+            .map(|((path, branch, layout, input), name)| {
+                let opaque = Layout::branch_is_opaque(&branch);
+                let class = policy::describe(&path, opaque);
+                let compiler = pick(&path, &branch);
+                let descriptor = descriptor(&name, &path, &branch, &layout, input, &output, &class);
+                (name, path, layout, class, opaque, compiler, descriptor)
+            })
+            .collect();
+        // Compiling the validators is most of the startup cost: spread it over the cores.
+        let schemas: Vec<&Value> = described.iter().map(|d| &d.6["inputSchema"]).collect();
+        let validators = compile_all(&schemas);
         let mut generated = Vec::new();
-        for ((path, branch, layout, input), name) in candidates.into_iter().zip(names) {
-            let validator = match Validator::new(&input) {
-                Ok(v) => v,
-                Err(_) => {
-                    diagnostics.push(Diagnostic {
-                        path,
-                        reason: "generated schema was rejected by the validator".into(),
-                        action_type: None,
-                        blocking: true,
-                    });
-                    continue;
-                }
+        for ((name, path, layout, class, opaque, compiler, descriptor), validator) in
+            described.into_iter().zip(validators)
+        {
+            let Ok(validator) = validator else {
+                diagnostics.push(Diagnostic {
+                    path,
+                    reason: "generated schema was rejected by the validator".into(),
+                    action_type: None,
+                    blocking: true,
+                });
+                continue;
             };
-            let opaque = Layout::branch_is_opaque(&branch);
-            let class = policy::describe(&path, opaque);
-            let compiler = pick(&path, &branch);
-            let descriptor = descriptor(&name, &path, &branch, &layout, input, &output, &class);
             generated.push(Tool {
                 name,
                 path,
@@ -199,9 +208,9 @@ impl Toolset {
                     },
                 })
             }),
-            execute_validator: Validator::new(&as_map(execute_input_schema(settings.timeout)))
+            execute_validator: Validator::new(&execute_input_schema(settings.timeout))
                 .expect("the fixed conda_execute schema is valid"),
-            completion_validator: Validator::new(&as_map(completion_input_schema()))
+            completion_validator: Validator::new(&completion_input_schema())
                 .expect("the fixed conda_cli_command schema is valid"),
             generated,
             by_name,
@@ -229,11 +238,34 @@ impl Toolset {
     }
 }
 
-fn as_map(value: Value) -> Map<String, Value> {
-    match value {
-        Value::Object(map) => map,
-        _ => Map::new(),
+/// Compile validators for every schema, on as many threads as there are cores.
+fn compile_all(schemas: &[&Value]) -> Vec<Result<Validator, String>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(schemas.len().max(1));
+    if threads <= 1 {
+        return schemas.iter().map(|s| Validator::new(s)).collect();
     }
+    let chunk = schemas.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = schemas
+            .chunks(chunk)
+            .map(|part| {
+                let handle =
+                    scope.spawn(move || part.iter().map(|s| Validator::new(s)).collect::<Vec<_>>());
+                (part.len(), handle)
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|(len, handle)| {
+                // A panicking compiler costs its chunk's tools, never the alignment.
+                handle
+                    .join()
+                    .unwrap_or_else(|_| vec![Err("validator compilation panicked".to_owned()); len])
+            })
+            .collect()
+    })
 }
 
 /// A node becomes a tool iff it is terminal, nothing on its branch is raw-only, and no

@@ -11,7 +11,9 @@ fn sdk_python(test: &str) -> Option<String> {
     match std::env::var("CCM_TEST_MCP_PYTHON") {
         Ok(p) if !p.is_empty() => Some(p),
         _ => {
-            eprintln!("skipped {test}: set CCM_TEST_MCP_PYTHON to a Python with the `mcp` SDK (.ci/run does)");
+            eprintln!(
+                "skipped {test}: set CCM_TEST_MCP_PYTHON to a Python with the `mcp` SDK (.ci/run does)"
+            );
             None
         }
     }
@@ -43,8 +45,17 @@ fn python_sdk_over_stdio() {
         let seen = run_sdk(&python, &["stdio", ccm, &conda, mode]);
         let tools = seen["tools"].as_array().unwrap();
         assert!(tools.iter().any(|t| t == "conda_info"), "{mode}: {seen}");
-        assert_eq!(seen["resources"], serde_json::json!(["conda://capabilities"]));
-        assert!(seen["capabilities_keys"].as_array().unwrap().iter().any(|k| k == "discovery_fingerprint"));
+        assert_eq!(
+            seen["resources"],
+            serde_json::json!(["conda://capabilities"])
+        );
+        assert!(
+            seen["capabilities_keys"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| k == "discovery_fingerprint")
+        );
         assert_eq!(seen["info_is_error"], false);
         assert_eq!(seen["info_exit_code"], 0);
         assert_eq!(seen["info_conda_version"], "0.99.0");

@@ -7,6 +7,8 @@ mod support;
 mod argv;
 /// The command line: flags, exit codes, messages.
 mod cli;
+/// Real MCP clients (the official Python SDK).
+mod clients;
 /// Baked typed compilers against the generic interpreter (pure).
 mod codegen;
 /// Live discovery against the fixture conda (and a real conda with CCM_TEST_CONDA).
@@ -23,5 +25,3 @@ mod roundtrip;
 mod server;
 /// Tool names, schemas, annotations and validation (pure), with golden tool lists.
 mod tools;
-/// Real MCP clients (the official Python SDK).
-mod clients;

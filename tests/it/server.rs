@@ -611,23 +611,39 @@ fn completion_metadata() {
     let fixture = support::build_fixture(&["--with-plugin", "completion"]);
     let cache = tempfile::tempdir().unwrap();
     let cache_dir = cache.path().to_str().unwrap();
-    let mut s = Session::start_with(&fixture.conda, &[], &[("CONDA_COMPLETION_CACHE_DIR", cache_dir)]);
+    let mut s = Session::start_with(
+        &fixture.conda,
+        &[],
+        &[("CONDA_COMPLETION_CACHE_DIR", cache_dir)],
+    );
     let tools = s.tools();
     assert_eq!(tools[0]["name"], "conda_cli_command");
     assert_eq!(
         tools[0]["annotations"],
         json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false})
     );
-    let r = s.call("conda_cli_command", json!({"command_path": ["env", "list"]}));
+    let r = s.call(
+        "conda_cli_command",
+        json!({"command_path": ["env", "list"]}),
+    );
     assert_ne!(r["isError"], true);
     let sc = structured(&r);
     assert_eq!(sc["availability"], "not_generated");
-    assert_eq!(sc["hint"], "Run 'conda completion generate' in the target environment.");
+    assert_eq!(
+        sc["hint"],
+        "Run 'conda completion generate' in the target environment."
+    );
     assert_eq!(r["content"].as_array().unwrap().len(), 1);
-    assert_eq!(r["content"][0]["text"].as_str().unwrap(), ccm::catalog::canonical_json(sc));
+    assert_eq!(
+        r["content"][0]["text"].as_str().unwrap(),
+        ccm::catalog::canonical_json(sc)
+    );
     let (code, message) = s.call_error("conda_cli_command", json!({"command_path": ["-x"]}));
     assert_eq!(code, -32602);
-    assert!(message.starts_with("Invalid arguments at $.command_path[0]"), "{message}");
+    assert!(
+        message.starts_with("Invalid arguments at $.command_path[0]"),
+        "{message}"
+    );
 
     let generate = std::process::Command::new(&fixture.conda)
         .args(["completion", "generate"])
@@ -635,35 +651,66 @@ fn completion_metadata() {
         .output()
         .unwrap();
     assert!(generate.status.success());
-    let r = s.call("conda_cli_command", json!({"command_path": ["env", "list"]}));
+    let r = s.call(
+        "conda_cli_command",
+        json!({"command_path": ["env", "list"]}),
+    );
     let sc = structured(&r);
     assert_eq!(sc["availability"], "available", "{r}");
     assert_eq!(sc["resolved_command_path"], json!(["env", "list"]));
     assert_eq!(sc["alias_target"], Value::Null);
-    assert!(sc["command"]["options"].as_array().unwrap().iter().any(|o| o["name"] == "--json"));
+    assert!(
+        sc["command"]["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["name"] == "--json")
+    );
     assert_eq!(sc["manifest"]["stale"], false);
     assert_eq!(sc["manifest"]["conda_completion_version"], "0.3.2");
     assert_eq!(sc["hint"], Value::Null);
     let root = s.call("conda_cli_command", json!({}));
-    assert!(structured(&root)["command"]["subcommands"].as_array().unwrap().iter().any(|c| c["name"] == "install"));
-    let alias = s.call("conda_cli_command", json!({"command_path": ["cenv", "list"]}));
+    assert!(
+        structured(&root)["command"]["subcommands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "install")
+    );
+    let alias = s.call(
+        "conda_cli_command",
+        json!({"command_path": ["cenv", "list"]}),
+    );
     assert_eq!(structured(&alias)["alias_target"], json!(["env"]));
-    assert_eq!(structured(&alias)["resolved_command_path"], json!(["env", "list"]));
+    assert_eq!(
+        structured(&alias)["resolved_command_path"],
+        json!(["env", "list"])
+    );
     assert_eq!(
         s.call_error("conda_cli_command", json!({"command_path": ["nonexist"]})),
         (-32602, "Unknown conda command path".to_owned())
     );
     // A changed manifest is read again.
     let manifest = cache.path().join("completion.msgpack");
-    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    let mut doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
     doc["commands"]["env"]["subcommands"]["list"]["summary"] = json!("Changed summary.");
     std::fs::write(&manifest, serde_json::to_string(&doc).unwrap()).unwrap();
-    let r = s.call("conda_cli_command", json!({"command_path": ["env", "list"]}));
+    let r = s.call(
+        "conda_cli_command",
+        json!({"command_path": ["env", "list"]}),
+    );
     assert_eq!(structured(&r)["command"]["summary"], "Changed summary.");
     // A new plugin entry point makes the manifest stale.
-    let install = std::process::Command::new(&fixture.conda).args(["install", "fixture-plugin-extra"]).output().unwrap();
+    let install = std::process::Command::new(&fixture.conda)
+        .args(["install", "fixture-plugin-extra"])
+        .output()
+        .unwrap();
     assert!(install.status.success());
-    let r = s.call("conda_cli_command", json!({"command_path": ["env", "list"]}));
+    let r = s.call(
+        "conda_cli_command",
+        json!({"command_path": ["env", "list"]}),
+    );
     assert_eq!(structured(&r)["manifest"]["stale"], true);
 }
 
@@ -677,14 +724,23 @@ fn real_conda_completion_metadata() {
         eprintln!("skipped real_conda_completion_metadata: the target has no conda-completion");
         return;
     }
-    let r = s.call("conda_cli_command", json!({"command_path": ["env", "list"]}));
+    let r = s.call(
+        "conda_cli_command",
+        json!({"command_path": ["env", "list"]}),
+    );
     let sc = structured(&r);
-    assert!(["available", "not_generated"].contains(&sc["availability"].as_str().unwrap()), "{r}");
+    assert!(
+        ["available", "not_generated"].contains(&sc["availability"].as_str().unwrap()),
+        "{r}"
+    );
     if sc["availability"] == "available" {
         assert_eq!(sc["resolved_command_path"], json!(["env", "list"]));
         assert!(sc["manifest"]["stale"].is_boolean());
         assert_eq!(
-            s.call_error("conda_cli_command", json!({"command_path": ["definitely-not-a-command"]})),
+            s.call_error(
+                "conda_cli_command",
+                json!({"command_path": ["definitely-not-a-command"]})
+            ),
             (-32602, "Unknown conda command path".to_owned())
         );
     }

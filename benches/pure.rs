@@ -1,0 +1,205 @@
+//! In-process benchmarks of the pure hot paths (`cargo bench --bench pure`).
+//!
+//! Figures are medians of repeated runs, reported next to a baseline measured in the same
+//! run (the machine is shared and noisy, so ratios are what matter):
+//!
+//! * building every tool (schemas + compiled validators) for a catalog, at startup;
+//! * one call's validate + compile + classify, for the generic and the typed compiler;
+//! * serializing the tools/list result.
+//!
+//! The catalog is the live discovery of `CCM_BENCH_CONDA` when set (e.g. a conda with
+//! plugins), else the checked-in `snapshots/conda-26.7.json`.
+
+#![allow(clippy::print_stdout)] // a benchmark reports on stdout
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use ccm::catalog::{Catalog, Plugin};
+use ccm::policy::{self, Origin};
+use ccm::toolset::{Compiler, Settings, Toolset};
+use serde_json::{Value, json};
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// Median time of `f`, timing batches of `batch` calls `rounds` times.
+fn measure(rounds: usize, batch: u32, mut f: impl FnMut()) -> Duration {
+    for _ in 0..batch {
+        f(); // warm up
+    }
+    let samples = (0..rounds)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..batch {
+                f();
+            }
+            start.elapsed() / batch
+        })
+        .collect();
+    median(samples)
+}
+
+fn catalog() -> (Catalog, Vec<Plugin>, String) {
+    if let Some(conda) = std::env::var_os("CCM_BENCH_CONDA") {
+        let conda = std::fs::canonicalize(conda).expect("CCM_BENCH_CONDA exists");
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let found = runtime.block_on(ccm::discovery::discover(&ccm::discovery::Target {
+            conda_exe: conda.clone(),
+            timeout: Duration::from_secs(120),
+        }));
+        (
+            found.catalog,
+            found.plugins,
+            format!("live discovery of {}", conda.display()),
+        )
+    } else {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/snapshots/conda-26.7.json"
+        ))
+        .unwrap();
+        let snapshot = ccm::snapshot::Snapshot::from_text(&text).unwrap();
+        (
+            snapshot.catalog,
+            snapshot.plugins,
+            "snapshots/conda-26.7.json".into(),
+        )
+    }
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+fn main() {
+    let (catalog, plugins, source) = catalog();
+    let settings = Settings {
+        allow_exec: true,
+        timeout: Duration::from_secs(900),
+    };
+    println!("catalog: {source}");
+    if std::env::var_os("CCM_BENCH_PROFILE").is_some() {
+        for _ in 0..3 {
+            profile(&catalog);
+        }
+    }
+
+    // Startup: every schema + validator.
+    let mut tools = None;
+    let build = measure(15, 1, || {
+        tools = Some(Toolset::build_baked(&catalog, &plugins, &settings))
+    });
+    let tools = tools.unwrap();
+    let baked = tools
+        .generated
+        .iter()
+        .filter(|t| matches!(t.compiler, Compiler::Baked(_)))
+        .count();
+    println!(
+        "build all tools: {} for {} tools ({} baked), {} per tool",
+        ms(build),
+        tools.generated.len(),
+        baked,
+        us(build / tools.generated.len() as u32)
+    );
+
+    // tools/list payload: serialize the descriptors.
+    let descriptors = Value::Array(tools.descriptors());
+    let mut size = 0;
+    let list = measure(30, 5, || {
+        size = black_box(serde_json::to_vec(&descriptors).unwrap()).len()
+    });
+    println!("serialize tools/list: {} ({} bytes)", ms(list), size);
+
+    // One call: validate + compile + classify.
+    let root = catalog.root.as_ref();
+    let calls = [
+        (
+            "conda_config",
+            json!({"show": ["channels", "solver"], "json": true}),
+        ),
+        (
+            "conda_install",
+            json!({"name": "t1", "packages": ["numpy>=2", "scipy"], "channel": ["conda-forge"], "dry_run": true, "json": true}),
+        ),
+        ("conda_info", json!({"json": true})),
+    ];
+    println!(
+        "| call | validate | compile (generic) | compile (typed) | classify | total (typed path) |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (name, input) in calls {
+        let Some(tool) = tools.get(name) else {
+            continue;
+        };
+        let map = input.as_object().unwrap().clone();
+        let validate = measure(30, 200, || {
+            black_box(tool.validator.validate(black_box(&input)).is_ok());
+        });
+        let generic = measure(30, 200, || {
+            black_box(ccm::argv::compile(&tool.layout, black_box(&map)).unwrap());
+        });
+        let typed = match tool.compiler {
+            Compiler::Baked(command) => Some(measure(30, 200, || {
+                black_box((command.compile)(black_box(&map)).unwrap());
+            })),
+            Compiler::Generic => None,
+        };
+        let argv = ccm::argv::compile(&tool.layout, &map).unwrap();
+        let classify = measure(30, 200, || {
+            black_box(policy::classify(
+                root,
+                black_box(&argv),
+                Origin::Generated {
+                    opaque: tool.opaque,
+                },
+            ));
+        });
+        let compile = typed.unwrap_or(generic);
+        println!(
+            "| {name} | {} | {} | {} | {} | {} |",
+            us(validate),
+            us(generic),
+            typed.map(us).unwrap_or_else(|| "—".into()),
+            us(classify),
+            us(validate + compile + classify)
+        );
+    }
+}
+
+#[allow(dead_code)]
+fn profile(catalog: &Catalog) {
+    use ccm::layout::Layout;
+    let commands = catalog.commands();
+    let t = Instant::now();
+    let mut layouts = Vec::new();
+    for (branch, _) in &commands {
+        layouts.push(Layout::new(branch));
+    }
+    println!("layouts: {:?}", t.elapsed());
+    let t = Instant::now();
+    let mut schemas = Vec::new();
+    for l in &layouts {
+        if let Ok(s) = ccm::schema::input_schema(l) {
+            schemas.push(s);
+        }
+    }
+    println!("schemas: {:?}", t.elapsed());
+    let t = Instant::now();
+    for s in &schemas {
+        black_box(ccm::schema::Validator::new(&Value::Object(s.clone())).unwrap());
+    }
+    println!("validators: {:?}", t.elapsed());
+    let t = Instant::now();
+    for (branch, _) in &commands {
+        black_box(ccm::snapshot::signature(branch));
+    }
+    println!("signatures: {:?}", t.elapsed());
+}
