@@ -45,7 +45,7 @@ fn main() {
         writeln!(
             entries,
             "    BakedSnapshot {{ file: {json:?}, conda_version: {module}::CONDA_VERSION, \
-             fingerprint: {module}::FINGERPRINT, json: include_str!({:?}), commands: {module}::COMMANDS }},",
+             fingerprint: {module}::FINGERPRINT, stamp: {module}::STAMP, json: include_str!({:?}), commands: {module}::COMMANDS }},",
             snapshots.join(&json).display().to_string()
         )
         .unwrap();

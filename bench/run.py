@@ -403,14 +403,12 @@ def machine():
             Path("/proc/loadavg").read_text().split()[:3])
 
 
-def report(targets, results, args, elapsed, info, sha):
+def report(targets, results, args, elapsed, info, sha, build):
     date, uname, nproc, mem, load = info
-    git = sh(["git", "-C", str(REPO), "describe", "--always", "--dirty"]).stdout.strip() or "unknown"
     out = ["# ccm benchmark: ccm vs the reference server (conda-cli-mcp 0.2.0)", "",
            f"* date: {date}", f"* machine: {uname}, {nproc} CPUs, {mem} RAM, load average at start {' '.join(load)}",
-           f"* ccm: {sh([str(CCM), '--version']).stdout.strip()} (tree {git}; `{CCM}` modified "
-           f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(CCM.stat().st_mtime))}, "
-           f"sha256 {sha[:16]}…, copied to the temp dir at start so a rebuild during the run cannot change it)",
+           f"* ccm: {build} (sha256 {sha[:16]}…; copied from `{CCM}` to the temp dir at start, "
+           "so a rebuild during the run cannot change it)",
            f"* runs: {args.runs} per target, alternating ccm / reference; wall time {elapsed:.0f} s",
            "* client: this harness's raw JSON-RPC stdio driver (protocolVersion 2025-06-18), the same for both",
            "* cells: median over runs (min–max over runs); a run's value for a repeated call is the median "
@@ -447,6 +445,9 @@ def main():
     ccm = tmp / "ccm"
     shutil.copy2(CCM, ccm)
     sha = hashlib.sha256(ccm.read_bytes()).hexdigest()
+    git = sh(["git", "-C", str(REPO), "describe", "--always", "--dirty"]).stdout.strip() or "unknown"
+    build = (f"{sh([str(ccm), '--version']).stdout.strip()}, tree {git}, binary modified "
+             f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(CCM.stat().st_mtime))}")
     targets, results = [], {}
     try:
         for kind in (["fixture", "real"] if args.target == "both" else [args.target]):
@@ -459,7 +460,7 @@ def main():
                     print(f"[{kind}] run {i + 1}/{args.runs}: {server['name']}", file=sys.stderr)
                     run[server["name"]] = run_server(server, target, tmp, i)
                 results[kind].append(run)
-        text = report(targets, results, args, time.perf_counter() - started, info, sha)
+        text = report(targets, results, args, time.perf_counter() - started, info, sha, build)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(text)

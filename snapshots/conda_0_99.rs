@@ -12,6 +12,10 @@ use crate::schema::Invalid;
 pub const CONDA_VERSION: &str = "0.99.0";
 /// The discovery fingerprint of the snapshot.
 pub const FINGERPRINT: &str = "d1771871fa21eb7e8ff53685eb40f189fd8e2068f6f4b667d1e5baaa0bb62dc4";
+/// The target stamp of the captured conda (instant starts match on it).
+pub const STAMP: Option<&str> = Some(
+    "88ad7dfb322ee5f046c0fed79ea70f2e947db108ec8572f25ae74ad4c2acb074",
+);
 /// Every command of the snapshot, with its signature and typed compiler.
 pub static COMMANDS: &[BakedCommand] = &[
     BakedCommand {

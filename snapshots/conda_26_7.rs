@@ -12,6 +12,10 @@ use crate::schema::Invalid;
 pub const CONDA_VERSION: &str = "26.7.1";
 /// The discovery fingerprint of the snapshot.
 pub const FINGERPRINT: &str = "f46b769de0502f9037448e96e2eb9a7c200c2cff377e4eb16b80ba33bcf9c251";
+/// The target stamp of the captured conda (instant starts match on it).
+pub const STAMP: Option<&str> = Some(
+    "552c2bf625a5596da4d91e82e0cbee2cbd442c25bcf1e9ccca5e6fb8e2a077a3",
+);
 /// Every command of the snapshot, with its signature and typed compiler.
 pub static COMMANDS: &[BakedCommand] = &[
     BakedCommand {

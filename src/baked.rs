@@ -37,6 +37,8 @@ pub struct BakedSnapshot {
     pub file: &'static str,
     pub conda_version: &'static str,
     pub fingerprint: &'static str,
+    /// The target stamp digest of the captured conda, if recorded.
+    pub stamp: Option<&'static str>,
     /// The snapshot itself (normalized discovery).
     pub json: &'static str,
     pub commands: &'static [BakedCommand],

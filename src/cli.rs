@@ -101,6 +101,10 @@ pub struct Options {
     /// Expose raw argv execution and allow conda run.
     #[arg(long, global = true)]
     pub allow_exec: bool,
+
+    /// Always wait for live discovery, even when the target matches a baked snapshot.
+    #[arg(long, global = true)]
+    pub no_snapshot: bool,
 }
 
 /// Validated settings.
@@ -112,6 +116,7 @@ pub struct Config {
     pub stdin_limit: usize,
     pub allow_write: bool,
     pub allow_exec: bool,
+    pub no_snapshot: bool,
 }
 
 /// What `main` should do.
@@ -191,6 +196,7 @@ fn validate(options: &Options, conda_exe_env: Option<&str>) -> Result<Config, Us
         stdin_limit,
         allow_write: options.allow_write,
         allow_exec: options.allow_exec,
+        no_snapshot: options.no_snapshot,
     })
 }
 

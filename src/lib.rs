@@ -15,5 +15,6 @@ pub mod policy;
 pub mod schema;
 pub mod server;
 pub mod snapshot;
+pub mod startup;
 pub mod toolset;
 pub mod transport;

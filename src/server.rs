@@ -47,7 +47,7 @@ pub struct Ready {
     capabilities: Map<String, Value>,
 }
 
-/// Restart detection state (sticky once set).
+/// Restart detection state (sticky once set), and how the server started.
 #[derive(Debug, Default)]
 struct Restart {
     required: bool,
@@ -55,6 +55,11 @@ struct Restart {
     current_fingerprint: Option<String>,
     /// What the target's plugin distributions looked like when last checked.
     baseline: Option<stamp::Scan>,
+    /// `snapshot` or `live`, and why.
+    start_path: &'static str,
+    start_reason: String,
+    /// For a snapshot start: `pending` until live discovery confirms or contradicts it.
+    confirmation: Option<&'static str>,
 }
 
 struct CompletionCache {
@@ -106,6 +111,46 @@ fn internal() -> ErrorData {
     ErrorData::internal_error("Internal error", None)
 }
 
+impl Shared {
+    fn record_start(
+        &self,
+        path: &'static str,
+        reason: String,
+        confirmation: Option<&'static str>,
+        ready: &Ready,
+    ) {
+        if let Ok(mut status) = self.restart.lock() {
+            status.start_path = path;
+            status.start_reason = reason;
+            status.confirmation = confirmation;
+            status.baseline = Some(stamp::scan(&ready.discovery.site_dirs));
+            status.current_fingerprint = Some(ready.discovery.fingerprint());
+        }
+    }
+
+    /// Live discovery finished after a snapshot start.
+    fn record_confirmation(&self, verdict: Result<(), String>, live: &Discovery) {
+        let Ok(mut status) = self.restart.lock() else {
+            return;
+        };
+        match verdict {
+            Ok(()) => {
+                tracing::debug!("live discovery confirms the baked snapshot");
+                status.confirmation = Some("confirmed");
+            }
+            Err(reason) => {
+                tracing::warn!(%reason, "live discovery differs from the baked snapshot; restart the server");
+                status.confirmation = Some("differs");
+                status.current_fingerprint = Some(live.fingerprint());
+                if !status.required {
+                    status.required = true;
+                    status.reason = Some(reason);
+                }
+            }
+        }
+    }
+}
+
 impl Server {
     /// Start discovery in the background and return the server at once.
     pub fn start(config: Config, max_queue: usize) -> Server {
@@ -126,26 +171,44 @@ impl Server {
             timeout: shared.config.timeout,
         };
         let conda_exe = shared.config.conda_exe.clone();
-        let restart_shared = Arc::clone(&shared);
+        let no_snapshot = shared.config.no_snapshot;
+        let state = Arc::clone(&shared);
         tokio::spawn(async move {
             let started = std::time::Instant::now();
-            let found = discovery::discover(&target).await;
-            let baseline = stamp::scan(&found.site_dirs);
-            let ready = build_ready(found, &settings, &conda_exe);
-            tracing::info!(
-                tools = ready.toolset.generated.len(),
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                conda = %ready.discovery.catalog.conda_version,
-                "discovery finished"
-            );
-            for d in &ready.discovery.catalog.diagnostics {
-                tracing::warn!(path = ?d.path, reason = %d.reason, "discovery diagnostic");
+            match crate::startup::fast_start(&conda_exe, no_snapshot) {
+                Ok(fast) => {
+                    let snapshot = fast.snapshot;
+                    let ready = build_ready(fast.discovery, &settings, &conda_exe);
+                    tracing::info!(
+                        tools = ready.toolset.generated.len(),
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        snapshot = snapshot.file,
+                        "serving tools from the baked snapshot; live discovery confirms in the background"
+                    );
+                    state.record_start("snapshot", fast.reason, Some("pending"), &ready);
+                    let ready = Arc::new(ready);
+                    let _ = sender.send(Some(Arc::clone(&ready)));
+                    let found = discovery::discover(&target).await;
+                    let verdict = crate::startup::confirm(snapshot, &found);
+                    state.record_confirmation(verdict, &found);
+                }
+                Err(reason) => {
+                    let found = discovery::discover(&target).await;
+                    let ready = build_ready(found, &settings, &conda_exe);
+                    tracing::info!(
+                        tools = ready.toolset.generated.len(),
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        conda = %ready.discovery.catalog.conda_version,
+                        why = %reason,
+                        "discovery finished"
+                    );
+                    for d in &ready.discovery.catalog.diagnostics {
+                        tracing::warn!(path = ?d.path, reason = %d.reason, "discovery diagnostic");
+                    }
+                    state.record_start("live", reason, None, &ready);
+                    let _ = sender.send(Some(Arc::new(ready)));
+                }
             }
-            if let Ok(mut restart) = restart_shared.restart.lock() {
-                restart.baseline = Some(baseline);
-                restart.current_fingerprint = Some(ready.discovery.fingerprint());
-            }
-            let _ = sender.send(Some(Arc::new(ready)));
         });
         Server { shared }
     }
@@ -228,6 +291,14 @@ impl Server {
                     "required": restart.required,
                     "reason": restart.reason,
                     "current_fingerprint": restart.current_fingerprint,
+                }),
+            );
+            document.insert(
+                "startup".into(),
+                json!({
+                    "path": restart.start_path,
+                    "reason": restart.start_reason,
+                    "confirmation": restart.confirmation,
                 }),
             );
         }

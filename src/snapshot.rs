@@ -28,6 +28,9 @@ pub struct Snapshot {
     pub catalog: Catalog,
     pub plugins: Vec<Plugin>,
     pub discovery_fingerprint: String,
+    /// The target stamp (conda version + entry points, read from disk) at capture time.
+    #[serde(default)]
+    pub stamp: Option<crate::discovery::stamp::Stamp>,
 }
 
 /// Strings to replace, longest first.
@@ -87,6 +90,7 @@ impl Snapshot {
             discovery_fingerprint: catalog::discovery_fingerprint(&catalog.conda_version, plugins),
             catalog,
             plugins: plugins.to_vec(),
+            stamp: None,
         }
     }
 

@@ -35,12 +35,19 @@ pub fn run(conda_exe: Option<&str>, out: &Path) -> Result<(), String> {
         (std::env::var("HOME").ok(), "~"),
         (text(&std::env::current_dir().ok()), "<cwd>"),
     ]);
-    let snapshot = Snapshot::new(
+    let mut snapshot = Snapshot::new(
         &found.catalog,
         &found.plugins,
         found.python_version.clone(),
         &replacements,
     );
+    snapshot.stamp =
+        discovery::stamp::locate(&conda).and_then(|l| discovery::stamp::stamp(&l.site_dirs));
+    if snapshot.stamp.is_none() {
+        eprintln!(
+            "warning: no target stamp (conda's metadata not found): the snapshot cannot serve instant starts"
+        );
+    }
     let path = out.join(format!("{}.json", snapshot.stem()));
     let text = snapshot.to_text();
     if std::fs::read_to_string(&path).ok().as_deref() == Some(text.as_str()) {

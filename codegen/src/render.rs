@@ -69,6 +69,13 @@ pub fn render(snapshot: &Snapshot, json_file: &str) -> String {
     }
     let version = &snapshot.conda_version;
     let fingerprint = &snapshot.discovery_fingerprint;
+    let stamp = match &snapshot.stamp {
+        Some(stamp) => {
+            let digest = &stamp.digest;
+            quote!(Some(#digest))
+        }
+        None => quote!(None),
+    };
     let file = quote! {
         #![allow(clippy::all, unused_imports, unused_variables)]
 
@@ -84,6 +91,8 @@ pub fn render(snapshot: &Snapshot, json_file: &str) -> String {
         pub const CONDA_VERSION: &str = #version;
         /// The discovery fingerprint of the snapshot.
         pub const FINGERPRINT: &str = #fingerprint;
+        /// The target stamp of the captured conda (instant starts match on it).
+        pub const STAMP: Option<&str> = #stamp;
 
         /// Every command of the snapshot, with its signature and typed compiler.
         pub static COMMANDS: &[BakedCommand] = &[#(#entries),*];

@@ -4,8 +4,16 @@
 //!
 //! Restart checks compare two scans before paying for a helper run: when nothing relevant
 //! changed on disk, the plugin inventory (and so the fingerprint) cannot have changed.
+//!
+//! The *target stamp* goes one step further, with no process at all: it locates the
+//! target's site-packages from conda's entry script, and digests conda's version and every
+//! `conda` entry point (distribution, version, name, value). A baked snapshot records the
+//! stamp of the conda it was captured from; a target with the same stamp can be served from
+//! that snapshot before live discovery has finished.
 
 use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
 
 /// One distribution that matters for the plugin set.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -78,6 +86,114 @@ pub fn conda_section(path: &Path) -> Vec<String> {
     lines
 }
 
+/// Where a target conda's Python lives, found from files only.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Located {
+    pub interpreter: PathBuf,
+    pub prefix: PathBuf,
+    /// `<prefix>/lib/python*/site-packages` (and `<prefix>/Lib/site-packages`).
+    pub site_dirs: Vec<PathBuf>,
+}
+
+/// Find the target's interpreter and site-packages without running anything.
+pub fn locate(conda_exe: &Path) -> Option<Located> {
+    let interpreter = super::interpreter_candidates(conda_exe)
+        .into_iter()
+        .next()?;
+    let prefix = interpreter.parent()?.parent()?.to_path_buf();
+    let mut site_dirs = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(prefix.join("lib")) {
+        let mut libs: Vec<PathBuf> = entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("python"))
+            .map(|e| e.path().join("site-packages"))
+            .filter(|p| p.is_dir())
+            .collect();
+        libs.sort();
+        site_dirs.extend(libs);
+    }
+    let windows = prefix.join("Lib").join("site-packages");
+    if windows.is_dir() {
+        site_dirs.push(windows);
+    }
+    (!site_dirs.is_empty()).then_some(Located {
+        interpreter,
+        prefix,
+        site_dirs,
+    })
+}
+
+/// conda's version and its entry points, digested.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stamp {
+    pub conda_version: String,
+    /// SHA-256 of the canonical JSON of the version and the sorted entry points.
+    pub digest: String,
+}
+
+/// One `conda` entry point as the stamp sees it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+struct EntryPoint {
+    distribution: String,
+    version: String,
+    entry_point: String,
+    value: String,
+}
+
+/// The stamp of the distributions in `site_dirs`; `None` when conda's own metadata is
+/// missing (then only live discovery can tell).
+pub fn stamp(site_dirs: &[PathBuf]) -> Option<Stamp> {
+    let scan = scan(site_dirs);
+    let mut conda_version = None;
+    let mut entry_points = Vec::new();
+    for record in &scan.0 {
+        let dir = record.site.join(&record.metadata_dir);
+        let (name, version) = metadata_name_version(&dir)?;
+        if crate::catalog::normalize_distribution(&name) == "conda" && conda_version.is_none() {
+            conda_version = Some(version.clone());
+        }
+        for line in &record.conda_entry_points {
+            let Some((entry_point, value)) = line.split_once('=') else {
+                continue;
+            };
+            entry_points.push(EntryPoint {
+                distribution: name.clone(),
+                version: version.clone(),
+                entry_point: entry_point.trim().to_owned(),
+                value: value.trim().to_owned(),
+            });
+        }
+    }
+    entry_points.sort();
+    entry_points.dedup();
+    let conda_version = conda_version?;
+    let payload = serde_json::json!({"conda_version": conda_version, "entry_points": entry_points});
+    Some(Stamp {
+        digest: crate::catalog::sha256_hex(crate::catalog::canonical_json(&payload).as_bytes()),
+        conda_version,
+    })
+}
+
+/// `Name` and `Version` from a distribution's `METADATA` (or `PKG-INFO`) headers.
+fn metadata_name_version(dir: &Path) -> Option<(String, String)> {
+    let text = std::fs::read_to_string(dir.join("METADATA"))
+        .or_else(|_| std::fs::read_to_string(dir.join("PKG-INFO")))
+        .ok()?;
+    let mut name = None;
+    let mut version = None;
+    for line in text.lines() {
+        if line.is_empty() {
+            break; // end of the headers
+        }
+        if let Some(v) = line.strip_prefix("Name:") {
+            name.get_or_insert_with(|| v.trim().to_owned());
+        } else if let Some(v) = line.strip_prefix("Version:") {
+            version.get_or_insert_with(|| v.trim().to_owned());
+        }
+    }
+    Some((name?, version?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +228,55 @@ mod tests {
             ["conda-26.7.1.dist-info", "conda_pypi-0.13.1.dist-info"]
         );
         assert_eq!(found.0[1].conda_entry_points, ["pypi = conda_pypi.plugin"]);
+    }
+
+    #[test]
+    fn stamp_covers_version_and_entry_points_only() {
+        let site = tempfile::tempdir().unwrap();
+        let write = |dir: &str, meta: &str, eps: Option<&str>| {
+            let path = site.path().join(dir);
+            std::fs::create_dir_all(&path).unwrap();
+            std::fs::write(path.join("METADATA"), meta).unwrap();
+            if let Some(e) = eps {
+                std::fs::write(path.join("entry_points.txt"), e).unwrap();
+            }
+        };
+        let dirs = [site.path().to_path_buf()];
+        assert_eq!(stamp(&dirs), None, "no conda metadata, no stamp");
+        write(
+            "conda-26.7.1.dist-info",
+            "Name: conda\nVersion: 26.7.1\n\nbody Version: 9\n",
+            None,
+        );
+        let plain = stamp(&dirs).unwrap();
+        assert_eq!(plain.conda_version, "26.7.1");
+        write(
+            "requests-2.0.dist-info",
+            "Name: requests\nVersion: 2.0\n",
+            Some("[console_scripts]\nx = y\n"),
+        );
+        assert_eq!(
+            stamp(&dirs).unwrap(),
+            plain,
+            "non-plugin distributions do not count"
+        );
+        write(
+            "p-1.0.dist-info",
+            "Name: p\nVersion: 1.0\n",
+            Some("[conda]\np = p.plugin\n"),
+        );
+        let with_plugin = stamp(&dirs).unwrap();
+        assert_ne!(with_plugin, plain);
+        write(
+            "p-1.0.dist-info",
+            "Name: p\nVersion: 1.1\n",
+            Some("[conda]\np = p.plugin\n"),
+        );
+        assert_ne!(
+            stamp(&dirs).unwrap(),
+            with_plugin,
+            "a plugin version counts"
+        );
     }
 
     #[test]

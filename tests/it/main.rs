@@ -23,5 +23,7 @@ mod policy;
 mod roundtrip;
 /// The MCP server end to end over stdio.
 mod server;
+/// Instant start from a baked snapshot, confirmed by live discovery.
+mod startup;
 /// Tool names, schemas, annotations and validation (pure), with golden tool lists.
 mod tools;

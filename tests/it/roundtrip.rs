@@ -317,3 +317,16 @@ fn real_conda_round_trip() {
     let tools = support::toolset(&found.catalog, &found.plugins, false);
     assert_round_trip(&tools, found.interpreter.as_ref().unwrap(), "real conda");
 }
+
+#[test]
+fn fixture_round_trip_with_tools_from_the_baked_snapshot() {
+    // The instant-start path serves tools built from the checked-in snapshot.
+    let snapshot = support::snapshot(support::FIXTURE);
+    let tools = support::toolset(&snapshot.catalog, &snapshot.plugins, false);
+    let found = support::fixture_discovery();
+    assert_round_trip(
+        &tools,
+        found.interpreter.as_ref().unwrap(),
+        "the fixture conda (snapshot tools)",
+    );
+}
