@@ -11,45 +11,43 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+// Every serialized struct here declares its fields in alphabetical order of their JSON
+// names, so serializing a catalog directly yields canonical (sorted-key) JSON.
+
 /// The whole parser of one conda installation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Catalog {
-    /// `parser.prog`, normally `conda`.
-    pub prog: String,
     /// `conda.__version__` as the helper reported it, or `unknown` when discovery failed.
     pub conda_version: String,
-    /// The root parser; `None` when discovery failed (see `diagnostics`).
-    pub root: Option<Command>,
     /// Everything discovery could not represent, and why.
     #[serde(default)]
     pub diagnostics: Vec<Diagnostic>,
+    /// `parser.prog`, normally `conda`.
+    pub prog: String,
+    /// The root parser; `None` when discovery failed (see `diagnostics`).
+    pub root: Option<Command>,
 }
 
 /// One parser in the tree: the root, a command, or a nested subcommand.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Command {
-    /// Canonical name; `None` for the root.
-    pub name: Option<String>,
     /// Other names the parent's subparsers action accepts for this parser.
     #[serde(default)]
     pub aliases: Vec<String>,
-    /// The parser's long description (`parser.description`).
-    #[serde(default)]
-    pub summary: Option<String>,
-    /// The one-line help the parent lists for this command.
-    #[serde(default)]
-    pub help: Option<String>,
     /// Arguments in parser declaration order, hidden ones included.
     #[serde(default)]
     pub arguments: Vec<Argument>,
-    /// Mutually exclusive groups of this parser.
-    #[serde(default)]
-    pub exclusive_groups: Vec<ExclusiveGroup>,
     /// Subcommands in parser insertion order (built-ins first, then plugins).
     #[serde(default)]
     pub children: Vec<Command>,
-    /// True unless a subparsers action of this parser is required.
-    pub terminal: bool,
+    /// Mutually exclusive groups of this parser.
+    #[serde(default)]
+    pub exclusive_groups: Vec<ExclusiveGroup>,
+    /// The one-line help the parent lists for this command.
+    #[serde(default)]
+    pub help: Option<String>,
+    /// Canonical name; `None` for the root.
+    pub name: Option<String>,
     /// The parser is greedy: unknown arguments are passed to the command unchanged.
     #[serde(default)]
     pub passthrough: bool,
@@ -57,6 +55,11 @@ pub struct Command {
     /// reachable only through raw argv.
     #[serde(default)]
     pub raw_only: bool,
+    /// The parser's long description (`parser.description`).
+    #[serde(default)]
+    pub summary: Option<String>,
+    /// True unless a subparsers action of this parser is required.
+    pub terminal: bool,
 }
 
 /// How argparse stores an argument.
@@ -194,39 +197,39 @@ pub enum ValueType {
 /// One argparse action (option or positional).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Argument {
-    /// Stable property id, unique within its parser.
-    pub id: String,
-    /// argparse `dest`.
-    pub dest: String,
-    /// Option strings in declaration order; empty for positionals.
-    #[serde(default)]
-    pub flags: Vec<String>,
     pub action: ActionKind,
-    pub nargs: Nargs,
-    pub value_type: ValueType,
-    #[serde(default)]
-    pub required: bool,
     /// Allowed values as strings, in argparse order; empty when unrestricted.
     #[serde(default)]
     pub choices: Vec<String>,
+    /// argparse `const` when JSON-representable, else null.
+    #[serde(default, rename = "const")]
+    pub const_value: Value,
+    /// argparse `default` when JSON-representable, else null.
+    #[serde(default)]
+    pub default: Value,
+    /// argparse `dest`.
+    pub dest: String,
     /// The choices were computed when the parser was inspected (lazy choices), so they
     /// depend on the installation (installed solvers, environment specifiers, ...).
     #[serde(default)]
     pub dynamic_choices: bool,
+    /// Option strings in declaration order; empty for positionals.
     #[serde(default)]
-    pub metavar: Vec<String>,
+    pub flags: Vec<String>,
     /// Help text; `None` when hidden or absent.
     #[serde(default)]
     pub help: Option<String>,
     /// `help=argparse.SUPPRESS`.
     #[serde(default)]
     pub hidden: bool,
-    /// argparse `default` when JSON-representable, else null.
+    /// Stable property id, unique within its parser.
+    pub id: String,
     #[serde(default)]
-    pub default: Value,
-    /// argparse `const` when JSON-representable, else null.
-    #[serde(default, rename = "const")]
-    pub const_value: Value,
+    pub metavar: Vec<String>,
+    pub nargs: Nargs,
+    #[serde(default)]
+    pub required: bool,
+    pub value_type: ValueType,
 }
 
 impl Argument {
@@ -255,11 +258,6 @@ pub struct ExclusiveGroup {
 /// Something discovery could not represent, with where and why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Diagnostic {
-    /// Command path where it was found; empty for global failures.
-    #[serde(default)]
-    pub path: Vec<String>,
-    /// A fixed reason text.
-    pub reason: String,
     /// `module.QualName` of the argparse action class involved, if any.
     #[serde(default)]
     pub action_type: Option<String>,
@@ -267,6 +265,11 @@ pub struct Diagnostic {
     /// diagnostic is informational (plugin inventory failure, a hidden unsupported action).
     #[serde(default = "default_true")]
     pub blocking: bool,
+    /// Command path where it was found; empty for global failures.
+    #[serde(default)]
+    pub path: Vec<String>,
+    /// A fixed reason text.
+    pub reason: String,
 }
 
 fn default_true() -> bool {
@@ -277,12 +280,12 @@ fn default_true() -> bool {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Plugin {
     pub distribution: String,
-    pub version: String,
     pub entry_point: String,
-    pub value: String,
     /// Hook names the loaded entry point implements, sorted.
     #[serde(default)]
     pub hooks: Vec<String>,
+    pub value: String,
+    pub version: String,
 }
 
 /// Normalise a distribution name as PEP 503 does (`conda_completion` == `Conda-Completion`).
@@ -457,6 +460,22 @@ mod tests {
         assert_eq!(
             discovery_fingerprint("1", &[a.clone(), b.clone()]),
             discovery_fingerprint("1", &[b, a_rev])
+        );
+    }
+
+    #[test]
+    fn struct_serialization_is_canonical() {
+        let text = include_str!("../snapshots/conda-0.99.json");
+        let snapshot: serde_json::Value = serde_json::from_str(text).unwrap();
+        let catalog: Catalog = serde_json::from_value(snapshot["catalog"].clone()).unwrap();
+        assert_eq!(
+            serde_json::to_string(&catalog).unwrap(),
+            canonical_json(&catalog)
+        );
+        let plugins: Vec<Plugin> = serde_json::from_value(snapshot["plugins"].clone()).unwrap();
+        assert_eq!(
+            serde_json::to_string(&plugins).unwrap(),
+            canonical_json(&plugins)
         );
     }
 

@@ -8,6 +8,7 @@
 //! [`crate::discovery`].
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,7 +22,8 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use serde_json::{Map, Value, json};
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -43,8 +45,9 @@ pub struct Ready {
     pub toolset: Toolset,
     /// The listed tools, built once.
     tools: Vec<McpTool>,
-    /// Tool names in list order, for lookups by listed name.
-    capabilities: Map<String, Value>,
+    /// The fixed parts of the capabilities document, as JSON text (the catalog alone is
+    /// hundreds of kilobytes; it is serialized once and never held as a tree).
+    capabilities: BTreeMap<&'static str, Box<RawValue>>,
 }
 
 /// Restart detection state (sticky once set), and how the server started.
@@ -283,26 +286,31 @@ impl Server {
 
     /// The capabilities document as served now.
     fn capabilities_text(&self, ready: &Ready) -> String {
-        let mut document = ready.capabilities.clone();
-        if let Ok(restart) = self.shared.restart.lock() {
-            document.insert(
-                "restart".into(),
+        let mut document: BTreeMap<&str, &RawValue> = ready
+            .capabilities
+            .iter()
+            .map(|(k, v)| (*k, v.as_ref()))
+            .collect();
+        let (restart, startup) = match self.shared.restart.lock() {
+            Ok(status) => (
                 json!({
-                    "required": restart.required,
-                    "reason": restart.reason,
-                    "current_fingerprint": restart.current_fingerprint,
+                    "required": status.required,
+                    "reason": status.reason,
+                    "current_fingerprint": status.current_fingerprint,
                 }),
-            );
-            document.insert(
-                "startup".into(),
                 json!({
-                    "path": restart.start_path,
-                    "reason": restart.start_reason,
-                    "confirmation": restart.confirmation,
+                    "path": status.start_path,
+                    "reason": status.start_reason,
+                    "confirmation": status.confirmation,
                 }),
-            );
-        }
-        canonical_json(&Value::Object(document))
+            ),
+            Err(_) => (json!({"required": true}), Value::Null),
+        };
+        let restart = raw(&restart);
+        let startup = raw(&startup);
+        document.insert("restart", &restart);
+        document.insert("startup", &startup);
+        serde_json::to_string(&document).expect("raw JSON parts serialize")
     }
 
     async fn call(
@@ -573,7 +581,7 @@ impl Server {
                 .acquire()
                 .await
                 .map_err(|_| unavailable())?;
-            discovery::run_helper(
+            discovery::run_helper::<Value>(
                 interpreter,
                 "completion",
                 &[],
@@ -625,36 +633,57 @@ fn manifest_identity(path: Option<&Path>) -> Option<Value> {
     }
 }
 
+/// Canonical JSON text as a raw value.
+fn raw(value: &impl serde::Serialize) -> Box<RawValue> {
+    RawValue::from_string(canonical_json(value)).expect("canonical JSON is valid JSON")
+}
+
 fn build_ready(found: Discovery, settings: &Settings, conda_exe: &Path) -> Ready {
-    let toolset = Toolset::build_baked(&found.catalog, &found.plugins, settings);
+    let mut toolset = Toolset::build_baked(&found.catalog, &found.plugins, settings);
+    // The descriptors move into the served list: one copy of every schema, not two.
     let tools = toolset
-        .descriptors()
+        .take_descriptors()
         .into_iter()
         .filter_map(|d| serde_json::from_value::<McpTool>(d).ok())
         .collect();
-    let mut catalog = serde_json::to_value(&found.catalog).expect("catalogs serialize");
-    if let Some(list) = catalog.get_mut("diagnostics").and_then(Value::as_array_mut) {
-        list.extend(
-            toolset
-                .diagnostics
-                .iter()
-                .map(|d| serde_json::to_value(d).expect("serializes")),
-        );
+    // The catalog's structs serialize to canonical JSON directly (fields are declared in
+    // sorted order); the toolset's own diagnostics join discovery's.
+    #[derive(serde::Serialize)]
+    struct CatalogView<'a> {
+        conda_version: &'a str,
+        diagnostics: Vec<&'a crate::catalog::Diagnostic>,
+        prog: &'a str,
+        root: &'a Option<crate::catalog::Command>,
     }
-    let compilers: Map<String, Value> = toolset
+    let catalog = &found.catalog;
+    let view = CatalogView {
+        conda_version: &catalog.conda_version,
+        diagnostics: catalog
+            .diagnostics
+            .iter()
+            .chain(&toolset.diagnostics)
+            .collect(),
+        prog: &catalog.prog,
+        root: &catalog.root,
+    };
+    let catalog_text = serde_json::to_string(&view).expect("catalogs serialize");
+    let compilers: BTreeMap<&str, &str> = toolset
         .generated
         .iter()
-        .map(|t| (t.name.clone(), json!(t.compiler.label())))
+        .map(|t| (t.name.as_str(), t.compiler.label()))
         .collect();
-    let mut capabilities = Map::new();
-    capabilities.insert("catalog".into(), catalog);
-    capabilities.insert("conda_version".into(), json!(found.catalog.conda_version));
-    capabilities.insert("discovery_fingerprint".into(), json!(found.fingerprint()));
-    capabilities.insert("generated_tools".into(), json!(toolset.generated_names()));
-    capabilities.insert("plugins".into(), json!(found.plugins));
-    capabilities.insert("target_executable".into(), json!(conda_exe));
-    capabilities.insert("compilers".into(), Value::Object(compilers));
-    capabilities.insert("snapshot".into(), snapshot_status(&found));
+    let mut capabilities: BTreeMap<&'static str, Box<RawValue>> = BTreeMap::new();
+    capabilities.insert(
+        "catalog",
+        RawValue::from_string(catalog_text).expect("valid JSON"),
+    );
+    capabilities.insert("conda_version", raw(&found.catalog.conda_version));
+    capabilities.insert("discovery_fingerprint", raw(&found.fingerprint()));
+    capabilities.insert("generated_tools", raw(&toolset.generated_names()));
+    capabilities.insert("plugins", raw(&found.plugins));
+    capabilities.insert("target_executable", raw(&conda_exe));
+    capabilities.insert("compilers", raw(&compilers));
+    capabilities.insert("snapshot", raw(&snapshot_status(&found)));
     Ready {
         discovery: found,
         toolset,

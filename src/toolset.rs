@@ -232,6 +232,21 @@ impl Toolset {
             .collect()
     }
 
+    /// The listed descriptors, moved out (the generated tools keep `null` descriptors):
+    /// for a server that converts them once and keeps only its own copy.
+    pub fn take_descriptors(&mut self) -> Vec<Value> {
+        self.execute
+            .iter()
+            .chain(self.completion.iter())
+            .cloned()
+            .chain(
+                self.generated
+                    .iter_mut()
+                    .map(|t| std::mem::take(&mut t.descriptor)),
+            )
+            .collect()
+    }
+
     /// Generated tool names in list order.
     pub fn generated_names(&self) -> Vec<String> {
         self.generated.iter().map(|t| t.name.clone()).collect()

@@ -259,9 +259,8 @@ async fn catalog_run(
     target: &Target,
     interpreter: &Path,
 ) -> Result<(CatalogDocument, InterpreterFacts), Failure> {
-    let value = run_helper(interpreter, "catalog", &[], target.timeout, None).await?;
     let mut document: CatalogDocument =
-        serde_json::from_value(value).map_err(|e| invalid_json("conda catalog discovery", &e))?;
+        run_helper(interpreter, "catalog", &[], target.timeout, None).await?;
     if document.protocol != PROTOCOL {
         return Err(Failure(
             "conda catalog discovery returned invalid JSON: protocol".into(),
@@ -293,14 +292,15 @@ fn invalid_json(purpose: &str, error: &serde_json::Error) -> Failure {
     Failure(format!("{purpose} returned invalid JSON: {class}"))
 }
 
-/// Run the embedded helper in `mode` under `interpreter`; the parsed document, or why not.
-pub async fn run_helper(
+/// Run the embedded helper in `mode` under `interpreter`; its document parsed straight
+/// into `T` (no intermediate JSON tree), or why not.
+pub async fn run_helper<T: serde::de::DeserializeOwned>(
     interpreter: &Path,
     mode: &str,
     extra: &[String],
     timeout: Duration,
     stdin: Option<Vec<u8>>,
-) -> Result<Value, Failure> {
+) -> Result<T, Failure> {
     let purpose = match mode {
         "catalog" => "conda catalog discovery",
         "plugins" => "conda plugin discovery",
@@ -343,12 +343,22 @@ pub async fn run_helper(
             DOCUMENT_LIMIT / (1024 * 1024)
         )));
     }
-    let value: Option<Value> = serde_json::from_slice(&outcome.stdout).ok();
-    if let Some(Value::Object(doc)) = &value
-        && let Some(error) = doc.get("error").and_then(Value::as_str)
+    /// The error fields of a document; everything else is skipped without being kept.
+    #[derive(Deserialize)]
+    struct Probe {
+        #[serde(default)]
+        error: Option<String>,
+        #[serde(default)]
+        detail: Option<String>,
+    }
+    let probe: Option<Probe> = serde_json::from_slice(&outcome.stdout).ok();
+    if let Some(Probe {
+        error: Some(error),
+        detail,
+    }) = &probe
     {
-        let detail = doc.get("detail").and_then(Value::as_str).unwrap_or("");
-        return Err(Failure(match error {
+        let detail = detail.as_deref().unwrap_or("");
+        return Err(Failure(match error.as_str() {
             "import" => format!("{purpose} could not import conda: {detail}"),
             "parser" => format!("{purpose} could not build conda's parser: {detail}"),
             _ => format!("{purpose} failed: {error} {detail}")
@@ -356,8 +366,10 @@ pub async fn run_helper(
                 .to_owned(),
         }));
     }
-    match (outcome.exit_code, value) {
-        (Some(0), Some(value)) => Ok(value),
+    match (outcome.exit_code, probe) {
+        (Some(0), Some(_)) => {
+            serde_json::from_slice(&outcome.stdout).map_err(|e| invalid_json(purpose, &e))
+        }
         (Some(0), None) => Err(Failure(format!(
             "{purpose} returned invalid JSON: SyntaxError"
         ))),
@@ -437,9 +449,7 @@ pub async fn plugins(
         conda_version: String,
         plugins: Vec<Plugin>,
     }
-    let value = run_helper(interpreter, "plugins", &[], timeout, None).await?;
-    let doc: Doc =
-        serde_json::from_value(value).map_err(|e| invalid_json("conda plugin discovery", &e))?;
+    let doc: Doc = run_helper(interpreter, "plugins", &[], timeout, None).await?;
     Ok((doc.conda_version, doc.plugins))
 }
 
