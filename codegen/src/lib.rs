@@ -2,21 +2,28 @@
 //! files. The `codegen` binary (`cargo run -p codegen`) is its command line; the tests use
 //! it to render in memory.
 
+pub mod docs;
 pub mod render;
 
 use std::path::{Path, PathBuf};
 
-/// The repository's `snapshots/` directory.
-pub fn snapshots_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("snapshots")
+/// The repository's root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// Every (generated file name, content) for the snapshots in `dir`, sorted.
-pub fn render_dir(dir: &Path) -> Result<Vec<(String, String)>, String> {
+/// The repository's `snapshots/` directory.
+pub fn snapshots_dir() -> PathBuf {
+    repo_root().join("snapshots")
+}
+
+/// Every generated file (path relative to the repository root, content) rendered from the
+/// snapshots in `root/snapshots`: one `snapshots/conda_<M>_<m>.rs` per snapshot, and
+/// `docs/tools.md` from the reference snapshot.
+pub fn render_all(root: &Path) -> Result<Vec<(String, String)>, String> {
+    let dir = root.join("snapshots");
     let mut out = Vec::new();
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
+    let mut entries: Vec<_> = std::fs::read_dir(&dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -30,20 +37,26 @@ pub fn render_dir(dir: &Path) -> Result<Vec<(String, String)>, String> {
             ccm::snapshot::Snapshot::from_text(&text).map_err(|e| format!("{json_file}: {e}"))?;
         let stem = json_file.trim_end_matches(".json");
         out.push((
-            render::rust_file_name(stem),
+            format!("snapshots/{}", render::rust_file_name(stem)),
             render::render(&snapshot, &json_file),
         ));
+        if json_file == docs::DOCS_SNAPSHOT {
+            out.push((
+                "docs/tools.md".to_owned(),
+                docs::render(&snapshot, &json_file),
+            ));
+        }
     }
     Ok(out)
 }
 
-/// Rendered files whose checked-in content differs: (file name, diff).
-pub fn stale(dir: &Path) -> Result<Vec<(String, String)>, String> {
+/// Generated files whose checked-in content differs: (path, diff).
+pub fn stale(root: &Path) -> Result<Vec<(String, String)>, String> {
     let mut out = Vec::new();
-    for (name, content) in render_dir(dir)? {
-        let current = std::fs::read_to_string(dir.join(&name)).unwrap_or_default();
+    for (path, content) in render_all(root)? {
+        let current = std::fs::read_to_string(root.join(&path)).unwrap_or_default();
         if current != content {
-            out.push((name.clone(), diff(&current, &content, &name)));
+            out.push((path.clone(), diff(&current, &content, &path)));
         }
     }
     Ok(out)
@@ -59,7 +72,7 @@ pub fn diff(old: &str, new: &str, name: &str) -> String {
         .position(|(a, b)| a != b)
         .unwrap_or(old.len().min(new.len()));
     let mut out = format!(
-        "--- snapshots/{name} (checked in)\n+++ snapshots/{name} (rendered)\n@@ line {} @@\n",
+        "--- {name} (checked in)\n+++ {name} (rendered)\n@@ line {} @@\n",
         first + 1
     );
     for line in old.iter().skip(first).take(6) {

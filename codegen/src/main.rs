@@ -12,7 +12,7 @@ mod capture;
 
 use std::path::{Path, PathBuf};
 
-use codegen::{diff, render_dir, snapshots_dir};
+use codegen::{diff, render_all, repo_root, snapshots_dir};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -49,7 +49,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Capture { conda_exe }) => capture::run(conda_exe.as_deref(), &cli.snapshots),
-        None => render_all(&cli.snapshots, cli.check),
+        None => render(&repo_root(), cli.check),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -60,21 +60,21 @@ fn main() -> ExitCode {
     }
 }
 
-fn render_all(dir: &Path, check: bool) -> Result<(), String> {
+fn render(root: &Path, check: bool) -> Result<(), String> {
     let mut stale = Vec::new();
-    for (name, content) in render_dir(dir)? {
-        let path = dir.join(&name);
-        let current = std::fs::read_to_string(&path).unwrap_or_default();
+    for (path, content) in render_all(root)? {
+        let file = root.join(&path);
+        let current = std::fs::read_to_string(&file).unwrap_or_default();
         if current == content {
-            eprintln!("Up-to-date: snapshots/{name}");
+            eprintln!("Up-to-date: {path}");
             continue;
         }
         if check {
-            eprintln!("{}", diff(&current, &content, &name));
-            stale.push(name);
+            eprintln!("{}", diff(&current, &content, &path));
+            stale.push(path);
         } else {
-            std::fs::write(&path, content).map_err(|e| format!("{}: {e}", path.display()))?;
-            eprintln!("Updated: snapshots/{name}");
+            std::fs::write(&file, content).map_err(|e| format!("{}: {e}", file.display()))?;
+            eprintln!("Updated: {path}");
         }
     }
     if stale.is_empty() {
