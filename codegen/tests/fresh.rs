@@ -14,9 +14,9 @@ fn rendered_snapshots_are_up_to_date() {
 
 #[test]
 fn rendering_is_deterministic() {
-    let dir = codegen::snapshots_dir();
+    let root = codegen::repo_root();
     assert_eq!(
-        codegen::render_dir(&dir).unwrap(),
-        codegen::render_dir(&dir).unwrap()
+        codegen::render_all(&root).unwrap(),
+        codegen::render_all(&root).unwrap()
     );
 }
