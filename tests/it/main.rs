@@ -15,6 +15,8 @@ mod codegen;
 mod discovery;
 /// Valid inputs generated from tool layouts.
 mod inputs;
+/// The `conda mcp` launcher plugin.
+mod launcher;
 /// A minimal MCP client over stdio, for the end-to-end tests.
 mod mcp;
 /// The safety policy on final argv (pure).

@@ -1,0 +1,3 @@
+"""`conda mcp`: start the ccm MCP server against the conda that runs this command."""
+
+__version__ = "0.1.0"
