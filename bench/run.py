@@ -263,6 +263,10 @@ def run_server(server, target, workdir, run_index):
                 measure_tools_list(session, out)
                 measure_read_calls(session, tools, out, name)
                 measure_cli_command(session, tools, out, name, conda)
+                if server["name"] == "ccm":
+                    read = session.request("resources/read", {"uri": "conda://capabilities"})[0]
+                    caps = json.loads(read["result"]["contents"][0]["text"])
+                    out["start_path"] = caps.get("startup", {}).get("path")
                 out["vmhwm_mib"] = session.vmhwm_mib()
             else:
                 session.handshake()
@@ -274,6 +278,32 @@ def run_server(server, target, workdir, run_index):
         finally:
             session.close()
     return out
+
+
+def interpreter_of(conda):
+    """The interpreter named by conda's entry script (its #! line)."""
+    first = Path(conda).read_bytes()[:512].split(b"\n", 1)[0].decode(errors="replace")
+    return first[2:].split()[0] if first.startswith("#!") else None
+
+
+def measure_discovery(target, ccm, runs):
+    """ccm discover vs one bare import of conda's parser under the same interpreter,
+    alternating; medians in ms."""
+    python = interpreter_of(target["conda"])
+    if not python:
+        note(f"{target['name']}: no interpreter in conda's #! line; discovery benchmark skipped")
+        return None
+    bare_argv = [python, "-c", "from conda.cli.conda_argparse import generate_parser; generate_parser()"]
+    ccm_argv = [str(ccm), "--conda-exe", target["conda"], "discover"]
+    times = {"bare": [], "ccm": []}
+    for _ in range(runs):
+        for key, argv in (("bare", bare_argv), ("ccm", ccm_argv)):
+            start = time.perf_counter()
+            done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            times[key].append((time.perf_counter() - start) * 1000)
+            if done.returncode:
+                note(f"{target['name']}: `{' '.join(argv[:3])}` exited with {done.returncode}")
+    return {"bare_ms": median(times["bare"]), "ccm_ms": median(times["ccm"]), "runs": runs}
 
 
 # ---------------------------------------------------------------- targets and servers
@@ -421,6 +451,14 @@ def report(targets, results, args, elapsed, info, sha, build):
         if len(target["servers"]) == 1:
             out.append("* reference: not run (see notes)")
         out += ["", target_table(target, results[target["name"]]), ""]
+        paths = sorted({r["ccm"].get("start_path") or "?" for r in results[target["name"]] if "ccm" in r})
+        out += [f"ccm started from: {', '.join(paths)} (`snapshot` = tools served from a baked snapshot "
+                "while live discovery confirms; `live` = tools after live discovery).", ""]
+        d = target.get("discovery")
+        if d:
+            out += [f"Discovery, median of {d['runs']} alternating runs: `ccm discover` {d['ccm_ms']:.0f} ms, "
+                    f"one bare `generate_parser()` under the same interpreter {d['bare_ms']:.0f} ms, "
+                    f"ratio {d['ccm_ms'] / d['bare_ms']:.2f}.", ""]
         names = {s["name"]: set(results[target["name"]][0][s["name"]].get("tool_names", []))
                  for s in target["servers"]}
         if len(names) == 2 and names["ccm"] != names["reference"]:
@@ -454,6 +492,7 @@ def main():
             target = prepare_target(kind, tmp, args.reference_venv, ccm)
             targets.append(target)
             results[kind] = []
+            target["discovery"] = measure_discovery(target, ccm, max(5, args.runs * 2))
             for i in range(args.runs):
                 run = {}
                 for server in target["servers"]:  # A B A B ...
@@ -467,7 +506,8 @@ def main():
     if args.out:
         Path(args.out).write_text(text)
         raw = {"machine": info, "runs": args.runs, "notes": NOTES, "ccm_sha256": sha,
-               "targets": [{k: t[k] for k in ("name", "conda", "conda_version", "servers")} for t in targets],
+               "targets": [{k: t.get(k) for k in ("name", "conda", "conda_version", "servers", "discovery")}
+                           for t in targets],
                "results": results}
         Path(args.out).with_suffix(".json").write_text(json.dumps(raw, indent=1) + "\n")
 

@@ -98,3 +98,26 @@ fn version_prints_the_bare_version() {
     assert_eq!(code, 0);
     assert!(out.contains("--allow-write") && out.contains("CONDA_EXE"));
 }
+
+#[test]
+fn conda_on_path_is_found_and_symlinks_are_resolved() {
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&support::fixture().conda, dir.path().join("conda")).unwrap();
+    let output = support::ccm()
+        .arg("discover")
+        .env("PATH", dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    // The symlink on PATH resolves to the fixture's real executable.
+    assert_eq!(
+        doc["target_executable"],
+        serde_json::json!(support::fixture().conda)
+    );
+    assert_eq!(doc["conda_version"], "0.99.0");
+}

@@ -21,6 +21,8 @@ mod launcher;
 mod mcp;
 /// The safety policy on final argv (pure).
 mod policy;
+/// Restart detection and its cost.
+mod restart;
 /// The argv round trip through the target's own parser.
 mod roundtrip;
 /// The MCP server end to end over stdio.
