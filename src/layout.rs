@@ -52,7 +52,7 @@ pub struct Layout {
     pub passthrough: Option<String>,
 }
 
-/// Ids a level would use if it had none of the arguments: `argument` for an empty base.
+/// The property id of a greedy command's passthrough array (de-duplicated like the rest).
 const PASSTHROUGH_ID: &str = "args";
 
 impl Argument {

@@ -13,7 +13,7 @@
 //!
 //! Tool annotations come from the same rules ([`describe`]). Pure; no I/O.
 
-use crate::catalog::{ActionKind, Argument, Command, Nargs};
+use crate::catalog::{Argument, Command, Nargs};
 
 /// What an operation does, and which startup options it needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -521,9 +521,4 @@ fn classify_token<'a>(level: &'a Command, token: &str) -> Option<Token<'a>> {
         return Some(Token::Positional);
     }
     None // an option this parser does not know: argparse error
-}
-
-/// Whether the action of this argument counts as conda's dry-run switch.
-pub fn is_dry_run(argument: &Argument) -> bool {
-    argument.action == ActionKind::StoreTrue && argument.flags.iter().any(|f| f == "--dry-run")
 }

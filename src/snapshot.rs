@@ -13,7 +13,6 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::catalog::{self, Catalog, Command, Plugin};
-use crate::layout::Layout;
 
 /// Version of the snapshot file format.
 pub const FORMAT: u32 = 1;
@@ -184,16 +183,6 @@ impl std::io::Write for HashWriter {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
-}
-
-/// The layout and signature of every command of a catalog that could become a tool.
-pub fn signatures(catalog: &Catalog) -> Vec<(Vec<String>, Layout, String)> {
-    catalog
-        .commands()
-        .into_iter()
-        .filter(|(branch, _)| branch.last().is_some_and(|c| c.terminal))
-        .map(|(branch, path)| (path, Layout::new(&branch), signature(&branch)))
-        .collect()
 }
 
 #[cfg(test)]
