@@ -50,6 +50,18 @@ impl Replacements {
         Replacements(list)
     }
 
+    /// What a snapshot normalizes for this process and target: the target's prefix, the
+    /// home directory and the working directory (discovery's helper runs here, so
+    /// defaults such as `conda run --cwd` carry it).
+    pub fn for_target(prefix: Option<&std::path::Path>) -> Self {
+        let text = |p: &std::path::Path| p.to_string_lossy().into_owned();
+        Replacements::new(&[
+            (prefix.map(text), "<prefix>"),
+            (std::env::var("HOME").ok(), "~"),
+            (std::env::current_dir().ok().as_deref().map(text), "<cwd>"),
+        ])
+    }
+
     fn apply(&self, text: &str) -> String {
         let mut out = text.to_owned();
         for (from, to) in &self.0 {

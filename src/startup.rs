@@ -101,13 +101,7 @@ pub fn confirm(snapshot: &BakedSnapshot, live: &Discovery) -> Result<(), String>
             snapshot.fingerprint
         ));
     }
-    let text =
-        |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.to_string_lossy().into_owned());
-    let replacements = Replacements::new(&[
-        (text(&live.prefix), "<prefix>"),
-        (std::env::var("HOME").ok(), "~"),
-        (text(&std::env::current_dir().ok()), "<cwd>"),
-    ]);
+    let replacements = Replacements::for_target(live.prefix.as_deref());
     let normalized = Snapshot::new(&live.catalog, &live.plugins, None, &replacements);
     if normalized.catalog == served.catalog {
         return Ok(());

@@ -28,13 +28,7 @@ pub fn run(conda_exe: Option<&str>, out: &Path) -> Result<(), String> {
             .collect();
         return Err(format!("discovery failed: {}", reasons.join("; ")));
     }
-    let text =
-        |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.to_string_lossy().into_owned());
-    let replacements = Replacements::new(&[
-        (text(&found.prefix), "<prefix>"),
-        (std::env::var("HOME").ok(), "~"),
-        (text(&std::env::current_dir().ok()), "<cwd>"),
-    ]);
+    let replacements = Replacements::for_target(found.prefix.as_deref());
     let mut snapshot = Snapshot::new(
         &found.catalog,
         &found.plugins,

@@ -1,12 +1,12 @@
 //! The generic argv interpreter (pure): exact argv for given inputs, order safety, and
 //! never a panic on any JSON.
 
-use ccm::catalog::{ActionKind, Argument, Catalog, Command, Nargs, ValueType};
+use ccm::catalog::{ActionKind, Argument, Nargs};
 use ccm::toolset::Toolset;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use crate::support::{self, FIXTURE, REAL};
+use crate::support::{self, FIXTURE, REAL, argument, command};
 
 fn tools(stem: &str) -> Toolset {
     let snapshot = support::snapshot(stem);
@@ -202,50 +202,10 @@ fn fixture_argv() {
     );
 }
 
-fn argument(id: &str, flags: &[&str], action: ActionKind, nargs: Nargs) -> Argument {
-    Argument {
-        id: id.into(),
-        dest: id.into(),
-        flags: flags.iter().map(|s| s.to_string()).collect(),
-        action,
-        nargs,
-        value_type: ValueType::String,
-        required: false,
-        choices: vec![],
-        dynamic_choices: false,
-        metavar: vec![],
-        help: None,
-        hidden: false,
-        default: Value::Null,
-        const_value: Value::Null,
-    }
-}
-
-fn node(name: Option<&str>, arguments: Vec<Argument>, children: Vec<Command>) -> Command {
-    Command {
-        name: name.map(str::to_owned),
-        aliases: vec![],
-        summary: None,
-        help: None,
-        arguments,
-        exclusive_groups: vec![],
-        terminal: children.is_empty(),
-        children,
-        passthrough: false,
-        raw_only: false,
-    }
-}
-
 fn synthetic(parent_args: Vec<Argument>, child_args: Vec<Argument>) -> Toolset {
-    let child = node(Some("child"), child_args, vec![]);
-    let parent = node(Some("parent"), parent_args, vec![child]);
-    let catalog = Catalog {
-        prog: "conda".into(),
-        conda_version: "1.0".into(),
-        root: Some(node(None, vec![], vec![parent])),
-        diagnostics: vec![],
-    };
-    support::toolset(&catalog, &[], false)
+    let child = command(Some("child"), child_args, vec![]);
+    let parent = command(Some("parent"), parent_args, vec![child]);
+    support::toolset(&support::catalog(vec![parent]), &[], false)
 }
 
 #[test]

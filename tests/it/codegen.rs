@@ -5,11 +5,9 @@
 use ccm::baked::{self, BakedCommand, BakedSnapshot};
 use ccm::snapshot::Snapshot;
 use ccm::toolset::{Compiler, Tool};
-use proptest::strategy::{Strategy, ValueTree};
-use proptest::test_runner::{Config, RngAlgorithm, TestRunner};
 use serde_json::{Map, Value, json};
 
-use crate::inputs::input_strategy;
+use crate::inputs;
 use crate::support;
 
 const CASES: usize = 100;
@@ -58,10 +56,7 @@ fn typed_and_generic_compilers_agree() {
         ["conda-0.99.json", "conda-26.7.json"],
         "the baked snapshots"
     );
-    let mut runner = TestRunner::new(Config {
-        rng_algorithm: RngAlgorithm::ChaCha,
-        ..Config::default()
-    });
+    let mut runner = inputs::runner();
     let mut compared = 0;
     for baked in snapshots {
         let snapshot = Snapshot::from_text(baked.json).unwrap();
@@ -92,22 +87,10 @@ fn typed_and_generic_compilers_agree() {
                 "{}: baked schema source",
                 tool.name
             );
-            let strategy = input_strategy(tool);
-            let mut kept = 0;
-            let mut attempts = 0;
-            while kept < CASES && attempts < CASES * 20 {
-                attempts += 1;
-                let input = strategy.new_tree(&mut runner).unwrap().current();
-                if tool
-                    .validator
-                    .validate(&Value::Object(input.clone()))
-                    .is_err()
-                {
-                    continue;
-                }
-                kept += 1;
-                let generic = ccm::argv::compile(&tool.layout, &input);
-                let typed = (command.compile)(&input);
+            let valid = inputs::valid_inputs(tool, &mut runner, CASES);
+            for input in &valid {
+                let generic = ccm::argv::compile(&tool.layout, input);
+                let typed = (command.compile)(input);
                 assert_eq!(
                     typed.as_ref().ok(),
                     generic.as_ref().ok(),
@@ -117,7 +100,7 @@ fn typed_and_generic_compilers_agree() {
                     Value::Object(input.clone())
                 );
                 assert_eq!(typed.is_err(), generic.is_err());
-                for invalid in shape_violations(tool, &input) {
+                for invalid in shape_violations(tool, input) {
                     let text = Value::Object(invalid.clone());
                     assert!(
                         tool.validator.validate(&text).is_err(),
@@ -131,6 +114,7 @@ fn typed_and_generic_compilers_agree() {
                     );
                 }
             }
+            let kept = valid.len();
             assert!(kept > 0, "{}: no valid input", tool.name);
             compared += kept;
         }

@@ -6,7 +6,7 @@ use std::path::Path;
 use ccm::catalog::{ActionKind, Argument, Command, Nargs, ValueType};
 use serde_json::json;
 
-use crate::support::{self, Fixture};
+use crate::support;
 
 fn child<'a>(node: &'a Command, path: &[&str]) -> &'a Command {
     let mut node = node;
@@ -549,41 +549,10 @@ fn fixture_plugin_inventory_and_fingerprint() {
     assert_eq!(again.fingerprint(), found.fingerprint());
 }
 
-/// Write a plugin distribution into a fixture's site-packages.
-fn add_plugin(fixture: &Fixture, name: &str, module_source: &str) {
-    let site = site_packages(&fixture.prefix);
-    let module = name.replace('-', "_");
-    std::fs::create_dir_all(site.join(&module)).unwrap();
-    std::fs::write(site.join(&module).join("__init__.py"), module_source).unwrap();
-    let dist = site.join(format!("{module}-1.0.dist-info"));
-    std::fs::create_dir_all(&dist).unwrap();
-    std::fs::write(
-        dist.join("METADATA"),
-        format!("Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"),
-    )
-    .unwrap();
-    std::fs::write(
-        dist.join("entry_points.txt"),
-        format!("[conda]\n{name} = {module}\n"),
-    )
-    .unwrap();
-}
-
-fn site_packages(prefix: &Path) -> std::path::PathBuf {
-    let lib = prefix.join("lib");
-    let python = std::fs::read_dir(&lib)
-        .unwrap()
-        .flatten()
-        .find(|e| e.file_name().to_string_lossy().starts_with("python"))
-        .unwrap();
-    python.path().join("site-packages")
-}
-
 #[test]
 fn a_plugin_printing_to_stdout_cannot_break_discovery() {
     let fixture = support::build_fixture(&[]);
-    add_plugin(
-        &fixture,
+    fixture.add_plugin(
         "noisy-plugin",
         "import os, sys\nprint('{\"not\": \"the catalog\"}')\nsys.stdout.flush()\nos.write(1, b'raw bytes on fd 1\\n')\n\
          from conda.plugins import hookimpl\nfrom conda.plugins.types import CondaSubcommand\n\
@@ -627,9 +596,7 @@ fn a_large_plugin_set_is_discovered_intact() {
                 )
             })
             .collect();
-        add_plugin(
-            &fixture,
-            &format!("bulk-plugin-{i}"),
+        fixture.add_plugin(&format!("bulk-plugin-{i}"),
             &format!(
                 "from conda.plugins import hookimpl\nfrom conda.plugins.types import CondaSubcommand\n\
                  def configure(p):\n{options}\
@@ -736,7 +703,7 @@ fn invalid_output_and_version_mismatch_are_diagnostics() {
 #[test]
 fn helper_timeout_is_a_diagnostic() {
     let fixture = support::build_fixture(&[]);
-    add_plugin(&fixture, "slow-plugin", "import time\ntime.sleep(60)\n");
+    fixture.add_plugin("slow-plugin", "import time\ntime.sleep(60)\n");
     let target = ccm::discovery::Target {
         conda_exe: fixture.conda.clone(),
         timeout: std::time::Duration::from_secs(2),

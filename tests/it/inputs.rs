@@ -6,6 +6,8 @@ use ccm::catalog::{ActionKind, Argument, Nargs, ValueType};
 use ccm::layout::Property;
 use ccm::toolset::Tool;
 use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use proptest::test_runner::{Config, RngAlgorithm, TestRunner};
 use serde_json::{Map, Value, json};
 
 const TRICKY: &[&str] = &[
@@ -154,4 +156,35 @@ pub fn input_strategy(tool: &Tool) -> BoxedStrategy<Map<String, Value>> {
                 .collect::<Map<String, Value>>()
         })
         .boxed()
+}
+
+/// A deterministic runner for drawing inputs outside `proptest!`.
+pub fn runner() -> TestRunner {
+    TestRunner::new(Config {
+        rng_algorithm: RngAlgorithm::ChaCha,
+        ..Config::default()
+    })
+}
+
+/// Up to `count` inputs the tool's schema accepts (drawing at most 20 times as many).
+pub fn valid_inputs(tool: &Tool, runner: &mut TestRunner, count: usize) -> Vec<Map<String, Value>> {
+    let strategy = input_strategy(tool);
+    let mut out = Vec::with_capacity(count);
+    for _ in 0..count * 20 {
+        if out.len() == count {
+            break;
+        }
+        let input = strategy
+            .new_tree(runner)
+            .expect("strategies draw")
+            .current();
+        if tool
+            .validator
+            .validate(&Value::Object(input.clone()))
+            .is_ok()
+        {
+            out.push(input);
+        }
+    }
+    out
 }

@@ -30,13 +30,7 @@ fn install_plugin(fixture: &Fixture) {
         .and_then(|rest| rest.lines().find(|l| l.contains('=')))
         .unwrap()
         .replace('"', "");
-    let site = std::fs::read_dir(fixture.prefix.join("lib"))
-        .unwrap()
-        .flatten()
-        .next()
-        .unwrap()
-        .path()
-        .join("site-packages");
+    let site = fixture.site_packages();
     let package = site.join("ccm_conda_plugin");
     std::fs::create_dir_all(&package).unwrap();
     for file in ["__init__.py", "plugin.py"] {

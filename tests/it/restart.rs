@@ -10,34 +10,13 @@ use crate::support;
 fn the_helper_runs_only_when_plugin_distributions_change() {
     let fixture = support::build_fixture(&[]);
     let marker = fixture.prefix.join("helper-runs.txt");
-    let site = std::fs::read_dir(fixture.prefix.join("lib"))
-        .unwrap()
-        .flatten()
-        .next()
-        .unwrap()
-        .path()
-        .join("site-packages");
-    std::fs::create_dir_all(site.join("marker_plugin")).unwrap();
-    std::fs::write(
-        site.join("marker_plugin/__init__.py"),
-        format!(
+    fixture.add_plugin(
+        "marker-plugin",
+        &format!(
             "import sys\nif sys.flags.isolated:\n    with open({:?}, 'a') as f:\n        f.write('helper\\n')\n",
             marker.to_str().unwrap()
         ),
-    )
-    .unwrap();
-    let dist = site.join("marker_plugin-1.0.dist-info");
-    std::fs::create_dir_all(&dist).unwrap();
-    std::fs::write(
-        dist.join("METADATA"),
-        "Metadata-Version: 2.1\nName: marker-plugin\nVersion: 1.0\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dist.join("entry_points.txt"),
-        "[conda]\nmarker = marker_plugin\n",
-    )
-    .unwrap();
+    );
     let runs = || {
         std::fs::read_to_string(&marker)
             .unwrap_or_default()

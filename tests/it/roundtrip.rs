@@ -9,11 +9,9 @@ use std::path::Path;
 use ccm::catalog::{ActionKind, Argument, Nargs, ValueType};
 use ccm::schema::boolean_flags;
 use ccm::toolset::{Tool, Toolset};
-use proptest::strategy::{Strategy, ValueTree};
-use proptest::test_runner::{Config, TestRunner};
 use serde_json::{Map, Value, json};
 
-use crate::inputs::input_strategy;
+use crate::inputs;
 use crate::support;
 
 /// Cases per tool: `CCM_ROUNDTRIP_CASES`, default 200.
@@ -179,34 +177,20 @@ struct Case {
 
 /// Generate cases for every tool, parse them all in one helper run, report mismatches.
 fn round_trip(tools: &Toolset, interpreter: &Path, per_tool: usize) -> (usize, Vec<String>) {
-    let mut runner = TestRunner::new(Config {
-        rng_algorithm: proptest::test_runner::RngAlgorithm::ChaCha,
-        ..Config::default()
-    });
+    let mut runner = inputs::runner();
     let mut cases = Vec::new();
     for (index, tool) in tools.generated.iter().enumerate() {
-        let strategy = input_strategy(tool);
         let mut kept = 0;
-        let mut attempts = 0;
-        while kept < per_tool && attempts < per_tool * 20 {
-            attempts += 1;
-            let input = strategy.new_tree(&mut runner).unwrap().current();
-            if tool
-                .validator
-                .validate(&Value::Object(input.clone()))
-                .is_err()
-            {
-                continue;
+        for input in inputs::valid_inputs(tool, &mut runner, per_tool) {
+            // An order the interpreter refuses (argparse could not read it) is not a case.
+            if let Ok(argv) = ccm::argv::compile(&tool.layout, &input) {
+                kept += 1;
+                cases.push(Case {
+                    tool: index,
+                    input,
+                    argv,
+                });
             }
-            let Ok(argv) = ccm::argv::compile(&tool.layout, &input) else {
-                continue; // an order the interpreter refuses (argparse could not read it)
-            };
-            kept += 1;
-            cases.push(Case {
-                tool: index,
-                input,
-                argv,
-            });
         }
         assert!(kept > 0, "{}: no valid input generated", tool.name);
     }

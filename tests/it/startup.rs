@@ -53,13 +53,7 @@ fn matching_target_starts_from_the_snapshot_and_is_confirmed() {
 #[test]
 fn a_parser_change_behind_the_stamp_requires_a_restart() {
     let fixture = support::build_fixture(&[]);
-    let site = std::fs::read_dir(fixture.prefix.join("lib"))
-        .unwrap()
-        .flatten()
-        .next()
-        .unwrap()
-        .path()
-        .join("site-packages/conda/cli/main_info.py");
+    let site = fixture.site_packages().join("conda/cli/main_info.py");
     let source = std::fs::read_to_string(&site).unwrap();
     let changed = source.replacen(
         "    p.add_argument(\"--base\"",

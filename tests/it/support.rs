@@ -51,6 +51,39 @@ pub fn build_fixture(extra: &[&str]) -> Fixture {
     }
 }
 
+impl Fixture {
+    /// The fixture prefix's `site-packages`.
+    pub fn site_packages(&self) -> PathBuf {
+        let python = std::fs::read_dir(self.prefix.join("lib"))
+            .expect("the fixture has lib/")
+            .flatten()
+            .find(|e| e.file_name().to_string_lossy().starts_with("python"))
+            .expect("the fixture has lib/python3.*");
+        python.path().join("site-packages")
+    }
+
+    /// Install a plugin distribution `name` whose module (`name` with `_`) has this source
+    /// and a `conda` entry point pointing at it, as pip would.
+    pub fn add_plugin(&self, name: &str, module_source: &str) {
+        let site = self.site_packages();
+        let module = name.replace('-', "_");
+        std::fs::create_dir_all(site.join(&module)).unwrap();
+        std::fs::write(site.join(&module).join("__init__.py"), module_source).unwrap();
+        let dist = site.join(format!("{module}-1.0.dist-info"));
+        std::fs::create_dir_all(&dist).unwrap();
+        std::fs::write(
+            dist.join("METADATA"),
+            format!("Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"),
+        )
+        .unwrap();
+        std::fs::write(
+            dist.join("entry_points.txt"),
+            format!("[conda]\n{name} = {module}\n"),
+        )
+        .unwrap();
+    }
+}
+
 /// The shared, never-modified fixture conda of this test process.
 pub fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
@@ -165,5 +198,60 @@ pub fn golden(name: &str, actual: &str) {
              run `UPDATE_GOLDEN=1 cargo test --test integration` and commit the file.",
             first + 1
         );
+    }
+}
+
+/// An argument for synthetic catalogs (string-typed, optional, visible).
+pub fn argument(
+    id: &str,
+    flags: &[&str],
+    action: ccm::catalog::ActionKind,
+    nargs: ccm::catalog::Nargs,
+) -> ccm::catalog::Argument {
+    ccm::catalog::Argument {
+        id: id.into(),
+        dest: id.into(),
+        flags: flags.iter().map(|s| s.to_string()).collect(),
+        action,
+        nargs,
+        value_type: ccm::catalog::ValueType::String,
+        required: false,
+        choices: vec![],
+        dynamic_choices: false,
+        metavar: vec![],
+        help: None,
+        hidden: false,
+        default: serde_json::Value::Null,
+        const_value: serde_json::Value::Null,
+    }
+}
+
+/// A parser for synthetic catalogs: terminal unless it has children.
+pub fn command(
+    name: Option<&str>,
+    arguments: Vec<ccm::catalog::Argument>,
+    children: Vec<ccm::catalog::Command>,
+) -> ccm::catalog::Command {
+    ccm::catalog::Command {
+        name: name.map(str::to_owned),
+        aliases: vec![],
+        summary: None,
+        help: None,
+        arguments,
+        exclusive_groups: vec![],
+        terminal: children.is_empty(),
+        passthrough: false,
+        raw_only: false,
+        children,
+    }
+}
+
+/// A catalog whose root has these commands.
+pub fn catalog(children: Vec<ccm::catalog::Command>) -> ccm::catalog::Catalog {
+    ccm::catalog::Catalog {
+        prog: "conda".into(),
+        conda_version: "1.0".into(),
+        root: Some(command(None, vec![], children)),
+        diagnostics: vec![],
     }
 }

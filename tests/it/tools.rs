@@ -1,11 +1,11 @@
 //! The tool surface built from catalogs (pure): names, schemas, annotations, `_meta`,
 //! validation errors, and the golden tool lists of the checked-in snapshots.
 
-use ccm::catalog::{ActionKind, Argument, Catalog, Command, ExclusiveGroup, Nargs, ValueType};
+use ccm::catalog::{ActionKind, ExclusiveGroup, Nargs};
 use ccm::toolset::Toolset;
 use serde_json::{Value, json};
 
-use crate::support::{self, FIXTURE, REAL};
+use crate::support::{self, FIXTURE, REAL, argument, catalog, command};
 
 fn real() -> Toolset {
     let snapshot = support::snapshot(REAL);
@@ -299,51 +299,6 @@ fn validation_errors_name_path_and_keyword_never_the_value() {
 
 // ---------------------------------------------------------------------------------------
 // Synthetic catalogs
-
-fn argument(id: &str, flags: &[&str], action: ActionKind, nargs: Nargs) -> Argument {
-    Argument {
-        id: id.into(),
-        dest: id.into(),
-        flags: flags.iter().map(|s| s.to_string()).collect(),
-        action,
-        nargs,
-        value_type: ValueType::String,
-        required: false,
-        choices: vec![],
-        dynamic_choices: false,
-        metavar: vec![],
-        help: None,
-        hidden: false,
-        default: Value::Null,
-        const_value: Value::Null,
-    }
-}
-
-fn command(name: Option<&str>, arguments: Vec<Argument>, children: Vec<Command>) -> Command {
-    Command {
-        name: name.map(str::to_owned),
-        aliases: vec![],
-        summary: None,
-        help: None,
-        arguments,
-        exclusive_groups: vec![],
-        terminal: true,
-        passthrough: false,
-        raw_only: false,
-        children,
-    }
-}
-
-fn catalog(children: Vec<Command>) -> Catalog {
-    let mut root = command(None, vec![], children);
-    root.terminal = false;
-    Catalog {
-        prog: "conda".into(),
-        conda_version: "1.0".into(),
-        root: Some(root),
-        diagnostics: vec![],
-    }
-}
 
 #[test]
 fn required_group_with_only_hidden_members_is_raw_only_not_an_invalid_schema() {
