@@ -3,12 +3,14 @@
 //! Parsing never spawns anything. Every bad value becomes a one-line `ccm: error: …`
 //! message that says what to do, with exit status 2; `--help` and `--version` exit 0.
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
 use crate::discovery::{self, ResolveError};
+use crate::surface::Surface;
 
 /// Exit status for usage errors (bad flags, no conda).
 pub const EXIT_USAGE: i32 = 2;
@@ -18,13 +20,31 @@ pub const EXIT_FAILURE: i32 = 1;
 const ABOUT: &str = "Expose an installed conda CLI through MCP.";
 const LONG_ABOUT: &str = "\
 Expose an installed conda's whole command line (built-in and plugin commands) to MCP \
-clients as typed, policy-checked tools, over stdio.
+clients as typed, policy-checked tools, over stdio (or Streamable HTTP with --http).
 
 The target conda is --conda-exe, else $CONDA_EXE, else `conda` on PATH. The server is \
 read-only by default: --allow-write permits operations that change environments or files, \
 --allow-exec permits `conda run`, opaque plugin passthrough and the raw conda_execute tool.
 
+Over HTTP a bearer token is always required: CCM_MCP_TOKEN or --token-file, else a \
+random one printed once to stderr. Clients that cannot send headers may put it in the URL \
+(?token=…; the parameter name is CCM_MCP_TOKEN_QUERY_PARAM).
+
+CCM_HIDDEN_TOOLS (comma-separated tool names) leaves tools out of tools/list; they stay \
+callable. CCM_MCP_TOOL_<TOOL>_NAME, _TITLE, _DESCRIPTION and _PARAM_<PARAM>_DESCRIPTION \
+override what clients see (<TOOL>/<PARAM>: the canonical name upper-cased, other \
+characters as _).
+
 Logs go to stderr (filter with CCM_LOG, e.g. CCM_LOG=debug); stdout carries the protocol.";
+
+/// The default `--http` address.
+pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:8089";
+/// Environment variables read besides `CONDA_EXE`.
+pub const TOKEN_VAR: &str = "CCM_MCP_TOKEN";
+pub const QUERY_PARAM_VAR: &str = "CCM_MCP_TOKEN_QUERY_PARAM";
+/// Shortest accepted bearer token.
+pub const MIN_TOKEN_LEN: usize = 16;
+const MAX_TOKEN_LEN: usize = 4096;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -105,6 +125,122 @@ pub struct Options {
     /// Always wait for live discovery, even when the target matches a baked snapshot.
     #[arg(long, global = true)]
     pub no_snapshot: bool,
+
+    /// Most conda executions that may wait behind the running one (0: none wait).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "16",
+        global = true,
+        allow_hyphen_values = true
+    )]
+    pub max_queue: String,
+
+    /// Most conda executions one MCP session may have running or waiting.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "4",
+        global = true,
+        allow_hyphen_values = true
+    )]
+    pub max_session_calls: String,
+
+    /// Serve MCP over Streamable HTTP at http://ADDR/mcp instead of stdio
+    /// [default ADDR: 127.0.0.1:8089; port 0 picks a free port].
+    #[arg(
+        long,
+        value_name = "ADDR",
+        num_args = 0..=1,
+        default_missing_value = DEFAULT_HTTP_ADDR,
+        global = true
+    )]
+    pub http: Option<String>,
+
+    /// Allow --http to listen on an address other than loopback.
+    #[arg(long, global = true)]
+    pub allow_remote: bool,
+
+    /// Read the HTTP bearer token from this file (instead of CCM_MCP_TOKEN).
+    #[arg(long, value_name = "PATH", global = true)]
+    pub token_file: Option<PathBuf>,
+
+    /// Also accept requests whose Host header names HOST (repeatable; loopback names are
+    /// always accepted). Needed behind a reverse proxy that keeps the public host name.
+    #[arg(long = "allowed-host", value_name = "HOST", global = true)]
+    pub allowed_hosts: Vec<String>,
+}
+
+/// A secret that never shows in `Debug` output.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(text: String) -> Self {
+        Secret(text)
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret([redacted])")
+    }
+}
+
+/// `--http` settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpConfig {
+    pub addr: SocketAddr,
+    /// The configured token; `None`: generate one at startup.
+    pub token: Option<Secret>,
+    /// The URL query parameter that may carry the token.
+    pub query_param: String,
+    /// Host header values accepted besides loopback names.
+    pub allowed_hosts: Vec<String>,
+}
+
+/// The environment variables `ccm` reads, captured once so parsing stays a pure function.
+#[derive(Clone, Debug, Default)]
+pub struct Environment {
+    vars: Vec<(String, String)>,
+}
+
+impl Environment {
+    /// This process's environment (variables that are not UTF-8 are skipped).
+    pub fn from_process() -> Self {
+        Environment {
+            vars: std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect(),
+        }
+    }
+
+    pub fn from_pairs<K: Into<String>, V: Into<String>>(
+        pairs: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        Environment {
+            vars: pairs
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.vars
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.vars.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
 }
 
 /// Validated settings.
@@ -117,6 +253,12 @@ pub struct Config {
     pub allow_write: bool,
     pub allow_exec: bool,
     pub no_snapshot: bool,
+    pub max_queue: usize,
+    pub max_session_calls: usize,
+    /// Hidden tools and overrides.
+    pub surface: Surface,
+    /// Serve over HTTP instead of stdio.
+    pub http: Option<HttpConfig>,
 }
 
 /// What `main` should do.
@@ -142,7 +284,7 @@ impl std::fmt::Display for UsageError {
 }
 
 /// Parse argv (including the program name) and the relevant environment.
-pub fn parse<I, T>(args: I, conda_exe_env: Option<&str>) -> Result<Action, UsageError>
+pub fn parse<I, T>(args: I, env: &Environment) -> Result<Action, UsageError>
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
@@ -162,9 +304,14 @@ where
     if cli.version {
         return Ok(Action::Print(format!("{}\n", env!("CARGO_PKG_VERSION"))));
     }
-    let config = validate(&cli.options, conda_exe_env)?;
+    let config = validate(&cli.options, env)?;
     Ok(match cli.command {
         None | Some(Command::Serve) => Action::Serve(config),
+        Some(Command::Discover { .. }) if config.http.is_some() => {
+            return Err(UsageError(
+                "--http applies to serving, not to 'discover'".into(),
+            ));
+        }
         Some(Command::Discover { pretty }) => Action::Discover { config, pretty },
     })
 }
@@ -176,11 +323,15 @@ fn one_line(text: &str) -> String {
     format!("{first} (see 'ccm --help')")
 }
 
-fn validate(options: &Options, conda_exe_env: Option<&str>) -> Result<Config, UsageError> {
+fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> {
     let timeout = positive_seconds("--timeout", &options.timeout)?;
     let output_limit = positive_int("--output-limit-bytes", &options.output_limit_bytes)?;
     let stdin_limit = positive_int("--stdin-limit-bytes", &options.stdin_limit_bytes)?;
-    let conda_exe = discovery::resolve_executable(options.conda_exe.as_deref(), conda_exe_env)
+    let max_queue = whole("--max-queue", &options.max_queue)?;
+    let max_session_calls = positive_int("--max-session-calls", &options.max_session_calls)?;
+    let surface = Surface::from_env(env.pairs()).map_err(UsageError)?;
+    let http = http_config(options, env)?;
+    let conda_exe = discovery::resolve_executable(options.conda_exe.as_deref(), env.get("CONDA_EXE"))
         .map_err(|error| match error {
             ResolveError::NotFound(why) => UsageError(format!(
                 "could not find conda ({why}). Use --conda-exe PATH, set CONDA_EXE, or add conda to PATH"
@@ -197,7 +348,118 @@ fn validate(options: &Options, conda_exe_env: Option<&str>) -> Result<Config, Us
         allow_write: options.allow_write,
         allow_exec: options.allow_exec,
         no_snapshot: options.no_snapshot,
+        max_queue,
+        max_session_calls,
+        surface,
+        http,
     })
+}
+
+fn http_config(options: &Options, env: &Environment) -> Result<Option<HttpConfig>, UsageError> {
+    let Some(addr) = &options.http else {
+        let stray = if options.token_file.is_some() {
+            Some("--token-file")
+        } else if options.allow_remote {
+            Some("--allow-remote")
+        } else if !options.allowed_hosts.is_empty() {
+            Some("--allowed-host")
+        } else {
+            None
+        };
+        return match stray {
+            Some(flag) => Err(UsageError(format!("{flag} applies only with --http"))),
+            None => Ok(None),
+        };
+    };
+    let addr = parse_addr(addr)?;
+    if !addr.ip().is_loopback() && !options.allow_remote {
+        return Err(UsageError(format!(
+            "--http {addr} listens beyond this machine; add --allow-remote to do so (and put TLS in front, see docs/http.md)"
+        )));
+    }
+    let token = match &options.token_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                UsageError(format!(
+                    "--token-file: cannot read {}: {}",
+                    path.display(),
+                    e.kind()
+                ))
+            })?;
+            Some(check_token(
+                "--token-file",
+                text.trim_end_matches(['\n', '\r']),
+            )?)
+        }
+        None => match env.get(TOKEN_VAR) {
+            Some(text) => Some(check_token(TOKEN_VAR, text)?),
+            None => None,
+        },
+    };
+    let query_param = env.get(QUERY_PARAM_VAR).unwrap_or("token").to_owned();
+    if query_param.is_empty()
+        || !query_param
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '~'))
+    {
+        return Err(UsageError(format!(
+            "{QUERY_PARAM_VAR} must be a non-empty name of A-Z, a-z, 0-9, '_', '-', '.', '~'"
+        )));
+    }
+    let mut allowed_hosts = Vec::new();
+    for host in &options.allowed_hosts {
+        if host.is_empty() || host.contains(['/', ' ', ',']) {
+            return Err(UsageError(format!(
+                "--allowed-host: '{host}' is not a host name (give HOST or HOST:PORT)"
+            )));
+        }
+        allowed_hosts.push(host.clone());
+    }
+    if !addr.ip().is_unspecified() && !addr.ip().is_loopback() {
+        allowed_hosts.push(addr.ip().to_string());
+    }
+    Ok(Some(HttpConfig {
+        addr,
+        token,
+        query_param,
+        allowed_hosts,
+    }))
+}
+
+/// `IP:PORT`, `[IPv6]:PORT` or `localhost:PORT`.
+fn parse_addr(text: &str) -> Result<SocketAddr, UsageError> {
+    if let Some(port) = text.strip_prefix("localhost:")
+        && let Ok(port) = port.parse::<u16>()
+    {
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
+    }
+    text.parse().map_err(|_| {
+        UsageError(format!(
+            "argument --http: '{text}' is not an address; give IP:PORT, e.g. {DEFAULT_HTTP_ADDR}"
+        ))
+    })
+}
+
+/// A usable bearer token. The message never contains the token.
+fn check_token(source: &str, text: &str) -> Result<Secret, UsageError> {
+    if text.len() < MIN_TOKEN_LEN
+        || text.len() > MAX_TOKEN_LEN
+        || !text.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(UsageError(format!(
+            "{source}: the token must be {MIN_TOKEN_LEN} to {MAX_TOKEN_LEN} visible ASCII characters (no spaces)"
+        )));
+    }
+    Ok(Secret::new(text.to_owned()))
+}
+
+fn whole(flag: &str, text: &str) -> Result<usize, UsageError> {
+    let value: u64 = text.trim().parse().map_err(|_| {
+        UsageError(format!(
+            "argument {flag}: '{text}' is not a whole number; give a count of zero or more"
+        ))
+    })?;
+    usize::try_from(value).map_err(|_| UsageError(format!("argument {flag}: too large")))
 }
 
 fn positive_seconds(flag: &str, text: &str) -> Result<Duration, UsageError> {
@@ -218,7 +480,12 @@ fn positive_seconds(flag: &str, text: &str) -> Result<Duration, UsageError> {
 fn positive_int(flag: &str, text: &str) -> Result<usize, UsageError> {
     let value: u64 = text.trim().parse().map_err(|_| {
         UsageError(format!(
-            "argument {flag}: '{text}' is not a whole number; give a byte count greater than zero"
+            "argument {flag}: '{text}' is not a whole number; give a {} greater than zero",
+            if flag.ends_with("-bytes") {
+                "byte count"
+            } else {
+                "count"
+            }
         ))
     })?;
     if value == 0 {
@@ -250,13 +517,17 @@ mod tests {
         let (_dir, conda) = fake_conda();
         let mut argv = vec!["ccm", "--conda-exe", &conda];
         argv.extend_from_slice(args);
-        parse(argv, None).unwrap_err().to_string()
+        parse(argv, &Environment::default())
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]
     fn defaults() {
         let (_dir, conda) = fake_conda();
-        let Action::Serve(config) = parse(["ccm", "--conda-exe", &conda], None).unwrap() else {
+        let Action::Serve(config) =
+            parse(["ccm", "--conda-exe", &conda], &Environment::default()).unwrap()
+        else {
             panic!("expected serve")
         };
         assert_eq!(config.timeout, Duration::from_secs(900));
@@ -290,9 +561,12 @@ mod tests {
 
     #[test]
     fn conda_resolution_errors() {
-        let message = parse(["ccm", "--conda-exe", "/nonexistent"], None)
-            .unwrap_err()
-            .to_string();
+        let message = parse(
+            ["ccm", "--conda-exe", "/nonexistent"],
+            &Environment::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             message.starts_with("ccm: error: could not find conda"),
             "{message}"
@@ -300,18 +574,23 @@ mod tests {
         assert!(message.contains("Use --conda-exe PATH, set CONDA_EXE, or add conda to PATH"));
         let (_dir, conda) = fake_conda();
         assert!(matches!(
-            parse(["ccm"], Some(conda.as_str())).unwrap(),
+            parse(
+                ["ccm"],
+                &Environment::from_pairs([("CONDA_EXE", conda.as_str())])
+            )
+            .unwrap(),
             Action::Serve(_)
         ));
     }
 
     #[test]
     fn version_and_help() {
-        let Action::Print(text) = parse(["ccm", "--version"], None).unwrap() else {
+        let Action::Print(text) = parse(["ccm", "--version"], &Environment::default()).unwrap()
+        else {
             panic!()
         };
         assert_eq!(text, format!("{}\n", env!("CARGO_PKG_VERSION")));
-        let Action::Print(help) = parse(["ccm", "--help"], None).unwrap() else {
+        let Action::Print(help) = parse(["ccm", "--help"], &Environment::default()).unwrap() else {
             panic!()
         };
         for flag in [
@@ -329,7 +608,159 @@ mod tests {
     #[test]
     fn discover_subcommand_takes_global_options() {
         let (_dir, conda) = fake_conda();
-        let action = parse(["ccm", "discover", "--pretty", "--conda-exe", &conda], None).unwrap();
+        let action = parse(
+            ["ccm", "discover", "--pretty", "--conda-exe", &conda],
+            &Environment::default(),
+        )
+        .unwrap();
         assert!(matches!(action, Action::Discover { pretty: true, .. }));
+    }
+
+    fn serve(args: &[&str], env: &[(&str, &str)]) -> Result<Config, String> {
+        let (_dir, conda) = fake_conda();
+        let mut argv = vec!["ccm", "--conda-exe", &conda];
+        argv.extend_from_slice(args);
+        match parse(argv, &Environment::from_pairs(env.iter().copied())) {
+            Ok(Action::Serve(config)) => Ok(config),
+            Ok(other) => panic!("expected serve, got {other:?}"),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn capacity_flags() {
+        let config = serve(&[], &[]).unwrap();
+        assert_eq!((config.max_queue, config.max_session_calls), (16, 4));
+        let config = serve(&["--max-queue", "0", "--max-session-calls", "1"], &[]).unwrap();
+        assert_eq!((config.max_queue, config.max_session_calls), (0, 1));
+        assert_eq!(
+            serve(&["--max-session-calls", "0"], &[]).unwrap_err(),
+            "ccm: error: argument --max-session-calls: must be greater than zero"
+        );
+        assert!(
+            serve(&["--max-queue", "-1"], &[])
+                .unwrap_err()
+                .contains("not a whole number")
+        );
+    }
+
+    #[test]
+    fn http_defaults_and_addresses() {
+        assert!(serve(&[], &[]).unwrap().http.is_none());
+        let http = serve(&["--http"], &[]).unwrap().http.unwrap();
+        assert_eq!(http.addr, DEFAULT_HTTP_ADDR.parse().unwrap());
+        assert_eq!(http.token, None);
+        assert_eq!(http.query_param, "token");
+        assert!(http.allowed_hosts.is_empty());
+        let http = serve(&["--http", "[::1]:0"], &[]).unwrap().http.unwrap();
+        assert_eq!(http.addr, "[::1]:0".parse().unwrap());
+        let http = serve(&["--http", "localhost:9"], &[])
+            .unwrap()
+            .http
+            .unwrap();
+        assert_eq!(http.addr, "127.0.0.1:9".parse().unwrap());
+        assert!(
+            serve(&["--http", "nowhere"], &[])
+                .unwrap_err()
+                .contains("is not an address")
+        );
+        let remote = serve(&["--http", "0.0.0.0:8089"], &[]).unwrap_err();
+        assert!(remote.contains("--allow-remote"), "{remote}");
+        let http = serve(
+            &[
+                "--http",
+                "192.0.2.1:8089",
+                "--allow-remote",
+                "--allowed-host",
+                "mcp.example",
+            ],
+            &[],
+        )
+        .unwrap()
+        .http
+        .unwrap();
+        assert_eq!(http.allowed_hosts, ["mcp.example", "192.0.2.1"]);
+        for flag in [
+            &["--allow-remote"][..],
+            &["--token-file", "/x"],
+            &["--allowed-host", "h"],
+        ] {
+            assert!(
+                serve(flag, &[])
+                    .unwrap_err()
+                    .contains("applies only with --http"),
+                "{flag:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn tokens_from_environment_and_file() {
+        let token = "0123456789abcdef-token";
+        let http = serve(&["--http"], &[(TOKEN_VAR, token), (QUERY_PARAM_VAR, "key")])
+            .unwrap()
+            .http
+            .unwrap();
+        assert_eq!(http.token.as_ref().map(Secret::expose), Some(token));
+        assert_eq!(http.query_param, "key");
+        assert_eq!(
+            format!("{http:?}").matches(token).count(),
+            0,
+            "Debug hides it"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, "from-the-file-0123456789\n").unwrap();
+        let file = file.to_str().unwrap();
+        let http = serve(&["--http", "--token-file", file], &[(TOKEN_VAR, token)])
+            .unwrap()
+            .http
+            .unwrap();
+        assert_eq!(http.token.unwrap().expose(), "from-the-file-0123456789");
+        for bad in [
+            "short",
+            "",
+            "has a space in the middle",
+            "tab\tinside-0123456789",
+        ] {
+            let message = serve(&["--http"], &[(TOKEN_VAR, bad)]).unwrap_err();
+            assert!(message.contains("visible ASCII"), "{message}");
+            assert!(bad.is_empty() || !message.contains(bad));
+        }
+        assert!(
+            serve(&["--http", "--token-file", "/nonexistent/t"], &[])
+                .unwrap_err()
+                .contains("cannot read")
+        );
+        assert!(
+            serve(&["--http"], &[(QUERY_PARAM_VAR, "a&b")])
+                .unwrap_err()
+                .contains(QUERY_PARAM_VAR)
+        );
+        // Without --http the token variables are not consulted.
+        assert!(serve(&[], &[(TOKEN_VAR, "short")]).is_ok());
+    }
+
+    #[test]
+    fn surface_errors_are_usage_errors() {
+        let message = serve(&[], &[("CCM_MCP_TOOL_CONDA_INFO_COLOUR", "x")]).unwrap_err();
+        assert!(
+            message
+                .starts_with("ccm: error: CCM_MCP_TOOL_CONDA_INFO_COLOUR: unknown tool override")
+        );
+        assert!(!message.contains('\n'));
+        let (_dir, conda) = fake_conda();
+        let discover = parse(
+            [
+                "ccm",
+                "--conda-exe",
+                &conda,
+                "--http",
+                "127.0.0.1:1",
+                "discover",
+            ],
+            &Environment::default(),
+        );
+        assert!(discover.is_err());
     }
 }

@@ -16,5 +16,6 @@ pub mod schema;
 pub mod server;
 pub mod snapshot;
 pub mod startup;
+pub mod surface;
 pub mod toolset;
 pub mod transport;

@@ -5,10 +5,11 @@ use std::process::ExitCode;
 
 use ccm::cli::{self, Action};
 use ccm::discovery;
+use ccm::transport::Failure;
 
 fn main() -> ExitCode {
-    let conda_exe_env = std::env::var("CONDA_EXE").ok();
-    let action = match cli::parse(std::env::args_os(), conda_exe_env.as_deref()) {
+    let env = cli::Environment::from_process();
+    let action = match cli::parse(std::env::args_os(), &env) {
         Ok(action) => action,
         Err(error) => {
             eprintln!("{error}");
@@ -51,15 +52,23 @@ fn main() -> ExitCode {
             print_stdout(&format!("{text}\n"))
         }
         Action::Serve(config) => {
+            let http = config.http.clone();
             let served = runtime.block_on(async move {
-                let server = ccm::server::Server::start(config, 16);
-                ccm::transport::stdio(server).await
+                let server = ccm::server::Server::start(config);
+                match http {
+                    None => ccm::transport::stdio(server).await,
+                    Some(http) => ccm::transport::http::serve(server, http).await,
+                }
             });
             // Children still running (a cancelled session) must not keep us alive.
             runtime.shutdown_timeout(std::time::Duration::from_millis(100));
             match served {
                 Ok(()) => ExitCode::SUCCESS,
-                Err(message) => {
+                Err(Failure::Config(message)) => {
+                    eprintln!("ccm: error: {message}");
+                    exit(cli::EXIT_USAGE)
+                }
+                Err(Failure::Io(message)) => {
                     eprintln!("ccm: error: {message}");
                     exit(cli::EXIT_FAILURE)
                 }

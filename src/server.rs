@@ -6,10 +6,18 @@
 //! requests that run no process (lists, reads, ping, refused calls) never wait behind a
 //! running execution. Processes are started only through [`crate::exec`] and
 //! [`crate::discovery`].
+//!
+//! The served list applies the operator's [`Surface`] (hidden tools, overrides) once;
+//! calls are routed by served name and validated against the full schema. Capacity: one
+//! execution at a time server-wide behind a bounded queue (`no_capacity`), and at most
+//! `--max-session-calls` executions running or waiting per session (`session_busy`); a
+//! session is one [`Server`] value made by [`Server::for_session`] (one stdio connection,
+//! one HTTP MCP session).
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -32,6 +40,7 @@ use crate::cli::Config;
 use crate::discovery::{self, Discovery, Target, stamp};
 use crate::exec::{self, Executor};
 use crate::policy::{self, Classification, Origin};
+use crate::surface::Surface;
 use crate::toolset::{COMPLETION_TOOL, Compiler, EXECUTE_TOOL, Settings, Toolset};
 use crate::{argv, completion};
 
@@ -45,6 +54,10 @@ pub struct Ready {
     pub toolset: Toolset,
     /// The listed tools, built once.
     tools: Vec<McpTool>,
+    /// Hidden tools (served form): callable, never listed.
+    unlisted: Vec<McpTool>,
+    /// Served name → canonical name.
+    routes: HashMap<String, String>,
     /// The fixed parts of the capabilities document, as JSON text (the catalog alone is
     /// hundreds of kilobytes; it is serialized once and never held as a tree).
     capabilities: BTreeMap<&'static str, Box<RawValue>>,
@@ -78,19 +91,34 @@ struct Shared {
     ready: watch::Receiver<Option<Arc<Ready>>>,
     restart: Mutex<Restart>,
     completion: tokio::sync::Mutex<Option<CompletionCache>>,
+    /// Set when the tool list cannot be served (an override collision): the server stops.
+    fatal: watch::Sender<Option<String>>,
 }
 
-/// The MCP server (cheap to clone; clones share one state).
+/// The MCP server (cheap to clone; clones share one state, including the session's).
 #[derive(Clone)]
 pub struct Server {
     shared: Arc<Shared>,
+    /// Executions of this session running or waiting.
+    session_calls: Arc<AtomicUsize>,
 }
 
 /// How a tool call ends when it is not a result.
 enum Refusal {
     Protocol(ErrorData),
+    /// Over a capacity limit: an `isError` result with the code; nothing ran.
+    Busy(CallToolResult),
     /// The client cancelled: no response is sent.
     Cancelled,
+}
+
+/// One admitted execution of a session; dropping it frees the session's place.
+struct SessionCall(Arc<AtomicUsize>);
+
+impl Drop for SessionCall {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl From<ErrorData> for Refusal {
@@ -115,6 +143,18 @@ fn internal() -> ErrorData {
 }
 
 impl Shared {
+    /// The tool list, or `None` after reporting why it cannot be served.
+    fn serveable(&self, built: Result<Ready, String>) -> Option<Ready> {
+        match built {
+            Ok(ready) => Some(ready),
+            Err(reason) => {
+                tracing::error!(%reason, "the tool list cannot be served");
+                self.fatal.send_replace(Some(reason));
+                None
+            }
+        }
+    }
+
     fn record_start(
         &self,
         path: &'static str,
@@ -155,18 +195,21 @@ impl Shared {
 }
 
 impl Server {
-    /// Start discovery in the background and return the server at once.
-    pub fn start(config: Config, max_queue: usize) -> Server {
+    /// Start discovery in the background and return the server at once (as the first
+    /// session's handler).
+    pub fn start(config: Config) -> Server {
         let (sender, ready) = watch::channel(None);
+        let (fatal, _) = watch::channel(None);
         let target = Target {
             conda_exe: config.conda_exe.clone(),
             timeout: config.timeout,
         };
         let shared = Arc::new(Shared {
-            executor: Executor::new(max_queue),
+            executor: Executor::new(config.max_queue),
             ready,
             restart: Mutex::new(Restart::default()),
             completion: tokio::sync::Mutex::new(None),
+            fatal,
             config,
         });
         let settings = Settings {
@@ -181,7 +224,14 @@ impl Server {
             match crate::startup::fast_start(&conda_exe, no_snapshot) {
                 Ok(fast) => {
                     let snapshot = fast.snapshot;
-                    let ready = build_ready(fast.discovery, &settings, &conda_exe);
+                    let Some(ready) = state.serveable(build_ready(
+                        fast.discovery,
+                        &settings,
+                        &conda_exe,
+                        &state.config.surface,
+                    )) else {
+                        return;
+                    };
                     tracing::info!(
                         tools = ready.toolset.generated.len(),
                         elapsed_ms = started.elapsed().as_millis() as u64,
@@ -197,7 +247,14 @@ impl Server {
                 }
                 Err(reason) => {
                     let found = discovery::discover(&target).await;
-                    let ready = build_ready(found, &settings, &conda_exe);
+                    let Some(ready) = state.serveable(build_ready(
+                        found,
+                        &settings,
+                        &conda_exe,
+                        &state.config.surface,
+                    )) else {
+                        return;
+                    };
                     tracing::info!(
                         tools = ready.toolset.generated.len(),
                         elapsed_ms = started.elapsed().as_millis() as u64,
@@ -213,7 +270,32 @@ impl Server {
                 }
             }
         });
-        Server { shared }
+        Server {
+            shared,
+            session_calls: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// A handler for a new session: same server, its own per-session execution count.
+    pub fn for_session(&self) -> Server {
+        Server {
+            shared: Arc::clone(&self.shared),
+            session_calls: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Resolves when the server cannot serve its tools (the reason, one line); the
+    /// transport then stops and `ccm` exits with status 2.
+    pub async fn failed(&self) -> String {
+        let mut receiver = self.shared.fatal.subscribe();
+        loop {
+            if let Some(reason) = receiver.borrow_and_update().clone() {
+                return reason;
+            }
+            if receiver.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
     }
 
     /// Wait for discovery.
@@ -243,7 +325,10 @@ impl Server {
                     allow_exec: self.shared.config.allow_exec,
                     timeout: self.shared.config.timeout,
                 };
-                return Arc::new(build_ready(found, &settings, &self.shared.config.conda_exe));
+                let conda_exe = &self.shared.config.conda_exe;
+                let ready = build_ready(found, &settings, conda_exe, &Surface::default())
+                    .expect("an empty surface always applies");
+                return Arc::new(ready);
             }
         }
     }
@@ -320,15 +405,15 @@ impl Server {
     ) -> Result<CallToolResult, Refusal> {
         let ready = self.ready().await;
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let name = request.name.as_ref();
+        let Some(name) = ready.routes.get(request.name.as_ref()) else {
+            return Err(invalid_params("Unknown tool").into());
+        };
+        let name = name.as_str();
         if name == EXECUTE_TOOL && ready.toolset.execute.is_some() {
             return self.call_execute(&ready, &arguments, ct).await;
         }
         if name == COMPLETION_TOOL && ready.toolset.completion.is_some() {
-            return self
-                .call_completion(&ready, &arguments)
-                .await
-                .map_err(Refusal::from);
+            return self.call_completion(&ready, &arguments, ct).await;
         }
         let Some(tool) = ready.toolset.get(name) else {
             return Err(invalid_params("Unknown tool").into());
@@ -439,16 +524,7 @@ impl Server {
         class: Classification,
         ct: CancellationToken,
     ) -> Result<CallToolResult, Refusal> {
-        let slot = tokio::select! {
-            slot = self.shared.executor.acquire() => slot,
-            _ = ct.cancelled() => return Err(Refusal::Cancelled),
-        };
-        let Ok(_slot) = slot else {
-            return Ok(capacity_result(
-                "no_capacity",
-                "The server's execution queue is full; try again later.",
-            ));
-        };
+        let _admitted = self.admit(&ct).await?;
         let spec = exec::Spec {
             program: self.shared.config.conda_exe.clone(),
             args: argv.into_iter().map(Into::into).collect(),
@@ -474,6 +550,41 @@ impl Server {
             self.check_restart(ready).await;
         }
         Ok(execution_result(&outcome, self.restart_required()))
+    }
+
+    /// Wait for this execution's turn: refused at once (nothing runs) when the session
+    /// already has `--max-session-calls` executions running or waiting, or when the
+    /// server's queue is full.
+    async fn admit(&self, ct: &CancellationToken) -> Result<(SessionCall, exec::Slot), Refusal> {
+        let limit = self.shared.config.max_session_calls;
+        let admitted = self
+            .session_calls
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < limit).then_some(n + 1)
+            });
+        if admitted.is_err() {
+            tracing::debug!(limit, "execution refused: session_busy");
+            return Err(Refusal::Busy(capacity_result(
+                "session_busy",
+                "This session already has as many conda executions running or waiting as the \
+                 server allows (--max-session-calls); wait for one to finish.",
+            )));
+        }
+        let call = SessionCall(Arc::clone(&self.session_calls));
+        let slot = tokio::select! {
+            slot = self.shared.executor.acquire() => slot,
+            _ = ct.cancelled() => return Err(Refusal::Cancelled),
+        };
+        match slot {
+            Ok(slot) => Ok((call, slot)),
+            Err(exec::QueueFull) => {
+                tracing::debug!("execution refused: no_capacity");
+                Err(Refusal::Busy(capacity_result(
+                    "no_capacity",
+                    "The server's execution queue is full; try again later.",
+                )))
+            }
+        }
     }
 
     /// After a successful operation that may have changed the plugin set: compare the
@@ -528,7 +639,8 @@ impl Server {
         &self,
         ready: &Ready,
         arguments: &Value,
-    ) -> Result<CallToolResult, ErrorData> {
+        ct: CancellationToken,
+    ) -> Result<CallToolResult, Refusal> {
         ready
             .toolset
             .completion_validator
@@ -543,7 +655,7 @@ impl Server {
                     .collect()
             })
             .unwrap_or_default();
-        let document = self.completion_document(ready).await?;
+        let document = self.completion_document(ready, &ct).await?;
         let payload = completion::answer(&document, &requested).map_err(|e| match e {
             completion::QueryError::UnknownCommand => invalid_params("Unknown conda command path"),
             completion::QueryError::InvalidMetadata => {
@@ -558,7 +670,11 @@ impl Server {
 
     /// The helper's completion document: from the cache while the manifest file and the
     /// plugin distributions are unchanged, else fresh.
-    async fn completion_document(&self, ready: &Ready) -> Result<Value, ErrorData> {
+    async fn completion_document(
+        &self,
+        ready: &Ready,
+        ct: &CancellationToken,
+    ) -> Result<Value, Refusal> {
         let unavailable =
             || ErrorData::invalid_request("Conda completion metadata is unavailable", None);
         let scan = stamp::scan(&ready.discovery.site_dirs);
@@ -575,12 +691,7 @@ impl Server {
             .as_deref()
             .ok_or_else(unavailable)?;
         let document = {
-            let _slot = self
-                .shared
-                .executor
-                .acquire()
-                .await
-                .map_err(|_| unavailable())?;
+            let _admitted = self.admit(ct).await?;
             discovery::run_helper::<Value>(
                 interpreter,
                 "completion",
@@ -638,14 +749,28 @@ fn raw(value: &impl serde::Serialize) -> Box<RawValue> {
     RawValue::from_string(canonical_json(value)).expect("canonical JSON is valid JSON")
 }
 
-fn build_ready(found: Discovery, settings: &Settings, conda_exe: &Path) -> Ready {
+/// Everything served once discovery is done; `Err` when the operator's surface settings
+/// cannot apply to these tools (a name collision).
+fn build_ready(
+    found: Discovery,
+    settings: &Settings,
+    conda_exe: &Path,
+    surface: &Surface,
+) -> Result<Ready, String> {
     let mut toolset = Toolset::build_baked(&found.catalog, &found.plugins, settings);
     // The descriptors move into the served list: one copy of every schema, not two.
-    let tools = toolset
-        .take_descriptors()
-        .into_iter()
-        .filter_map(|d| serde_json::from_value::<McpTool>(d).ok())
-        .collect();
+    let applied = surface.apply(toolset.take_descriptors())?;
+    for warning in &applied.warnings {
+        tracing::warn!(%warning, "tool surface setting ignored");
+    }
+    let convert = |list: Vec<Value>| -> Vec<McpTool> {
+        list.into_iter()
+            .filter_map(|d| serde_json::from_value::<McpTool>(d).ok())
+            .collect()
+    };
+    let tools = convert(applied.listed);
+    let unlisted = convert(applied.unlisted);
+    let routes = applied.routes;
     // The catalog's structs serialize to canonical JSON directly (fields are declared in
     // sorted order); the toolset's own diagnostics join discovery's.
     #[derive(serde::Serialize)]
@@ -684,12 +809,14 @@ fn build_ready(found: Discovery, settings: &Settings, conda_exe: &Path) -> Ready
     capabilities.insert("target_executable", raw(&conda_exe));
     capabilities.insert("compilers", raw(&compilers));
     capabilities.insert("snapshot", raw(&snapshot_status(&found)));
-    Ready {
+    Ok(Ready {
         discovery: found,
         toolset,
         tools,
+        unlisted,
+        routes,
         capabilities,
-    }
+    })
 }
 
 /// The baked snapshot of the live conda version, compared with the live catalog.
@@ -807,7 +934,12 @@ impl ServerHandler for Server {
 
     fn get_tool(&self, name: &str) -> Option<McpTool> {
         let ready = self.shared.ready.borrow().clone()?;
-        ready.tools.iter().find(|t| t.name == name).cloned()
+        ready
+            .tools
+            .iter()
+            .chain(&ready.unlisted)
+            .find(|t| t.name == name)
+            .cloned()
     }
 
     async fn call_tool(
@@ -820,7 +952,7 @@ impl ServerHandler for Server {
             .catch_unwind()
             .await;
         match outcome {
-            Ok(Ok(result)) => Ok(result.into()),
+            Ok(Ok(result)) | Ok(Err(Refusal::Busy(result))) => Ok(result.into()),
             Ok(Err(Refusal::Protocol(error))) => Err(error),
             // The client cancelled: rmcp drops whatever is returned for this request.
             Ok(Err(Refusal::Cancelled)) => {

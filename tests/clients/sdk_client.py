@@ -1,7 +1,7 @@
 """Drive `ccm` with the official MCP Python SDK and print what it saw as one JSON line.
 
 Usage: python sdk_client.py stdio CCM CONDA [MODE]   (MODE: legacy | auto; default legacy)
-       python sdk_client.py http URL [MODE]
+       python sdk_client.py http URL [MODE]          (CCM_TEST_BEARER: send this bearer token)
 
 Lists tools, reads conda://capabilities, calls conda_info {"json": true} and a tool with an
 invalid argument. Exits non-zero on any unexpected failure.
@@ -9,9 +9,12 @@ invalid argument. Exits non-zero on any unexpected failure.
 
 import asyncio
 import json
+import os
 import sys
 
+import httpx2
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 
@@ -45,15 +48,24 @@ async def run(target, mode):
         }
 
 
+async def run_http(url, mode, bearer):
+    if not bearer:
+        return await run(url, mode)
+    headers = {"Authorization": f"Bearer {bearer}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http:
+        return await run(streamable_http_client(url, http_client=http), mode)
+
+
 def main():
     kind = sys.argv[1]
     if kind == "stdio":
         target = StdioServerParameters(command=sys.argv[2], args=["--conda-exe", sys.argv[3]])
         mode = sys.argv[4] if len(sys.argv) > 4 else "legacy"
+        seen = asyncio.run(run(target, mode))
     else:
-        target = sys.argv[2]
         mode = sys.argv[3] if len(sys.argv) > 3 else "legacy"
-    print(json.dumps(asyncio.run(run(target, mode))))
+        seen = asyncio.run(run_http(sys.argv[2], mode, os.environ.get("CCM_TEST_BEARER")))
+    print(json.dumps(seen))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::support;
 
-fn sdk_python(test: &str) -> Option<String> {
+pub(crate) fn sdk_python(test: &str) -> Option<String> {
     match std::env::var("CCM_TEST_MCP_PYTHON") {
         Ok(p) if !p.is_empty() => Some(p),
         _ => {
@@ -20,7 +20,13 @@ fn sdk_python(test: &str) -> Option<String> {
 }
 
 fn run_sdk(python: &str, args: &[&str]) -> Value {
+    run_sdk_with(python, args, &[])
+}
+
+/// Run the SDK client with extra environment variables; what it printed.
+pub(crate) fn run_sdk_with(python: &str, args: &[&str], env: &[(&str, &str)]) -> Value {
     let output = Command::new(python)
+        .envs(env.iter().copied())
         .arg(support::repo().join("tests/clients/sdk_client.py"))
         .args(args)
         .output()

@@ -5,6 +5,8 @@ mod support;
 
 /// The generic argv interpreter (pure).
 mod argv;
+/// Capacity limits: the execution queue and the per-session limit.
+mod capacity;
 /// The command line: flags, exit codes, messages.
 mod cli;
 /// Real MCP clients (the official Python SDK).
@@ -13,6 +15,8 @@ mod clients;
 mod codegen;
 /// Live discovery against the fixture conda (and a real conda with CCM_TEST_CONDA).
 mod discovery;
+/// `ccm --http`: authentication, methods and paths, sessions, the Python SDK over HTTP.
+mod http;
 /// Valid inputs generated from tool layouts.
 mod inputs;
 /// The `conda mcp` launcher plugin.
@@ -29,5 +33,7 @@ mod roundtrip;
 mod server;
 /// Instant start from a baked snapshot, confirmed by live discovery.
 mod startup;
+/// The operator's tool surface: hidden tools, overrides, collisions.
+mod surface;
 /// Tool names, schemas, annotations and validation (pure), with golden tool lists.
 mod tools;
