@@ -682,6 +682,21 @@ fn invalid_output_and_version_mismatch_are_diagnostics() {
     );
     assert_eq!(found.catalog.conda_version, "0.99.0");
 
+    // The helper crashes (a traceback on stderr, exit 1); conda info works.
+    write_script(
+        &fake,
+        &format!(
+            "#!/bin/sh\nif [ \"$1\" = -I ]; then echo 'Traceback (most recent call last):' >&2; exit 1; fi\n\
+             echo '{{\"conda_version\": \"0.99.0\", \"sys.executable\": \"{}\"}}'\n",
+            fake.display()
+        ),
+    );
+    let found = support::discover(&conda);
+    assert_eq!(
+        reasons(&found),
+        ["conda catalog discovery exited with status 1"]
+    );
+
     // The helper reports 0.99.0 (the real fixture interpreter), conda info says 9.9.9.
     let real_python = fixture.prefix.join("bin/python");
     write_script(
