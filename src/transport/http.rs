@@ -34,6 +34,7 @@ use axum::http::{HeaderValue, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post_service;
+use axum::serve::ListenerExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use sha2::{Digest, Sha256};
@@ -260,6 +261,14 @@ pub async fn serve(server: Server, config: HttpConfig) -> Result<(), Failure> {
         // Ends sessions and their event streams, so open connections can close.
         stopping.cancel();
     };
+    // Answers are streamed in several small writes (an event-stream priming event, the
+    // message, the end): without TCP_NODELAY each small answer waits for the client's
+    // delayed acknowledgement.
+    let listener = listener.tap_io(|stream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "could not set TCP_NODELAY");
+        }
+    });
     let serving = axum::serve(listener, router).with_graceful_shutdown(shutdown);
     let served = async move { serving.await };
     tokio::pin!(served);
