@@ -68,7 +68,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Serve MCP over stdio (the default when no command is given).
+    /// Serve MCP over stdio, or Streamable HTTP with --http (the default when no command is given).
     Serve,
     /// Discover the target conda and print its catalog as JSON (sorted keys).
     Discover {
