@@ -306,6 +306,10 @@ impl Server {
                 return ready;
             }
             if receiver.changed().await.is_err() {
+                if self.shared.fatal.borrow().is_some() {
+                    // The list cannot be served: the transport is stopping the server.
+                    return std::future::pending().await;
+                }
                 // The discovery task died (it cannot, short of a panic): report an empty
                 // catalog rather than hanging every request.
                 let found = Discovery {
