@@ -69,6 +69,24 @@ impl HttpServer {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Stop the server (SIGTERM: a graceful shutdown); its exit status and stdout.
+    fn stop(mut self) -> (Option<i32>, String) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "ccm did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut stdout = String::new();
+        std::io::Read::read_to_string(&mut self.child.stdout.take().unwrap(), &mut stdout).unwrap();
+        (status.code(), stdout)
+    }
+
     /// `http://127.0.0.1:PORT` + `path`.
     fn at(&self, path: &str) -> String {
         format!("{}{path}", self.url.trim_end_matches("/mcp"))
@@ -320,8 +338,10 @@ fn tokens_are_checked_before_the_mcp_layer() {
     );
     assert_eq!(foreign.status, 403, "{}", foreign.body);
 
-    // Neither token, nor query strings, nor the header appear in the debug logs.
+    // SIGTERM stops it cleanly; stdout stayed empty throughout.
     let logs = server.stderr();
+    assert_eq!(server.stop(), (Some(0), String::new()));
+    // Neither token, nor query strings, nor the header appear in the debug logs.
     assert!(
         logs.contains("HTTP request method=POST path=/mcp"),
         "{logs}"
