@@ -236,7 +236,6 @@ pub async fn serve(server: Server, config: HttpConfig) -> Result<(), Failure> {
     };
     let cancel = CancellationToken::new();
     let router = app(&server, &config, &token, cancel.child_token());
-    eprintln!("ccm: listening on {url}");
     if generated {
         eprintln!(
             "ccm: no token configured (CCM_MCP_TOKEN or --token-file); this run's token, for the \
@@ -244,6 +243,8 @@ pub async fn serve(server: Server, config: HttpConfig) -> Result<(), Failure> {
             token.expose()
         );
     }
+    // Last: whoever waits for this line has everything printed before it.
+    eprintln!("ccm: listening on {url}");
     drop(token);
 
     let stop: Arc<Mutex<Option<Failure>>> = Arc::new(Mutex::new(None));
