@@ -76,6 +76,12 @@ pub enum Command {
         #[arg(long)]
         pretty: bool,
     },
+    /// List the tools an agent will get from the target: access level, compiler, summary.
+    Tools {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -271,6 +277,10 @@ pub enum Action {
         config: Config,
         pretty: bool,
     },
+    Tools {
+        config: Config,
+        json: bool,
+    },
 }
 
 /// A usage error: print `ccm: error: <message>` and exit 2.
@@ -313,6 +323,7 @@ where
             ));
         }
         Some(Command::Discover { pretty }) => Action::Discover { config, pretty },
+        Some(Command::Tools { json }) => Action::Tools { config, json },
     })
 }
 

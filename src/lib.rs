@@ -12,6 +12,7 @@ pub mod discovery;
 pub mod exec;
 pub mod layout;
 pub mod policy;
+pub mod report;
 pub mod schema;
 pub mod server;
 pub mod snapshot;

@@ -51,6 +51,46 @@ fn main() -> ExitCode {
             .expect("a JSON value always serializes");
             print_stdout(&format!("{text}\n"))
         }
+        Action::Tools { config, json } => {
+            let target = discovery::Target {
+                conda_exe: config.conda_exe.clone(),
+                timeout: config.timeout,
+            };
+            let found = runtime.block_on(discovery::discover(&target));
+            for d in found.catalog.diagnostics.iter().filter(|d| d.blocking) {
+                eprintln!(
+                    "ccm: {}: {}",
+                    if d.path.is_empty() {
+                        "conda".to_owned()
+                    } else {
+                        d.path.join(" ")
+                    },
+                    d.reason
+                );
+            }
+            let settings = ccm::toolset::Settings {
+                allow_exec: config.allow_exec,
+                timeout: config.timeout,
+            };
+            let toolset =
+                ccm::toolset::Toolset::build_baked(&found.catalog, &found.plugins, &settings);
+            let rows = match ccm::report::rows(&toolset, &config.surface) {
+                Ok(rows) => rows,
+                Err(message) => {
+                    eprintln!("ccm: error: {message}");
+                    return exit(cli::EXIT_USAGE);
+                }
+            };
+            let text = if json {
+                format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(&rows).expect("rows serialize")
+                )
+            } else {
+                ccm::report::table(&rows)
+            };
+            print_stdout(&text)
+        }
         Action::Serve(config) => {
             let http = config.http.clone();
             let served = runtime.block_on(async move {

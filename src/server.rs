@@ -835,10 +835,11 @@ fn snapshot_status(found: &Discovery) -> Value {
     };
     let stale = snapshot.fingerprint != live_fingerprint;
     if stale {
-        tracing::warn!(
+        // Expected whenever optional plugins are installed, hence not a warning.
+        tracing::info!(
             snapshot = snapshot.file,
             "the live conda's plugins differ from the baked snapshot of the same version; \
-             changed commands use the generic interpreter"
+             commands whose signature changed use the generic interpreter"
         );
     }
     json!({

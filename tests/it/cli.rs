@@ -121,3 +121,65 @@ fn conda_on_path_is_found_and_symlinks_are_resolved() {
     );
     assert_eq!(doc["conda_version"], "0.99.0");
 }
+
+#[test]
+fn tools_lists_what_an_agent_gets() {
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut command = support::ccm();
+        command
+            .arg("--conda-exe")
+            .arg(&support::fixture().conda)
+            .arg("tools")
+            .args(args);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let output = command.output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let table = run(&[], &[]);
+    assert!(table.starts_with("tool "), "{table}");
+    let info = table
+        .lines()
+        .find(|l| l.starts_with("conda_info "))
+        .unwrap();
+    assert!(
+        info.contains("read-only")
+            && info.contains("baked")
+            && info.contains("Display information"),
+        "{info}"
+    );
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("conda_run ") && l.contains(" exec "))
+    );
+    assert!(
+        !table.contains("conda_execute"),
+        "not listed without --allow-exec"
+    );
+    let rows: serde_json::Value = serde_json::from_str(&run(
+        &["--json", "--allow-exec"],
+        &[
+            ("CCM_HIDDEN_TOOLS", "conda_tune"),
+            ("CCM_MCP_TOOL_CONDA_INFO_NAME", "info"),
+        ],
+    ))
+    .unwrap();
+    let rows = rows.as_array().unwrap();
+    let find = |name: &str| {
+        rows.iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("{name}"))
+    };
+    assert_eq!(find("conda_execute")["compiler"], "builtin");
+    assert_eq!(find("info")["canonical"], "conda_info");
+    assert_eq!(find("conda_tune")["listed"], false);
+    assert_eq!(find("conda_install")["access"], "write");
+    assert_eq!(find("conda_passthru")["access"], "write+exec");
+}

@@ -1,0 +1,107 @@
+//! `ccm tools`: what an agent will get from this target, for a human to check before
+//! wiring it up — every tool under its served name, whether it is listed, the startup
+//! options it needs, its compiler and a one-line summary. Pure; no I/O.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::surface::Surface;
+use crate::toolset::{COMPLETION_TOOL, EXEC_SENTENCE, EXECUTE_TOOL, Toolset, WRITE_SENTENCE};
+
+/// One tool as an agent will see it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Row {
+    /// The name clients see and call (after `CCM_MCP_TOOL_*_NAME`).
+    pub name: String,
+    /// The canonical name (`conda_<path>`).
+    pub canonical: String,
+    /// Listed by `tools/list` (false for `CCM_HIDDEN_TOOLS`).
+    pub listed: bool,
+    /// `read-only`, `write`, `exec` or `write+exec`: the startup options the tool needs for
+    /// what it is for (a dry run or a read-only option may need less; see the policy).
+    pub access: &'static str,
+    /// `baked` or `generic` (`builtin` for the server's own tools).
+    pub compiler: &'static str,
+    pub summary: String,
+}
+
+/// The rows for a toolset under an operator's surface settings.
+pub fn rows(toolset: &Toolset, surface: &Surface) -> Result<Vec<Row>, String> {
+    let applied = surface.apply(toolset.descriptors())?;
+    let mut rows = Vec::new();
+    for (descriptors, listed) in [(&applied.listed, true), (&applied.unlisted, false)] {
+        for descriptor in descriptors {
+            let name = descriptor["name"].as_str().unwrap_or_default().to_owned();
+            let canonical = applied
+                .routes
+                .get(&name)
+                .cloned()
+                .unwrap_or_else(|| name.clone());
+            let (access, compiler) = match toolset.get(&canonical) {
+                Some(tool) => (
+                    access(tool.class.requires_write, tool.class.requires_exec),
+                    tool.compiler.label(),
+                ),
+                None if canonical == EXECUTE_TOOL => ("exec", "builtin"),
+                None if canonical == COMPLETION_TOOL => ("read-only", "builtin"),
+                None => ("write", "generic"),
+            };
+            rows.push(Row {
+                name,
+                canonical,
+                listed,
+                access,
+                compiler,
+                summary: summary(descriptor),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+fn access(write: bool, exec: bool) -> &'static str {
+    match (write, exec) {
+        (false, false) => "read-only",
+        (true, false) => "write",
+        (false, true) => "exec",
+        (true, true) => "write+exec",
+    }
+}
+
+/// The description's first line, without the policy sentences.
+fn summary(descriptor: &Value) -> String {
+    let text = descriptor["description"].as_str().unwrap_or_default();
+    let first = text.trim().lines().next().unwrap_or("");
+    first
+        .replace(WRITE_SENTENCE.trim(), "")
+        .replace(EXEC_SENTENCE.trim(), "")
+        .trim()
+        .to_owned()
+}
+
+/// The rows as an aligned text table.
+pub fn table(rows: &[Row]) -> String {
+    let width = |f: fn(&Row) -> usize, header: &str| {
+        rows.iter().map(f).max().unwrap_or(0).max(header.len())
+    };
+    let name_w = width(|r| r.name.len() + usize::from(!r.listed) * 9, "tool");
+    let access_w = width(|r| r.access.len(), "access");
+    let compiler_w = width(|r| r.compiler.len(), "compiler");
+    let mut out = format!(
+        "{:name_w$}  {:access_w$}  {:compiler_w$}  summary\n",
+        "tool", "access", "compiler"
+    );
+    for row in rows {
+        let name = if row.listed {
+            row.name.clone()
+        } else {
+            format!("{} (hidden)", row.name)
+        };
+        let summary: String = row.summary.chars().take(100).collect();
+        out.push_str(&format!(
+            "{name:name_w$}  {:access_w$}  {:compiler_w$}  {summary}\n",
+            row.access, row.compiler
+        ));
+    }
+    out
+}
