@@ -79,7 +79,8 @@ struct Restart {
 }
 
 struct CompletionCache {
-    document: Value,
+    /// The helper's converted manifest, shared by every answer while it is current.
+    document: Arc<Value>,
     manifest_path: Option<PathBuf>,
     identity: Option<Value>,
     scan: stamp::Scan,
@@ -678,7 +679,7 @@ impl Server {
         &self,
         ready: &Ready,
         ct: &CancellationToken,
-    ) -> Result<Value, Refusal> {
+    ) -> Result<Arc<Value>, Refusal> {
         let unavailable =
             || ErrorData::invalid_request("Conda completion metadata is unavailable", None);
         let scan = stamp::scan(&ready.discovery.site_dirs);
@@ -687,7 +688,7 @@ impl Server {
             && cached.scan == scan
             && manifest_identity(cached.manifest_path.as_deref()) == cached.identity
         {
-            return Ok(cached.document.clone());
+            return Ok(Arc::clone(&cached.document));
         }
         let interpreter = ready
             .discovery
@@ -713,11 +714,12 @@ impl Server {
             .get("manifest_path")
             .and_then(Value::as_str)
             .map(PathBuf::from);
+        let document = Arc::new(document);
         *cache = Some(CompletionCache {
             identity: manifest_identity(manifest_path.as_deref()),
             manifest_path,
             scan,
-            document: document.clone(),
+            document: Arc::clone(&document),
         });
         Ok(document)
     }
