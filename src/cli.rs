@@ -342,15 +342,18 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
     let max_session_calls = positive_int("--max-session-calls", &options.max_session_calls)?;
     let surface = Surface::from_env(env.pairs()).map_err(UsageError)?;
     let http = http_config(options, env)?;
-    let conda_exe = discovery::resolve_executable(options.conda_exe.as_deref(), env.get("CONDA_EXE"))
-        .map_err(|error| match error {
-            ResolveError::NotFound(why) => UsageError(format!(
-                "could not find conda ({why}). Use --conda-exe PATH, set CONDA_EXE, or add conda to PATH"
-            )),
-            ResolveError::BatchLauncher => UsageError(
-                "conda batch launchers are not supported. Select conda.exe with --conda-exe".into(),
-            ),
-        })?;
+    let conda_exe = discovery::resolve_executable(
+        options.conda_exe.as_deref(),
+        env.get("CONDA_EXE"),
+    )
+    .map_err(|error| match error {
+        ResolveError::NotFound(why) => UsageError(format!(
+            "could not find conda: {why}. Use --conda-exe PATH, set CONDA_EXE, or add conda to PATH"
+        )),
+        ResolveError::BatchLauncher => UsageError(
+            "conda batch launchers are not supported. Select conda.exe with --conda-exe".into(),
+        ),
+    })?;
     Ok(Config {
         conda_exe,
         timeout,
