@@ -477,14 +477,7 @@ impl Server {
             .validate(arguments)
             .map_err(|e| invalid_arguments(&e))?;
         let invalid_options = || Refusal::from(invalid_params("Invalid execution options"));
-        let argv: Vec<String> = arguments["argv"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let argv = strings(arguments.get("argv"));
         let cwd = match arguments.get("cwd").and_then(Value::as_str) {
             None => None,
             Some(text) => {
@@ -651,15 +644,7 @@ impl Server {
             .completion_validator
             .validate(arguments)
             .map_err(|e| invalid_arguments(&e))?;
-        let requested: Vec<String> = arguments
-            .get("command_path")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let requested = strings(arguments.get("command_path"));
         let document = self.completion_document(ready, &ct).await?;
         let payload = completion::answer(&document, &requested).map_err(|e| match e {
             completion::QueryError::UnknownCommand => invalid_params("Unknown conda command path"),
@@ -723,6 +708,19 @@ impl Server {
         });
         Ok(document)
     }
+}
+
+/// The strings of a (validated) JSON array; empty when absent.
+fn strings(value: Option<&Value>) -> Vec<String> {
+    value
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// (device, inode, size, mtime ns) of the manifest file, `null` when absent.
