@@ -91,6 +91,16 @@ fn main() {
         }
     }
 
+    // The target stamp (instant start): files only, no process.
+    if let Some(conda) = std::env::var_os("CCM_BENCH_CONDA") {
+        let conda = std::fs::canonicalize(conda).expect("CCM_BENCH_CONDA exists");
+        let stamp = measure(30, 5, || {
+            let located = ccm::discovery::stamp::locate(&conda).expect("site-packages found");
+            black_box(ccm::discovery::stamp::stamp(&located.site_dirs));
+        });
+        println!("target stamp: {}", ms(stamp));
+    }
+
     // Startup: every schema + validator.
     let mut tools = None;
     let build = measure(15, 1, || {
