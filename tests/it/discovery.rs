@@ -800,11 +800,10 @@ fn discover_command_prints_sorted_deterministic_json() {
 // Real conda (CCM_TEST_CONDA)
 
 #[test]
+#[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_catalog() {
-    let Some(conda) = support::real_conda("real_conda_catalog") else {
-        return;
-    };
-    let found = support::real_discovery().unwrap();
+    let conda = support::real_conda();
+    let found = support::real_discovery();
     assert!(
         found.catalog.conda_version.starts_with("26."),
         "{}",

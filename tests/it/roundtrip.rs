@@ -293,11 +293,9 @@ fn fixture_round_trip() {
 }
 
 #[test]
+#[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_round_trip() {
-    if support::real_conda("real_conda_round_trip").is_none() {
-        return;
-    }
-    let found = support::real_discovery().unwrap();
+    let found = support::real_discovery();
     let tools = support::toolset(&found.catalog, &found.plugins, false);
     assert_round_trip(&tools, found.interpreter.as_ref().unwrap(), "real conda");
 }

@@ -557,10 +557,9 @@ fn discovery_failure_still_serves() {
 }
 
 #[test]
+#[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_end_to_end() {
-    let Some(conda) = support::real_conda("real_conda_end_to_end") else {
-        return;
-    };
+    let conda = support::real_conda();
     let mut s = Session::start(&conda, &[]);
     let tools = s.tools();
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
@@ -715,13 +714,18 @@ fn completion_metadata() {
 }
 
 #[test]
+#[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_completion_metadata() {
-    let Some(conda) = support::real_conda("real_conda_completion_metadata") else {
-        return;
-    };
+    let conda = support::real_conda();
+    let has_completion = support::real_discovery()
+        .plugins
+        .iter()
+        .any(|p| ccm::catalog::normalize_distribution(&p.distribution) == "conda-completion");
     let mut s = Session::start(&conda, &[]);
-    if !s.tools().iter().any(|t| t["name"] == "conda_cli_command") {
-        eprintln!("skipped real_conda_completion_metadata: the target has no conda-completion");
+    let listed = s.tools().iter().any(|t| t["name"] == "conda_cli_command");
+    // The tool exists exactly when the target has conda-completion (stock conda: absent).
+    assert_eq!(listed, has_completion, "conda_cli_command listed: {listed}");
+    if !has_completion {
         return;
     }
     let r = s.call(

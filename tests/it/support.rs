@@ -115,32 +115,26 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
-/// The real conda named by `CCM_TEST_CONDA`, or `None` after saying (once per test) why
-/// the test is skipped.
-pub fn real_conda(test: &str) -> Option<PathBuf> {
+/// The real conda named by `CCM_TEST_CONDA`. Tests that call this are
+/// `#[ignore = "needs CCM_TEST_CONDA"]` and named `real_conda_*`; CI runs exactly them
+/// with `--include-ignored real_conda` against a stock and a plugin conda. Panics when the
+/// variable is unset, so such a test can never pass without having run.
+pub fn real_conda() -> PathBuf {
     match std::env::var_os("CCM_TEST_CONDA") {
         Some(path) if !path.is_empty() => {
-            Some(std::fs::canonicalize(&path).expect("CCM_TEST_CONDA must name an existing conda"))
+            std::fs::canonicalize(&path).expect("CCM_TEST_CONDA must name an existing conda")
         }
-        _ => {
-            eprintln!(
-                "skipped {test}: set CCM_TEST_CONDA=/path/to/conda to run it against a real conda"
-            );
-            None
-        }
+        _ => panic!(
+            "this test needs a real conda: set CCM_TEST_CONDA=/path/to/conda \
+             (build one with ../shared/vendor/make-real-conda DEST [--plugins])"
+        ),
     }
 }
 
-/// Discovery of the real conda, computed once.
-pub fn real_discovery() -> Option<&'static Discovery> {
-    static FOUND: OnceLock<Option<Discovery>> = OnceLock::new();
-    FOUND
-        .get_or_init(|| {
-            std::env::var_os("CCM_TEST_CONDA")
-                .filter(|p| !p.is_empty())
-                .map(|p| discover(&std::fs::canonicalize(p).unwrap()))
-        })
-        .as_ref()
+/// Discovery of the real conda (`CCM_TEST_CONDA`), computed once.
+pub fn real_discovery() -> &'static Discovery {
+    static FOUND: OnceLock<Discovery> = OnceLock::new();
+    FOUND.get_or_init(|| discover(&real_conda()))
 }
 
 /// The `ccm` binary under test.
