@@ -25,6 +25,8 @@ mod launcher;
 mod mcp;
 /// The safety policy on final argv (pure).
 mod policy;
+/// The policy proven by conda's own code: argv oracle (real conda).
+mod oracle;
 /// Restart detection and its cost.
 mod restart;
 /// The argv round trip through the target's own parser.
