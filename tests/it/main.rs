@@ -23,10 +23,10 @@ mod inputs;
 mod launcher;
 /// A minimal MCP client over stdio, for the end-to-end tests.
 mod mcp;
-/// The safety policy on final argv (pure).
-mod policy;
 /// The policy proven by conda's own code: argv oracle (real conda).
 mod oracle;
+/// The safety policy on final argv (pure).
+mod policy;
 /// Restart detection and its cost.
 mod restart;
 /// The argv round trip through the target's own parser.

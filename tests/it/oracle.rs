@@ -37,10 +37,34 @@ use crate::support;
 const BUDGET_SECONDS: f64 = 5.0;
 /// Harness processes run side by side.
 const WORKERS: usize = 2;
-/// Programs conda runs for itself on every platform query (`distro`'s probes of the
-/// Linux distribution for `conda info` and the user agent), never chosen by the caller.
-/// The harness reports them missing, as on a system without them.
-const INTERNAL_PROGRAMS: &[&str] = &["lsb_release", "uname"];
+/// Programs conda and its plugins run for themselves, never chosen by the caller (a
+/// program name or path, then the leading arguments). The harness reports them missing,
+/// as on a system without them, and conda goes on.
+const INTERNAL_PROGRAMS: &[&[&str]] = &[
+    // distro (conda info, the user agent): distro.py `_lsb_release_info`, `_uname_info`.
+    &["lsb_release", "-a"],
+    &["uname", "-rs"],
+    // conda init: core/initialize.py `_get_python_info` asks its own interpreter.
+    &["python", "--version"],
+    // conda init: core/initialize.py `find_powershell_paths` asks PowerShell for $PROFILE.
+    &["powershell", "-NoProfile", "-Command"],
+    &["pwsh", "-NoProfile", "-Command"],
+    &["pwsh-preview", "-NoProfile", "-Command"],
+    // conda-completion: shell/__init__.py `detect_parent_shell` reads the process table.
+    &["ps", "-ww", "-o", "pid=", "-o", "ppid=", "-o", "comm="],
+];
+/// conda's writability probes: functions that create a marker file only to learn whether
+/// a directory is writable and treat EACCES/EPERM/EROFS as "no" (gateways/disk/create.py
+/// `create_envs_directory`, `create_package_cache_directory`; gateways/disk/test.py
+/// `file_path_is_writable`). The harness refuses their writes with EROFS, as the
+/// read-only sandbox does; the oracle then judges what conda does next.
+const PROBES: &[(&str, &[&str])] = &[
+    (
+        "conda/gateways/disk/create.py",
+        &["create_envs_directory", "create_package_cache_directory"],
+    ),
+    ("conda/gateways/disk/test.py", &["file_path_is_writable"]),
+];
 
 /// The seed of this run: `CCM_PROPTEST_SEED`, else a fresh one; printed either way.
 pub fn seed(label: &str) -> u64 {
@@ -100,8 +124,18 @@ impl Throwaway {
         .unwrap();
         std::fs::write(t.path("files/specs.txt"), "python\n").unwrap();
         std::fs::write(t.path("files/condarc.yml"), "channels:\n  - defaults\n").unwrap();
-        std::fs::write(t.path("cwd/environment.yml"), "name: incwd\ndependencies: []\n")
-            .unwrap();
+        std::fs::write(
+            t.path("cwd/environment.yml"),
+            "name: incwd\ndependencies: []\n",
+        )
+        .unwrap();
+        // A workspace with a task, so that the task runners have something to run.
+        std::fs::write(
+            t.path("cwd/conda.toml"),
+            "[workspace]\nname = \"oracle\"\nchannels = [\"conda-forge\"]\n\
+             platforms = [\"linux-64\"]\n\n[dependencies]\n\n[tasks]\nhello = \"echo hello\"\n",
+        )
+        .unwrap();
         t
     }
 
@@ -187,6 +221,10 @@ impl Harness {
         let config = json!({
             "allowed": throwaway.allowed(),
             "internal_programs": INTERNAL_PROGRAMS,
+            "probes": PROBES
+                .iter()
+                .map(|(file, functions)| json!({"file": file, "functions": functions}))
+                .collect::<Vec<_>>(),
             "budget": BUDGET_SECONDS,
         });
         writeln!(stdin, "{config}").unwrap();
@@ -319,6 +357,8 @@ fn value_pool(throwaway: &Throwaway, prefix: &Path) -> Vec<String> {
         "json",
         "bash",
         "pip",
+        "hello",
+        "conda.toml",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -394,7 +434,9 @@ fn option_tokens(
         // A short cluster: this flag then other short flags of the level.
         let shorts: Vec<&&Argument> = siblings
             .iter()
-            .filter(|a| a.action.is_flag() && a.flags.iter().any(|f| f.len() == 2 && !f.starts_with("--")))
+            .filter(|a| {
+                a.action.is_flag() && a.flags.iter().any(|f| f.len() == 2 && !f.starts_with("--"))
+            })
             .collect();
         let mut token = flag.clone();
         for _ in 0..r.rng().random_range(1..3) {
@@ -402,7 +444,11 @@ fn option_tokens(
                 break;
             }
             let other = pick(r, &shorts);
-            if let Some(short) = other.flags.iter().find(|f| f.len() == 2 && !f.starts_with("--")) {
+            if let Some(short) = other
+                .flags
+                .iter()
+                .find(|f| f.len() == 2 && !f.starts_with("--"))
+            {
                 token.push_str(&short[1..]);
             }
         }
@@ -436,15 +482,19 @@ pub fn soup(r: &mut TestRunner, root: &CatalogCommand, pool: &[String]) -> Vec<S
     let mut argv = Vec::new();
     for (depth, level) in levels.iter().enumerate() {
         if depth > 0 {
-            let names: Vec<&String> = level
-                .name
-                .iter()
-                .chain(level.aliases.iter())
-                .collect();
+            let names: Vec<&String> = level.name.iter().chain(level.aliases.iter()).collect();
             argv.push(pick(r, &names).to_string());
         }
-        let options: Vec<&Argument> = level.arguments.iter().filter(|a| !a.is_positional()).collect();
-        let positionals: Vec<&Argument> = level.arguments.iter().filter(|a| a.is_positional()).collect();
+        let options: Vec<&Argument> = level
+            .arguments
+            .iter()
+            .filter(|a| !a.is_positional())
+            .collect();
+        let positionals: Vec<&Argument> = level
+            .arguments
+            .iter()
+            .filter(|a| a.is_positional())
+            .collect();
         let last = depth + 1 == levels.len();
         let count = if last {
             r.rng().random_range(0..5)
@@ -580,6 +630,7 @@ struct Tally {
     parsed: usize,
     allowed_writes: usize,
     internal_execs: usize,
+    probes: usize,
     network: usize,
     exec_only_writes: usize,
 }
@@ -588,7 +639,10 @@ fn run_oracle(label: &str, default_count: usize) {
     let started = Instant::now();
     let conda = support::real_conda();
     let found = support::real_discovery();
-    let interpreter = found.interpreter.as_ref().expect("the target's interpreter");
+    let interpreter = found
+        .interpreter
+        .as_ref()
+        .expect("the target's interpreter");
     let prefix = found.prefix.clone().expect("the target's prefix");
     let root = found.catalog.root.as_ref().expect("a parser tree");
     let tools = support::toolset(&found.catalog, &found.plugins, true);
@@ -603,6 +657,14 @@ fn run_oracle(label: &str, default_count: usize) {
     let argvs: Vec<Vec<String>> = cases.iter().map(|c| c.argv.clone()).collect();
     let answers = observe(interpreter, &throwaway, &argvs);
 
+    if let Some(dump) = std::env::var_os("CCM_ORACLE_DUMP") {
+        let lines: Vec<String> = cases
+            .iter()
+            .zip(&answers)
+            .map(|(c, a)| json!({"argv": c.argv, "tool": c.tool, "answer": a}).to_string())
+            .collect();
+        std::fs::write(dump, lines.join("\n")).unwrap();
+    }
     let mut tally = Tally::default();
     let mut mismatches: Vec<Value> = Vec::new();
     let mut classes: HashMap<String, usize> = HashMap::new();
@@ -613,6 +675,7 @@ fn run_oracle(label: &str, default_count: usize) {
         tally.parsed += usize::from(answer["parsed"] == true);
         tally.allowed_writes += usize::from(answer.get("allowed_writes").is_some());
         tally.internal_execs += usize::from(answer.get("internal_execs").is_some());
+        tally.probes += usize::from(answer.get("probes").is_some());
         tally.network += usize::from(answer.get("network").is_some());
         let v = verdict(root, case);
         let wrong = match outcome.as_str() {
@@ -631,6 +694,7 @@ fn run_oracle(label: &str, default_count: usize) {
             "verdict": format!("{v:?}"),
             "event": answer["event"],
             "path": answer["path"],
+            "program": answer["program"],
             "target": answer["target"],
             "where": answer["where"],
         });
@@ -651,7 +715,7 @@ fn run_oracle(label: &str, default_count: usize) {
     eprintln!(
         "policy oracle on {label} ({}): {} argvs ({} compiled from tools, {} token soups), \
          {:.1} % parsed by conda, outcomes {:?}, {} with allowed cache/tmp writes, {} with \
-         internal platform probes, {} tried the network, {} write under an exec-only verdict, \
+         internal platform probes, {} with refused writability probes, {} tried the network, {} write under an exec-only verdict, \
          {} mismatches in {} classes, {:.1} s",
         conda.display(),
         cases.len(),
@@ -661,21 +725,25 @@ fn run_oracle(label: &str, default_count: usize) {
         tally.outcomes,
         tally.allowed_writes,
         tally.internal_execs,
+        tally.probes,
         tally.network,
         tally.exec_only_writes,
         mismatches.len(),
         order.len(),
         elapsed.as_secs_f64()
     );
-    let report = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "oracle-{}-{seed}.jsonl",
-        label.replace(' ', "-")
-    ));
+    let report = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("oracle-{}-{seed}.jsonl", label.replace(' ', "-")));
     let lines: Vec<String> = mismatches.iter().map(Value::to_string).collect();
     std::fs::write(&report, lines.join("\n")).unwrap();
     let crashes = tally.outcomes.get("crash").copied().unwrap_or(0)
         + tally.outcomes.get("error").copied().unwrap_or(0);
-    assert_eq!(crashes, 0, "the harness failed on some argvs (see {})", report.display());
+    assert_eq!(
+        crashes,
+        0,
+        "the harness failed on some argvs (see {})",
+        report.display()
+    );
     assert!(
         parse_rate >= 0.30,
         "only {:.1} % of the argvs parse; the generators must reach conda's code",

@@ -4,7 +4,8 @@ Test-only. Runs under the target conda's own interpreter (``python -I -B oracle.
 one long-lived process that reads requests from standard input, one JSON object a line,
 and answers each on its private copy of standard output, one JSON object a line:
 
-    {"allowed": [DIR, ...], "internal_programs": [NAME, ...], "budget": SECONDS}
+    {"allowed": [DIR, ...], "internal_programs": [[PROGRAM, ARG, ...], ...],
+     "probes": [{"file": SUFFIX, "functions": [NAME, ...]}, ...], "budget": SECONDS}
                                                    first line: the configuration
     {"argv": [TOKEN, ...]}                         then one request per argv
 
@@ -17,9 +18,12 @@ permission change, copy, SQLite connection and temporary file (``open``, ``os.*`
 ``os.fork``, ``os.forkpty``). A write below one of the ``allowed`` directories (the caches
 conda may update on reads, and the private temporary directory) happens and is recorded;
 the first other write or any process start raises a private ``BaseException`` so it never
-happens and conda's own handlers cannot swallow it. Programs named in
-``internal_programs`` (platform probes conda runs for itself) are reported missing
-(``FileNotFoundError``) instead, and noted in ``internal_execs``. Network access is refused with an
+happens and conda's own handlers cannot swallow it. Programs matching
+``internal_programs`` (a program name or path, then the leading arguments: platform probes
+conda runs for itself) are reported missing (``FileNotFoundError``) instead, and noted in
+``internal_execs``. Writes made inside a ``probes`` function (conda's writability probes,
+which treat EACCES/EPERM/EROFS as "not writable") are refused with EROFS, as the read-only
+sandbox refuses them, and noted in ``probes``. Network access is refused with an
 ``OSError`` (conda runs offline) and noted.
 
 Each answer says ``outcome``: ``write`` (with ``path`` and ``event``), ``exec`` (with
@@ -31,6 +35,7 @@ writes seen. When an argv changed state the process cannot reset (it disabled pl
 the harness answers and exits; the caller starts a new one for the rest.
 """
 
+import errno
 import json
 import os
 import signal
@@ -57,8 +62,10 @@ class _State:
         self.network = False
         self.parsed = False
         self.allowed = []
-        self.internal = set()
+        self.internal = []
         self.internal_runs = []
+        self.probes = []
+        self.probe_writes = []
         self.local = threading.local()
 
 
@@ -109,18 +116,42 @@ def _write(event, *paths):
             STATE.allowed_writes.append([event] + resolved)
         return
     bad = next(p for p in resolved if not (_permitted(p) or _creates_ancestor(event, p)))
+    _probe(event, bad)
     _forbid({"outcome": "write", "event": event, "path": bad})
 
 
-def _exec(event, target):
-    program = os.path.basename(target[0]) if target else ""
-    if program in STATE.internal:
+def _exec(event, program, argv):
+    """A process start: ``program`` runs with ``argv`` (``argv[0]`` included)."""
+    if _internal(program, argv):
         # A program conda runs for itself (platform probes), not one the caller chose:
         # it is reported missing, as on a system without it, and conda goes on.
         if len(STATE.internal_runs) < 20:
-            STATE.internal_runs.append(target)
-        raise FileNotFoundError(2, "not run by the policy oracle", target[0])
-    _forbid({"outcome": "exec", "event": event, "target": [str(t) for t in target]})
+            STATE.internal_runs.append(argv)
+        raise FileNotFoundError(2, "not run by the policy oracle", program)
+    _forbid({"outcome": "exec", "event": event, "program": program, "target": argv})
+
+
+def _internal(program, argv):
+    for pattern in STATE.internal:
+        head, rest = pattern[0], pattern[1:]
+        if head in (program, os.path.basename(program)) and argv[1 : 1 + len(rest)] == rest:
+            return True
+    return False
+
+
+def _probe(event, path):
+    """A write conda makes only to learn whether a directory is writable, inside a
+    function that treats EACCES/EPERM/EROFS as "not writable": refused with EROFS, as the
+    read-only sandbox refuses it, and noted."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        for suffix, names in STATE.probes:
+            if code.co_name in names and code.co_filename.endswith(suffix):
+                if len(STATE.probe_writes) < 20:
+                    STATE.probe_writes.append([event, path, code.co_name])
+                raise OSError(errno.EROFS, "read-only file system (policy oracle)", path)
+        frame = frame.f_back
 
 
 def _forbid(fragment):
@@ -133,7 +164,7 @@ def _forbid(fragment):
 def _where():
     """The innermost frames of the code that caused the effect (site-packages relative)."""
     frames = []
-    frame = sys._getframe(3)
+    frame = sys._getframe(1)
     while frame is not None and len(frames) < 4:
         name = frame.f_code.co_filename
         if name != __file__ and "site-packages/" in name:
@@ -189,16 +220,17 @@ def _judge(event, args):
             if text != ":memory:" and not (text.startswith("file:") and "mode=ro" in text):
                 _write(event, text.split("?", 1)[0][5:] if text.startswith("file:") else text)
     elif event == "subprocess.Popen":
-        executable, argv = args[0], args[1]
-        _exec(event, ([os.fsdecode(executable)] if executable else []) + _argv_list(argv))
+        argv = _argv_list(args[1])
+        program = os.fsdecode(args[0]) if args[0] else (argv[0] if argv else "")
+        _exec(event, program, argv)
     elif event in ("os.exec", "os.posix_spawn"):
-        _exec(event, [os.fsdecode(args[0])] + _argv_list(args[1]))
+        _exec(event, os.fsdecode(args[0]), _argv_list(args[1]))
     elif event == "os.spawn":
-        _exec(event, [os.fsdecode(args[1])] + _argv_list(args[2]))
+        _exec(event, os.fsdecode(args[1]), _argv_list(args[2]))
     elif event == "os.system":
-        _exec(event, ["/bin/sh", "-c", os.fsdecode(args[0])])
+        _exec(event, "/bin/sh", ["/bin/sh", "-c", os.fsdecode(args[0])])
     elif event in ("os.fork", "os.forkpty", "os.startfile"):
-        _exec(event, [event])
+        _exec(event, event, [])
     elif event in ("socket.connect", "socket.getaddrinfo", "socket.gethostbyname"):
         STATE.network = True
         raise OSError("network access is disabled in the policy oracle")
@@ -300,13 +332,21 @@ def _install_parser_cache():
             cache[key] = real_pre(**kwargs)
         return cache[key]
 
+    def fresh(**kwargs):
+        # generate_parser extends the pre-parser it makes: give it an uncached one.
+        conda_argparse.generate_pre_parser = real_pre
+        try:
+            return real_generate(**kwargs)
+        finally:
+            conda_argparse.generate_pre_parser = generate_pre_parser
+
     def generate_parser(**kwargs):
         if context.no_plugins:
-            parser = real_generate(**kwargs)
+            parser = fresh(**kwargs)
         else:
             key = ("main", tuple(sorted(kwargs.items())))
             if key not in cache:
-                cache[key] = real_generate(**kwargs)
+                cache[key] = fresh(**kwargs)
             parser = cache[key]
         return _Noting(parser)
 
@@ -350,6 +390,7 @@ def run_one(argv, budget):
     STATE.first = None
     STATE.allowed_writes = []
     STATE.internal_runs = []
+    STATE.probe_writes = []
     STATE.network = False
     STATE.parsed = False
     environ = dict(os.environ)
@@ -368,7 +409,7 @@ def run_one(argv, budget):
     except SystemExit as exc:
         exit_code = exc.code if isinstance(exc.code, int) else 1
     except BaseException as exc:
-        exception = type(exc).__name__
+        exception = "{}: {}".format(type(exc).__name__, str(exc)[:200])
     finally:
         STATE.armed = False
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -392,6 +433,8 @@ def run_one(argv, budget):
         answer["exception"] = exception
     if STATE.allowed_writes:
         answer["allowed_writes"] = STATE.allowed_writes
+    if STATE.probe_writes:
+        answer["probes"] = STATE.probe_writes
     if STATE.internal_runs:
         answer["internal_execs"] = STATE.internal_runs
     if STATE.network:
@@ -419,7 +462,8 @@ def main():
 
     config = json.loads(requests.readline())
     STATE.allowed = [os.path.realpath(p) for p in config["allowed"]]
-    STATE.internal = set(config.get("internal_programs", []))
+    STATE.internal = [list(p) for p in config.get("internal_programs", [])]
+    STATE.probes = [(p["file"], set(p["functions"])) for p in config.get("probes", [])]
     budget = float(config.get("budget", 10))
     try:
         import resource
