@@ -33,6 +33,8 @@ mod restart;
 mod roundtrip;
 /// The MCP server end to end over stdio.
 mod server;
+/// Every tool through the server on a copy of a real conda: no writes outside the caches.
+mod side_effects;
 /// Instant start from a baked snapshot, confirmed by live discovery.
 mod startup;
 /// The operator's tool surface: hidden tools, overrides, collisions.

@@ -119,14 +119,35 @@ impl Throwaway {
         // Files a caller might name: an environment file, a spec list, a condarc.
         std::fs::write(
             t.path("files/environment.yml"),
-            "name: fromfile\ndependencies:\n  - python\n",
+            "name: fromfile\ndependencies: []\n",
         )
         .unwrap();
-        std::fs::write(t.path("files/specs.txt"), "python\n").unwrap();
+        std::fs::write(t.path("files/specs.txt"), "demo\n").unwrap();
         std::fs::write(t.path("files/condarc.yml"), "channels:\n  - defaults\n").unwrap();
         std::fs::write(
             t.path("cwd/environment.yml"),
             "name: incwd\ndependencies: []\n",
+        )
+        .unwrap();
+        // A local channel with one package, the user's only channel: searches and dry-run
+        // solves succeed offline.
+        let repodata = |subdir: &str, packages: Value| {
+            let dir = t.path("channel").join(subdir);
+            std::fs::create_dir_all(&dir).unwrap();
+            let doc =
+                json!({"info": {"subdir": subdir}, "packages": packages, "packages.conda": {}});
+            std::fs::write(dir.join("repodata.json"), doc.to_string()).unwrap();
+        };
+        repodata(
+            "noarch",
+            json!({"demo-1.0-0.tar.bz2": {"name": "demo", "version": "1.0", "build": "0",
+                "build_number": 0, "depends": [], "noarch": "generic", "subdir": "noarch",
+                "md5": "00000000000000000000000000000000", "size": 1}}),
+        );
+        repodata("linux-64", json!({}));
+        std::fs::write(
+            t.path("home/.condarc"),
+            format!("channels:\n  - file://{}\n", t.path("channel").display()),
         )
         .unwrap();
         // A workspace with a task, so that the task runners have something to run.
@@ -333,6 +354,8 @@ fn value_pool(throwaway: &Throwaway, prefix: &Path) -> Vec<String> {
         "base",
         "x",
         "numpy",
+        "demo",
+        "demo=1.0",
         "python=3.11",
         "channels",
         "defaults",

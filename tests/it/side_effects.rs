@@ -1,0 +1,646 @@
+//! The side-effect test: every tool the server lists, called through the real `ccm`
+//! binary on a private copy of a real conda, under the default policy and under
+//! `--allow-exec` alone, must leave the file system as it found it — apart from the cache
+//! directories conda legitimately updates on reads and the private TMPDIR.
+//!
+//! Each server runs with a private HOME (XDG dirs inside, a condarc naming a local
+//! channel), TMPDIR and working directory, on its own copy of the target prefix (`cp -a`,
+//! scripts re-pointed), so that a failure cannot harm `$CCM_TEST_CONDA` (whose prefix is
+//! hashed too). Before the first and after the last call the test hashes the copied prefix
+//! (rc file, `envs/`, `pkgs/`, `conda-meta/`, site-packages), HOME, the working directory
+//! and the files handed to conda: every file's content, mode and link target, every
+//! directory's entries; around each call a cheaper metadata snapshot names the call that
+//! wrote. Each tool gets a sensible input (the existing environment `t1`, files and a
+//! package that exist, a flag that makes the call admissible) and schema-drawn inputs
+//! (`inputs`). The `--allow-exec` phase repeats the calls the default policy refused (the
+//! others are the same argv under the same sandbox) and adds raw argv; refused calls write
+//! nothing by construction and are counted apart.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ccm::catalog::{ActionKind, Nargs, ValueType};
+use ccm::toolset::Tool;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::inputs;
+use crate::mcp::Session;
+use crate::oracle::{Throwaway, seed, seeded_runner};
+use crate::support;
+
+/// Schema-drawn inputs per tool, besides the sensible one.
+const DRAWN: usize = 3;
+/// Servers run side by side (each executes one conda at a time).
+const SERVERS: usize = 2;
+
+/// A private copy of the prefix of `conda`: the copy's `bin/conda`.
+fn copy_prefix(prefix: &Path, into: &Path) -> PathBuf {
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(prefix)
+        .arg(into)
+        .status()
+        .expect("cp");
+    assert!(status.success(), "copying {} failed", prefix.display());
+    // Entry scripts name their interpreter by absolute path: point them at the copy.
+    let old = format!("#!{}/", prefix.display());
+    let new = format!("#!{}/", into.display());
+    for entry in std::fs::read_dir(into.join("bin")).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_symlink() || !path.is_file() {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        if bytes.starts_with(old.as_bytes()) {
+            let mut text = new.as_bytes().to_vec();
+            text.extend_from_slice(&bytes[old.len()..]);
+            std::fs::write(&path, text).unwrap();
+        }
+    }
+    into.join("bin/conda")
+}
+
+/// Every file, directory and link below `root`: path → digest of what it is.
+fn tree(root: &Path, out: &mut BTreeMap<PathBuf, String>) {
+    let Ok(meta) = std::fs::symlink_metadata(root) else {
+        return;
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let mode = meta.permissions().mode();
+    if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(root).unwrap_or_default();
+        out.insert(
+            root.to_owned(),
+            format!("link {mode:o} {}", target.display()),
+        );
+    } else if meta.is_dir() {
+        let mut names: Vec<String> = std::fs::read_dir(root)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        out.insert(
+            root.to_owned(),
+            format!("dir {mode:o} [{}]", names.join("/")),
+        );
+        for name in names {
+            tree(&root.join(name), out);
+        }
+    } else if meta.is_file() {
+        let digest = std::fs::read(root)
+            .map(|b| format!("{:x}", Sha256::digest(&b)))
+            .unwrap_or_else(|e| format!("unreadable {e}"));
+        out.insert(root.to_owned(), format!("file {mode:o} {digest}"));
+    } else {
+        out.insert(root.to_owned(), format!("special {mode:o}"));
+    }
+}
+
+fn snapshot(roots: &[PathBuf]) -> BTreeMap<PathBuf, String> {
+    let mut out = BTreeMap::new();
+    for root in roots {
+        tree(root, &mut out);
+    }
+    out
+}
+
+/// The cheap snapshot taken around every call: metadata only.
+fn quick(root: &Path, out: &mut BTreeMap<PathBuf, String>) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::symlink_metadata(root) else {
+        return;
+    };
+    let kind = if meta.file_type().is_symlink() {
+        "link"
+    } else if meta.is_dir() {
+        "dir"
+    } else {
+        "file"
+    };
+    let mut line = format!(
+        "{kind} {:o} {} {}.{}",
+        meta.mode(),
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec()
+    );
+    if meta.file_type().is_symlink() {
+        line.push_str(&format!(
+            " -> {}",
+            std::fs::read_link(root).unwrap_or_default().display()
+        ));
+    }
+    out.insert(root.to_owned(), line);
+    if meta.is_dir() {
+        for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
+            quick(&entry.path(), out);
+        }
+    }
+}
+
+fn quick_snapshot(roots: &[PathBuf]) -> BTreeMap<PathBuf, String> {
+    let mut out = BTreeMap::new();
+    for root in roots {
+        quick(root, &mut out);
+    }
+    out
+}
+
+/// Changes between two snapshots outside the allowed directories. Directories present
+/// in both count only by their mode (what they gained or lost is listed entry by entry),
+/// and the directories on the way to an allowed one may appear.
+fn changes(
+    before: &BTreeMap<PathBuf, String>,
+    after: &BTreeMap<PathBuf, String>,
+    allowed: &[PathBuf],
+) -> Vec<String> {
+    let inside = |p: &Path| allowed.iter().any(|a| p.starts_with(a));
+    let ancestor = |p: &Path| allowed.iter().any(|a| a.starts_with(p));
+    let dir_mode = |v: &String| -> Option<String> {
+        let mut words = v.split(' ');
+        match words.next() {
+            Some("dir") => words.next().map(str::to_owned),
+            _ => None,
+        }
+    };
+    let mut out = Vec::new();
+    let mut keys: Vec<&PathBuf> = before.keys().chain(after.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    for path in keys {
+        if inside(path) {
+            continue;
+        }
+        let (b, a) = (before.get(path), after.get(path));
+        if b == a {
+            continue;
+        }
+        if let (Some(b), Some(a)) = (b, a)
+            && dir_mode(b).is_some()
+            && dir_mode(b) == dir_mode(a)
+        {
+            continue;
+        }
+        if b.is_none() && a.is_some_and(|a| dir_mode(a).is_some()) && ancestor(path) {
+            continue;
+        }
+        out.push(match (b, a) {
+            (None, Some(a)) => format!("created {} ({a})", path.display()),
+            (Some(_), None) => format!("removed {}", path.display()),
+            (Some(b), Some(a)) => format!("changed {} ({b} -> {a})", path.display()),
+            (None, None) => unreachable!(),
+        });
+    }
+    out
+}
+
+/// A value a caller who knows the machine would send for this property.
+fn sensible_scalar(id: &str, argument: &ccm::catalog::Argument, world: &World) -> Value {
+    if let Some(choice) = argument.choices.first() {
+        return match argument.value_type {
+            ValueType::String => json!(choice),
+            _ => choice.parse::<f64>().map(|n| json!(n)).unwrap_or(json!(1)),
+        };
+    }
+    match argument.value_type {
+        ValueType::Integer | ValueType::Number => return json!(1),
+        ValueType::String => {}
+    }
+    let id = id.to_lowercase();
+    let text = if id.contains("prefix") {
+        world.prefix.join("envs/t1").display().to_string()
+    } else if id.contains("executable") || id.contains("call") {
+        "true".into()
+    } else if id.contains("name") && !id.contains("pkg") && !id.contains("command") {
+        "t1".into()
+    } else if id.contains("file") || id.contains("path") {
+        world
+            .throwaway
+            .path("files/environment.yml")
+            .display()
+            .to_string()
+    } else if id.contains("key") || id.contains("get") || id.contains("show") {
+        "channels".into()
+    } else if id.contains("package") || id.contains("spec") || id.contains("pkg") {
+        "demo".into()
+    } else {
+        "x".into()
+    };
+    json!(text)
+}
+
+fn sensible_value(property: &ccm::layout::Property, world: &World) -> Value {
+    let a = &property.argument;
+    let one = || sensible_scalar(&property.id, a, world);
+    match a.action {
+        ActionKind::StoreTrue
+        | ActionKind::StoreConst
+        | ActionKind::StoreFalse
+        | ActionKind::Boolean => json!(true),
+        ActionKind::Count | ActionKind::AppendConst => json!(1),
+        ActionKind::ExtendConst => json!([one()]),
+        ActionKind::Append | ActionKind::Extend => match a.nargs {
+            Nargs::Exactly(n) => json!([vec![one(); n as usize]]),
+            _ => json!([one()]),
+        },
+        ActionKind::Store => match a.nargs {
+            Nargs::Exactly(n) => json!(vec![one(); n as usize]),
+            Nargs::ZeroOrMore | Nargs::OneOrMore | Nargs::Remainder | Nargs::Parser => {
+                json!([one()])
+            }
+            _ => one(),
+        },
+    }
+}
+
+/// Whether the default policy admits this input of this tool.
+fn admitted(tool: &Tool, input: &Map<String, Value>, exec: bool) -> bool {
+    let root = support::real_discovery().catalog.root.as_ref();
+    ccm::argv::compile(&tool.layout, input).is_ok_and(|argv| {
+        let v = ccm::policy::classify(
+            root,
+            &argv,
+            ccm::policy::Origin::Generated {
+                opaque: tool.opaque,
+            },
+        );
+        v.missing(false, exec).is_empty()
+    })
+}
+
+/// The input a caller who knows the machine would send: required properties, the
+/// environment `t1` when the tool selects one, and, when that alone is refused, one flag
+/// that makes the call admissible (`--dry-run`, `--untracked`, `--show`, …).
+fn sensible_input(tool: &Tool, world: &World, exec: bool) -> Option<Map<String, Value>> {
+    let mut base = Map::new();
+    for property in &tool.layout.properties {
+        if ccm::schema::is_required(&property.argument) {
+            base.insert(property.id.clone(), sensible_value(property, world));
+        }
+    }
+    let valid = |i: &Map<String, Value>| tool.validator.validate(&Value::Object(i.clone())).is_ok();
+    let mut candidates = Vec::new();
+    if let Some(p) = tool
+        .layout
+        .properties
+        .iter()
+        .find(|p| p.id == "name" && !p.argument.is_positional())
+    {
+        let mut i = base.clone();
+        i.insert(p.id.clone(), sensible_value(p, world));
+        candidates.push(i);
+    }
+    candidates.push(base.clone());
+    for property in &tool.layout.properties {
+        if property.argument.hidden || !matches!(property.argument.action, ActionKind::StoreTrue) {
+            continue;
+        }
+        for start in [candidates[0].clone(), base.clone()] {
+            let mut i = start;
+            i.insert(property.id.clone(), json!(true));
+            candidates.push(i);
+        }
+    }
+    let valid: Vec<Map<String, Value>> = candidates.into_iter().filter(|i| valid(i)).collect();
+    valid
+        .iter()
+        .find(|i| admitted(tool, i, exec))
+        .or(valid.first())
+        .cloned()
+}
+
+struct World {
+    throwaway: Throwaway,
+    conda: PathBuf,
+    prefix: PathBuf,
+}
+
+impl World {
+    fn new(k: usize) -> World {
+        let original = support::real_discovery()
+            .prefix
+            .clone()
+            .expect("the target's prefix");
+        let throwaway = Throwaway::new(&format!("side-effects-{k}"));
+        let prefix = throwaway.path("conda");
+        let conda = copy_prefix(&original, &prefix);
+        World {
+            throwaway,
+            conda,
+            prefix,
+        }
+    }
+
+    /// The server's environment: the throwaway's, but conda's own rc and package caches.
+    fn env(&self) -> Vec<(String, String)> {
+        self.throwaway
+            .env()
+            .into_iter()
+            .filter(|(k, _)| k != "CONDA_PKGS_DIRS" && k != "CONDARC")
+            .collect()
+    }
+
+    /// What is hashed: the copied prefix, HOME (XDG dirs inside), the working directory,
+    /// the files and channel handed to conda.
+    fn roots(&self) -> Vec<PathBuf> {
+        vec![
+            self.prefix.clone(),
+            self.throwaway.path("home"),
+            self.throwaway.path("cwd"),
+            self.throwaway.path("files"),
+            self.throwaway.path("channel"),
+            self.throwaway.path("pkgs"),
+        ]
+    }
+
+    /// Where conda may write on a read: the repodata caches of both package caches
+    /// (`<prefix>/pkgs/cache`, `~/.conda/pkgs/cache`), the notices cache, TMPDIR.
+    fn allowed(&self) -> Vec<PathBuf> {
+        vec![
+            self.prefix.join("pkgs/cache"),
+            self.throwaway.path("home/.conda/pkgs/cache"),
+            self.throwaway.path("home/.cache/conda/notices"),
+            self.throwaway.path("tmp"),
+        ]
+    }
+
+    fn session(&self, flags: &[&str]) -> Session {
+        let mut command = support::ccm();
+        command
+            .arg("--conda-exe")
+            .arg(&self.conda)
+            .args(["--timeout", "60"])
+            .args(flags)
+            .env_clear()
+            .envs(self.env())
+            .current_dir(self.throwaway.path("cwd"));
+        let mut session = Session::spawn(command);
+        session.initialize = session.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "ccm-side-effects", "version": "1"}}),
+        );
+        session.notify("notifications/initialized", json!({}));
+        session
+    }
+}
+
+#[derive(Clone, Copy, Default, Debug)]
+struct Counts {
+    calls: usize,
+    refused: usize,
+    ran: usize,
+    exit_zero: usize,
+    failed: usize,
+}
+
+impl std::ops::AddAssign for Counts {
+    fn add_assign(&mut self, o: Counts) {
+        self.calls += o.calls;
+        self.refused += o.refused;
+        self.ran += o.ran;
+        self.exit_zero += o.exit_zero;
+        self.failed += o.failed;
+    }
+}
+
+/// One tool call's fate.
+enum Fate {
+    Refused,
+    Ran { exit_zero: bool },
+}
+
+fn call(session: &mut Session, tool: &str, input: &Map<String, Value>) -> Fate {
+    let shown = Value::Object(input.clone());
+    let id = session.send("tools/call", json!({"name": tool, "arguments": shown}));
+    let response = session
+        .wait(id, Duration::from_secs(120))
+        .unwrap_or_else(|| panic!("{tool}: no answer to {shown}"));
+    if let Some(error) = response.get("error") {
+        assert_eq!(
+            error["code"], -32600,
+            "{tool}: a schema-valid input {shown} was refused: {error}"
+        );
+        return Fate::Refused;
+    }
+    let result = &response["result"];
+    Fate::Ran {
+        exit_zero: result["structuredContent"]["exit_code"] == 0 && result["isError"] != true,
+    }
+}
+
+type Plan = Vec<(String, Vec<Map<String, Value>>)>;
+
+/// Each tool's inputs: the sensible one first, then schema-drawn ones.
+fn plan(worlds: &[World], seed: u64) -> Plan {
+    let found = support::real_discovery();
+    let tools = support::toolset(&found.catalog, &found.plugins, true);
+    let mut runner = seeded_runner(seed);
+    let mut out = Vec::new();
+    for tool in &tools.generated {
+        let mut list: Vec<Map<String, Value>> = sensible_input(tool, &worlds[0], false)
+            .into_iter()
+            .collect();
+        let mut drawn = Vec::new();
+        for _ in 0..50 {
+            if drawn.len() >= DRAWN {
+                break;
+            }
+            // Inputs the compiler cannot express are refused before the policy: not a case.
+            drawn.extend(
+                inputs::valid_inputs(tool, &mut runner, DRAWN - drawn.len())
+                    .into_iter()
+                    .filter(|i| ccm::argv::compile(&tool.layout, i).is_ok()),
+            );
+        }
+        assert!(drawn.len() >= DRAWN, "{}: too few valid inputs", tool.name);
+        list.extend(drawn);
+        out.push((tool.name.clone(), list));
+    }
+    out
+}
+
+/// Raw argv for `conda_execute` under `--allow-exec` alone: a reader, and writers the
+/// policy must refuse or the sandbox must stop.
+fn raw_plan() -> Plan {
+    let raw = |argv: &[&str]| {
+        let mut m = Map::new();
+        m.insert("argv".into(), json!(argv));
+        m
+    };
+    vec![(
+        "conda_execute".into(),
+        vec![
+            raw(&["info", "--json"]),
+            raw(&["config"]),
+            raw(&["config", "--set", "channel_priority", "strict"]),
+        ],
+    )]
+}
+
+/// What happened on one server: counts, which tools exited 0, attributed writes.
+#[derive(Default)]
+struct Outcome {
+    counts: Counts,
+    zero: BTreeMap<String, bool>,
+    writes: Vec<String>,
+    refused: Plan,
+    slowest: Vec<(f64, String)>,
+}
+
+fn run_calls(world: &World, flags: &[&str], work: &Plan, label: &str) -> Outcome {
+    let mut session = world.session(flags);
+    let roots = world.roots();
+    let allowed = world.allowed();
+    let mut out = Outcome::default();
+    // Nothing changes between calls: the state after one call is the state before the next.
+    let mut state = quick_snapshot(&roots);
+    for (tool, list) in work {
+        let mut refused = Vec::new();
+        for input in list {
+            out.counts.calls += 1;
+            let clock = Instant::now();
+            let fate = call(&mut session, tool, input);
+            out.slowest.push((
+                clock.elapsed().as_secs_f64(),
+                format!("{tool} {}", Value::Object(input.clone())),
+            ));
+            match fate {
+                // Nothing ran (the final full comparison would show it otherwise).
+                Fate::Refused => {
+                    out.counts.refused += 1;
+                    refused.push(input.clone());
+                }
+                Fate::Ran { exit_zero } => {
+                    out.counts.ran += 1;
+                    if exit_zero {
+                        out.counts.exit_zero += 1;
+                    } else {
+                        out.counts.failed += 1;
+                    }
+                    *out.zero.entry(tool.clone()).or_default() |= exit_zero;
+                    let now = quick_snapshot(&roots);
+                    for change in changes(&state, &now, &allowed) {
+                        out.writes.push(format!(
+                            "{label}: {tool} {} -> {change}",
+                            Value::Object(input.clone())
+                        ));
+                    }
+                    state = now;
+                }
+            }
+        }
+        if !refused.is_empty() {
+            out.refused.push((tool.clone(), refused));
+        }
+    }
+    out
+}
+
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_side_effects() {
+    let started = Instant::now();
+    let original = support::real_conda();
+    let original_prefix = support::real_discovery().prefix.clone().unwrap();
+    let clock = Instant::now();
+    let original_before = snapshot(std::slice::from_ref(&original_prefix));
+    eprintln!("hashing the original prefix: {:.1} s", clock.elapsed().as_secs_f64());
+    let seed = seed("side effects");
+    let clock = Instant::now();
+    let worlds: Vec<World> = (0..SERVERS).map(World::new).collect();
+    eprintln!("copying: {:.1} s", clock.elapsed().as_secs_f64());
+    let work = plan(&worlds, seed);
+    let chunk = work.len().div_ceil(SERVERS);
+    let results: Vec<(Outcome, Outcome, Vec<String>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = worlds
+            .iter()
+            .zip(work.chunks(chunk))
+            .enumerate()
+            .map(|(k, (world, part))| {
+                scope.spawn(move || {
+                    let roots = world.roots();
+                    let before = snapshot(&roots);
+                    let default = run_calls(world, &[], &part.to_vec(), "default policy");
+                    let mut again = default.refused.clone();
+                    if k == 0 {
+                        again.extend(raw_plan());
+                    }
+                    let exec = run_calls(world, &["--allow-exec"], &again, "--allow-exec");
+                    let after = snapshot(&roots);
+                    let total = changes(&before, &after, &world.allowed());
+                    (default, exec, total)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let (mut default, mut exec) = (Counts::default(), Counts::default());
+    let mut zero: BTreeMap<String, bool> = BTreeMap::new();
+    let mut writes = Vec::new();
+    let mut totals = Vec::new();
+    let mut slowest = Vec::new();
+    for (d, e, total) in results {
+        slowest.extend(d.slowest);
+        slowest.extend(e.slowest);
+        default += d.counts;
+        exec += e.counts;
+        for (tool, ok) in d.zero.into_iter().chain(e.zero) {
+            *zero.entry(tool).or_default() |= ok;
+        }
+        writes.extend(d.writes);
+        writes.extend(e.writes);
+        totals.extend(total);
+    }
+    slowest.sort_by(|a, b| b.0.total_cmp(&a.0));
+    for (seconds, what) in slowest.iter().take(5) {
+        eprintln!("slowest call: {seconds:.1} s {what}");
+    }
+    let succeeded = zero.values().filter(|ok| **ok).count();
+    let never: Vec<&String> = zero
+        .iter()
+        .filter(|(_, ok)| !**ok)
+        .map(|(t, _)| t)
+        .collect();
+    eprintln!(
+        "side effects on {} ({} tools, {} private copies): default policy {:?}; \
+         --allow-exec (the refused calls again, and raw argv) {:?}; {} of {} tools that ran \
+         exited 0 on some input (never: {:?}); {} attributed writes, {} changed paths; {:.1} s",
+        original.display(),
+        work.len(),
+        SERVERS,
+        default,
+        exec,
+        succeeded,
+        zero.len(),
+        never,
+        writes.len(),
+        totals.len(),
+        started.elapsed().as_secs_f64()
+    );
+    let original_after = snapshot(std::slice::from_ref(&original_prefix));
+    assert!(
+        original_before == original_after,
+        "the original prefix changed: {:?}",
+        changes(&original_before, &original_after, &[])
+    );
+    assert!(
+        writes.is_empty() && totals.is_empty(),
+        "writes outside the declared cache dirs and TMPDIR:\n{}\nall changed paths:\n{}",
+        writes.join("\n"),
+        totals.join("\n")
+    );
+    assert!(
+        succeeded * 10 >= zero.len() * 8,
+        "only {succeeded} of {} tools the policy admits exited 0 on some input; the inputs \
+         must reach conda's code (never: {never:?})",
+        zero.len()
+    );
+}
