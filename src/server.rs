@@ -39,7 +39,7 @@ use crate::catalog::{self, canonical_json};
 use crate::cli::Config;
 use crate::discovery::{self, Discovery, Target, stamp};
 use crate::exec::{self, Executor};
-use crate::policy::{self, Classification, Origin};
+use crate::policy::{self, Classification, Grants, Origin};
 use crate::surface::Surface;
 use crate::toolset::{COMPLETION_TOOL, Compiler, EXECUTE_TOOL, Settings, Toolset};
 use crate::{argv, completion};
@@ -215,6 +215,7 @@ impl Server {
         });
         let settings = Settings {
             allow_exec: shared.config.allow_exec,
+            classify: shared.config.classify.clone(),
             timeout: shared.config.timeout,
         };
         let conda_exe = shared.config.conda_exe.clone();
@@ -328,6 +329,7 @@ impl Server {
                 };
                 let settings = Settings {
                     allow_exec: self.shared.config.allow_exec,
+                    classify: Vec::new(),
                     timeout: self.shared.config.timeout,
                 };
                 let conda_exe = &self.shared.config.conda_exe;
@@ -434,6 +436,7 @@ impl Server {
         .map_err(|e| invalid_arguments(&e))?;
         let root = ready.discovery.catalog.root.as_ref();
         let class = policy::classify(
+            &ready.toolset.rules,
             root,
             &argv,
             Origin::Generated {
@@ -454,10 +457,12 @@ impl Server {
     }
 
     fn enforce(&self, class: &Classification) -> Result<(), Refusal> {
-        let missing = class.missing(
-            self.shared.config.allow_write,
-            self.shared.config.allow_exec,
-        );
+        let config = &self.shared.config;
+        let missing = class.missing(Grants {
+            write: config.allow_write,
+            exec: config.allow_exec,
+            credentials: config.allow_credentials,
+        });
         if missing.is_empty() {
             Ok(())
         } else {
@@ -505,7 +510,12 @@ impl Server {
                 .map_err(|_| invalid_options())?
                 .min(self.shared.config.timeout),
         };
-        let class = policy::classify(ready.discovery.catalog.root.as_ref(), &argv, Origin::Raw);
+        let class = policy::classify(
+            &ready.toolset.rules,
+            ready.discovery.catalog.root.as_ref(),
+            &argv,
+            Origin::Raw,
+        );
         self.enforce(&class)?;
         self.execute(ready, argv, cwd, stdin, timeout, class, ct)
             .await
@@ -762,6 +772,11 @@ fn build_ready(
     surface: &Surface,
 ) -> Result<Ready, String> {
     let mut toolset = Toolset::build_baked(&found.catalog, &found.plugins, settings);
+    if let Some(unknown) = toolset.unknown_classified.first() {
+        return Err(format!(
+            "--classify names no tool of this conda: {unknown} (see 'ccm tools' for the names)"
+        ));
+    }
     // The descriptors move into the served list: one copy of every schema, not two.
     let applied = surface.apply(toolset.take_descriptors())?;
     for warning in &applied.warnings {

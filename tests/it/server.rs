@@ -223,7 +223,18 @@ fn generated_call_result_shape() {
 
 #[test]
 fn exit_codes_output_limits_and_json_parsing() {
-    let mut s = Session::start(conda(), &["--allow-write", "--output-limit-bytes", "1000"]);
+    let mut s = Session::start(
+        conda(),
+        &[
+            "--allow-write",
+            "--classify",
+            "conda_behave=write",
+            "--classify",
+            "conda_tune=write",
+            "--output-limit-bytes",
+            "1000",
+        ],
+    );
     // Integers sent as 2.0 compile to 2.
     let tune = s.call(
         "conda_tune",
@@ -266,7 +277,16 @@ fn exit_codes_output_limits_and_json_parsing() {
 
 #[test]
 fn output_flood_keeps_memory_bounded() {
-    let mut s = Session::start(conda(), &["--allow-write"]);
+    let mut s = Session::start(
+        conda(),
+        &[
+            "--allow-write",
+            "--classify",
+            "conda_behave=write",
+            "--classify",
+            "conda_tune=write",
+        ],
+    );
     s.call("conda_info", json!({}));
     let before = s.peak_rss_kb();
     // 200 MB on each stream, 1 MiB retained of each.
@@ -284,7 +304,18 @@ fn output_flood_keeps_memory_bounded() {
 
 #[test]
 fn timeouts_are_hard_even_with_a_detached_grandchild() {
-    let mut s = Session::start(conda(), &["--allow-write", "--timeout", "2"]);
+    let mut s = Session::start(
+        conda(),
+        &[
+            "--allow-write",
+            "--classify",
+            "conda_behave=write",
+            "--classify",
+            "conda_tune=write",
+            "--timeout",
+            "2",
+        ],
+    );
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pids");
     let started = Instant::now();
@@ -319,7 +350,16 @@ fn timeouts_are_hard_even_with_a_detached_grandchild() {
 
 #[test]
 fn cancellation_kills_the_tree_and_sends_no_result() {
-    let mut s = Session::start(conda(), &["--allow-write"]);
+    let mut s = Session::start(
+        conda(),
+        &[
+            "--allow-write",
+            "--classify",
+            "conda_behave=write",
+            "--classify",
+            "conda_tune=write",
+        ],
+    );
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pids");
     let id = s.send(
@@ -346,7 +386,16 @@ fn cancellation_kills_the_tree_and_sends_no_result() {
 
 #[test]
 fn non_executing_requests_are_not_held_up() {
-    let mut s = Session::start(conda(), &["--allow-write"]);
+    let mut s = Session::start(
+        conda(),
+        &[
+            "--allow-write",
+            "--classify",
+            "conda_behave=write",
+            "--classify",
+            "conda_tune=write",
+        ],
+    );
     s.tools();
     let started = Instant::now();
     let slow = s.send(
