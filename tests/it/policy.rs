@@ -329,3 +329,128 @@ fn operator_classification_replaces_the_tables() {
     assert!(list.requires_write && list.requires_exec);
     assert!(judge(&["info"]).read_only);
 }
+
+/// The attacks that broke read-only mode, tried on real conda through the server: a
+/// default (read-only) server refuses every form of `conda config` that writes, the
+/// forms it admits write nothing, credentials need their grant, and with `--allow-write`
+/// alone no plugin command that runs programs is admitted.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_read_only_attacks_are_refused() {
+    let conda = support::real_conda();
+    let has = |distribution: &str| {
+        support::real_discovery()
+            .plugins
+            .iter()
+            .any(|p| ccm::catalog::normalize_distribution(&p.distribution) == distribution)
+    };
+    let home = tempfile::tempdir().unwrap();
+    let home_path = home.path().to_str().unwrap().to_owned();
+    let condarc = home.path().join(".condarc");
+    let victim = home.path().join("victim.json");
+    std::fs::write(&victim, "{\"keep\": [1, 2]}\n").unwrap();
+    let env = [
+        ("HOME", home_path.as_str()),
+        ("XDG_CONFIG_HOME", home_path.as_str()),
+        ("XDG_CACHE_HOME", home_path.as_str()),
+        ("XDG_DATA_HOME", home_path.as_str()),
+    ];
+    let mut s = crate::mcp::Session::start_with(&conda, &[], &env);
+    let write_refusal = (-32600, "Operation requires --allow-write".to_owned());
+    for input in [
+        json!({}),
+        json!({"json": true}),
+        json!({"file": victim.to_str().unwrap()}),
+        json!({"system": true}),
+        json!({"env": true}),
+        json!({"get": []}),
+        json!({"write_default": true}),
+        json!({"set": [["changeps1", "false"]]}),
+    ] {
+        assert_eq!(
+            s.call_error("conda_config", input.clone()),
+            write_refusal,
+            "conda_config {input}"
+        );
+    }
+    for input in [
+        json!({"show": ["channels"]}),
+        json!({"show_sources": true}),
+        json!({"get": ["channels"]}),
+        json!({"describe": ["channels"], "json": true}),
+        json!({"validate": true}),
+    ] {
+        let result = s.call("conda_config", input.clone());
+        assert_eq!(
+            result["structuredContent"]["exit_code"], 0,
+            "conda_config {input}: {result}"
+        );
+    }
+    assert!(
+        !condarc.exists(),
+        "an admitted conda config call wrote ~/.condarc"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "{\"keep\": [1, 2]}\n"
+    );
+    assert_eq!(
+        s.call_error("conda_info", json!({"unsafe_channels": true})),
+        (-32600, "Operation requires --allow-credentials".to_owned())
+    );
+    assert_eq!(
+        s.call_error(
+            "conda_install",
+            json!({"packages": ["./pkg-1.0-0.conda"], "dry_run": true})
+        ),
+        write_refusal
+    );
+    drop(s);
+
+    // --allow-write alone never runs a program the caller chooses.
+    let mut s = crate::mcp::Session::start_with(&conda, &["--allow-write"], &env);
+    let exec_refusal = |missing: &str| (-32600, format!("Operation requires {missing}"));
+    assert_eq!(
+        s.call_error(
+            "conda_run",
+            json!({"executable_call": ["true"], "name": "base"})
+        ),
+        exec_refusal("--allow-exec")
+    );
+    if has("conda-spawn") {
+        assert_eq!(
+            s.call_error(
+                "conda_spawn",
+                json!({"environment": "base", "command": ["true"]})
+            ),
+            exec_refusal("--allow-exec")
+        );
+    }
+    if has("conda-workspaces") {
+        assert_eq!(
+            s.call_error("conda_task_run", json!({"task_name": "anything"})),
+            exec_refusal("--allow-exec")
+        );
+    }
+    if has("conda-pypi") {
+        assert_eq!(
+            s.call_error(
+                "conda_pypi_install",
+                json!({"packages": ["x"], "dry_run": true})
+            ),
+            exec_refusal("--allow-exec")
+        );
+    }
+    drop(s);
+    // A default server refuses the plugin commands that write, dry run or not.
+    if has("conda-pypi") {
+        let mut s = crate::mcp::Session::start_with(&conda, &[], &env);
+        assert_eq!(
+            s.call_error(
+                "conda_pypi_install",
+                json!({"packages": ["x"], "dry_run": true})
+            ),
+            exec_refusal("--allow-write and --allow-exec")
+        );
+    }
+}
