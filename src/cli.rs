@@ -44,6 +44,7 @@ pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:8089";
 pub const TOKEN_VAR: &str = "CCM_MCP_TOKEN";
 pub const QUERY_PARAM_VAR: &str = "CCM_MCP_TOKEN_QUERY_PARAM";
 pub const CLASSIFY_VAR: &str = "CCM_CLASSIFY";
+pub const ALLOW_PATHS_VAR: &str = "CCM_ALLOW_PATHS";
 /// Shortest accepted bearer token.
 pub const MIN_TOKEN_LEN: usize = 16;
 const MAX_TOKEN_LEN: usize = 4096;
@@ -134,6 +135,13 @@ pub struct Options {
     /// CCM_ALLOW_CREDENTIALS=1).
     #[arg(long, global = true)]
     pub allow_credentials: bool,
+
+    /// Confine paths in calls that do not need --allow-exec to these directories
+    /// (repeatable or comma-separated; also CCM_ALLOW_PATHS). Default: unrestricted over
+    /// stdio; with --http the working directory, conda's root prefix and ~/.conda/envs.
+    /// `--allow-paths /` lifts the confinement.
+    #[arg(long = "allow-paths", value_name = "DIR[,DIR...]", global = true)]
+    pub allow_paths: Vec<String>,
 
     /// Classify a command the policy's tables do not know, or override them:
     /// TOOL=read|write|exec by canonical tool name (repeatable; also CCM_CLASSIFY,
@@ -274,6 +282,8 @@ pub struct Config {
     pub allow_credentials: bool,
     /// The operator's `--classify` entries, by canonical tool name.
     pub classify: Vec<(String, Access)>,
+    /// `--allow-paths` directories (absolute); `None`: the transport's default scope.
+    pub allow_paths: Option<Vec<PathBuf>>,
     pub no_snapshot: bool,
     pub max_queue: usize,
     pub max_session_calls: usize,
@@ -359,6 +369,7 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
     let surface = Surface::from_env(env.pairs()).map_err(UsageError)?;
     let http = http_config(options, env)?;
     let classify = classifications(options, env)?;
+    let allow_paths = allowed_paths(options, env)?;
     let conda_exe = discovery::resolve_executable(
         options.conda_exe.as_deref(),
         env.get("CONDA_EXE"),
@@ -381,6 +392,7 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
         allow_credentials: options.allow_credentials
             || env.get("CCM_ALLOW_CREDENTIALS").is_some_and(truthy),
         classify,
+        allow_paths,
         no_snapshot: options.no_snapshot,
         max_queue,
         max_session_calls,
@@ -422,6 +434,34 @@ fn classifications(
         out.push((tool.to_owned(), access));
     }
     Ok(out)
+}
+
+/// `--allow-paths` entries, then `CCM_ALLOW_PATHS`: absolute directories that exist.
+fn allowed_paths(options: &Options, env: &Environment) -> Result<Option<Vec<PathBuf>>, UsageError> {
+    let from_env = env.get(ALLOW_PATHS_VAR).unwrap_or("");
+    let entries: Vec<&str> = options
+        .allow_paths
+        .iter()
+        .flat_map(|e| e.split(','))
+        .chain(from_env.split(','))
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .collect();
+    if entries.is_empty() {
+        return Ok(None);
+    }
+    let mut dirs = Vec::new();
+    for entry in entries {
+        let path = PathBuf::from(entry);
+        if !path.is_absolute() || !path.is_dir() {
+            return Err(UsageError(format!(
+                "--allow-paths: '{}' is not an existing absolute directory",
+                entry.chars().take(64).collect::<String>().escape_default()
+            )));
+        }
+        dirs.push(path);
+    }
+    Ok(Some(dirs))
 }
 
 /// `1`, `true`, `yes`, `on` (any case).

@@ -798,3 +798,49 @@ fn real_conda_completion_metadata() {
         );
     }
 }
+
+#[test]
+fn paths_outside_the_allowed_directories_are_refused() {
+    // What an agent would send to read a secret through a file option, however spelled.
+    let scope = tempfile::tempdir().unwrap();
+    let inside = scope.path().join("env");
+    std::fs::create_dir_all(&inside).unwrap();
+    std::os::unix::fs::symlink("/etc", scope.path().join("etc-link")).unwrap();
+    let scope_text = scope.path().to_str().unwrap().to_owned();
+    let mut s = Session::start(conda(), &["--allow-paths", &scope_text]);
+    let refusal = (
+        -32600,
+        "Operation names a path outside the allowed directories (see --allow-paths)".to_owned(),
+    );
+    let link = format!("{scope_text}/etc-link/passwd");
+    let dotdot = format!("{scope_text}/env/../../../etc/passwd");
+    for prefix in [
+        "/etc",
+        "/proc/self",
+        link.as_str(),
+        dotdot.as_str(),
+        "~",
+        "file:///etc",
+    ] {
+        assert_eq!(
+            s.call_error("conda_list", json!({"prefix": prefix})),
+            refusal,
+            "{prefix}"
+        );
+    }
+    let ok = s.call("conda_list", json!({"prefix": inside.to_str().unwrap()}));
+    assert!(ok["structuredContent"]["exit_code"].is_i64(), "{ok}");
+    // Calls that need --allow-exec may run any program anyway: not confined.
+    drop(s);
+    let mut s = Session::start(conda(), &["--allow-exec", "--allow-paths", &scope_text]);
+    let raw = s.call("conda_execute", json!({"argv": ["list", "-p", "/etc"]}));
+    assert!(raw["structuredContent"]["exit_code"].is_i64(), "{raw}");
+    let caps = s.capabilities();
+    assert_eq!(caps["paths"]["confined"], true);
+    // Unrestricted by default over stdio.
+    drop(s);
+    let mut s = Session::start(conda(), &[]);
+    assert_eq!(s.capabilities()["paths"]["confined"], false);
+    let etc = s.call("conda_list", json!({"prefix": "/etc"}));
+    assert!(etc["structuredContent"]["exit_code"].is_i64(), "{etc}");
+}
