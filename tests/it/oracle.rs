@@ -614,9 +614,10 @@ pub fn cases(
     out
 }
 
-/// The policy's verdict on an argv.
-pub fn verdict(root: &CatalogCommand, case: &Case) -> Classification {
-    policy::classify(Some(root), &case.argv, case.origin)
+/// The policy's verdict on an argv (the rules for the target's plugins, no operator
+/// classification).
+pub fn verdict(rules: &policy::Rules, root: &CatalogCommand, case: &Case) -> Classification {
+    policy::classify(rules, Some(root), &case.argv, case.origin)
 }
 
 /// A read-only verdict: what the server runs without any `--allow-*` option.
@@ -669,6 +670,7 @@ fn run_oracle(label: &str, default_count: usize) {
     let prefix = found.prefix.clone().expect("the target's prefix");
     let root = found.catalog.root.as_ref().expect("a parser tree");
     let tools = support::toolset(&found.catalog, &found.plugins, true);
+    let rules = policy::Rules::new(&found.plugins);
     let count = std::env::var("CCM_ORACLE_ARGVS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -700,7 +702,7 @@ fn run_oracle(label: &str, default_count: usize) {
         tally.internal_execs += usize::from(answer.get("internal_execs").is_some());
         tally.probes += usize::from(answer.get("probes").is_some());
         tally.network += usize::from(answer.get("network").is_some());
-        let v = verdict(root, case);
+        let v = verdict(&rules, root, case);
         let wrong = match outcome.as_str() {
             "write" if is_read_only(&v) => Some("read-only verdict, conda wrote"),
             "exec" if !v.requires_exec => Some("no --allow-exec needed, conda ran a program"),

@@ -262,16 +262,18 @@ fn sensible_value(property: &ccm::layout::Property, world: &World) -> Value {
 
 /// Whether the default policy admits this input of this tool.
 fn admitted(tool: &Tool, input: &Map<String, Value>, exec: bool) -> bool {
-    let root = support::real_discovery().catalog.root.as_ref();
+    let found = support::real_discovery();
+    let rules = ccm::policy::Rules::new(&found.plugins);
+    let grants = ccm::policy::Grants {
+        exec,
+        ..Default::default()
+    };
     ccm::argv::compile(&tool.layout, input).is_ok_and(|argv| {
-        let v = ccm::policy::classify(
-            root,
-            &argv,
-            ccm::policy::Origin::Generated {
-                opaque: tool.opaque,
-            },
-        );
-        v.missing(false, exec).is_empty()
+        let origin = ccm::policy::Origin::Generated {
+            opaque: tool.opaque,
+        };
+        let v = ccm::policy::classify(&rules, found.catalog.root.as_ref(), &argv, origin);
+        v.missing(grants).is_empty()
     })
 }
 
@@ -552,7 +554,10 @@ fn real_conda_side_effects() {
     let original_prefix = support::real_discovery().prefix.clone().unwrap();
     let clock = Instant::now();
     let original_before = snapshot(std::slice::from_ref(&original_prefix));
-    eprintln!("hashing the original prefix: {:.1} s", clock.elapsed().as_secs_f64());
+    eprintln!(
+        "hashing the original prefix: {:.1} s",
+        clock.elapsed().as_secs_f64()
+    );
     let seed = seed("side effects");
     let clock = Instant::now();
     let worlds: Vec<World> = (0..SERVERS).map(World::new).collect();
