@@ -277,10 +277,11 @@ fn admitted(tool: &Tool, input: &Map<String, Value>, exec: bool) -> bool {
     })
 }
 
-/// The input a caller who knows the machine would send: required properties, the
-/// environment `t1` when the tool selects one, and, when that alone is refused, one flag
-/// that makes the call admissible (`--dry-run`, `--untracked`, `--show`, …).
-fn sensible_input(tool: &Tool, world: &World, exec: bool) -> Option<Map<String, Value>> {
+/// Inputs a caller who knows the machine would send, best first (up to three): the
+/// required properties, the environment `t1` when the tool selects one, one or two flags
+/// that make the call admissible (`--dry-run`, `--untracked`, `--dry-run --all`, …).
+/// Only admitted ones when there are any.
+fn sensible_inputs(tool: &Tool, world: &World, exec: bool) -> Vec<Map<String, Value>> {
     let mut base = Map::new();
     for property in &tool.layout.properties {
         if ccm::schema::is_required(&property.argument) {
@@ -288,7 +289,7 @@ fn sensible_input(tool: &Tool, world: &World, exec: bool) -> Option<Map<String, 
         }
     }
     let valid = |i: &Map<String, Value>| tool.validator.validate(&Value::Object(i.clone())).is_ok();
-    let mut candidates = Vec::new();
+    let mut starts = Vec::new();
     if let Some(p) = tool
         .layout
         .properties
@@ -297,25 +298,46 @@ fn sensible_input(tool: &Tool, world: &World, exec: bool) -> Option<Map<String, 
     {
         let mut i = base.clone();
         i.insert(p.id.clone(), sensible_value(p, world));
-        candidates.push(i);
+        starts.push(i);
     }
-    candidates.push(base.clone());
-    for property in &tool.layout.properties {
-        if property.argument.hidden || !matches!(property.argument.action, ActionKind::StoreTrue) {
-            continue;
-        }
-        for start in [candidates[0].clone(), base.clone()] {
-            let mut i = start;
-            i.insert(property.id.clone(), json!(true));
+    starts.push(base);
+    let flags: Vec<&String> = tool
+        .layout
+        .properties
+        .iter()
+        .filter(|p| !p.argument.hidden && matches!(p.argument.action, ActionKind::StoreTrue))
+        .map(|p| &p.id)
+        .collect();
+    let mut candidates = starts.clone();
+    for one in &flags {
+        for start in &starts {
+            let mut i = start.clone();
+            i.insert((*one).clone(), json!(true));
             candidates.push(i);
         }
     }
+    for one in flags.iter().filter(|f| f.as_str() == "dry_run") {
+        for other in flags.iter().filter(|f| f != &one) {
+            for start in &starts {
+                let mut i = start.clone();
+                i.insert((*one).clone(), json!(true));
+                i.insert((*other).clone(), json!(true));
+                candidates.push(i);
+            }
+        }
+    }
     let valid: Vec<Map<String, Value>> = candidates.into_iter().filter(|i| valid(i)).collect();
-    valid
+    let admitted: Vec<Map<String, Value>> = valid
         .iter()
-        .find(|i| admitted(tool, i, exec))
-        .or(valid.first())
+        .filter(|i| admitted(tool, i, exec))
+        .take(3)
         .cloned()
+        .collect();
+    if admitted.is_empty() {
+        valid.into_iter().take(1).collect()
+    } else {
+        admitted
+    }
 }
 
 struct World {
@@ -438,7 +460,9 @@ fn call(session: &mut Session, tool: &str, input: &Map<String, Value>) -> Fate {
     }
 }
 
-type Plan = Vec<(String, Vec<Map<String, Value>>)>;
+/// A tool's inputs; `true` marks the sensible ones, of which only the first that exits 0
+/// is kept running.
+type Plan = Vec<(String, Vec<(Map<String, Value>, bool)>)>;
 
 /// Each tool's inputs: the sensible one first, then schema-drawn ones.
 fn plan(worlds: &[World], seed: u64) -> Plan {
@@ -447,8 +471,9 @@ fn plan(worlds: &[World], seed: u64) -> Plan {
     let mut runner = seeded_runner(seed);
     let mut out = Vec::new();
     for tool in &tools.generated {
-        let mut list: Vec<Map<String, Value>> = sensible_input(tool, &worlds[0], false)
+        let mut list: Vec<(Map<String, Value>, bool)> = sensible_inputs(tool, &worlds[0], false)
             .into_iter()
+            .map(|i| (i, true))
             .collect();
         let mut drawn = Vec::new();
         for _ in 0..50 {
@@ -463,7 +488,7 @@ fn plan(worlds: &[World], seed: u64) -> Plan {
             );
         }
         assert!(drawn.len() >= DRAWN, "{}: too few valid inputs", tool.name);
-        list.extend(drawn);
+        list.extend(drawn.into_iter().map(|i| (i, false)));
         out.push((tool.name.clone(), list));
     }
     out
@@ -475,7 +500,7 @@ fn raw_plan() -> Plan {
     let raw = |argv: &[&str]| {
         let mut m = Map::new();
         m.insert("argv".into(), json!(argv));
-        m
+        (m, false)
     };
     vec![(
         "conda_execute".into(),
@@ -506,7 +531,10 @@ fn run_calls(world: &World, flags: &[&str], work: &Plan, label: &str) -> Outcome
     let mut state = quick_snapshot(&roots);
     for (tool, list) in work {
         let mut refused = Vec::new();
-        for input in list {
+        for (input, sensible) in list {
+            if *sensible && out.zero.get(tool) == Some(&true) {
+                continue; // a sensible input of this tool already exited 0
+            }
             out.counts.calls += 1;
             let clock = Instant::now();
             let fate = call(&mut session, tool, input);
@@ -518,7 +546,7 @@ fn run_calls(world: &World, flags: &[&str], work: &Plan, label: &str) -> Outcome
                 // Nothing ran (the final full comparison would show it otherwise).
                 Fate::Refused => {
                     out.counts.refused += 1;
-                    refused.push(input.clone());
+                    refused.push((input.clone(), *sensible));
                 }
                 Fate::Ran { exit_zero } => {
                     out.counts.ran += 1;
