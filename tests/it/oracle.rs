@@ -53,17 +53,23 @@ const INTERNAL_PROGRAMS: &[&[&str]] = &[
     // conda-completion: shell/__init__.py `detect_parent_shell` reads the process table.
     &["ps", "-ww", "-o", "pid=", "-o", "ppid=", "-o", "comm="],
 ];
-/// conda's writability probes: functions that create a marker file only to learn whether
-/// a directory is writable and treat EACCES/EPERM/EROFS as "no" (gateways/disk/create.py
-/// `create_envs_directory`, `create_package_cache_directory`; gateways/disk/test.py
-/// `file_path_is_writable`). The harness refuses their writes with EROFS, as the
-/// read-only sandbox does; the oracle then judges what conda does next.
+/// Writes conda makes only to learn whether a directory is writable, or as housekeeping
+/// it gives up on when the file system refuses: functions that treat an OSError as "no"
+/// or "skip". gateways/disk/create.py `create_envs_directory` and
+/// `create_package_cache_directory` (a marker file; EACCES/EPERM/EROFS mean "not
+/// writable"), gateways/disk/test.py `file_path_is_writable` (OSError means "no"),
+/// core/envs_manager.py `_rewrite_environments_txt` (pruning stale entries of
+/// `environments.txt` while listing environments, for every user's home when run as root;
+/// OSError is logged as "File not cleaned"). The harness refuses their writes with EROFS,
+/// as the read-only sandbox does, and counts them; the oracle then judges what conda does
+/// next. Without the sandbox these writes happen (docs/compatibility.md).
 const PROBES: &[(&str, &[&str])] = &[
     (
         "conda/gateways/disk/create.py",
         &["create_envs_directory", "create_package_cache_directory"],
     ),
     ("conda/gateways/disk/test.py", &["file_path_is_writable"]),
+    ("conda/core/envs_manager.py", &["_rewrite_environments_txt"]),
 ];
 
 /// The seed of this run: `CCM_PROPTEST_SEED`, else a fresh one; printed either way.
@@ -740,7 +746,7 @@ fn run_oracle(label: &str, default_count: usize) {
     eprintln!(
         "policy oracle on {label} ({}): {} argvs ({} compiled from tools, {} token soups), \
          {:.1} % parsed by conda, outcomes {:?}, {} with allowed cache/tmp writes, {} with \
-         internal platform probes, {} with refused writability probes, {} tried the network, {} write under an exec-only verdict, \
+         internal platform probes, {} with refused probe/housekeeping writes, {} tried the network, {} write under an exec-only verdict, \
          {} mismatches in {} classes, {:.1} s",
         conda.display(),
         cases.len(),

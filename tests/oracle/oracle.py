@@ -21,8 +21,8 @@ the first other write or any process start raises a private ``BaseException`` so
 happens and conda's own handlers cannot swallow it. Programs matching
 ``internal_programs`` (a program name or path, then the leading arguments: platform probes
 conda runs for itself) are reported missing (``FileNotFoundError``) instead, and noted in
-``internal_execs``. Writes made inside a ``probes`` function (conda's writability probes,
-which treat EACCES/EPERM/EROFS as "not writable") are refused with EROFS, as the read-only
+``internal_execs``. Writes made inside a ``probes`` function (conda's writability probes
+and housekeeping that gives up on an OSError) are refused with EROFS, as the read-only
 sandbox refuses them, and noted in ``probes``. Network access is refused with an
 ``OSError`` (conda runs offline) and noted.
 
@@ -140,9 +140,9 @@ def _internal(program, argv):
 
 
 def _probe(event, path):
-    """A write conda makes only to learn whether a directory is writable, inside a
-    function that treats EACCES/EPERM/EROFS as "not writable": refused with EROFS, as the
-    read-only sandbox refuses it, and noted."""
+    """A write conda makes only to learn whether a directory is writable, or as
+    housekeeping, inside a function that treats an OSError as "no" or "skip": refused with
+    EROFS, as the read-only sandbox refuses it, and noted."""
     frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
