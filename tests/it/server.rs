@@ -821,6 +821,8 @@ fn paths_outside_the_allowed_directories_are_refused() {
         dotdot.as_str(),
         "~",
         "file:///etc",
+        "$HOME",
+        "${OLDPWD}/x",
     ] {
         assert_eq!(
             s.call_error("conda_list", json!({"prefix": prefix})),
