@@ -42,6 +42,8 @@ pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:8089";
 /// Environment variables read besides `CONDA_EXE`.
 pub const TOKEN_VAR: &str = "CCM_MCP_TOKEN";
 pub const QUERY_PARAM_VAR: &str = "CCM_MCP_TOKEN_QUERY_PARAM";
+/// Set to 1/true/yes/on: same as `--no-sandbox`.
+pub const NO_SANDBOX_VAR: &str = "CCM_NO_SANDBOX";
 /// Shortest accepted bearer token.
 pub const MIN_TOKEN_LEN: usize = 16;
 const MAX_TOKEN_LEN: usize = 4096;
@@ -127,6 +129,10 @@ pub struct Options {
     /// Expose raw argv execution and allow conda run.
     #[arg(long, global = true)]
     pub allow_exec: bool,
+
+    /// Run read-only calls without the read-only sandbox (also CCM_NO_SANDBOX=1).
+    #[arg(long, global = true)]
+    pub no_sandbox: bool,
 
     /// Always wait for live discovery, even when the target matches a baked snapshot.
     #[arg(long, global = true)]
@@ -259,6 +265,8 @@ pub struct Config {
     pub allow_write: bool,
     pub allow_exec: bool,
     pub no_snapshot: bool,
+    /// Run read-only calls without the read-only sandbox.
+    pub no_sandbox: bool,
     pub max_queue: usize,
     pub max_session_calls: usize,
     /// Hidden tools and overrides.
@@ -362,6 +370,10 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
         allow_write: options.allow_write,
         allow_exec: options.allow_exec,
         no_snapshot: options.no_snapshot,
+        no_sandbox: options.no_sandbox
+            || env
+                .get(NO_SANDBOX_VAR)
+                .is_some_and(|v| matches!(v, "1" | "true" | "yes" | "on")),
         max_queue,
         max_session_calls,
         surface,
