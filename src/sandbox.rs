@@ -48,10 +48,11 @@ pub enum State {
     Disabled,
 }
 
-/// Does this verdict run sandboxed? Every call that needs no `--allow-write`: read-only
-/// verdicts and calls admitted by `--allow-exec` alone.
-pub fn applies(class: &Classification) -> bool {
-    class.read_only || !class.requires_write
+/// Does this verdict run sandboxed? Every read-only verdict, and, on a server without
+/// `--allow-write`, every other call that needs no `--allow-write` (admitted by
+/// `--allow-exec` alone: it may run programs, not write).
+pub fn applies(class: &Classification, allow_write: bool) -> bool {
+    class.read_only || (!class.requires_write && !allow_write)
 }
 
 /// The server's sandbox: its state, and what it needs to plan a call.
@@ -64,8 +65,8 @@ pub struct Sandbox {
 /// Everything fixed at startup.
 #[derive(Debug)]
 struct Facts {
-    /// The directory the per-call tmpfs is mounted on (created by the server, empty).
-    base: BaseDir,
+    /// Where the per-call tmpfs is mounted.
+    base: Base,
     /// `(uid, gid)` to map in a user namespace; `None` when the server is root.
     ids: Option<(u32, u32)>,
     home: Option<PathBuf>,
@@ -77,13 +78,31 @@ struct Facts {
     notices: Option<PathBuf>,
 }
 
-/// A directory removed again when the server's sandbox goes away.
+/// Where the per-call tmpfs goes: over `/dev/shm` (which then also serves as the
+/// call's private shared memory), or, where there is none, over an empty directory the
+/// server makes (and removes again when its sandbox goes away).
 #[derive(Debug)]
-struct BaseDir(PathBuf);
+enum Base {
+    Shm,
+    Dir(PathBuf),
+}
 
-impl Drop for BaseDir {
+const SHM: &str = "/dev/shm";
+
+impl Base {
+    fn path(&self) -> &Path {
+        match self {
+            Base::Shm => Path::new(SHM),
+            Base::Dir(path) => path,
+        }
+    }
+}
+
+impl Drop for Base {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.0);
+        if let Base::Dir(path) = self {
+            let _ = std::fs::remove_dir(path);
+        }
     }
 }
 
@@ -124,10 +143,11 @@ struct Prepared {
     /// `setgroups`, `uid_map`, `gid_map` contents when a user namespace is needed.
     ids: Option<(Vec<u8>, Vec<u8>)>,
     base: CString,
+    /// tmpfs options of the base.
+    base_options: CString,
     /// Directories to make in the tmpfs, parents first.
     mkdirs: Vec<CString>,
     tmpdir: PathBuf,
-    shm: Option<CString>,
     overlays: Vec<Overlay>,
     writable: Vec<CString>,
 }
@@ -218,11 +238,14 @@ impl Sandbox {
         match &self.state {
             State::Active => {
                 let mut writable = vec![
-                    json!({"path": self.facts.as_ref().map(|f| f.base.0.join("tmp")),
+                    json!({"path": self.facts.as_ref().map(|f| f.base.path().join("tmp")),
                            "kind": "tmpfs", "why": "TMPDIR: a private tmpfs, new for each call"}),
-                    json!({"path": "/dev/shm", "kind": "tmpfs",
-                           "why": "POSIX shared memory and semaphores, private to the call"}),
                 ];
+                if matches!(self.facts.as_ref().map(|f| &f.base), Some(Base::Shm)) {
+                    writable.push(json!({"path": SHM, "kind": "tmpfs",
+                        "why": "POSIX shared memory and semaphores, private to the call \
+                                (the same tmpfs as TMPDIR)"}));
+                }
                 let areas = self.areas(root_prefix);
                 for dir in &areas.caches {
                     writable.push(json!({"path": dir, "kind": "bind",
@@ -251,7 +274,7 @@ impl Sandbox {
         }
         let facts = self.facts.as_ref()?;
         let areas = self.areas(root_prefix);
-        let base = facts.base.0.clone();
+        let base = facts.base.path().to_path_buf();
         let cstring = |path: &Path| CString::new(path.as_os_str().as_encoded_bytes()).ok();
         let tmpdir = base.join("tmp");
         let mut mkdirs = vec![cstring(&tmpdir)?];
@@ -304,15 +327,16 @@ impl Sandbox {
                 format!("{gid} {gid} 1\n").into_bytes(),
             )
         });
-        let shm = Path::new("/dev/shm")
-            .is_dir()
-            .then(|| CString::new("/dev/shm").expect("no NUL"));
+        let base_options = match facts.base {
+            Base::Shm => c"mode=1777",
+            Base::Dir(_) => c"mode=0700",
+        };
         Some(Plan(Arc::new(Prepared {
             ids,
             base: cstring(&base)?,
+            base_options: base_options.to_owned(),
             mkdirs,
             tmpdir,
-            shm,
             overlays,
             writable,
         })))
@@ -419,15 +443,21 @@ impl Facts {
 }
 
 /// A new private, empty directory under `temp_dir` (mode 0700).
-fn make_base(temp_dir: &Path) -> Result<BaseDir, String> {
+fn make_base(temp_dir: &Path) -> Result<Base, String> {
     use std::os::unix::fs::DirBuilderExt;
+    let shm_is_dir = std::fs::symlink_metadata(SHM)
+        .map(|m| m.is_dir())
+        .unwrap_or(false);
+    if shm_is_dir {
+        return Ok(Base::Shm);
+    }
     for _ in 0..16 {
         let mut random = [0u8; 8];
         getrandom::fill(&mut random).map_err(|_| "no random numbers".to_owned())?;
         let name: String = random.iter().map(|b| format!("{b:02x}")).collect();
         let path = temp_dir.join(format!("ccm-sandbox-{name}"));
         match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-            Ok(()) => return Ok(BaseDir(path)),
+            Ok(()) => return Ok(Base::Dir(path)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => {
                 return Err(format!(
@@ -617,12 +647,15 @@ fn enter(plan: &Prepared) -> std::io::Result<()> {
         0,
     )?;
     let private = MountFlags::NOSUID | MountFlags::NODEV;
-    mount(c"tmpfs", &*plan.base, c"tmpfs", private, c"mode=0700")?;
+    mount(
+        c"tmpfs",
+        &*plan.base,
+        c"tmpfs",
+        private,
+        &*plan.base_options,
+    )?;
     for dir in &plan.mkdirs {
         mkdir(&**dir, Mode::from_raw_mode(0o700))?;
-    }
-    if let Some(shm) = &plan.shm {
-        let _ = mount(c"tmpfs", &**shm, c"tmpfs", private, c"mode=1777");
     }
     for overlay in &plan.overlays {
         let kept = overlay.keep.as_deref().and_then(writable_clone);
@@ -690,10 +723,13 @@ mod tests {
             requires_write,
             requires_exec,
         };
-        assert!(applies(&class(true, false, false)));
-        assert!(applies(&class(false, false, true)));
-        assert!(!applies(&class(false, true, false)));
-        assert!(!applies(&class(false, true, true)));
+        for allow_write in [false, true] {
+            assert!(applies(&class(true, false, false), allow_write));
+            assert!(!applies(&class(false, true, false), allow_write));
+            assert!(!applies(&class(false, true, true), allow_write));
+        }
+        assert!(applies(&class(false, false, true), false));
+        assert!(!applies(&class(false, false, true), true));
     }
 
     #[tokio::test]
@@ -742,8 +778,8 @@ mod tests {
         assert!(root.join("pkgs/cache/r.json").exists());
         assert!(home.join(".cache/conda/notices/n").exists());
         // The per-call tmpfs left nothing behind.
-        let base = &sandbox.facts.as_ref().unwrap().base.0;
-        assert_eq!(std::fs::read_dir(base).unwrap().count(), 0);
+        let tmpdir = sandbox.plan(Some(&root)).unwrap().tmpdir().to_path_buf();
+        assert!(!tmpdir.join("t").exists());
     }
 
     #[tokio::test]

@@ -543,7 +543,8 @@ impl Server {
         let _admitted = self.admit(&ct).await?;
         let sandbox = match self.shared.sandbox.get() {
             Some(sandbox)
-                if sandbox::applies(&class) && *sandbox.state() == sandbox::State::Active =>
+                if sandbox::applies(&class, self.shared.config.allow_write)
+                    && *sandbox.state() == sandbox::State::Active =>
             {
                 // Fail closed: an active sandbox that cannot be planned runs nothing.
                 let plan = sandbox.plan(ready.discovery.prefix.as_deref());
