@@ -364,16 +364,21 @@ impl Sandbox {
                 envs.extend(entries.flatten().map(|e| e.path()));
             }
         }
-        if let Some(text) = dot_conda
-            .as_ref()
-            .and_then(|d| std::fs::read_to_string(d.join("environments.txt")).ok())
-        {
-            envs.extend(
-                text.lines()
-                    .map(str::trim)
-                    .filter(|l| l.starts_with('/'))
-                    .map(PathBuf::from),
-            );
+        // conda reads every user's environments.txt when it runs as root
+        // (list_all_known_prefixes), only its own otherwise.
+        let mut homes: Vec<PathBuf> = facts.home.iter().cloned().collect();
+        if facts.ids.is_none() {
+            homes.extend(password_homes());
+        }
+        for home in homes {
+            if let Ok(text) = std::fs::read_to_string(home.join(".conda/environments.txt")) {
+                envs.extend(
+                    text.lines()
+                        .map(str::trim)
+                        .filter(|l| l.starts_with('/'))
+                        .map(PathBuf::from),
+                );
+            }
         }
         let push = |list: &mut Vec<PathBuf>, path: PathBuf| {
             // Only real directories (a symlink would be followed by the mount).
@@ -440,6 +445,19 @@ impl Facts {
             notices,
         })
     }
+}
+
+/// The home directories of `/etc/passwd`.
+fn password_homes() -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let mut homes: Vec<PathBuf> = text
+        .lines()
+        .filter_map(|line| line.split(':').nth(5))
+        .filter(|home| home.starts_with('/') && *home != "/")
+        .map(PathBuf::from)
+        .collect();
+    homes.dedup();
+    homes
 }
 
 /// A new private, empty directory under `temp_dir` (mode 0700).

@@ -284,3 +284,139 @@ fn an_unprivileged_server_gets_the_same_sandbox() {
     assert_eq!(a, b);
     assert_eq!(a["info"]["root_writable"], !root);
 }
+
+/// Every file, directory and symlink under `root` with a digest of its content (an absent
+/// root is an empty map).
+fn tree(root: &Path) -> BTreeMap<PathBuf, String> {
+    use sha2::{Digest, Sha256};
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let key = path.strip_prefix(root).unwrap().to_path_buf();
+        let value = if meta.is_symlink() {
+            format!("link {:?}", std::fs::read_link(&path).unwrap())
+        } else if meta.is_dir() {
+            for entry in std::fs::read_dir(&path).unwrap().flatten() {
+                stack.push(entry.path());
+            }
+            "dir".to_owned()
+        } else {
+            let bytes = std::fs::read(&path).unwrap_or_default();
+            format!("{:x}", Sha256::digest(&bytes))
+        };
+        out.insert(key, value);
+    }
+    out
+}
+
+/// The read-only tools of a real conda through the server with the sandbox: they succeed
+/// and change nothing in HOME (.condarc and the working directory included), the prefix's
+/// conda-meta or its rc file. `conda config` without `--show` (which rewrites the user's
+/// rc file) is forced through the read-only path to show the sandbox stopping a real
+/// conda write; the same call without the sandbox writes.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_read_only_tools_run_sandboxed_and_write_nothing() {
+    let conda = support::real_conda();
+    let prefix = support::real_discovery()
+        .prefix
+        .clone()
+        .expect("the real conda's prefix");
+    let home = home();
+    let cwd = home.path().join("work");
+    std::fs::create_dir(&cwd).unwrap();
+    std::fs::write(cwd.join("environment.yml"), "name: x\n").unwrap();
+    let start_in = |args: &[&str]| {
+        let mut command = support::ccm();
+        command
+            .arg("--conda-exe")
+            .arg(&conda)
+            .args(args)
+            .current_dir(&cwd)
+            .env("HOME", home.path())
+            .env(FORCE.0, "conda_config");
+        let mut s = Session::spawn(command);
+        s.initialize = s.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "ccm-tests", "version": "1"}}),
+        );
+        s.notify("notifications/initialized", json!({}));
+        s
+    };
+    let mut s = start_in(&[]);
+    assert_eq!(s.capabilities()["sandbox"]["state"], "active");
+    let watched = || {
+        (
+            tree(home.path()),
+            tree(&prefix.join("conda-meta")),
+            tree(&prefix.join(".condarc")),
+        )
+    };
+    let before = watched();
+    for (tool, arguments) in [
+        ("conda_info", json!({"json": true})),
+        ("conda_info", json!({})),
+        ("conda_list", json!({"json": true})),
+        ("conda_config", json!({"show": []})),
+        ("conda_config", json!({"show": [], "json": true})),
+        ("conda_env_list", json!({"json": true})),
+    ] {
+        let result = s.call(tool, arguments.clone());
+        assert_eq!(
+            structured(&result)["exit_code"],
+            0,
+            "{tool} {arguments}: {result}"
+        );
+    }
+    // conda's own write of the user's rc file, stopped.
+    let rc = home.path().join(".condarc");
+    s.call("conda_config", json!({}));
+    assert!(!rc.exists(), "conda config wrote {rc:?} inside the sandbox");
+    assert_eq!(before, watched(), "a read-only call changed the filesystem");
+    // Without the sandbox the same forced call writes it: the check above can fail.
+    let mut off = start_in(&["--no-sandbox"]);
+    off.call("conda_config", json!({}));
+    assert!(
+        rc.exists(),
+        "conda config did not write {rc:?} without the sandbox"
+    );
+}
+
+/// The same read-only documents from a real conda inside and outside the sandbox
+/// (`tmp_dir` aside, and `env_vars` compared as a map).
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_read_only_tools_print_the_same_inside_and_outside() {
+    let conda = support::real_conda();
+    let home = home();
+    let env = [("HOME", home.path().to_str().unwrap())];
+    let mut inside = Session::start_with(&conda, &[], &env);
+    let mut outside = Session::start_with(&conda, &["--no-sandbox"], &env);
+    let mut a = read_only_documents(&mut inside);
+    let mut b = read_only_documents(&mut outside);
+    for docs in [&mut a, &mut b] {
+        let info = docs.get_mut("info").unwrap().as_object_mut().unwrap();
+        assert!(info.remove("tmp_dir").is_some());
+    }
+    assert_eq!(a, b);
+    let text = |s: &mut Session, tool: &str, arguments: Value| {
+        let result = s.call(tool, arguments);
+        assert_eq!(structured(&result)["exit_code"], 0, "{result}");
+        structured(&result)["stdout"].as_str().unwrap().to_owned()
+    };
+    for (tool, arguments) in [
+        ("conda_list", json!({})),
+        ("conda_config", json!({"show": []})),
+        ("conda_env_list", json!({})),
+    ] {
+        assert_eq!(
+            text(&mut inside, tool, arguments.clone()),
+            text(&mut outside, tool, arguments.clone()),
+            "{tool} {arguments}"
+        );
+    }
+}
