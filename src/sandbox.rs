@@ -12,10 +12,10 @@
 //!   `<pkgs_dir>/cache` of every package cache directory, and the notices cache
 //!   (`$XDG_CACHE_HOME/conda/notices`, else `~/.cache/conda/notices`);
 //! - copy-on-write overlays whose upper layer lies in the call's tmpfs (writes succeed,
-//!   then vanish with the call) on every known environment's `conda-meta` and every
-//!   package cache directory, so that conda's writability probes (`open(…, "a+")` of
-//!   `conda-meta/history` and `<pkgs_dir>/urls.txt`) see what they see outside, with the
-//!   caller's own permissions.
+//!   then vanish with the call) on `~/.conda`, every envs and package cache directory and
+//!   every other known environment's `conda-meta`, so that conda's writability probes
+//!   (`conda-meta/history`, `<pkgs_dir>/urls.txt`, `<envs_dir>/.conda_envs_dir_test`)
+//!   see what they see outside, with the caller's own permissions.
 //!
 //! The namespace is set up in the forked child before `exec` ([`install`]): everything
 //! is prepared in the parent ([`Sandbox::plan`]), the child only makes raw system calls.
@@ -33,6 +33,9 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::policy::Classification;
+
+/// Most writable directories inside one overlay.
+const MAX_KEEPS: usize = 8;
 
 /// The environment variable that selects where children's `TMPDIR` points.
 pub const TMPDIR: &str = "TMPDIR";
@@ -158,8 +161,9 @@ struct Overlay {
     options: CString,
     /// The same with `userxattr` (needed for overlays inside a user namespace).
     options_userxattr: CString,
-    /// A subdirectory of `target` that stays the real, writable directory.
-    keep: Option<CString>,
+    /// Subdirectories of `target` that stay the real, writable directories (at most
+    /// [`MAX_KEEPS`]).
+    keeps: Vec<CString>,
 }
 
 impl Plan {
@@ -294,29 +298,26 @@ impl Sandbox {
                 upper.display(),
                 work.display()
             );
-            let keep = Some(target.join("cache")).filter(|c| areas.caches.contains(c));
+            let keeps: Vec<CString> = areas
+                .caches
+                .iter()
+                .filter(|c| c.starts_with(target))
+                .take(MAX_KEEPS)
+                .map(|c| cstring(c))
+                .collect::<Option<_>>()?;
             mkdirs.extend([cstring(&layer)?, cstring(&upper)?, cstring(&work)?]);
             overlays.push(Overlay {
                 target: cstring(target)?,
                 options_userxattr: CString::new(format!("{options},userxattr")).ok()?,
                 options: CString::new(options).ok()?,
-                keep: match keep {
-                    Some(keep) => Some(cstring(&keep)?),
-                    None => None,
-                },
+                keeps,
             });
         }
-        let kept: Vec<&PathBuf> = areas
-            .overlays
-            .iter()
-            .map(|o| o.join("cache"))
-            .filter_map(|c| areas.caches.iter().find(|k| **k == c))
-            .collect();
         let mut writable = Vec::new();
         for dir in areas
             .caches
             .iter()
-            .filter(|c| !kept.contains(c))
+            .filter(|c| !areas.overlays.iter().any(|o| c.starts_with(o)))
             .chain(&facts.notices)
         {
             writable.push(cstring(dir)?);
@@ -380,21 +381,33 @@ impl Sandbox {
                 );
             }
         }
-        let push = |list: &mut Vec<PathBuf>, path: PathBuf| {
-            // Only real directories (a symlink would be followed by the mount).
-            let is_dir = std::fs::symlink_metadata(&path)
+        // Only real directories (a symlink would be followed by the mount).
+        let is_dir = |path: &Path| {
+            std::fs::symlink_metadata(path)
                 .map(|m| m.is_dir())
-                .unwrap_or(false);
-            if is_dir && !list.contains(&path) {
-                list.push(path);
+                .unwrap_or(false)
+        };
+        // Overlays never nest: a directory inside a chosen one is covered by it.
+        let mut add = |path: PathBuf| {
+            if is_dir(&path) && !areas.overlays.iter().any(|t| path.starts_with(t)) {
+                areas.overlays.retain(|t| !t.starts_with(&path));
+                areas.overlays.push(path);
             }
         };
-        for env in envs {
-            push(&mut areas.overlays, env.join("conda-meta"));
-        }
+        // ~/.conda (its envs, pkgs and environments.txt), every envs and pkgs directory
+        // (envs directory probes, package cache probes), every environment's conda-meta
+        // (the conda-meta/history probe).
+        dot_conda.into_iter().for_each(&mut add);
+        envs_dirs.into_iter().for_each(&mut add);
+        pkgs.iter().cloned().for_each(&mut add);
+        envs.into_iter()
+            .map(|e| e.join("conda-meta"))
+            .for_each(&mut add);
         for dir in pkgs {
-            push(&mut areas.caches, dir.join("cache"));
-            push(&mut areas.overlays, dir);
+            let cache = dir.join("cache");
+            if is_dir(&cache) && !areas.caches.contains(&cache) {
+                areas.caches.push(cache);
+            }
         }
         areas
     }
@@ -676,7 +689,12 @@ fn enter(plan: &Prepared) -> std::io::Result<()> {
         mkdir(&**dir, Mode::from_raw_mode(0o700))?;
     }
     for overlay in &plan.overlays {
-        let kept = overlay.keep.as_deref().and_then(writable_clone);
+        // Clones of the real directories that stay writable, taken before the overlay
+        // covers them.
+        let mut kept: [Option<rustix::fd::OwnedFd>; MAX_KEEPS] = [const { None }; MAX_KEEPS];
+        for (slot, keep) in kept.iter_mut().zip(&overlay.keeps) {
+            *slot = writable_clone(keep);
+        }
         let user = plan.ids.is_some();
         let first = if user {
             &overlay.options_userxattr
@@ -691,8 +709,10 @@ fn enter(plan: &Prepared) -> std::io::Result<()> {
             };
             let _ = mount(c"overlay", &*overlay.target, c"overlay", private, &**second);
         }
-        if let (Some(fd), Some(keep)) = (kept, overlay.keep.as_deref()) {
-            attach(fd, keep);
+        for (slot, keep) in kept.iter_mut().zip(&overlay.keeps) {
+            if let Some(fd) = slot.take() {
+                attach(fd, keep);
+            }
         }
     }
     for dir in &plan.writable {
@@ -758,7 +778,8 @@ mod tests {
         std::fs::create_dir_all(root.join("conda-meta")).unwrap();
         std::fs::write(root.join("conda-meta/history"), "old\n").unwrap();
         std::fs::create_dir_all(root.join("pkgs/cache")).unwrap();
-        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(home.join(".conda")).unwrap();
+        std::fs::write(home.join(".conda/environments.txt"), "").unwrap();
         let sandbox =
             Sandbox::probe(&inputs(&home, temp.path()), Path::new("/bin/true"), &[]).await;
         assert_eq!(sandbox.state(), &State::Active, "{sandbox:?}");
@@ -771,6 +792,7 @@ mod tests {
              echo r > {root}/pkgs/cache/r.json && echo cache-ok
              echo n > {home}/.cache/conda/notices/n && echo notices-ok
              touch {root}/pkgs/urls.txt && echo pkgs-ok
+             echo {root} >> {home}/.conda/environments.txt && echo registry-ok
              echo done",
             home = home.display(),
             root = root.display()
@@ -781,7 +803,7 @@ mod tests {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert_eq!(
             stdout,
-            "tmp-ok\nmeta-ok\ncache-ok\nnotices-ok\npkgs-ok\ndone\n",
+            "tmp-ok\nmeta-ok\ncache-ok\nnotices-ok\npkgs-ok\nregistry-ok\ndone\n",
             "stderr: {}",
             String::from_utf8_lossy(&out.stderr)
         );
@@ -793,6 +815,10 @@ mod tests {
             "old\n"
         );
         assert!(!root.join("pkgs/urls.txt").exists());
+        assert_eq!(
+            std::fs::read_to_string(home.join(".conda/environments.txt")).unwrap(),
+            ""
+        );
         assert!(root.join("pkgs/cache/r.json").exists());
         assert!(home.join(".cache/conda/notices/n").exists());
         // The per-call tmpfs left nothing behind.

@@ -180,15 +180,15 @@ fn read_only_tools_print_the_same_inside_and_outside() {
     for details in a["envs"]["envs_details"].as_object().unwrap().values() {
         assert_eq!(details["writable"], true, "{details}");
     }
-    // The overlays of every environment's conda-meta are listed.
+    // The base's conda-meta and the envs directory (which holds t1) are overlays.
     let caps = inside.capabilities();
     let paths = writable_paths(&caps);
     let prefix = &support::fixture().prefix;
-    for env in [prefix.clone(), prefix.join("envs/t1")] {
-        let meta = env.join("conda-meta").to_string_lossy().into_owned();
+    for dir in [prefix.join("conda-meta"), prefix.join("envs")] {
+        let dir = dir.to_string_lossy().into_owned();
         assert!(
-            paths.contains(&(meta.clone(), "overlay".to_owned())),
-            "{meta} in {paths:?}"
+            paths.contains(&(dir.clone(), "overlay".to_owned())),
+            "{dir} in {paths:?}"
         );
     }
 }
