@@ -622,7 +622,10 @@ fn writable_clone(path: &std::ffi::CStr) -> Option<rustix::fd::OwnedFd> {
     let fd = open_tree(
         rustix::fs::CWD,
         path,
-        OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC,
+        // A symlink put in the directory's place is not followed (the clone then fails).
+        OpenTreeFlags::OPEN_TREE_CLONE
+            | OpenTreeFlags::OPEN_TREE_CLOEXEC
+            | OpenTreeFlags::AT_SYMLINK_NOFOLLOW,
     )
     .ok()?;
     use std::os::fd::AsRawFd;
@@ -638,6 +641,7 @@ fn writable_clone(path: &std::ffi::CStr) -> Option<rustix::fd::OwnedFd> {
 }
 
 #[cfg(target_os = "linux")]
+/// Mount a detached clone at `path` (best effort; a symlink at `path` is not followed).
 fn attach(fd: rustix::fd::OwnedFd, path: &std::ffi::CStr) {
     use rustix::mount::{MoveMountFlags, move_mount};
     let _ = move_mount(
@@ -720,8 +724,30 @@ fn enter(plan: &Prepared) -> std::io::Result<()> {
             attach(fd, dir);
         }
     }
+    if plan.ids.is_none() {
+        // A root child keeps root's capabilities: take away those that would undo the
+        // sandbox (remount, unmount), reach the server (ptrace) or the kernel. It and its
+        // descendants can never regain them; a user namespace it makes locks the mounts.
+        for cap in DROPPED_CAPABILITIES {
+            // SAFETY: prctl with integer arguments only.
+            if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+    }
     Ok(())
 }
+
+/// Capabilities a root server's sandboxed children lose (bounding set).
+#[cfg(target_os = "linux")]
+const DROPPED_CAPABILITIES: [libc::c_ulong; 6] = [
+    21, // CAP_SYS_ADMIN: mount, remount, unmount, namespaces
+    19, // CAP_SYS_PTRACE: the server's memory
+    16, // CAP_SYS_MODULE: kernel modules
+    17, // CAP_SYS_RAWIO: ioperm, /dev/mem
+    27, // CAP_MKNOD: new device nodes
+    22, // CAP_SYS_BOOT: reboot
+];
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
@@ -824,6 +850,51 @@ mod tests {
         // The per-call tmpfs left nothing behind.
         let tmpdir = sandbox.plan(Some(&root)).unwrap().tmpdir().to_path_buf();
         assert!(!tmpdir.join("t").exists());
+    }
+
+    /// What a program run by `conda run` under `--allow-exec` alone might try: undo the
+    /// read-only mounts, directly or from a user namespace of its own, then write.
+    #[tokio::test]
+    async fn a_child_cannot_undo_the_sandbox() {
+        let temp = tempfile::tempdir().unwrap();
+        let home = temp.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let sandbox =
+            Sandbox::probe(&inputs(&home, temp.path()), Path::new("/bin/true"), &[]).await;
+        assert_eq!(sandbox.state(), &State::Active, "{sandbox:?}");
+        let target = home.join("escaped");
+        let script = format!(
+            "t={target}
+             mount -o remount,rw / ; echo a >> $t
+             mount -o remount,bind,rw / ; echo b >> $t
+             mount -o remount,rw {home} ; echo c >> $t
+             umount -l /dev/shm ; echo d >> $t
+             mount -t tmpfs tmpfs {home} ; echo e >> $t
+             unshare -rm sh -c 'mount -o remount,rw /; mount -o remount,bind,rw /; echo f >> $0' $t
+             unshare -rm sh -c 'umount -l /; echo g >> $0' $t
+             echo done",
+            target = target.display(),
+            home = home.display()
+        );
+        let out = crate::exec::run(&sh(&script, sandbox.plan(None)), &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(
+            out.stdout,
+            b"done\n",
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!target.exists(), "{:?}", std::fs::read_to_string(&target));
+        // Without the sandbox the same script writes (so the check above can fail).
+        let out = crate::exec::run(
+            &sh(&format!("echo x >> {}", target.display()), None),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out.exit_code, Some(0));
+        assert!(target.exists());
     }
 
     #[tokio::test]

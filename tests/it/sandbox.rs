@@ -124,6 +124,11 @@ fn exec_without_write_runs_in_the_sandbox() {
     let result = s.call("conda_run", arguments.clone());
     assert_eq!(result["isError"], true, "{result}");
     assert!(!target.exists());
+    // Undoing the read-only mounts first does not help.
+    let undo = format!("mount -o remount,rw / ; mount -o remount,bind,rw / ; {script}");
+    let result = s.call("conda_run", json!({"executable_call": ["sh", "-c", undo]}));
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(!target.exists());
     // The raw tool takes the same path.
     let result = s.call(
         "conda_execute",
