@@ -4,9 +4,9 @@
 //! without `--allow-write`, runs in a private mount namespace (plus a user namespace when
 //! the server is not root) in which every mount is read-only, except:
 //!
-//! - a private tmpfs, fresh for each call, at a directory the server owns; the child's
-//!   `TMPDIR` points into it, and it holds the upper layers below;
-//! - a private tmpfs on `/dev/shm` (POSIX shared memory and semaphores);
+//! - a private tmpfs, fresh for each call, over `/dev/shm` (POSIX shared memory and
+//!   semaphores; where there is none, over an empty directory the server makes): the
+//!   child's `TMPDIR` points into it, and it holds the upper layers below;
 //! - the caches conda legitimately updates on reads, bound writable from the real
 //!   filesystem so that they keep working across calls: the repodata cache
 //!   `<pkgs_dir>/cache` of every package cache directory, and the notices cache
@@ -21,7 +21,9 @@
 //! is prepared in the parent ([`Sandbox::plan`]), the child only makes raw system calls.
 //! Setting up the namespaces, the read-only remount and the tmpfs are mandatory (the child
 //! does not start when one fails); overlays and writable binds are best effort (a failure
-//! leaves that directory read-only). At startup [`Sandbox::probe`] runs one trivial child
+//! leaves that directory read-only). A child cannot undo the sandbox: a non-root child has
+//! no capabilities after `exec`, a root child loses the dangerous ones from its bounding
+//! set, and a user namespace either makes locks the read-only mounts. At startup [`Sandbox::probe`] runs one trivial child
 //! in the sandbox; when that fails the server says why and runs children as before.
 //!
 //! Linux ≥ 5.12 (`mount_setattr`); overlays in user namespaces need Linux ≥ 5.11.
@@ -907,6 +909,27 @@ mod tests {
             .unwrap();
         assert_eq!(out.exit_code, Some(0));
         assert!(file.exists());
+    }
+
+    #[test]
+    fn an_unavailable_or_disabled_sandbox_plans_nothing() {
+        let unavailable = Sandbox::unavailable("no namespaces here");
+        assert!(unavailable.plan(Some(Path::new("/"))).is_none());
+        assert_eq!(
+            unavailable.describe(None),
+            json!({"state": "unavailable", "reason": "no namespaces here"})
+        );
+        let disabled = Sandbox::disabled();
+        assert!(disabled.plan(None).is_none());
+        assert_eq!(disabled.describe(None)["state"], "disabled");
+    }
+
+    #[test]
+    fn explanations_name_the_cause() {
+        let text = explain(&std::io::Error::from_raw_os_error(libc::EPERM));
+        assert!(text.contains("not permitted"), "{text}");
+        let text = explain(&std::io::Error::from_raw_os_error(libc::ENOSYS));
+        assert!(text.contains("5.12"), "{text}");
     }
 
     #[test]
