@@ -666,9 +666,23 @@ fn enter(plan: &Prepared) -> std::io::Result<()> {
     match &plan.ids {
         Some((uid_map, gid_map)) => {
             unsafe { unshare_unsafe(UnshareFlags::NEWUSER | UnshareFlags::NEWNS) }?;
-            write_file(c"/proc/self/setgroups", b"deny")?;
-            write_file(c"/proc/self/uid_map", uid_map)?;
-            write_file(c"/proc/self/gid_map", gid_map)?;
+            // A non-dumpable process's /proc files belong to root, so it could not write
+            // its own maps: be dumpable for these three writes only (exec resets the flag
+            // anyway).
+            // SAFETY: prctl with integer arguments only.
+            let dumpable = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) };
+            if dumpable != 1 {
+                // SAFETY: as above.
+                unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
+            }
+            let written = write_file(c"/proc/self/setgroups", b"deny")
+                .and_then(|()| write_file(c"/proc/self/uid_map", uid_map))
+                .and_then(|()| write_file(c"/proc/self/gid_map", gid_map));
+            if dumpable != 1 {
+                // SAFETY: as above.
+                unsafe { libc::prctl(libc::PR_SET_DUMPABLE, dumpable.max(0), 0, 0, 0) };
+            }
+            written?;
         }
         None => unsafe { unshare_unsafe(UnshareFlags::NEWNS) }?,
     }
@@ -930,6 +944,30 @@ mod tests {
         assert!(text.contains("not permitted"), "{text}");
         let text = explain(&std::io::Error::from_raw_os_error(libc::ENOSYS));
         assert!(text.contains("5.12"), "{text}");
+    }
+
+    /// A server that protects its memory (`PR_SET_DUMPABLE` 0) passes that on to the forked
+    /// child, whose /proc files then belong to root: writing its own uid_map must still
+    /// work (it matters when the server is not root).
+    #[tokio::test]
+    async fn works_when_the_server_is_not_dumpable() {
+        // SAFETY: prctl with integer arguments only; affects this test process alone.
+        assert_eq!(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) }, 0);
+        let temp = tempfile::tempdir().unwrap();
+        let sandbox = Sandbox::probe(
+            &inputs(temp.path(), temp.path()),
+            Path::new("/bin/true"),
+            &[],
+        )
+        .await;
+        assert_eq!(sandbox.state(), &State::Active, "{sandbox:?}");
+        let out = crate::exec::run(
+            &sh("echo ok", sandbox.plan(None)),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out.stdout, b"ok\n");
     }
 
     #[test]
