@@ -789,7 +789,10 @@ async fn probe_sandbox(disabled: bool) -> Sandbox {
         tracing::warn!("--no-sandbox: read-only calls run without the read-only sandbox");
         return Sandbox::disabled();
     }
-    let program = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/bin/true"));
+    let program = std::env::current_exe()
+        .ok()
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("/bin/true"));
     let args: &[&str] = if program.ends_with("true") {
         &[]
     } else {
