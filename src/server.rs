@@ -457,6 +457,7 @@ impl Server {
         if sandbox::forced_read_only(name) {
             class.read_only = true;
             class.requires_write = false;
+            class.requires_exec = false;
         }
         self.enforce(&class)?;
         self.execute(
