@@ -47,6 +47,8 @@ pub struct Spec {
     pub stderr_limit: usize,
     /// Environment variables removed from the inherited environment.
     pub env_remove: Vec<&'static str>,
+    /// Run the child in this read-only sandbox ([`crate::sandbox`]).
+    pub sandbox: Option<crate::sandbox::Plan>,
 }
 
 /// How a run ended.
@@ -89,6 +91,9 @@ pub async fn run(spec: &Spec, cancel: &CancellationToken) -> std::io::Result<Out
     }
     for name in &spec.env_remove {
         command.env_remove(name);
+    }
+    if let Some(plan) = &spec.sandbox {
+        crate::sandbox::install(&mut command, plan);
     }
     let mut child = command.spawn()?;
     let pgid = child.id().map(|id| id as i32);
@@ -323,6 +328,7 @@ mod tests {
             stdout_limit: limit,
             stderr_limit: limit,
             env_remove: Vec::new(),
+            sandbox: None,
         }
     }
 

@@ -14,6 +14,7 @@ pub mod exec;
 pub mod layout;
 pub mod policy;
 pub mod report;
+pub mod sandbox;
 pub mod schema;
 pub mod server;
 pub mod snapshot;

@@ -41,6 +41,7 @@ use crate::confine::Confinement;
 use crate::discovery::{self, Discovery, Target, stamp};
 use crate::exec::{self, Executor};
 use crate::policy::{self, Classification, Grants, Origin};
+use crate::sandbox::{self, Sandbox};
 use crate::surface::Surface;
 use crate::toolset::{COMPLETION_TOOL, Compiler, EXECUTE_TOOL, Settings, Toolset};
 use crate::{argv, completion};
@@ -97,6 +98,8 @@ struct Shared {
     completion: tokio::sync::Mutex<Option<CompletionCache>>,
     /// Set when the tool list cannot be served (an override collision): the server stops.
     fatal: watch::Sender<Option<String>>,
+    /// The read-only sandbox, probed once before the tools are served.
+    sandbox: std::sync::OnceLock<Sandbox>,
 }
 
 /// The MCP server (cheap to clone; clones share one state, including the session's).
@@ -214,8 +217,10 @@ impl Server {
             restart: Mutex::new(Restart::default()),
             completion: tokio::sync::Mutex::new(None),
             fatal,
+            sandbox: std::sync::OnceLock::new(),
             config,
         });
+        let probe = tokio::spawn(probe_sandbox(shared.config.no_sandbox));
         let settings = Settings {
             allow_exec: shared.config.allow_exec,
             classify: shared.config.classify.clone(),
@@ -226,6 +231,10 @@ impl Server {
         let state = Arc::clone(&shared);
         tokio::spawn(async move {
             let started = std::time::Instant::now();
+            let sandbox = probe
+                .await
+                .unwrap_or_else(|_| Sandbox::unavailable("the sandbox probe failed"));
+            let _ = state.sandbox.set(sandbox);
             match crate::startup::fast_start(&conda_exe, no_snapshot) {
                 Ok(fast) => {
                     let snapshot = fast.snapshot;
@@ -411,6 +420,11 @@ impl Server {
         };
         let restart = raw(&restart);
         let startup = raw(&startup);
+        let sandbox = raw(&match self.shared.sandbox.get() {
+            Some(sandbox) => sandbox.describe(ready.discovery.prefix.as_deref()),
+            None => Value::Null,
+        });
+        document.insert("sandbox", &sandbox);
         document.insert("restart", &restart);
         document.insert("startup", &startup);
         serde_json::to_string(&document).expect("raw JSON parts serialize")
@@ -446,7 +460,7 @@ impl Server {
         }
         .map_err(|e| invalid_arguments(&e))?;
         let root = ready.discovery.catalog.root.as_ref();
-        let class = policy::classify(
+        let mut class = policy::classify(
             &ready.toolset.rules,
             root,
             &argv,
@@ -454,6 +468,11 @@ impl Server {
                 opaque: tool.opaque,
             },
         );
+        if sandbox::forced_read_only(name) {
+            class.read_only = true;
+            class.requires_write = false;
+            class.requires_exec = false;
+        }
         self.enforce(&class)?;
         self.confine(&ready, &class, &argv, None)?;
         self.execute(
@@ -582,6 +601,21 @@ impl Server {
         ct: CancellationToken,
     ) -> Result<CallToolResult, Refusal> {
         let _admitted = self.admit(&ct).await?;
+        let sandbox = match self.shared.sandbox.get() {
+            Some(sandbox)
+                if sandbox::applies(&class, self.shared.config.allow_write)
+                    && *sandbox.state() == sandbox::State::Active =>
+            {
+                // Fail closed: an active sandbox that cannot be planned runs nothing.
+                let plan = sandbox.plan(ready.discovery.prefix.as_deref());
+                if plan.is_none() {
+                    tracing::error!("the sandbox could not be prepared for a read-only call");
+                    return Err(internal().into());
+                }
+                plan
+            }
+            _ => None,
+        };
         let spec = exec::Spec {
             program: self.shared.config.conda_exe.clone(),
             args: argv.into_iter().map(Into::into).collect(),
@@ -591,6 +625,7 @@ impl Server {
             stdout_limit: self.shared.config.output_limit,
             stderr_limit: self.shared.config.output_limit,
             env_remove: Vec::new(),
+            sandbox,
         };
         let outcome = match exec::run(&spec, &ct).await {
             Ok(outcome) => outcome,
@@ -805,6 +840,36 @@ fn manifest_identity(path: Option<&Path>) -> Option<Value> {
         }
         Err(_) => Some(Value::Null),
     }
+}
+
+/// Probe the read-only sandbox once (a trial run of this executable's `--version`) and
+/// say at startup what the children of read-only calls get.
+async fn probe_sandbox(disabled: bool) -> Sandbox {
+    if disabled {
+        tracing::warn!("--no-sandbox: read-only calls run without the read-only sandbox");
+        return Sandbox::disabled();
+    }
+    let program = std::env::current_exe()
+        .ok()
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("/bin/true"));
+    let args: &[&str] = if program.ends_with("true") {
+        &[]
+    } else {
+        &["--version"]
+    };
+    let sandbox = Sandbox::probe(&sandbox::Inputs::from_process(), &program, args).await;
+    match sandbox.state() {
+        sandbox::State::Active => {
+            tracing::info!("read-only calls run in a read-only sandbox (private mount namespace)")
+        }
+        sandbox::State::Unavailable(reason) => tracing::warn!(
+            %reason,
+            "the read-only sandbox is unavailable; read-only calls run without it"
+        ),
+        sandbox::State::Disabled => {}
+    }
+    sandbox
 }
 
 /// Canonical JSON text as a raw value.

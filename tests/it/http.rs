@@ -426,6 +426,9 @@ fn sessions_have_their_own_execution_limit() {
             "conda_behave=write",
             "--classify",
             "conda_tune=write",
+            // The pid files live in a temporary directory outside the default HTTP scope.
+            "--allow-paths",
+            "/",
             "--max-session-calls",
             "1",
         ],
