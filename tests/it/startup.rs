@@ -72,7 +72,10 @@ fn a_parser_change_behind_the_stamp_requires_a_restart() {
     assert_eq!(caps["startup"]["confirmation"], "differs");
     assert_eq!(caps["restart"]["required"], true);
     let reason = caps["restart"]["reason"].as_str().unwrap();
-    assert!(reason.contains("command `info` changed"), "{reason}");
+    assert!(
+        reason.contains("command `info`: argument `brand_new` is new"),
+        "{reason}"
+    );
     // The tool list never changes in place; every result says restart.
     assert_eq!(s.tools(), tools);
     let r = s.call("conda_list", json!({"json": true}));
