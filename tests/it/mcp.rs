@@ -35,6 +35,11 @@ impl Session {
         for (k, v) in env {
             command.env(k, v);
         }
+        Self::spawn_initialized(command)
+    }
+
+    /// Spawn `command` (a `ccm` server) and initialize.
+    pub fn spawn_initialized(command: Command) -> Session {
         let mut session = Self::spawn(command);
         session.initialize = session.request(
             "initialize",
