@@ -36,6 +36,10 @@ fn main() -> ExitCode {
                 timeout: config.timeout,
             };
             let found = runtime.block_on(discovery::discover(&target));
+            if let Some(line) = found.not_a_conda(&config.conda_exe) {
+                eprintln!("ccm: error: {line}");
+                return exit(cli::EXIT_USAGE);
+            }
             let document = serde_json::json!({
                 "catalog": found.catalog,
                 "conda_version": found.catalog.conda_version,
@@ -57,6 +61,10 @@ fn main() -> ExitCode {
                 timeout: config.timeout,
             };
             let found = runtime.block_on(discovery::discover(&target));
+            if let Some(line) = found.not_a_conda(&config.conda_exe) {
+                eprintln!("ccm: error: {line}");
+                return exit(cli::EXIT_USAGE);
+            }
             for d in found.catalog.diagnostics.iter().filter(|d| d.blocking) {
                 eprintln!(
                     "ccm: {}: {}",

@@ -248,6 +248,11 @@ impl Server {
                 }
                 Err(reason) => {
                     let found = discovery::discover(&target).await;
+                    // Not a conda at all: stop (exit status 2) rather than serve no tools.
+                    if let Some(line) = found.not_a_conda(&conda_exe) {
+                        state.fatal.send_replace(Some(line));
+                        return;
+                    }
                     let Some(ready) = state.serveable(build_ready(
                         found,
                         &settings,
@@ -536,7 +541,8 @@ impl Server {
         let outcome = match exec::run(&spec, &ct).await {
             Ok(outcome) => outcome,
             Err(error) => {
-                tracing::error!(kind = ?error.kind(), "conda could not be started");
+                let why = exec::plain_os_error(&error);
+                tracing::error!(%why, "conda could not be started");
                 return Err(ErrorData::internal_error("conda could not be started", None).into());
             }
         };

@@ -90,6 +90,11 @@ impl Session {
         }
     }
 
+    /// The server's exit status, if it has ended.
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

@@ -537,22 +537,47 @@ fn restart_required_after_a_plugin_change() {
     );
 }
 
+/// A target whose discovery finds no parser at all is not served with an empty tool
+/// list: the server stops with status 2 and says why on stderr, even while the client
+/// keeps its end open.
 #[test]
-fn discovery_failure_still_serves() {
+fn discovery_failure_stops_the_server() {
     let dir = tempfile::tempdir().unwrap();
     let fake = dir.path().join("conda");
     std::fs::write(&fake, "#!/bin/sh\nexit 9\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut s = Session::start(&fake, &[]);
-    assert!(s.tools().is_empty());
-    let caps = s.capabilities();
-    assert_eq!(caps["catalog"]["root"], Value::Null);
-    assert_eq!(caps["conda_version"], "unknown");
-    assert_eq!(caps["catalog"]["diagnostics"][0]["path"], json!([]));
+    let mut command = support::ccm();
+    command.arg("--conda-exe").arg(&fake);
+    let mut s = Session::spawn(command);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = s.try_wait() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server kept running"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(2));
+    // The stderr reader may still be draining the pipe.
+    let err = loop {
+        let err = s.stderr.lock().unwrap().clone();
+        if err.ends_with('\n') || std::time::Instant::now() > deadline {
+            break err;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     assert_eq!(
-        caps["catalog"]["diagnostics"][0]["reason"],
-        "conda info exited with status 9"
+        err,
+        format!(
+            "ccm: error: {} is not a working conda (conda info exited with status 9). Point \
+             --conda-exe (or CONDA_EXE) at an installed conda's executable (<prefix>/bin/conda; \
+             `conda info` must run there)\n",
+            fake.display()
+        )
     );
 }
 
