@@ -774,3 +774,60 @@ fn real_conda_completion_metadata() {
         );
     }
 }
+
+/// conda's default-no prompt (removing a whole environment) reads end of input as "no",
+/// prints `CondaSystemExit: Exiting.` and exits 0: an error result with a stable code and
+/// the way out, not a success.
+#[test]
+fn a_declined_confirmation_prompt_is_an_error() {
+    let fixture = support::build_fixture(&[]);
+    let mut s = Session::start(&fixture.conda, &["--allow-write"]);
+    let r = s.call("conda_remove", json!({"all": true, "name": "t1"}));
+    assert_eq!(r["isError"], true, "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("not_confirmed: "), "{text}");
+    assert!(text.contains("`yes: true`"), "{text}");
+    assert_eq!(structured(&r)["exit_code"], 0);
+    assert!(
+        structured(&r)["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("CondaSystemExit: Exiting.")
+    );
+    // Confirmed, it runs.
+    let r = s.call(
+        "conda_remove",
+        json!({"all": true, "name": "t1", "yes": true}),
+    );
+    assert_ne!(r["isError"], true, "{r}");
+    assert_eq!(reported_argv(&r), ["remove", "--name=t1", "--yes", "--all"]);
+    // A successful run that merely mentions the text elsewhere is not a declined prompt.
+    let r = s.call("conda_behave", json!({"text": "CondaSystemExit: Exiting."}));
+    assert_ne!(r["isError"], true, "{r}");
+}
+
+/// Real conda: `conda create -p <an existing directory that is not an environment>` asks
+/// "Continue creating environment (y/[n])?" and reads end of input as no.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_declined_prompt_is_not_confirmed() {
+    let conda = support::real_conda();
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("not-an-env");
+    std::fs::create_dir(&target).unwrap();
+    let mut s = Session::start(&conda, &["--allow-write"]);
+    let r = s.call("conda_create", json!({"prefix": target}));
+    assert_eq!(r["isError"], true, "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("not_confirmed: "), "{text}");
+    assert_eq!(structured(&r)["exit_code"], 0);
+    assert!(
+        structured(&r)["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("Continue creating environment (y/[n])?"),
+        "{r}"
+    );
+    // Nothing was created.
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+}
