@@ -262,6 +262,11 @@ impl Server {
                 }
                 Err(reason) => {
                     let found = discovery::discover(&target).await;
+                    // Not a conda at all: stop (exit status 2) rather than serve no tools.
+                    if let Some(line) = found.not_a_conda(&conda_exe) {
+                        state.fatal.send_replace(Some(line));
+                        return;
+                    }
                     let Some(ready) = state.serveable(build_ready(
                         found,
                         &settings,
@@ -630,7 +635,8 @@ impl Server {
         let outcome = match exec::run(&spec, &ct).await {
             Ok(outcome) => outcome,
             Err(error) => {
-                tracing::error!(kind = ?error.kind(), "conda could not be started");
+                let why = exec::plain_os_error(&error);
+                tracing::error!(%why, "conda could not be started");
                 return Err(ErrorData::internal_error("conda could not be started", None).into());
             }
         };
@@ -1017,7 +1023,10 @@ pub fn execution_result(outcome: &exec::Outcome, restart_required: bool) -> Call
         "stderr_truncated": outcome.stderr_truncated,
         "restart_required": restart_required,
     });
-    let mut summary = if outcome.timed_out {
+    let declined = declined_prompt(outcome);
+    let mut summary = if declined {
+        NOT_CONFIRMED.to_owned()
+    } else if outcome.timed_out {
         "conda command timed out".to_owned()
     } else if outcome.cancelled {
         "conda command was cancelled".to_owned()
@@ -1030,7 +1039,7 @@ pub fn execution_result(outcome: &exec::Outcome, restart_required: bool) -> Call
     if restart_required && !outcome.timed_out && !outcome.cancelled {
         summary.push_str(RESTART_SUFFIX);
     }
-    let failed = outcome.exit_code != Some(0) || outcome.timed_out || outcome.cancelled;
+    let failed = outcome.exit_code != Some(0) || outcome.timed_out || outcome.cancelled || declined;
     let content = vec![
         ContentBlock::text(summary),
         ContentBlock::text(canonical_json(&structured)),
@@ -1042,6 +1051,27 @@ pub fn execution_result(outcome: &exec::Outcome, restart_required: bool) -> Call
     };
     result.structured_content = Some(structured);
     result
+}
+
+/// The summary of a run that ended at a declined confirmation prompt (stable code first).
+pub const NOT_CONFIRMED: &str = "not_confirmed: conda asked for confirmation, read no answer \
+     and declined (its default is no), so nothing was done. Call the tool again with \
+     `yes: true` (conda's --yes) to confirm";
+
+/// conda's abort at a default-no confirmation prompt: `confirm_yn` raises
+/// `CondaSystemExit("Exiting.")` when the answer (end of input here: stdin is empty) is
+/// "no", and conda prints it as `CondaSystemExit: Exiting.` on stderr and exits 0.
+fn declined_prompt(outcome: &exec::Outcome) -> bool {
+    outcome.exit_code == Some(0)
+        && !outcome.timed_out
+        && !outcome.cancelled
+        && !outcome.stderr_truncated
+        && outcome
+            .stderr
+            .split(|b| *b == b'\n')
+            .map(|line| line.trim_ascii())
+            .rfind(|line| !line.is_empty())
+            == Some(b"CondaSystemExit: Exiting.".as_slice())
 }
 
 fn capacity_result(code: &str, message: &str) -> CallToolResult {

@@ -431,6 +431,9 @@ fn sessions_have_their_own_execution_limit() {
             "/",
             "--max-session-calls",
             "1",
+            // The pid files live in a temporary directory, outside the default HTTP scope.
+            "--allow-paths",
+            "/",
         ],
         &[("CCM_MCP_TOKEN", TOKEN)],
     );
