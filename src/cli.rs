@@ -45,6 +45,8 @@ pub const TOKEN_VAR: &str = "CCM_MCP_TOKEN";
 pub const QUERY_PARAM_VAR: &str = "CCM_MCP_TOKEN_QUERY_PARAM";
 pub const CLASSIFY_VAR: &str = "CCM_CLASSIFY";
 pub const ALLOW_PATHS_VAR: &str = "CCM_ALLOW_PATHS";
+/// Set to 1/true/yes/on: same as `--no-sandbox`.
+pub const NO_SANDBOX_VAR: &str = "CCM_NO_SANDBOX";
 /// Shortest accepted bearer token.
 pub const MIN_TOKEN_LEN: usize = 16;
 const MAX_TOKEN_LEN: usize = 4096;
@@ -148,6 +150,9 @@ pub struct Options {
     /// comma-separated). Governs the command through conda_execute too.
     #[arg(long = "classify", value_name = "TOOL=ACCESS", global = true)]
     pub classify: Vec<String>,
+    /// Run read-only calls without the read-only sandbox (also CCM_NO_SANDBOX=1).
+    #[arg(long, global = true)]
+    pub no_sandbox: bool,
 
     /// Always wait for live discovery, even when the target matches a baked snapshot.
     #[arg(long, global = true)]
@@ -285,6 +290,8 @@ pub struct Config {
     /// `--allow-paths` directories (absolute); `None`: the transport's default scope.
     pub allow_paths: Option<Vec<PathBuf>>,
     pub no_snapshot: bool,
+    /// Run read-only calls without the read-only sandbox.
+    pub no_sandbox: bool,
     pub max_queue: usize,
     pub max_session_calls: usize,
     /// Hidden tools and overrides.
@@ -394,6 +401,10 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
         classify,
         allow_paths,
         no_snapshot: options.no_snapshot,
+        no_sandbox: options.no_sandbox
+            || env
+                .get(NO_SANDBOX_VAR)
+                .is_some_and(|v| matches!(v, "1" | "true" | "yes" | "on")),
         max_queue,
         max_session_calls,
         surface,

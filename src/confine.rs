@@ -75,12 +75,19 @@ impl Confinement {
             return Ok(());
         }
         for value in argv.iter().flat_map(|t| values(t)) {
-            let Some(path) = path_like(value, home) else {
-                continue;
-            };
-            let resolved = resolve(&cwd.join(path));
-            if !self.allowed.iter().any(|dir| resolved.starts_with(dir)) {
+            // conda expands `$VAR`/`${VAR}` in paths (conda/common/path/__init__.py:105
+            // `expandvars`), so the text alone cannot say where they point.
+            if value.contains('$') {
                 return Err(Outside);
+            }
+            for piece in std::iter::once(value).chain(pieces(value)) {
+                let Some(path) = path_like(piece, home) else {
+                    continue;
+                };
+                let resolved = resolve(&cwd.join(path));
+                if !self.allowed.iter().any(|dir| resolved.starts_with(dir)) {
+                    return Err(Outside);
+                }
             }
         }
         Ok(())
@@ -101,6 +108,16 @@ fn values(token: &str) -> Vec<&str> {
         out.push(&token[2..]);
     }
     out
+}
+
+/// The parts of a value that other syntaxes can embed a path in: match-spec brackets
+/// (`pkg[channel=/abs]`, `[url=file:///x]`, conda/models/match_spec.py:322), channel
+/// prefixes (`/abs::pkg`), lists and quotes.
+fn pieces(value: &str) -> impl Iterator<Item = &str> {
+    value
+        .split("::")
+        .flat_map(|part| part.split(['[', ']', ',', '=', '\'', '"', '(', ')', ' ', '\t']))
+        .filter(|piece| !piece.is_empty())
 }
 
 /// The path a value names, if it names one.
@@ -195,6 +212,7 @@ mod tests {
             &["create", "-p", "./envs/new", "--file=specs/a.txt"],
             &["install", "-c", "https://conda.anaconda.org/x", "numpy"],
             &["list", "-p", "new/../sub"],
+            &["search", "x[channel=./chan]", "numpy>=1.26,<2"],
         ] {
             assert_eq!(ok(inside), Ok(()), "{inside:?}");
         }
@@ -216,6 +234,13 @@ mod tests {
             &["export", opt_eq.as_str()],
             &["compare", "~/x"],
             &["compare", "~root/x"],
+            &["compare", "$HOME/x"],
+            &["list", "-p", "${OLDPWD}"],
+            &["list", "-p$HOME"],
+            &["search", "x[channel=/etc]"],
+            &["search", "x[channel=../../secret]"],
+            &["search", "x[url='file:///etc/x.conda']"],
+            &["search", "x[channel=\"/etc\"]"],
         ] {
             assert_eq!(ok(bad), Err(Outside), "{bad:?}");
         }

@@ -47,6 +47,8 @@ pub struct Spec {
     pub stderr_limit: usize,
     /// Environment variables removed from the inherited environment.
     pub env_remove: Vec<&'static str>,
+    /// Run the child in this read-only sandbox ([`crate::sandbox`]).
+    pub sandbox: Option<crate::sandbox::Plan>,
 }
 
 /// How a run ended.
@@ -62,6 +64,44 @@ pub struct Outcome {
     pub timed_out: bool,
     pub cancelled: bool,
     pub duration: Duration,
+}
+
+/// Why a process could not be started, in plain words (`std::io::ErrorKind`'s debug names,
+/// such as `Uncategorized` for `ENOEXEC`, say nothing to an operator).
+pub fn plain_os_error(error: &std::io::Error) -> String {
+    #[cfg(unix)]
+    if let Some(code) = error.raw_os_error() {
+        let words = match code {
+            libc::ENOENT => {
+                Some("it does not exist, or the interpreter its #! line names does not exist")
+            }
+            libc::EACCES => Some(
+                "permission denied: it is not executable, or a directory on its path (or its \
+                 #! interpreter) is not accessible",
+            ),
+            libc::ENOEXEC => Some(
+                "it is not a program this system can run (exec format error: not a binary for \
+                 this machine, nor a script with a #! line)",
+            ),
+            libc::E2BIG => Some("its arguments and environment are too long"),
+            libc::ETXTBSY => Some("it is being written by another process (text file busy)"),
+            libc::ELOOP => Some("its path has too many symbolic links"),
+            libc::ENOTDIR => Some("a component of its path is not a directory"),
+            libc::EISDIR => Some("it is a directory"),
+            libc::ENOMEM | libc::EAGAIN => Some("the system is out of memory or processes"),
+            libc::EMFILE | libc::ENFILE => Some("too many open files"),
+            _ => None,
+        };
+        if let Some(words) = words {
+            return words.to_owned();
+        }
+    }
+    // The system's own message, without Rust's "(os error N)" suffix.
+    let text = error.to_string();
+    match text.rfind(" (os error ") {
+        Some(at) => text[..at].to_owned(),
+        None => text,
+    }
 }
 
 /// Run a child to completion, timeout or cancellation.
@@ -89,6 +129,9 @@ pub async fn run(spec: &Spec, cancel: &CancellationToken) -> std::io::Result<Out
     }
     for name in &spec.env_remove {
         command.env_remove(name);
+    }
+    if let Some(plan) = &spec.sandbox {
+        crate::sandbox::install(&mut command, plan);
     }
     let mut child = command.spawn()?;
     let pgid = child.id().map(|id| id as i32);
@@ -323,6 +366,7 @@ mod tests {
             stdout_limit: limit,
             stderr_limit: limit,
             env_remove: Vec::new(),
+            sandbox: None,
         }
     }
 
@@ -439,5 +483,15 @@ mod tests {
         drop(first);
         waiter.await.unwrap();
         assert_eq!(executor.load(), 0);
+    }
+
+    #[test]
+    fn os_errors_are_plain_words() {
+        let plain = |code| plain_os_error(&std::io::Error::from_raw_os_error(code));
+        assert!(plain(libc::ENOEXEC).starts_with("it is not a program this system can run"));
+        assert!(plain(libc::EACCES).starts_with("permission denied"));
+        assert!(plain(libc::ENOENT).contains("#! line"));
+        assert!(!plain(libc::EROFS).contains("os error"));
+        assert!(!plain(libc::EROFS).is_empty());
     }
 }

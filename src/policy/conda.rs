@@ -91,9 +91,15 @@ pub(super) fn judge(path: &[&str], facts: &Facts) -> Option<Classification> {
         // conda/cli/main_run.py: runs the caller's executable in the environment.
         ["run"] => Access::Run.classification(true),
         // conda/cli/install.py:584-587 raises DryRunExit before download_and_extract,
-        // unless conda never reaches it; see `solve_dry_run`.
+        // unless conda never reaches it; see `solve_dry_run`. For install and update,
+        // install.py:299 → :256-263 first deletes trash files (and empty parent
+        // directories, gateways/disk/delete.py:199-205) in a target that is not an
+        // environment: only the default target (the server's own active environment or
+        // the root prefix, both environments) is exempt; `-n`/`-p` can name any
+        // directory.
         ["create" | "install" | "update"] => {
-            if facts.dry_run && solve_dry_run(facts) {
+            let target_is_an_env = path[0] == "create" || !names_target(facts);
+            if facts.dry_run && solve_dry_run(facts) && target_is_an_env {
                 read(true)
             } else {
                 write(true)
@@ -138,6 +144,11 @@ const CONFIG_MODIFIERS: &[&str] = &[
     "--stdin",
     "--write-default",
 ];
+
+/// `-n`/`--name` or `-p`/`--prefix` is given.
+fn names_target(facts: &Facts) -> bool {
+    facts.has(&["-n", "--name", "-p", "--prefix"])
+}
 
 fn dry_run_or_write(facts: &Facts, network: bool) -> Classification {
     if facts.dry_run {

@@ -426,8 +426,14 @@ fn sessions_have_their_own_execution_limit() {
             "conda_behave=write",
             "--classify",
             "conda_tune=write",
+            // The pid files live in a temporary directory outside the default HTTP scope.
+            "--allow-paths",
+            "/",
             "--max-session-calls",
             "1",
+            // The pid files live in a temporary directory, outside the default HTTP scope.
+            "--allow-paths",
+            "/",
         ],
         &[("CCM_MCP_TOKEN", TOKEN)],
     );

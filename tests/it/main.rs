@@ -31,6 +31,8 @@ mod policy;
 mod restart;
 /// The argv round trip through the target's own parser.
 mod roundtrip;
+/// The read-only sandbox: children of read-only calls cannot write.
+mod sandbox;
 /// The MCP server end to end over stdio.
 mod server;
 /// Every tool through the server on a copy of a real conda: no writes outside the caches.

@@ -35,6 +35,11 @@ impl Session {
         for (k, v) in env {
             command.env(k, v);
         }
+        Self::spawn_initialized(command)
+    }
+
+    /// Spawn `command` (a `ccm` server) and initialize.
+    pub fn spawn_initialized(command: Command) -> Session {
         let mut session = Self::spawn(command);
         session.initialize = session.request(
             "initialize",
@@ -83,6 +88,11 @@ impl Session {
             stderr,
             initialize: Value::Null,
         }
+    }
+
+    /// The server's exit status, if it has ended.
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
     }
 
     pub fn pid(&self) -> u32 {

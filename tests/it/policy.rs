@@ -166,7 +166,9 @@ fn dry_run_exemption_needs_the_exact_option() {
     for argv in [
         &["install", "--dry-run", "x"][..],
         &["install", "-d", "x"],
+        &["update", "-d", "--all"],
         &["create", "-n", "t", "--dry-run"],
+        &["create", "-p", "/tmp/new", "--dry-run", "x"],
         &["remove", "-n", "t", "--dry-run", "x"],
         &["env", "remove", "-n", "t", "-d"],
         &["clean", "--all", "--dry-run"],
@@ -196,6 +198,11 @@ fn dry_run_exemption_needs_the_exact_option() {
         &["install", "--dry-run", "--revision", "1"],
         &["create", "-n", "t", "--dry-run", "--clone", "base"],
         &["doctor", "--fix", "--dry-run"],
+        // install/update delete trash files in a target that is not an environment
+        // before they solve: only the default target is exempt.
+        &["install", "--dry-run", "-p", "/tmp/not-an-env", "x"],
+        &["install", "--dry-run", "--prefix=/tmp/not-an-env", "x"],
+        &["update", "-d", "-n", "some-dir", "x"],
     ] {
         assert!(raw(argv).requires_write, "{argv:?} is not a dry run");
     }
