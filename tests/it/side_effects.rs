@@ -218,7 +218,11 @@ fn sensible_scalar(id: &str, argument: &ccm::catalog::Argument, world: &World) -
         world.prefix.join("envs/t1").display().to_string()
     } else if id.contains("executable") || id.contains("call") {
         "true".into()
-    } else if id.contains("name") && !id.contains("pkg") && !id.contains("command") {
+    } else if id.contains("shell") {
+        "bash".into()
+    } else if id.contains("package") || id.contains("spec") || id.contains("pkg") {
+        "demo".into()
+    } else if id.contains("name") && !id.contains("command") {
         "t1".into()
     } else if id.contains("file") || id.contains("path") {
         world
@@ -289,23 +293,44 @@ fn sensible_inputs(tool: &Tool, world: &World, exec: bool) -> Vec<Map<String, Va
         }
     }
     let valid = |i: &Map<String, Value>| tool.validator.validate(&Value::Object(i.clone())).is_ok();
+    // The existing environment, a new one (for commands that make one), none; each with
+    // and without a package of the local channel.
     let mut starts = Vec::new();
+    let name = tool
+        .layout
+        .properties
+        .iter()
+        .find(|p| p.id == "name" && !p.argument.is_positional());
+    if let Some(p) = name {
+        for env in ["t1", "fresh"] {
+            let mut i = base.clone();
+            i.insert(p.id.clone(), json!(env));
+            starts.push(i);
+        }
+    }
+    starts.push(base);
     if let Some(p) = tool
         .layout
         .properties
         .iter()
-        .find(|p| p.id == "name" && !p.argument.is_positional())
+        .find(|p| p.argument.is_positional() && p.id.contains("package"))
     {
-        let mut i = base.clone();
-        i.insert(p.id.clone(), sensible_value(p, world));
-        starts.push(i);
+        let with: Vec<Map<String, Value>> = starts
+            .iter()
+            .map(|s| {
+                let mut i = s.clone();
+                i.insert(p.id.clone(), sensible_value(p, world));
+                i
+            })
+            .collect();
+        starts = with.into_iter().chain(starts).collect();
     }
-    starts.push(base);
     let flags: Vec<&String> = tool
         .layout
         .properties
         .iter()
         .filter(|p| !p.argument.hidden && matches!(p.argument.action, ActionKind::StoreTrue))
+        .filter(|p| p.id != "no_plugins")
         .map(|p| &p.id)
         .collect();
     let mut candidates = starts.clone();
@@ -355,6 +380,22 @@ impl World {
         let throwaway = Throwaway::new(&format!("side-effects-{k}"));
         let prefix = throwaway.path("conda");
         let conda = copy_prefix(&original, &prefix);
+        // A package cache, as any conda that has installed something has.
+        std::fs::create_dir_all(prefix.join("pkgs/cache")).unwrap();
+        std::fs::write(prefix.join("pkgs/urls.txt"), "").unwrap();
+        std::fs::write(prefix.join("pkgs/urls"), "").unwrap();
+        // `t1` has the local channel's package installed (its record; it has no files).
+        let record = json!({"name": "demo", "version": "1.0", "build": "0",
+            "build_number": 0, "channel": format!("file://{}", throwaway.path("channel").display()),
+            "subdir": "noarch", "noarch": "generic", "depends": [], "files": [],
+            "paths_data": {"paths": [], "paths_version": 1},
+            "md5": "00000000000000000000000000000000", "size": 1,
+            "fn": "demo-1.0-0.tar.bz2"});
+        std::fs::write(
+            prefix.join("envs/t1/conda-meta/demo-1.0-0.json"),
+            record.to_string(),
+        )
+        .unwrap();
         World {
             throwaway,
             conda,
@@ -438,7 +479,7 @@ impl std::ops::AddAssign for Counts {
 /// One tool call's fate.
 enum Fate {
     Refused,
-    Ran { exit_zero: bool },
+    Ran { exit_zero: bool, stderr: String },
 }
 
 fn call(session: &mut Session, tool: &str, input: &Map<String, Value>) -> Fate {
@@ -455,8 +496,18 @@ fn call(session: &mut Session, tool: &str, input: &Map<String, Value>) -> Fate {
         return Fate::Refused;
     }
     let result = &response["result"];
+    let stderr = result["structuredContent"]["stderr"].as_str().unwrap_or("");
+    let tail: String = stderr
+        .chars()
+        .rev()
+        .take(300)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
     Fate::Ran {
         exit_zero: result["structuredContent"]["exit_code"] == 0 && result["isError"] != true,
+        stderr: tail,
     }
 }
 
@@ -524,6 +575,11 @@ struct Outcome {
 
 fn run_calls(world: &World, flags: &[&str], work: &Plan, label: &str) -> Outcome {
     let mut session = world.session(flags);
+    let sandbox = session.capabilities()["sandbox"].clone();
+    eprintln!(
+        "{label}: sandbox {}",
+        sandbox.get("status").unwrap_or(&sandbox)
+    );
     let roots = world.roots();
     let allowed = world.allowed();
     let mut out = Outcome::default();
@@ -548,7 +604,14 @@ fn run_calls(world: &World, flags: &[&str], work: &Plan, label: &str) -> Outcome
                     out.counts.refused += 1;
                     refused.push((input.clone(), *sensible));
                 }
-                Fate::Ran { exit_zero } => {
+                Fate::Ran { exit_zero, stderr } => {
+                    if *sensible && !exit_zero {
+                        eprintln!(
+                            "{label}: sensible input {tool} {} failed: {}",
+                            Value::Object(input.clone()),
+                            stderr.replace('\n', " | ")
+                        );
+                    }
                     out.counts.ran += 1;
                     if exit_zero {
                         out.counts.exit_zero += 1;
