@@ -384,18 +384,21 @@ impl World {
         std::fs::create_dir_all(prefix.join("pkgs/cache")).unwrap();
         std::fs::write(prefix.join("pkgs/urls.txt"), "").unwrap();
         std::fs::write(prefix.join("pkgs/urls"), "").unwrap();
-        // `t1` has the local channel's package installed (its record; it has no files).
+        // `t1` and the root have the local channel's package installed (its record; it has
+        // no files).
         let record = json!({"name": "demo", "version": "1.0", "build": "0",
             "build_number": 0, "channel": format!("file://{}", throwaway.path("channel").display()),
             "subdir": "noarch", "noarch": "generic", "depends": [], "files": [],
             "paths_data": {"paths": [], "paths_version": 1},
             "md5": "00000000000000000000000000000000", "size": 1,
             "fn": "demo-1.0-0.tar.bz2"});
-        std::fs::write(
-            prefix.join("envs/t1/conda-meta/demo-1.0-0.json"),
-            record.to_string(),
-        )
-        .unwrap();
+        for env in ["envs/t1", "."] {
+            std::fs::write(
+                prefix.join(env).join("conda-meta/demo-1.0-0.json"),
+                record.to_string(),
+            )
+            .unwrap();
+        }
         World {
             throwaway,
             conda,
