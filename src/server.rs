@@ -867,7 +867,7 @@ async fn probe_sandbox(disabled: bool) -> Sandbox {
     let sandbox = Sandbox::probe(&sandbox::Inputs::from_process(), &program, args).await;
     match sandbox.state() {
         sandbox::State::Active => {
-            tracing::info!("read-only calls run in a read-only sandbox (private mount namespace)")
+            tracing::debug!("read-only calls run in a read-only sandbox (private mount namespace)")
         }
         sandbox::State::Unavailable(reason) => tracing::warn!(
             %reason,
