@@ -8,7 +8,9 @@ use rmcp::ServiceExt;
 
 use crate::server::Server;
 
+pub mod frame;
 pub mod http;
+pub mod lines;
 
 /// Why serving stopped.
 #[derive(Debug)]
@@ -23,7 +25,11 @@ pub enum Failure {
 pub async fn stdio(server: Server) -> Result<(), Failure> {
     let watch = server.clone();
     let running = tokio::select! {
-        started = server.serve(rmcp::transport::stdio()) => match started {
+        started = server.clone().serve(lines::Lines::new(
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+            server.max_frame(),
+        )) => match started {
             Ok(running) => running,
             // The client closed stdin before initializing: nothing to serve.
             Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
