@@ -245,8 +245,25 @@ fn tokens_are_checked_before_the_mcp_layer() {
     ];
     for (i, a) in refused.iter().enumerate() {
         assert_eq!(a.status, 401, "request {i}: {}", a.body);
-        assert_eq!(a.header("www-authenticate"), Some("Bearer"), "request {i}");
-        assert_eq!(a.body, "", "request {i}: no details");
+        assert_eq!(
+            a.header("www-authenticate"),
+            Some(r#"Bearer error="invalid_token""#),
+            "request {i}"
+        );
+        let body: Value = serde_json::from_str(&a.body).unwrap_or_else(|e| panic!("{i}: {e}"));
+        assert_eq!(body["error"], "invalid_token", "request {i}");
+        let wrong_token = matches!(i, 1 | 3);
+        let said = body["error_description"].as_str().unwrap();
+        assert_eq!(
+            said.contains("is wrong"),
+            wrong_token,
+            "request {i}: {said}"
+        );
+        assert_eq!(
+            said.contains("No bearer token"),
+            !wrong_token,
+            "request {i}: {said}"
+        );
     }
     wait_for(&server, "the refusals to be logged", |e| {
         e.matches("missing or wrong token").count() == refused.len()
@@ -313,14 +330,20 @@ fn tokens_are_checked_before_the_mcp_layer() {
             .call()
             .unwrap(),
     );
-    assert_eq!((get.status, get.header("allow")), (405, Some("POST")));
+    assert_eq!(
+        (get.status, get.header("allow")),
+        (405, Some("POST, DELETE"))
+    );
     let put = answer(
         agent()
             .put(format!("{url}?key={TOKEN}"))
             .send("{}")
             .unwrap(),
     );
-    assert_eq!((put.status, put.header("allow")), (405, Some("POST")));
+    assert_eq!(
+        (put.status, put.header("allow")),
+        (405, Some("POST, DELETE"))
+    );
     for path in ["/", "/mcp/x", "/other"] {
         let missing = post(&server.at(path), Some(TOKEN), None, &initialize(1));
         assert_eq!(missing.status, 404, "{path}");
