@@ -537,7 +537,7 @@ fn http_config(options: &Options, env: &Environment) -> Result<Option<HttpConfig
         allowed_hosts.push(addr.ip().to_string());
     }
     let mut allowed_origins = Vec::new();
-    let from_env = env
+    let from_env: Vec<String> = env
         .get(ALLOWED_ORIGINS_VAR)
         .map(|v| {
             v.split(',')
@@ -546,7 +546,7 @@ fn http_config(options: &Options, env: &Environment) -> Result<Option<HttpConfig
                 .map(str::to_owned)
                 .collect()
         })
-        .unwrap_or_else(Vec::new);
+        .unwrap_or_default();
     for origin in options.allowed_origins.iter().chain(&from_env) {
         let valid = origin.split_once("://").is_some_and(|(scheme, rest)| {
             !scheme.is_empty() && !rest.is_empty() && !rest.contains(['/', ' ', ','])
