@@ -533,3 +533,307 @@ fn python_sdk_over_http() {
     }
     assert!(!server.stderr().contains(TOKEN));
 }
+
+/// The `127.0.0.1:PORT` of a server URL.
+fn authority(url: &str) -> String {
+    url.trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned()
+}
+
+/// Write raw bytes on a fresh connection and read the reply (up to 5 s or close).
+fn raw_exchange(url: &str, bytes: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(authority(url)).unwrap();
+    stream.write_all(bytes).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while let Ok(n) = stream.read(&mut chunk) {
+        if n == 0 {
+            break;
+        }
+        reply.extend_from_slice(&chunk[..n]);
+        if reply.windows(4).any(|w| w == b"\r\n\r\n") && reply.ends_with(b"}") {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&reply).into_owned()
+}
+
+fn post_raw(url: &str, session: Option<&str>, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+    let mut request = agent()
+        .post(url)
+        .header("Content-Type", "application/json")
+        .header("Accept", ACCEPT)
+        .header("Authorization", &format!("Bearer {TOKEN}"));
+    if let Some(id) = session {
+        request = request.header("Mcp-Session-Id", id);
+    }
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    answer(request.send(body).expect("POST"))
+}
+
+/// A session-less (2026-07-28) request: the revision in the header and in `_meta`.
+fn stateless(id: i64, method: &str, params: Value) -> (Vec<(&'static str, String)>, Value) {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "ccm-http-tests", "version": "1"},
+    });
+    let mut headers = vec![
+        ("MCP-Protocol-Version", "2026-07-28".to_owned()),
+        ("Mcp-Method", method.to_owned()),
+    ];
+    if let Some(name) = params.get("name").and_then(Value::as_str) {
+        headers.push(("Mcp-Name", name.to_owned()));
+    }
+    (headers, request(id, method, params))
+}
+
+fn post_stateless(url: &str, id: i64, method: &str, params: Value) -> Answer {
+    let (headers, body) = stateless(id, method, params);
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    post_raw(url, None, &headers, body.to_string().as_bytes())
+}
+
+#[test]
+fn hostile_bodies_are_answered_like_stdio_lines() {
+    let server = HttpServer::start(&["--allow-write"], &[("CCM_MCP_TOKEN", TOKEN)]);
+    let url = server.url.clone();
+    let session = open_session(&url, TOKEN);
+    let long_method = format!("x\n{}", "m".repeat(10 * 1024));
+    for (case, body, status, id, code) in [
+        ("NaN", br#"{"jsonrpc":"2.0","id":1,"method":"ping","x":NaN}"#.to_vec(), 400, Value::Null, -32700),
+        ("not UTF-8", b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}".to_vec(), 400, Value::Null, -32700),
+        ("empty", Vec::new(), 400, Value::Null, -32700),
+        ("1e400", br#"{"jsonrpc":"2.0","id":2,"method":"ping","params":{"x":1e400}}"#.to_vec(), 200, json!(2), -32602),
+        (
+            "deep",
+            format!(r#"{{"jsonrpc":"2.0","id":3,"method":"ping","params":{{"x":{}{}}}}}"#, "[".repeat(5000), "]".repeat(5000)).into_bytes(),
+            200,
+            json!(3),
+            -32602,
+        ),
+        ("empty batch", b"[]".to_vec(), 400, Value::Null, -32600),
+        ("null id", br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#.to_vec(), 400, Value::Null, -32600),
+        (
+            "arguments an array",
+            br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"conda_info","arguments":[1,2]}}"#.to_vec(),
+            200,
+            json!(4),
+            -32602,
+        ),
+        (
+            "unknown method",
+            json!({"jsonrpc": "2.0", "id": 5, "method": long_method}).to_string().into_bytes(),
+            200,
+            json!(5),
+            -32601,
+        ),
+    ] {
+        let started = Instant::now();
+        let a = post_raw(&url, Some(&session), &[], &body);
+        assert!(started.elapsed() < Duration::from_secs(1), "{case}: slow answer");
+        assert_eq!(a.status, status, "{case}: {}", a.body);
+        let v: Value = serde_json::from_str(&a.body).unwrap_or_else(|e| panic!("{case}: {e}: {}", a.body));
+        assert_eq!((v["id"].clone(), v["error"]["code"].clone()), (id, json!(code)), "{case}: {v}");
+        assert!(a.body.len() < 512, "{case}: echoes too much: {}", a.body);
+    }
+    // A batch: one error per request, with its id.
+    let a = post_raw(
+        &url,
+        Some(&session),
+        &[],
+        br#"[{"jsonrpc":"2.0","id":"a","method":"ping"},{"jsonrpc":"2.0","id":"b","method":"ping"}]"#,
+    );
+    let v: Value = serde_json::from_str(&a.body).unwrap();
+    assert_eq!(v[0]["id"], "a", "{v}");
+    assert_eq!(v[1]["id"], "b", "{v}");
+    assert_eq!(v[1]["error"]["code"], -32600, "{v}");
+    // Too long: 413, and the next request is served.
+    // (Announced by Content-Length: refused before the body is read.)
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nAccept: {ACCEPT}\r\nMcp-Session-Id: {session}\r\n\
+         Content-Length: {}\r\n\r\n{{\"jsonrpc\":",
+        12 * 1024 * 1024
+    );
+    let reply = raw_exchange(&url, head.as_bytes());
+    assert!(reply.starts_with("HTTP/1.1 413"), "{reply}");
+    assert!(reply.contains("-32600"), "{reply}");
+    let a = post(
+        &url,
+        Some(TOKEN),
+        Some(&session),
+        &request(6, "ping", json!({})),
+    );
+    assert!(a.response().get("result").is_some(), "{}", a.body);
+    // An id in flight in the session is refused; another session may use it.
+    let slow_url = url.clone();
+    let slow_session = session.clone();
+    let slow = std::thread::spawn(move || {
+        post(
+            &slow_url,
+            Some(TOKEN),
+            Some(&slow_session),
+            &request(
+                77,
+                "tools/call",
+                json!({"name": "conda_behave", "arguments": {"sleep": 3}}),
+            ),
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let dup = post(
+        &url,
+        Some(TOKEN),
+        Some(&session),
+        &request(77, "ping", json!({})),
+    );
+    let v = dup.response();
+    assert_eq!(
+        (v["id"].clone(), v["error"]["code"].clone()),
+        (json!(77), json!(-32600)),
+        "{v}"
+    );
+    let slow = slow.join().unwrap();
+    assert_eq!(
+        slow.response()["result"]["structuredContent"]["exit_code"],
+        0
+    );
+    // Once answered, the id is free again.
+    let again = post(
+        &url,
+        Some(TOKEN),
+        Some(&session),
+        &request(77, "ping", json!({})),
+    );
+    assert!(again.response().get("result").is_some(), "{}", again.body);
+    // DELETE ends the session with 204.
+    let deleted = answer(
+        agent()
+            .delete(&url)
+            .header("Authorization", &format!("Bearer {TOKEN}"))
+            .header("Mcp-Session-Id", &session)
+            .call()
+            .unwrap(),
+    );
+    assert_eq!(deleted.status, 204, "{}", deleted.body);
+}
+
+#[test]
+fn well_known_origin_and_token_answers() {
+    let server = HttpServer::start(
+        &["--allowed-origin", "https://app.example"],
+        &[("CCM_MCP_TOKEN", TOKEN)],
+    );
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-authorization-server",
+    ] {
+        let a = answer(agent().get(server.at(path)).call().unwrap());
+        assert_eq!(
+            a.status, 404,
+            "{path}: no token needed to learn there is no OAuth"
+        );
+    }
+    let with_origin = |origin: &str| {
+        answer(
+            agent()
+                .post(&server.url)
+                .header("Origin", origin)
+                .header("Authorization", &format!("Bearer {TOKEN}"))
+                .header("Content-Type", "application/json")
+                .header("Accept", ACCEPT)
+                .send(initialize(1).to_string())
+                .unwrap(),
+        )
+    };
+    for origin in [
+        "http://localhost:6274",
+        "http://127.0.0.1",
+        "https://APP.example",
+    ] {
+        let a = with_origin(origin);
+        assert_eq!(a.status, 200, "{origin}: {}", a.body);
+    }
+    for origin in [
+        "https://evil.example",
+        "null",
+        "http://localhost.evil.example",
+    ] {
+        let a = with_origin(origin);
+        assert_eq!(a.status, 403, "{origin}: {}", a.body);
+        assert!(a.body.contains("origin_not_allowed"), "{}", a.body);
+    }
+}
+
+#[test]
+fn sessions_and_session_less_requests_are_capped() {
+    let server = HttpServer::start(
+        &[
+            "--allow-write",
+            "--http-max-sessions",
+            "2",
+            "--http-max-stateless",
+            "1",
+        ],
+        &[("CCM_MCP_TOKEN", TOKEN)],
+    );
+    let url = server.url.clone();
+    let first = open_session(&url, TOKEN);
+    let _second = open_session(&url, TOKEN);
+    let third = post(&url, Some(TOKEN), None, &initialize(9));
+    assert_eq!(third.status, 503, "{}", third.body);
+    let v: Value = serde_json::from_str(&third.body).unwrap();
+    assert_eq!(
+        (v["id"].clone(), v["error"]["code"].clone()),
+        (json!(9), json!(-32000)),
+        "{v}"
+    );
+    // Ending one makes room.
+    let deleted = answer(
+        agent()
+            .delete(&url)
+            .header("Authorization", &format!("Bearer {TOKEN}"))
+            .header("Mcp-Session-Id", &first)
+            .call()
+            .unwrap(),
+    );
+    assert_eq!(deleted.status, 204);
+    let _third = open_session(&url, TOKEN);
+
+    // Session-less: one in progress at a time.
+    let ok = post_stateless(&url, 1, "tools/list", json!({}));
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    assert!(ok.response().get("result").is_some(), "{}", ok.body);
+    let slow_url = url.clone();
+    let slow = std::thread::spawn(move || {
+        post_stateless(
+            &slow_url,
+            2,
+            "tools/call",
+            json!({"name": "conda_behave", "arguments": {"sleep": 3}}),
+        )
+    });
+    std::thread::sleep(Duration::from_millis(700));
+    let refused = post_stateless(&url, 3, "tools/list", json!({}));
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    let v: Value = serde_json::from_str(&refused.body).unwrap();
+    assert_eq!(
+        (v["id"].clone(), v["error"]["code"].clone()),
+        (json!(3), json!(-32000)),
+        "{v}"
+    );
+    let slow = slow.join().unwrap();
+    assert_eq!(slow.status, 200, "{}", slow.body);
+    let after = post_stateless(&url, 4, "tools/list", json!({}));
+    assert_eq!(after.status, 200, "{}", after.body);
+}
