@@ -837,3 +837,188 @@ fn sessions_and_session_less_requests_are_capped() {
     let after = post_stateless(&url, 4, "tools/list", json!({}));
     assert_eq!(after.status, 200, "{}", after.body);
 }
+
+/// Raise this process's open-file limit to at least `want` (up to the hard limit).
+fn raise_nofile(want: u64) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit write/read the struct we pass.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+    }
+    assert!(
+        limit.rlim_max as u64 >= want,
+        "the hard RLIMIT_NOFILE ({}) is below the {want} descriptors this test needs",
+        limit.rlim_max
+    );
+    if (limit.rlim_cur as u64) < want {
+        limit.rlim_cur = want as libc::rlim_t;
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
+        }
+    }
+}
+
+fn current_hard_nofile() -> libc::rlim_t {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct we pass.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+    }
+    limit.rlim_max
+}
+
+/// Resident memory of a process (kB).
+fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn idle_and_half_sent_connections_cannot_starve_a_client() {
+    raise_nofile(4096);
+    let server = HttpServer::start(
+        &["--http-header-timeout", "2", "--http-idle-timeout", "4"],
+        &[("CCM_MCP_TOKEN", TOKEN)],
+    );
+    // The server gets the common default of 1,024 descriptors: without the connection
+    // cap and the timeouts, the flood would hold all of them and no new client could
+    // connect afterwards.
+    let server_limit = libc::rlimit {
+        rlim_cur: 1024,
+        rlim_max: 20_000.min(current_hard_nofile()),
+    };
+    // SAFETY: prlimit reads the struct we pass; the old value is not requested.
+    let set = unsafe {
+        libc::prlimit(
+            server.child.id() as libc::pid_t,
+            libc::RLIMIT_NOFILE,
+            &server_limit,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(set, 0, "prlimit on the server");
+    let url = server.url.clone();
+    // The pinging client connects first and keeps its connection (ureq pools it).
+    let client = agent();
+    let session = {
+        let init = answer(
+            client
+                .post(&url)
+                .header("Authorization", &format!("Bearer {TOKEN}"))
+                .header("Content-Type", "application/json")
+                .header("Accept", ACCEPT)
+                .send(initialize(1).to_string())
+                .unwrap(),
+        );
+        init.header("mcp-session-id").unwrap().to_owned()
+    };
+    let ping = |id: i64| {
+        let started = Instant::now();
+        let a = answer(
+            client
+                .post(&url)
+                .header("Authorization", &format!("Bearer {TOKEN}"))
+                .header("Content-Type", "application/json")
+                .header("Accept", ACCEPT)
+                .header("Mcp-Session-Id", &session)
+                .send(request(id, "ping", json!({})).to_string())
+                .expect("ping"),
+        );
+        let took = started.elapsed();
+        assert!(a.response().get("result").is_some(), "{}", a.body);
+        took
+    };
+    ping(2);
+    // 2,000 idle connections and 200 requests cut off in their headers.
+    let attacker = std::thread::spawn({
+        let address = authority(&url);
+        move || {
+            use std::io::Write;
+            let mut held = Vec::new();
+            for _ in 0..2000 {
+                if let Ok(stream) = std::net::TcpStream::connect(&address) {
+                    held.push(stream);
+                }
+            }
+            for _ in 0..200 {
+                if let Ok(mut stream) = std::net::TcpStream::connect(&address) {
+                    let _ = stream.write_all(
+                        format!("POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Ty").as_bytes(),
+                    );
+                    held.push(stream);
+                }
+            }
+            held
+        }
+    });
+    let mut worst = Duration::ZERO;
+    let mut pings = 0;
+    let until = Instant::now() + Duration::from_secs(8);
+    let mut id = 10;
+    while Instant::now() < until {
+        let took = ping(id);
+        worst = worst.max(took);
+        pings += 1;
+        id += 1;
+        assert!(
+            took < Duration::from_secs(1),
+            "ping {id} took {took:?} under the connection flood"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let held = attacker.join().unwrap();
+    eprintln!(
+        "{pings} pings under {} flood connections: worst {worst:?}",
+        held.len()
+    );
+    // Once the flood's last connections have timed out (the idle timeout, 4 s), new
+    // clients get in again.
+    std::thread::sleep(Duration::from_secs(5));
+    let fresh = post(
+        &url,
+        Some(TOKEN),
+        Some(&session),
+        &request(9999, "ping", json!({})),
+    );
+    assert!(fresh.response().get("result").is_some(), "{}", fresh.body);
+    drop(held);
+}
+
+#[test]
+fn memory_per_session() {
+    let server = HttpServer::start(&["--http-max-sessions", "500"], &[("CCM_MCP_TOKEN", TOKEN)]);
+    let url = server.url.clone();
+    let warm = open_session(&url, TOKEN);
+    let _ = post(
+        &url,
+        Some(TOKEN),
+        Some(&warm),
+        &request(2, "tools/list", json!({})),
+    );
+    let before = rss_kb(server.child.id());
+    let sessions: Vec<String> = (0..200).map(|_| open_session(&url, TOKEN)).collect();
+    let after = rss_kb(server.child.id());
+    eprintln!(
+        "{} sessions: RSS {before} kB → {after} kB, about {} kB per session",
+        sessions.len(),
+        after.saturating_sub(before) / sessions.len() as u64
+    );
+    // The cap holds at its value.
+    let refused = (0..400)
+        .map(|i| post(&url, Some(TOKEN), None, &initialize(i)).status)
+        .filter(|s| *s == 503)
+        .count();
+    assert_eq!(refused, 400 - (500 - 201), "sessions beyond 500 refused");
+}
