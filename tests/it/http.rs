@@ -839,7 +839,7 @@ fn sessions_and_session_less_requests_are_capped() {
 }
 
 /// Raise this process's open-file limit to at least `want` (up to the hard limit).
-fn raise_nofile(want: u64) {
+fn raise_nofile(want: libc::rlim_t) {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -849,12 +849,12 @@ fn raise_nofile(want: u64) {
         assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
     }
     assert!(
-        limit.rlim_max as u64 >= want,
+        limit.rlim_max >= want,
         "the hard RLIMIT_NOFILE ({}) is below the {want} descriptors this test needs",
         limit.rlim_max
     );
-    if (limit.rlim_cur as u64) < want {
-        limit.rlim_cur = want as libc::rlim_t;
+    if limit.rlim_cur < want {
+        limit.rlim_cur = want;
         // SAFETY: as above.
         unsafe {
             assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
