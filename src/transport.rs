@@ -1,4 +1,6 @@
-//! Transports: MCP over stdio, or Streamable HTTP with `--http` ([`http`]).
+//! Transports: MCP over stdio ([`lines`], `ccm`'s own framing in front of rmcp), or
+//! Streamable HTTP with `--http` ([`http`]). Both judge every incoming frame with
+//! [`frame`] first, so every frame with an id is answered.
 //!
 //! Either way the transport also watches [`Server::failed`]: when the tool list cannot be
 //! served (an override collision found once discovery has run), it stops and `ccm` exits
