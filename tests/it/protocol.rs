@@ -310,3 +310,37 @@ fn a_request_id_in_flight_is_refused_and_a_cancelled_id_is_free() {
         "one answer for the id"
     );
 }
+
+#[test]
+fn the_batch_revision_is_not_offered_and_early_frames_do_not_end_the_session() {
+    let mut command = support::ccm();
+    command.arg("--conda-exe").arg(conda());
+    let mut s = Session::spawn(command);
+    // Before initialize: garbage, a notification, a response and a ping. rmcp would end
+    // the session on the notification or the response; none of them may.
+    s.write_raw(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
+    s.write_raw(b"{\"jsonrpc\":\"2.0\",\"id\":99,\"result\":{}}\n");
+    let answer = exchange(&mut s, b"NaN");
+    assert_error(&answer, Value::Null, -32700, "NaN before initialize");
+    assert_alive(&mut s, 1);
+    // A client asking for 2025-03-26 (batches) is offered the newest handshake revision.
+    let answer = exchange(
+        &mut s,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {
+            "protocolVersion": "2025-03-26", "capabilities": {},
+            "clientInfo": {"name": "ccm-tests", "version": "1"}}})
+        .to_string()
+        .as_bytes(),
+    );
+    assert_eq!(answer["id"], 2, "{answer}");
+    assert_eq!(
+        answer["result"]["protocolVersion"], "2025-11-25",
+        "{answer}"
+    );
+    s.write_raw(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
+    // (tools/list waits for discovery: a generous bound.)
+    s.write_raw(b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\",\"params\":{}}\n");
+    let answer = s.next(Duration::from_secs(60)).expect("tools/list answer");
+    assert_eq!(answer["id"], 3, "{answer}");
+    assert!(answer["result"]["tools"].is_array(), "{answer}");
+}
