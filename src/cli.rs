@@ -198,8 +198,9 @@ pub struct Options {
     )]
     pub http_header_timeout: Option<String>,
 
-    /// Seconds a connection may move no byte either way (a stalled request body, a
-    /// silent client) before it is closed [default: 60] [env: CCM_HTTP_IDLE_TIMEOUT].
+    /// Seconds a connection with no request being answered may move no byte either way
+    /// before it is closed; also the time a request body may take
+    /// [default: 60] [env: CCM_HTTP_IDLE_TIMEOUT].
     #[arg(
         long,
         value_name = "SECONDS",

@@ -3,8 +3,9 @@
 //! Connections are served here, not by `axum::serve`: at most `--http-max-connections`
 //! are open (more are closed at once, before any byte is read), each must send a
 //! request's headers within `--http-header-timeout` of opening or of its previous response
-//! (so idle keep-alive connections close then too), and one that moves no byte either way
-//! for `--http-idle-timeout` (a stalled body, a silent client) is closed.
+//! (so idle keep-alive connections close then too), one with no request being answered
+//! that moves no byte either way for `--http-idle-timeout` is closed, and a request body
+//! must arrive within that time (`408`).
 //!
 //! Every request then passes, in order:
 //! - `/.well-known/…` is `404` before anything else, so clients do not start an OAuth
@@ -43,7 +44,7 @@
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -59,6 +60,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post_service;
 use futures::StreamExt;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use rmcp::model::{ClientRequest, JsonRpcMessage};
@@ -78,6 +80,8 @@ use crate::server::Server;
 pub const PATH: &str = "/mcp";
 /// Host names always accepted (rmcp's DNS-rebinding check).
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+/// The longest gap between keep-alive comments of an event stream.
+const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// How long open connections get to finish after a shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -482,6 +486,9 @@ fn app(server: &Server, config: &HttpConfig, token: &Secret, cancel: Cancellatio
                 .chain(config.allowed_hosts.iter().cloned()),
         )
         .with_max_request_body_bytes(max_frame)
+        // Event streams carry a keep-alive comment well within the idle timeout, so a long
+        // conda run keeps its connection.
+        .with_sse_keep_alive(Some(SSE_KEEP_ALIVE.min(config.limits.idle_timeout / 2)))
         .with_cancellation_token(cancel);
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = Some(config.limits.session_idle);
@@ -512,18 +519,59 @@ fn app(server: &Server, config: &HttpConfig, token: &Secret, cancel: Cancellatio
         .layer(middleware::from_fn_with_state(gate, front))
 }
 
-/// A TCP stream that records when a byte last moved either way.
-struct Watched {
-    stream: tokio::net::TcpStream,
-    activity: Arc<AtomicU64>,
+/// What the idle check of one connection looks at.
+struct Liveness {
     epoch: Instant,
+    /// Milliseconds after `epoch` when a byte last moved either way.
+    activity: AtomicU64,
+    /// Requests being answered (from the head's arrival to the end of the answer's body).
+    busy: AtomicUsize,
 }
 
-impl Watched {
+impl Liveness {
     fn touch(&self) {
         self.activity
             .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
+
+    /// Resolves once no request is being answered and no byte has moved for `idle`.
+    async fn idle_for(&self, idle: Duration) {
+        loop {
+            if self.busy.load(Ordering::Relaxed) > 0 {
+                tokio::time::sleep(idle).await;
+                continue;
+            }
+            let last = Duration::from_millis(self.activity.load(Ordering::Relaxed));
+            let quiet = self.epoch.elapsed().saturating_sub(last);
+            if quiet >= idle {
+                return;
+            }
+            tokio::time::sleep(idle - quiet).await;
+        }
+    }
+}
+
+/// One request being answered; the idle countdown restarts when it ends.
+struct Busy(Arc<Liveness>);
+
+impl Busy {
+    fn new(live: &Arc<Liveness>) -> Self {
+        live.busy.fetch_add(1, Ordering::Relaxed);
+        Busy(Arc::clone(live))
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.busy.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A TCP stream that records when a byte last moved either way.
+struct Watched {
+    stream: tokio::net::TcpStream,
+    live: Arc<Liveness>,
 }
 
 impl tokio::io::AsyncRead for Watched {
@@ -535,7 +583,7 @@ impl tokio::io::AsyncRead for Watched {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
         if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.touch();
+            self.live.touch();
         }
         polled
     }
@@ -549,7 +597,7 @@ impl tokio::io::AsyncWrite for Watched {
     ) -> Poll<std::io::Result<usize>> {
         let polled = Pin::new(&mut self.stream).poll_write(cx, data);
         if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            self.touch();
+            self.live.touch();
         }
         polled
     }
@@ -563,20 +611,8 @@ impl tokio::io::AsyncWrite for Watched {
     }
 }
 
-/// Resolves once no byte has moved for `idle`.
-async fn idle_for(activity: &AtomicU64, epoch: Instant, idle: Duration) {
-    loop {
-        let last = Duration::from_millis(activity.load(Ordering::Relaxed));
-        let quiet = epoch.elapsed().saturating_sub(last);
-        if quiet >= idle {
-            return;
-        }
-        tokio::time::sleep(idle - quiet).await;
-    }
-}
-
-/// Serve one connection: HTTP/1.1 with the header-read timeout, closed when idle, shut
-/// down gracefully when `stop` fires.
+/// Serve one connection: HTTP/1.1 with the header-read timeout, closed when idle (no
+/// request being answered and no byte moving), shut down gracefully when `stop` fires.
 async fn connection(
     stream: tokio::net::TcpStream,
     router: Router,
@@ -586,19 +622,28 @@ async fn connection(
     if let Err(error) = stream.set_nodelay(true) {
         tracing::debug!(%error, "could not set TCP_NODELAY");
     }
-    let epoch = Instant::now();
-    let activity = Arc::new(AtomicU64::new(0));
+    let live = Arc::new(Liveness {
+        epoch: Instant::now(),
+        activity: AtomicU64::new(0),
+        busy: AtomicUsize::new(0),
+    });
     let io = TokioIo::new(Watched {
         stream,
-        activity: Arc::clone(&activity),
-        epoch,
+        live: Arc::clone(&live),
+    });
+    let inner = TowerToHyperService::new(router);
+    let counted = Arc::clone(&live);
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let busy = Busy::new(&counted);
+        let answer = hyper::service::Service::call(&inner, request);
+        async move { answer.await.map(|response| hold(response, busy)) }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
         .keep_alive(true);
-    let served = builder.serve_connection(io, TowerToHyperService::new(router));
+    let served = builder.serve_connection(io, service);
     tokio::pin!(served);
     let mut stopping = false;
     loop {
@@ -609,7 +654,7 @@ async fn connection(
                 }
                 return;
             }
-            () = idle_for(&activity, epoch, limits.idle_timeout) => {
+            () = live.idle_for(limits.idle_timeout) => {
                 tracing::debug!("HTTP connection idle: closed");
                 return;
             }

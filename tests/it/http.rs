@@ -1022,3 +1022,55 @@ fn memory_per_session() {
         .count();
     assert_eq!(refused, 400 - (500 - 201), "sessions beyond 500 refused");
 }
+
+#[test]
+fn a_long_call_outlives_the_idle_timeout() {
+    // Event streams carry keep-alive comments within the idle timeout (here 2 s), so a
+    // 5 s conda run is answered on its connection.
+    let server = HttpServer::start(
+        &["--allow-write", "--http-idle-timeout", "2"],
+        &[("CCM_MCP_TOKEN", TOKEN)],
+    );
+    let session = open_session(&server.url, TOKEN);
+    let slow = post(
+        &server.url,
+        Some(TOKEN),
+        Some(&session),
+        &request(
+            2,
+            "tools/call",
+            json!({"name": "conda_behave", "arguments": {"sleep": 5}}),
+        ),
+    );
+    assert_eq!(
+        slow.response()["result"]["structuredContent"]["exit_code"],
+        0,
+        "{}",
+        slow.body
+    );
+    // A request body that stalls gets 408 once the idle timeout has passed.
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nAccept: {ACCEPT}\r\nContent-Length: 100\r\n\r\n{{\"json"
+    );
+    let started = Instant::now();
+    let reply = raw_exchange(&server.url, head.as_bytes());
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let stateless = post_stateless(
+        &server.url,
+        3,
+        "tools/call",
+        json!({"name": "conda_behave", "arguments": {"sleep": 5}}),
+    );
+    assert_eq!(
+        stateless.response()["result"]["structuredContent"]["exit_code"],
+        0,
+        "{}",
+        stateless.body
+    );
+}
