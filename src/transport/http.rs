@@ -336,6 +336,33 @@ async fn front(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
     if path != PATH {
         return next.run(request).await;
     }
+    sanitized(mcp(&gate, method, request, next).await).await
+}
+
+/// What rmcp refuses (a 4xx/5xx body) may quote request headers: the same echo rule as
+/// every error (JSON-RPC errors sanitized, text cut, control characters escaped).
+async fn sanitized(response: Response) -> Response {
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .unwrap_or_default();
+    let body = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(mut value) => {
+            frame::sanitize_json(&mut value);
+            value.to_string()
+        }
+        Err(_) => crate::schema::clip(&String::from_utf8_lossy(&bytes), 240),
+    };
+    parts.headers.remove(CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(body))
+}
+
+/// `/mcp`, once admitted.
+async fn mcp(gate: &Gate, method: Method, request: Request, next: Next) -> Response {
     if method == Method::DELETE {
         let mut response = next.run(request).await;
         if response.status() == StatusCode::ACCEPTED {
@@ -347,7 +374,7 @@ async fn front(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
     if method != Method::POST {
         return next.run(request).await;
     }
-    mcp_post(&gate, request, next).await
+    mcp_post(gate, request, next).await
 }
 
 /// A `POST /mcp`: the body judged like a stdio line, then the session and request caps.

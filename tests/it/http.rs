@@ -715,6 +715,25 @@ fn hostile_bodies_are_answered_like_stdio_lines() {
         &request(77, "ping", json!({})),
     );
     assert!(again.response().get("result").is_some(), "{}", again.body);
+    // rmcp's own refusals quote request headers: cut to the echo limit.
+    let (_, body) = stateless(8, "tools/list", json!({}));
+    let long = "x".repeat(3000);
+    for headers in [
+        [
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", long.as_str()),
+        ],
+        [
+            ("MCP-Protocol-Version", long.as_str()),
+            ("Mcp-Method", "tools/list"),
+        ],
+    ] {
+        let a = post_raw(&url, None, &headers, body.to_string().as_bytes());
+        assert_eq!(a.status, 400, "{}", a.body);
+        assert!(!a.body.contains(&"x".repeat(65)), "echoed: {}", a.body);
+        let v: Value = serde_json::from_str(&a.body).unwrap();
+        assert_eq!(v["id"], 8, "{v}");
+    }
     // DELETE ends the session with 204.
     let deleted = answer(
         agent()
