@@ -51,6 +51,43 @@ pub struct Spec {
     pub sandbox: Option<crate::sandbox::Plan>,
 }
 
+/// Most bytes a tool run's argv plus environment may take (each string with its NUL, as
+/// the kernel counts them): well below Linux's `ARG_MAX` (2 MiB with the default stack),
+/// so a run that passes this check cannot fail to start for its size.
+pub const MAX_COMMAND_BYTES: usize = 512 * 1024;
+/// Most bytes of one argument (the kernel's `MAX_ARG_STRLEN` is 128 KiB with its NUL).
+pub const MAX_ARG_BYTES: usize = 128 * 1024 - 1;
+
+/// Why a command would be too large to start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TooLarge {
+    /// One argument is longer than [`MAX_ARG_BYTES`].
+    Argument,
+    /// argv plus environment exceed [`MAX_COMMAND_BYTES`] (the total).
+    Total(usize),
+}
+
+/// Check a command's size before anything spawns: argv (program included) plus the
+/// environment the child inherits (minus `env_remove`).
+pub fn check_size(spec: &Spec) -> Result<(), TooLarge> {
+    use std::os::unix::ffi::OsStrExt;
+    if spec.args.iter().any(|a| a.len() > MAX_ARG_BYTES) {
+        return Err(TooLarge::Argument);
+    }
+    let argv: usize =
+        spec.program.as_os_str().len() + 1 + spec.args.iter().map(|a| a.len() + 1).sum::<usize>();
+    let env: usize = std::env::vars_os()
+        .filter(|(k, _)| !spec.env_remove.iter().any(|r| k.as_bytes() == r.as_bytes()))
+        .map(|(k, v)| k.len() + v.len() + 2)
+        .sum();
+    let total = argv + env;
+    if total > MAX_COMMAND_BYTES {
+        Err(TooLarge::Total(total))
+    } else {
+        Ok(())
+    }
+}
+
 /// How a run ended.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Outcome {

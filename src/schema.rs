@@ -456,14 +456,20 @@ impl Validator {
     pub fn validate(&self, input: &Value) -> Result<(), Invalid> {
         if let Some(path) = find_nul(input, &mut String::from("$")) {
             return Err(Invalid {
-                path,
+                path: clip(&path, ECHO_LIMIT),
                 keyword: "nul".into(),
                 property: None,
             });
         }
         match self.0.iter_errors(input).next() {
             None => Ok(()),
-            Some(error) => Err(describe(&error)),
+            Some(error) => {
+                // Paths and property names come from the client: bounded, escaped.
+                let mut invalid = describe(&error);
+                invalid.path = clip(&invalid.path, ECHO_LIMIT);
+                invalid.property = invalid.property.map(|p| clip(&p, ECHO_LIMIT));
+                Err(invalid)
+            }
         }
     }
 }
@@ -496,6 +502,27 @@ fn describe(error: &jsonschema::ValidationError<'_>) -> Invalid {
         keyword: error.kind().keyword().to_owned(),
         property,
     }
+}
+
+/// Most characters of client text (a property name, a path) an error may echo.
+pub const ECHO_LIMIT: usize = 64;
+
+/// At most `limit` characters of client text, control characters escaped (`\n`,
+/// `\u{1b}`), `…` appended when cut.
+pub fn clip(text: &str, limit: usize) -> String {
+    let mut out = String::new();
+    for (n, c) in text.chars().enumerate() {
+        if n == limit {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// JSON Pointer → `$.a[0].b`.

@@ -24,9 +24,9 @@ use std::time::Duration;
 use futures::FutureExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
-    ServerConfig, Tool as McpTool,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ServerCapabilities, ServerConfig, Tool as McpTool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -48,6 +48,13 @@ use crate::{argv, completion};
 
 pub const SERVER_NAME: &str = "conda-cli-mcp";
 pub const CAPABILITIES_URI: &str = "conda://capabilities";
+/// The protocol revisions offered.
+pub const SUPPORTED_VERSIONS: &[ProtocolVersion] = &[
+    ProtocolVersion::V_2024_11_05,
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2026_07_28,
+];
 const RESTART_SUFFIX: &str = ". Restart the MCP server to refresh conda tools";
 
 /// Everything that exists once discovery has finished.
@@ -303,6 +310,13 @@ impl Server {
             shared: Arc::clone(&self.shared),
             session_calls: Arc::new(AtomicUsize::new(0)),
         }
+    }
+
+    /// The longest frame (stdio line, HTTP body) the server reads: room for the largest
+    /// command that may run ([`exec::MAX_COMMAND_BYTES`]) and the largest stdin, each byte
+    /// JSON-escaped at worst (`\u00XX`, 6 bytes), plus the envelope.
+    pub fn max_frame(&self) -> usize {
+        6 * (exec::MAX_COMMAND_BYTES + self.shared.config.stdin_limit) + 64 * 1024
     }
 
     /// Resolves when the server cannot serve its tools (the reason, one line); the
@@ -605,7 +619,6 @@ impl Server {
         class: Classification,
         ct: CancellationToken,
     ) -> Result<CallToolResult, Refusal> {
-        let _admitted = self.admit(&ct).await?;
         let sandbox = match self.shared.sandbox.get() {
             Some(sandbox)
                 if sandbox::applies(&class, self.shared.config.allow_write)
@@ -632,6 +645,21 @@ impl Server {
             env_remove: Vec::new(),
             sandbox,
         };
+        // Refused before anything spawns (and before it takes a place in the queue).
+        exec::check_size(&spec).map_err(|why| {
+            let message = match why {
+                exec::TooLarge::Argument => format!(
+                    "Invalid arguments: one argument is longer than {} bytes",
+                    exec::MAX_ARG_BYTES
+                ),
+                exec::TooLarge::Total(_) => format!(
+                    "Invalid arguments: the command line and environment would exceed {} bytes",
+                    exec::MAX_COMMAND_BYTES
+                ),
+            };
+            ErrorData::invalid_params(message, Some(json!({"limit": exec::MAX_COMMAND_BYTES})))
+        })?;
+        let _admitted = self.admit(&ct).await?;
         let outcome = match exec::run(&spec, &ct).await {
             Ok(outcome) => outcome,
             Err(error) => {
@@ -867,7 +895,7 @@ async fn probe_sandbox(disabled: bool) -> Sandbox {
     let sandbox = Sandbox::probe(&sandbox::Inputs::from_process(), &program, args).await;
     match sandbox.state() {
         sandbox::State::Active => {
-            tracing::info!("read-only calls run in a read-only sandbox (private mount namespace)")
+            tracing::debug!("read-only calls run in a read-only sandbox (private mount namespace)")
         }
         sandbox::State::Unavailable(reason) => tracing::warn!(
             %reason,
@@ -1099,6 +1127,13 @@ impl ServerHandler for Server {
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
             .with_instructions(self.instructions())
+    }
+
+    /// Every revision rmcp knows except 2025-03-26, the only one with JSON-RPC batches
+    /// (which `ccm` does not implement; a batch is answered element by element with
+    /// `-32600`). A client asking for it is offered the newest revision with a handshake.
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(SUPPORTED_VERSIONS)
     }
 
     async fn list_tools(

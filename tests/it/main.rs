@@ -27,6 +27,8 @@ mod mcp;
 mod oracle;
 /// The safety policy on final argv (pure).
 mod policy;
+/// Hostile JSON-RPC frames over stdio: every frame answered.
+mod protocol;
 /// Restart detection and its cost.
 mod restart;
 /// The argv round trip through the target's own parser.

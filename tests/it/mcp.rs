@@ -106,6 +106,18 @@ impl Session {
         self.stdin.flush().unwrap();
     }
 
+    /// Write raw bytes (a frame, with or without its newline).
+    pub fn write_raw(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The next message on stdout, in order (answers to `wait` are not consumed here
+    /// unless they come first), waiting up to `timeout`.
+    pub fn next(&mut self, timeout: Duration) -> Option<Value> {
+        self.responses.recv_timeout(timeout).ok()
+    }
+
     pub fn notify(&mut self, method: &str, params: Value) {
         self.write(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
     }
