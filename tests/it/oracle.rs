@@ -62,7 +62,7 @@ const INTERNAL_PROGRAMS: &[&[&str]] = &[
 /// `environments.txt` while listing environments, for every user's home when run as root;
 /// OSError is logged as "File not cleaned"). The harness refuses their writes with EROFS,
 /// as the read-only sandbox does, and counts them; the oracle then judges what conda does
-/// next. Without the sandbox these writes happen (docs/compatibility.md).
+/// next. Without the sandbox these writes happen (docs/security.md, known effects).
 const PROBES: &[(&str, &[&str])] = &[
     (
         "conda/gateways/disk/create.py",
