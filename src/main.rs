@@ -17,6 +17,15 @@ fn main() -> ExitCode {
         }
     };
     init_logging();
+    let config = match &action {
+        Action::Print(_) => None,
+        Action::Serve(config) | Action::Discover { config, .. } | Action::Tools { config, .. } => {
+            Some(config)
+        }
+    };
+    if let Some(config) = config {
+        protect_secrets(config);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -100,7 +109,9 @@ fn main() -> ExitCode {
                     Some(http) => ccm::transport::http::serve(server, http).await,
                 }
             });
-            // Children still running (a cancelled session) must not keep us alive.
+            // Cancel every execution still running (a session that went away) and let its
+            // termination sweep finish: nothing the server started outlives it.
+            runtime.block_on(ccm::exec::shutdown(ccm::exec::SHUTDOWN_BOUND));
             runtime.shutdown_timeout(std::time::Duration::from_millis(100));
             match served {
                 Ok(()) => ExitCode::SUCCESS,
@@ -114,6 +125,52 @@ fn main() -> ExitCode {
                 }
             }
         }
+    }
+}
+
+/// Before any thread starts: make this process a child subreaper (orphaned descendants are
+/// reaped here, not by init), undumpable (same-user children cannot read its
+/// `/proc/<pid>/environ`, `cmdline` or memory), resolve the children's limits and withheld
+/// variables, and wipe the token from this process's own environment block.
+fn protect_secrets(config: &cli::Config) {
+    if !ccm::exec::reap::become_subreaper() {
+        tracing::warn!("cannot become a child subreaper: orphaned descendants go to init");
+    }
+    // SAFETY: prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        tracing::warn!("cannot mark the server undumpable");
+    }
+    let token = config.http.as_ref().and_then(|h| h.token.as_ref());
+    let token_file = config
+        .http
+        .as_ref()
+        .and_then(|h| h.token_file.as_ref())
+        .and_then(|p| p.to_str());
+    let secrets: Vec<&str> = token
+        .map(|t| t.expose())
+        .into_iter()
+        .chain(token_file)
+        .collect();
+    ccm::exec::limits::configure(&config.limits, &secrets);
+    wipe_env(cli::TOKEN_VAR);
+}
+
+/// Overwrite the variable's value where the kernel shows it (`/proc/self/environ` reads
+/// the original environment block), then remove it. The parsed configuration has its own
+/// copy.
+fn wipe_env(name: &str) {
+    let Ok(c_name) = std::ffi::CString::new(name) else {
+        return;
+    };
+    // SAFETY: single-threaded at this point (no runtime yet); getenv returns a pointer to
+    // a NUL-terminated value inside the environment, overwritten within its length.
+    unsafe {
+        let value = libc::getenv(c_name.as_ptr());
+        if !value.is_null() {
+            let len = libc::strlen(value);
+            std::ptr::write_bytes(value, 0, len);
+        }
+        std::env::remove_var(name);
     }
 }
 

@@ -398,8 +398,10 @@ impl Server {
         };
         let restart = raw(&restart);
         let startup = raw(&startup);
+        let limits = raw(&exec::Limits::current().describe());
         document.insert("restart", &restart);
         document.insert("startup", &startup);
+        document.insert("limits", &limits);
         serde_json::to_string(&document).expect("raw JSON parts serialize")
     }
 
@@ -532,6 +534,7 @@ impl Server {
             stdout_limit: self.shared.config.output_limit,
             stderr_limit: self.shared.config.output_limit,
             env_remove: Vec::new(),
+            limits: exec::Limits::current(),
         };
         let outcome = match exec::run(&spec, &ct).await {
             Ok(outcome) => outcome,
@@ -884,10 +887,13 @@ pub fn execution_result(outcome: &exec::Outcome, restart_required: bool) -> Call
             outcome.exit_code.unwrap_or(-1)
         )
     };
+    let failed = outcome.exit_code != Some(0) || outcome.timed_out || outcome.cancelled;
+    if let Some(limit) = outcome.limit.as_deref().filter(|_| failed) {
+        summary.push_str(&format!(" ({limit})"));
+    }
     if restart_required && !outcome.timed_out && !outcome.cancelled {
         summary.push_str(RESTART_SUFFIX);
     }
-    let failed = outcome.exit_code != Some(0) || outcome.timed_out || outcome.cancelled;
     let content = vec![
         ContentBlock::text(summary),
         ContentBlock::text(canonical_json(&structured)),

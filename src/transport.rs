@@ -19,7 +19,8 @@ pub enum Failure {
     Io(String),
 }
 
-/// Serve one MCP session over stdin/stdout until the client goes away.
+/// Serve one MCP session over stdin/stdout until the client goes away (stdin EOF) or
+/// SIGINT/SIGTERM; `main` then cancels every execution and waits for its sweep.
 pub async fn stdio(server: Server) -> Result<(), Failure> {
     let watch = server.clone();
     let running = tokio::select! {
@@ -30,11 +31,41 @@ pub async fn stdio(server: Server) -> Result<(), Failure> {
             Err(error) => return Err(Failure::Io(format!("MCP session failed to start: {error}"))),
         },
         reason = watch.failed() => return Err(Failure::Config(reason)),
+        () = signalled() => return Ok(()),
     };
     tokio::select! {
         ended = running.waiting() => ended
             .map(|_| ())
             .map_err(|error| Failure::Io(format!("MCP session ended with an error: {error}"))),
         reason = watch.failed() => Err(Failure::Config(reason)),
+        () = signalled() => {
+            tracing::info!("shutting down");
+            crate::exec::begin_shutdown();
+            Ok(())
+        }
+    }
+}
+
+/// SIGINT or SIGTERM.
+pub(crate) async fn signalled() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+            }
+            _ => std::future::pending().await,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }

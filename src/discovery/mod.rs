@@ -318,6 +318,7 @@ pub async fn run_helper<T: serde::de::DeserializeOwned>(
         stdout_limit: DOCUMENT_LIMIT,
         stderr_limit: HELPER_STDERR_LIMIT,
         env_remove: Vec::new(),
+        limits: exec::Limits::current(),
     };
     let outcome = exec::run(&spec, &CancellationToken::new())
         .await
@@ -398,6 +399,7 @@ pub async fn conda_info(target: &Target) -> Result<Info, Failure> {
         stdout_limit: DOCUMENT_LIMIT,
         stderr_limit: HELPER_STDERR_LIMIT,
         env_remove: Vec::new(),
+        limits: exec::Limits::current(),
     };
     let outcome = exec::run(&spec, &CancellationToken::new())
         .await

@@ -252,7 +252,12 @@ pub async fn serve(server: Server, config: HttpConfig) -> Result<(), Failure> {
     let stopping = cancel.clone();
     let shutdown = async move {
         tokio::select! {
-            () = signalled() => tracing::info!("shutting down"),
+            () = super::signalled() => {
+                tracing::info!("shutting down");
+                // In-flight calls end now (SIGTERM, grace, SIGKILL), so their connections
+                // can close; `main` waits for the sweeps.
+                crate::exec::begin_shutdown();
+            }
             failure = server.failed() => {
                 if let Ok(mut slot) = reason.lock() {
                     *slot = Some(Failure::Config(failure));
@@ -283,30 +288,6 @@ pub async fn serve(server: Server, config: HttpConfig) -> Result<(), Failure> {
     match stop.lock().ok().and_then(|mut slot| slot.take()) {
         Some(failure) => Err(failure),
         None => Ok(()),
-    }
-}
-
-/// SIGINT or SIGTERM.
-async fn signalled() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) {
-            (Ok(mut term), Ok(mut int)) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = int.recv() => {}
-                }
-            }
-            _ => std::future::pending().await,
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
     }
 }
 
