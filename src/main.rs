@@ -151,8 +151,58 @@ fn protect_secrets(config: &cli::Config) {
         .into_iter()
         .chain(token_file)
         .collect();
-    ccm::exec::limits::configure(&config.limits, &secrets);
-    wipe_env(cli::TOKEN_VAR);
+    let limits = ccm::exec::limits::configure(&config.limits, &secrets);
+    // Withheld from children, so not needed here either: a child running as the same user
+    // as root (whom PR_SET_DUMPABLE does not stop) finds nothing in /proc/<server>.
+    for name in limits.env_remove.iter() {
+        wipe_env(name);
+    }
+    wipe_arg_value("--token-file");
+}
+
+/// Overwrite the value of `flag` (`--flag VALUE` or `--flag=VALUE`) in this process's
+/// argument block, which `/proc/self/cmdline` shows; parsing is done by now.
+fn wipe_arg_value(flag: &str) {
+    let (Ok(cmdline), Ok(stat)) = (
+        std::fs::read("/proc/self/cmdline"),
+        std::fs::read_to_string("/proc/self/stat"),
+    ) else {
+        return;
+    };
+    // Fields 48 and 49 of stat (counting from 1; the first after the command's ')' is 3).
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let (Some(Ok(start)), Some(Ok(end))) = (
+        fields.get(45).map(|f| f.parse::<usize>()),
+        fields.get(46).map(|f| f.parse::<usize>()),
+    ) else {
+        return;
+    };
+    if start == 0 || end < start || end - start != cmdline.len() {
+        return;
+    }
+    let mut offset = 0;
+    let mut wipe_next = false;
+    for arg in cmdline.split(|b| *b == 0) {
+        let range = if wipe_next {
+            Some((offset, arg.len()))
+        } else {
+            arg.strip_prefix(flag.as_bytes())
+                .and_then(|rest| rest.strip_prefix(b"="))
+                .map(|value| (offset + arg.len() - value.len(), value.len()))
+        };
+        wipe_next = arg == flag.as_bytes();
+        if let Some((at, len)) = range {
+            // SAFETY: [start, end) is this process's own argument block (checked against
+            // /proc/self/cmdline above); the write stays inside one argument.
+            unsafe {
+                std::ptr::write_bytes((start + at) as *mut u8, b'*', len);
+            }
+        }
+        offset += arg.len() + 1;
+    }
 }
 
 /// Overwrite the variable's value where the kernel shows it (`/proc/self/environ` reads

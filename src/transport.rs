@@ -24,7 +24,7 @@ pub enum Failure {
 pub async fn stdio(server: Server) -> Result<(), Failure> {
     let watch = server.clone();
     let running = tokio::select! {
-        started = server.serve(rmcp::transport::stdio()) => match started {
+        started = server.serve((EofCancels(tokio::io::stdin()), tokio::io::stdout())) => match started {
             Ok(running) => running,
             // The client closed stdin before initializing: nothing to serve.
             Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
@@ -43,6 +43,30 @@ pub async fn stdio(server: Server) -> Result<(), Failure> {
             crate::exec::begin_shutdown();
             Ok(())
         }
+    }
+}
+
+/// stdin that cancels every execution when it reaches EOF: the client is gone, so the
+/// in-flight calls end (SIGTERM, grace, SIGKILL) instead of running to their timeout
+/// while the session drains.
+struct EofCancels<R>(R);
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for EofCancels<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.0).poll_read(cx, buf);
+        if let std::task::Poll::Ready(Ok(())) = &polled
+            && buf.filled().len() == before
+            && buf.remaining() > 0
+        {
+            tracing::info!("stdin closed: ending every execution");
+            crate::exec::begin_shutdown();
+        }
+        polled
     }
 }
 

@@ -15,7 +15,7 @@ use crate::support;
 
 pub struct Session {
     child: Child,
-    stdin: ChildStdin,
+    stdin: Option<ChildStdin>,
     responses: Receiver<Value>,
     pending: HashMap<i64, Value>,
     next_id: i64,
@@ -76,7 +76,7 @@ impl Session {
         });
         Session {
             child,
-            stdin,
+            stdin: Some(stdin),
             responses,
             pending: HashMap::new(),
             next_id: 1,
@@ -89,11 +89,33 @@ impl Session {
         self.child.id()
     }
 
+    /// Wait up to `timeout` for the server to exit; its exit code (`None`: still running
+    /// or killed by a signal).
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Close the server's stdin (EOF) and wait up to `timeout` for it to exit.
+    pub fn close_stdin_and_wait(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        self.stdin = None;
+        self.wait_exit(timeout)
+    }
+
     fn write(&mut self, message: &Value) {
         let mut line = serde_json::to_string(message).unwrap();
         line.push('\n');
-        self.stdin.write_all(line.as_bytes()).unwrap();
-        self.stdin.flush().unwrap();
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.flush().unwrap();
     }
 
     pub fn notify(&mut self, method: &str, params: Value) {

@@ -1,0 +1,487 @@
+//! Limits on every child, no survivors, secrets withheld: the real `ccm` binary against the
+//! fixture conda (and a real conda with `CCM_TEST_CONDA`).
+
+use std::io::Read;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::mcp::{Session, structured};
+use crate::support;
+
+/// SIGTERM → SIGKILL grace of the server.
+const GRACE: Duration = Duration::from_secs(2);
+/// What the issue allows on top of timeout + grace.
+const SLACK: Duration = Duration::from_millis(500);
+
+fn conda() -> &'static Path {
+    &support::fixture().conda
+}
+
+/// A sleep duration unique to this test run, so a /proc walk finds only our processes.
+fn unique_seconds() -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "7{:04}{:02}",
+        std::process::id() % 10_000,
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn stat(pid: i32) -> Option<(char, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    Some((state, fields.next()?.parse().ok()?))
+}
+
+/// Live (non-zombie) processes whose command line contains `needle`.
+fn survivors(needle: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(mut cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        cmdline
+            .iter_mut()
+            .filter(|b| **b == 0)
+            .for_each(|b| *b = b' ');
+        if String::from_utf8_lossy(&cmdline).contains(needle)
+            && stat(pid).is_some_and(|(state, _)| state != 'Z')
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Zombie children of `parent` (nobody reaped them).
+fn zombies_of(parent: u32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| stat(*pid) == Some(('Z', parent as i32)))
+        .collect()
+}
+
+fn kill_pids(pids: &[i32]) {
+    for pid in pids {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+}
+
+/// Assert that nothing matching `needle` is alive (killing leftovers so they cannot leak
+/// into other tests).
+fn assert_no_survivors(needle: &str, what: &str) {
+    let left = survivors(needle);
+    kill_pids(&left);
+    assert!(left.is_empty(), "{what}: descendants survived: {left:?}");
+}
+
+fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The two hostile trees of the issue, as `conda run` arguments: an escaped `setsid`
+/// sleeper next to a plain one, and a group that ignores SIGTERM (with an escaped member).
+fn trees(seconds: &str) -> [(&'static str, Vec<String>); 2] {
+    [
+        (
+            "setsid",
+            vec![
+                "sh".into(),
+                "-c".into(),
+                format!("setsid sleep {seconds} & sleep {seconds}"),
+            ],
+        ),
+        (
+            "trap",
+            vec![
+                "sh".into(),
+                "-c".into(),
+                format!("trap '' TERM; setsid sleep {seconds} & sleep {seconds} & wait"),
+            ],
+        ),
+    ]
+}
+
+fn run_args(argv: &[String]) -> Value {
+    json!({"executable_call": argv, "no_capture_output": true})
+}
+
+/// Both sleepers of a tree are up.
+fn started(seconds: &str) {
+    wait_until("the sleepers", Duration::from_secs(30), || {
+        survivors(&format!("sleep {seconds}"))
+            .iter()
+            .filter(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep\0"))
+            })
+            .count()
+            == 2
+    });
+}
+
+#[test]
+fn no_descendant_survives_a_timeout() {
+    let timeout = Duration::from_secs(2);
+    let mut s = Session::start(conda(), &["--allow-exec", "--timeout", "2"]);
+    s.call("conda_info", json!({}));
+    for tree in 0..2 {
+        let seconds = unique_seconds();
+        let (name, argv) = trees(&seconds)[tree].clone();
+        let needle = format!("sleep {seconds}");
+        let begun = Instant::now();
+        let result = s.call("conda_run", run_args(&argv));
+        let elapsed = begun.elapsed();
+        assert_eq!(structured(&result)["timed_out"], true, "{name}: {result}");
+        assert_no_survivors(&needle, name);
+        eprintln!("timeout/{name}: ended after {elapsed:?}");
+        assert!(
+            elapsed <= timeout + GRACE + SLACK,
+            "{name}: took {elapsed:?} (timeout {timeout:?} + grace {GRACE:?} + {SLACK:?})"
+        );
+    }
+    wait_until("orphans to be reaped", Duration::from_secs(2), || {
+        zombies_of(s.pid()).is_empty()
+    });
+}
+
+#[test]
+fn no_descendant_survives_a_cancellation() {
+    let mut s = Session::start(conda(), &["--allow-exec"]);
+    s.call("conda_info", json!({}));
+    for tree in 0..2 {
+        let seconds = unique_seconds();
+        let (name, argv) = trees(&seconds)[tree].clone();
+        let needle = format!("sleep {seconds}");
+        let id = s.send(
+            "tools/call",
+            json!({"name": "conda_run", "arguments": run_args(&argv)}),
+        );
+        started(&seconds);
+        let begun = Instant::now();
+        s.notify(
+            "notifications/cancelled",
+            json!({"requestId": id, "reason": "test"}),
+        );
+        wait_until("the tree to die", GRACE + Duration::from_secs(10), || {
+            survivors(&needle).is_empty()
+        });
+        let elapsed = begun.elapsed();
+        eprintln!("cancel/{name}: tree gone after {elapsed:?}");
+        assert!(elapsed <= GRACE + SLACK, "{name}: took {elapsed:?}");
+        assert_eq!(
+            structured(&s.call("conda_info", json!({})))["exit_code"],
+            0,
+            "the server keeps serving"
+        );
+    }
+    wait_until("orphans to be reaped", Duration::from_secs(2), || {
+        zombies_of(s.pid()).is_empty()
+    });
+}
+
+/// Stop the server the way `stop` says while a tree runs; the server exits within the
+/// grace period (+ slack) and takes every descendant with it.
+fn server_exit_ends_everything(stop: &str) {
+    for tree in 0..2 {
+        let seconds = unique_seconds();
+        let (name, argv) = trees(&seconds)[tree].clone();
+        let needle = format!("sleep {seconds}");
+        let mut s = Session::start(conda(), &["--allow-exec"]);
+        s.send(
+            "tools/call",
+            json!({"name": "conda_run", "arguments": run_args(&argv)}),
+        );
+        started(&seconds);
+        let begun = Instant::now();
+        let status = match stop {
+            "SIGTERM" | "SIGINT" => {
+                let signal = if stop == "SIGTERM" { "-TERM" } else { "-INT" };
+                std::process::Command::new("kill")
+                    .args([signal, &s.pid().to_string()])
+                    .status()
+                    .unwrap();
+                s.wait_exit(GRACE + Duration::from_secs(10))
+            }
+            _ => s.close_stdin_and_wait(GRACE + Duration::from_secs(10)),
+        };
+        let elapsed = begun.elapsed();
+        eprintln!("{stop}/{name}: server exited after {elapsed:?}");
+        assert!(status.is_some(), "{stop}/{name}: the server did not exit");
+        assert_no_survivors(&needle, &format!("{stop}/{name}"));
+        assert!(elapsed <= GRACE + SLACK, "{stop}/{name}: took {elapsed:?}");
+    }
+}
+
+#[test]
+fn no_descendant_survives_sigterm() {
+    server_exit_ends_everything("SIGTERM");
+}
+
+#[test]
+fn no_descendant_survives_sigint() {
+    server_exit_ends_everything("SIGINT");
+}
+
+#[test]
+fn no_descendant_survives_stdin_eof() {
+    server_exit_ends_everything("EOF");
+}
+
+#[test]
+fn the_memory_limit_is_enforced_and_named() {
+    let mut s = Session::start(conda(), &["--allow-exec", "--memory-limit", "512MiB"]);
+    s.call("conda_info", json!({}));
+    // What `conda compare --file /dev/zero` does: read an endless file into memory.
+    let result = s.call(
+        "conda_run",
+        json!({"executable_call": ["python", "-c", "open('/dev/zero', 'rb').read()"]}),
+    );
+    assert_eq!(result["isError"], true, "{result}");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("memory limit 512 MiB may have been exceeded"),
+        "{text}"
+    );
+    assert!(
+        structured(&result)["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("MemoryError"),
+        "{result}"
+    );
+    let rss = s.peak_rss_kb();
+    assert!(rss < 50 * 1024, "server peak RSS {rss} kB");
+    let caps = s.capabilities();
+    assert_eq!(caps["limits"]["memory_bytes"], 512u64 << 20, "{caps}");
+}
+
+#[test]
+fn the_file_size_limit_is_enforced_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big");
+    let mut s = Session::start(conda(), &["--allow-exec", "--file-size-limit", "1MiB"]);
+    let result = s.call(
+        "conda_run",
+        json!({"executable_call": ["python", "-c",
+            format!("open({:?}, 'wb').write(bytes(3 * 1024 * 1024))", big.to_str().unwrap())]}),
+    );
+    assert_eq!(result["isError"], true, "{result}");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("file-size limit 1 MiB may have been exceeded"),
+        "{text}"
+    );
+    let size = std::fs::metadata(&big).map(|m| m.len()).unwrap_or(0);
+    assert!(size <= 1 << 20, "{size} bytes written");
+}
+
+#[test]
+fn the_process_limit_holds_or_is_reported() {
+    let mut s = Session::start(conda(), &["--allow-exec", "--process-limit", "32"]);
+    let caps = s.capabilities();
+    let processes = &caps["limits"]["processes"];
+    if processes["enforced"] != true {
+        // Where no cgroup is available the server must say why.
+        assert!(
+            processes["reason"].as_str().is_some_and(|r| !r.is_empty()),
+            "{caps}"
+        );
+        assert!(s.stderr.lock().unwrap().contains("process-count limit"));
+        return;
+    }
+    assert_eq!(processes["max"], 32);
+    // 64 sleepers cannot all start, even for root.
+    let result = s.call(
+        "conda_run",
+        json!({"executable_call": ["python", "-c",
+            "import subprocess\nps = [subprocess.Popen(['sleep', '5']) for _ in range(64)]"]}),
+    );
+    assert_eq!(result["isError"], true, "{result}");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("process limit 32 may have been reached"),
+        "{text}"
+    );
+}
+
+#[test]
+fn secrets_do_not_reach_children() {
+    let token = "hostile-test-token-5e8d1c";
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("ccm-token-file");
+    std::fs::write(&token_file, format!("{token}-file\n")).unwrap();
+    let token_file = token_file.to_str().unwrap().to_owned();
+    let mut s = Session::start_with(
+        conda(),
+        &["--allow-exec", "--child-env-remove", "OPERATOR_SECRET"],
+        &[
+            ("CCM_MCP_TOKEN", token),
+            ("OPERATOR_SECRET", "operator-secret-value"),
+        ],
+    );
+    let server = s.pid();
+    // The child reads the server's environment and command line, its parent's, and its own.
+    let script = format!(
+        "cat /proc/{server}/environ /proc/{server}/cmdline; echo; \
+         cat /proc/$PPID/environ; echo; cat /proc/self/environ; echo; env"
+    );
+    let result = s.call(
+        "conda_run",
+        json!({"executable_call": ["sh", "-c", script], "no_capture_output": true}),
+    );
+    let seen = format!(
+        "{}{}",
+        structured(&result)["stdout"].as_str().unwrap(),
+        structured(&result)["stderr"].as_str().unwrap()
+    );
+    assert!(
+        seen.contains("PATH="),
+        "the child did read environments: {seen}"
+    );
+    for secret in [token, "operator-secret-value"] {
+        assert!(!seen.contains(secret), "{secret} reached a child: {seen}");
+    }
+    drop(s);
+    // Over HTTP the token file's path is withheld too.
+    let mut command = support::ccm();
+    command
+        .arg("--conda-exe")
+        .arg(conda())
+        .args([
+            "--allow-exec",
+            "--http",
+            "127.0.0.1:0",
+            "--token-file",
+            &token_file,
+        ])
+        .env("TOKEN_PATH_COPY", &token_file)
+        .env("ALIAS_OF_TOKEN", format!("{token}-file"))
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null());
+    let mut child = command.spawn().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let mut buffer = [0u8; 4096];
+    let mut text = String::new();
+    let url = loop {
+        let n = stderr.read(&mut buffer).unwrap();
+        assert!(n > 0, "ccm --http did not start: {text}");
+        text.push_str(&String::from_utf8_lossy(&buffer[..n]));
+        if let Some(line) = text.lines().find(|l| l.starts_with("ccm: listening on ")) {
+            break line.trim_start_matches("ccm: listening on ").to_owned();
+        }
+    };
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = stderr.read_to_end(&mut sink);
+    });
+    let file_token = format!("{token}-file");
+    let seen = http_env_probe(&url, &file_token, child.id());
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    assert!(
+        seen.contains("PATH="),
+        "the child did read environments: {seen}"
+    );
+    assert!(
+        !seen.contains(&file_token),
+        "the token reached a child: {seen}"
+    );
+    assert!(
+        !seen.contains(&token_file),
+        "the token file's path reached a child: {seen}"
+    );
+}
+
+/// Over HTTP: initialize, then run a child that prints every environment it can read.
+fn http_env_probe(url: &str, token: &str, server: u32) -> String {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let post = |session: Option<&str>, body: Value| {
+        let mut request = agent
+            .post(url)
+            .header("Authorization", &format!("Bearer {token}"))
+            .header("Accept", "application/json, text/event-stream")
+            .header("Content-Type", "application/json");
+        if let Some(session) = session {
+            request = request.header("Mcp-Session-Id", session);
+        }
+        let mut response = request.send(body.to_string()).unwrap();
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let text = response.body_mut().read_to_string().unwrap();
+        (session, text)
+    };
+    let (session, _) = post(
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    let session = session.expect("a session id");
+    post(
+        Some(&session),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    let script = format!(
+        "cat /proc/{server}/environ /proc/{server}/cmdline; echo; cat /proc/$PPID/environ; \
+         echo; cat /proc/self/environ; echo; env"
+    );
+    let (_, text) = post(
+        Some(&session),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "conda_run",
+            "arguments": {"executable_call": ["sh", "-c", script], "no_capture_output": true}}}),
+    );
+    text
+}
+
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_compare_dev_zero_names_the_memory_limit() {
+    let conda = support::real_conda();
+    let prefix = conda.parent().unwrap().parent().unwrap().to_owned();
+    let mut s = Session::start(&conda, &["--timeout", "300"]);
+    let begun = Instant::now();
+    let result = s.call(
+        "conda_compare",
+        json!({"file": "/dev/zero", "prefix": prefix.to_str().unwrap()}),
+    );
+    let elapsed = begun.elapsed();
+    let rss = s.peak_rss_kb();
+    eprintln!("conda compare /dev/zero: isError after {elapsed:?}, server peak RSS {rss} kB");
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(structured(&result)["timed_out"], false, "{result}");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("memory limit") && text.contains("may have been exceeded"),
+        "{text}"
+    );
+    assert!(rss < 50 * 1024, "server peak RSS {rss} kB");
+}
