@@ -791,6 +791,63 @@ mod tests {
     }
 
     #[test]
+    fn limit_flags_and_variables() {
+        use crate::exec::Limit;
+        let config = serve(&[], &[]).unwrap();
+        assert_eq!(config.limits, crate::exec::Settings::default());
+        let config = serve(
+            &[
+                "--memory-limit",
+                "2GiB",
+                "--file-size-limit",
+                "1048576",
+                "--process-limit",
+                "64",
+                "--child-env-remove",
+                "AWS_SECRET_ACCESS_KEY",
+            ],
+            &[(CHILD_ENV_REMOVE_VAR, "A, B,,A")],
+        )
+        .unwrap();
+        assert_eq!(config.limits.memory, Limit::At(2 << 30));
+        assert_eq!(config.limits.file_size, Limit::At(1 << 20));
+        assert_eq!(config.limits.processes, Limit::At(64));
+        assert_eq!(
+            config.limits.child_env_remove,
+            ["AWS_SECRET_ACCESS_KEY", "A", "B"]
+        );
+        // Variables apply when the flag is absent; the flag wins.
+        let config = serve(
+            &["--memory-limit", "512M"],
+            &[
+                (MEMORY_LIMIT_VAR, "1GiB"),
+                (FILE_SIZE_LIMIT_VAR, "unlimited"),
+                (PROCESS_LIMIT_VAR, "unlimited"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(config.limits.memory, Limit::At(512 << 20));
+        assert_eq!(config.limits.file_size, Limit::Unlimited);
+        assert_eq!(config.limits.processes, Limit::Unlimited);
+        assert_eq!(parse_size("1.5GiB"), Ok(Limit::At(3 << 29)));
+        for bad in ["", "-1", "4XB", "12", "0.5KiB", "NaN", "1e400"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            serve(&["--memory-limit", "lots"], &[]).unwrap_err(),
+            "ccm: error: argument --memory-limit: 'lots' is not a size; give bytes, a number \
+             with KiB, MiB, GiB or TiB, or 'unlimited'"
+        );
+        assert!(
+            serve(&[], &[(FILE_SIZE_LIMIT_VAR, "10")])
+                .unwrap_err()
+                .contains("CCM_FILE_SIZE_LIMIT: must be at least 1MiB")
+        );
+        assert!(serve(&["--process-limit", "0"], &[]).is_err());
+        assert!(serve(&["--child-env-remove", "A=B"], &[]).is_err());
+    }
+
+    #[test]
     fn capacity_flags() {
         let config = serve(&[], &[]).unwrap();
         assert_eq!((config.max_queue, config.max_session_calls), (16, 4));

@@ -760,6 +760,77 @@ mod tests {
         assert!(left.is_empty(), "survivors: {left:?}");
     }
 
+    /// Two runs overlap (a helper run during a tool run): the first one's sweep kills its
+    /// own escaped descendant and nothing of the second one.
+    async fn overlapping_runs_sweep_only_their_own(limits: Limits) {
+        let (mine, theirs) = (unique_sleep(), unique_sleep());
+        let mut long = sh(
+            &format!("setsid sleep {theirs} & sleep {theirs}"),
+            60_000,
+            1024,
+        );
+        long.limits = limits.clone();
+        let cancel = CancellationToken::new();
+        let stop = cancel.clone();
+        let long = tokio::spawn(async move { run(&long, &stop).await });
+        let probe = format!("sleep {theirs}");
+        let until = Instant::now() + Duration::from_secs(10);
+        while survivors(&probe).len() < 2 && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut short = sh(
+            &format!("setsid sh -c 'echo up; exec sleep {mine}' & sleep 0.3"),
+            10_000,
+            1024,
+        );
+        short.limits = limits;
+        let out = run(&short, &CancellationToken::new()).await.unwrap();
+        assert_eq!(
+            (out.exit_code, out.stdout.as_slice()),
+            (Some(0), &b"up\n"[..])
+        );
+        let left = survivors(&format!("sleep {mine}"));
+        kill_pids(&left);
+        assert!(
+            left.is_empty(),
+            "the short run's descendant survived: {left:?}"
+        );
+        let theirs_alive = survivors(&probe);
+        cancel.cancel();
+        let out = long.await.unwrap().unwrap();
+        assert!(out.cancelled);
+        assert!(
+            theirs_alive.len() >= 2,
+            "the short run's sweep killed the other run's processes: {theirs_alive:?}"
+        );
+        let left = survivors(&probe);
+        kill_pids(&left);
+        assert!(left.is_empty(), "survivors: {left:?}");
+    }
+
+    #[tokio::test]
+    async fn overlapping_runs_by_marker() {
+        overlapping_runs_sweep_only_their_own(Limits::none()).await;
+    }
+
+    #[tokio::test]
+    async fn overlapping_runs_by_cgroup() {
+        // Where this process cannot create cgroups (not root, no delegation) the marker
+        // variant above still covers attribution.
+        match cgroup::Cgroups::detect(false) {
+            Ok(cgroups) => {
+                let cgroups = Arc::new(cgroups);
+                let limits = Limits {
+                    cgroups: Some(Arc::clone(&cgroups)),
+                    ..Limits::none()
+                };
+                overlapping_runs_sweep_only_their_own(limits).await;
+                cgroups.remove();
+            }
+            Err(reason) => eprintln!("cgroups unavailable here: {reason}"),
+        }
+    }
+
     #[tokio::test]
     async fn file_size_limit_is_named() {
         let mut spec = sh(

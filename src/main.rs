@@ -45,6 +45,7 @@ fn main() -> ExitCode {
                 timeout: config.timeout,
             };
             let found = runtime.block_on(discovery::discover(&target));
+            runtime.block_on(ccm::exec::shutdown(ccm::exec::SHUTDOWN_BOUND));
             let document = serde_json::json!({
                 "catalog": found.catalog,
                 "conda_version": found.catalog.conda_version,
@@ -66,6 +67,7 @@ fn main() -> ExitCode {
                 timeout: config.timeout,
             };
             let found = runtime.block_on(discovery::discover(&target));
+            runtime.block_on(ccm::exec::shutdown(ccm::exec::SHUTDOWN_BOUND));
             for d in found.catalog.diagnostics.iter().filter(|d| d.blocking) {
                 eprintln!(
                     "ccm: {}: {}",
