@@ -362,44 +362,26 @@ fn secrets_do_not_reach_children() {
     }
     drop(s);
     // Over HTTP the token file's path is withheld too.
-    let mut command = support::ccm();
-    command
-        .arg("--conda-exe")
-        .arg(conda())
-        .args([
-            "--allow-exec",
-            "--http",
-            "127.0.0.1:0",
-            "--token-file",
-            &token_file,
-        ])
-        .env("TOKEN_PATH_COPY", &token_file)
-        .env("ALIAS_OF_TOKEN", format!("{token}-file"))
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null());
-    let mut child = command.spawn().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let mut buffer = [0u8; 4096];
-    let mut text = String::new();
-    let url = loop {
-        let n = stderr.read(&mut buffer).unwrap();
-        assert!(n > 0, "ccm --http did not start: {text}");
-        text.push_str(&String::from_utf8_lossy(&buffer[..n]));
-        if let Some(line) = text.lines().find(|l| l.starts_with("ccm: listening on ")) {
-            break line.trim_start_matches("ccm: listening on ").to_owned();
-        }
-    };
-    std::thread::spawn(move || {
-        let mut sink = Vec::new();
-        let _ = stderr.read_to_end(&mut sink);
-    });
     let file_token = format!("{token}-file");
-    let seen = http_env_probe(&url, &file_token, child.id());
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let _ = child.wait();
+    let mut child = start_http(
+        &["--allow-exec", "--token-file", &token_file],
+        &[
+            ("TOKEN_PATH_COPY", token_file.as_str()),
+            ("ALIAS_OF_TOKEN", file_token.as_str()),
+        ],
+    );
+    let server = child.child.id();
+    let session = http_session(&child.url, &file_token);
+    let script = format!(
+        "cat /proc/{server}/environ /proc/{server}/cmdline; echo; cat /proc/$PPID/environ; \
+         echo; cat /proc/self/environ; echo; env"
+    );
+    let seen = session.call(
+        2,
+        "conda_run",
+        json!({"executable_call": ["sh", "-c", script], "no_capture_output": true}),
+    );
+    child.terminate();
     assert!(
         seen.contains("PATH="),
         "the child did read environments: {seen}"
@@ -412,54 +394,170 @@ fn secrets_do_not_reach_children() {
         !seen.contains(&token_file),
         "the token file's path reached a child: {seen}"
     );
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        // Root's children can read /proc/<server> despite PR_SET_DUMPABLE: the values
+        // themselves are gone from it.
+        assert!(
+            seen.contains("--token-file"),
+            "the child read the server's command line: {seen}"
+        );
+    }
 }
 
-/// Over HTTP: initialize, then run a child that prints every environment it can read.
-fn http_env_probe(url: &str, token: &str, server: u32) -> String {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let post = |session: Option<&str>, body: Value| {
-        let mut request = agent
-            .post(url)
-            .header("Authorization", &format!("Bearer {token}"))
+#[test]
+fn no_descendant_survives_sigterm_over_http() {
+    let token = "http-survivor-token-0a9b8c";
+    for tree in 0..2 {
+        let seconds = unique_seconds();
+        let (name, argv) = trees(&seconds)[tree].clone();
+        let needle = format!("sleep {seconds}");
+        let mut server = start_http(&["--allow-exec"], &[("CCM_MCP_TOKEN", token)]);
+        let session = http_session(&server.url, token);
+        let call = std::thread::spawn(move || session.call(2, "conda_run", run_args(&argv)));
+        started(&seconds);
+        let begun = Instant::now();
+        std::process::Command::new("kill")
+            .args(["-TERM", &server.child.id().to_string()])
+            .status()
+            .unwrap();
+        let deadline = begun + GRACE + Duration::from_secs(10);
+        let exited = loop {
+            if server.child.try_wait().unwrap().is_some() {
+                break true;
+            }
+            if Instant::now() > deadline {
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let elapsed = begun.elapsed();
+        eprintln!("HTTP SIGTERM/{name}: server exited after {elapsed:?}");
+        assert!(exited, "HTTP SIGTERM/{name}: the server did not exit");
+        assert_no_survivors(&needle, &format!("HTTP SIGTERM/{name}"));
+        assert!(
+            elapsed <= GRACE + SLACK,
+            "HTTP SIGTERM/{name}: took {elapsed:?}"
+        );
+        let _ = call.join();
+    }
+}
+
+/// A running `ccm --http 127.0.0.1:0` against the fixture; killed when dropped.
+struct HttpChild {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpChild {
+    fn terminate(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for HttpChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_http(args: &[&str], env: &[(&str, &str)]) -> HttpChild {
+    let mut command = support::ccm();
+    command
+        .arg("--conda-exe")
+        .arg(conda())
+        .args(["--http", "127.0.0.1:0"])
+        .args(args)
+        .env_remove("CCM_MCP_TOKEN")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null());
+    let mut child = command.spawn().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let mut buffer = [0u8; 4096];
+    let mut text = String::new();
+    let url = loop {
+        let n = stderr.read(&mut buffer).unwrap();
+        assert!(n > 0, "ccm --http did not start: {text}");
+        text.push_str(&String::from_utf8_lossy(&buffer[..n]));
+        // Whole lines only: a read can end in the middle of one.
+        let complete = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+        if let Some(line) = complete
+            .lines()
+            .find(|l| l.starts_with("ccm: listening on "))
+        {
+            break line.trim_start_matches("ccm: listening on ").to_owned();
+        }
+    };
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = stderr.read_to_end(&mut sink);
+    });
+    HttpChild { child, url }
+}
+
+/// An initialized MCP session over HTTP.
+struct HttpSession {
+    agent: ureq::Agent,
+    url: String,
+    token: String,
+    session: Option<String>,
+}
+
+impl HttpSession {
+    fn post(&self, body: Value) -> (Option<String>, String) {
+        let mut request = self
+            .agent
+            .post(&self.url)
+            .header("Authorization", &format!("Bearer {}", self.token))
             .header("Accept", "application/json, text/event-stream")
             .header("Content-Type", "application/json");
-        if let Some(session) = session {
+        if let Some(session) = &self.session {
             request = request.header("Mcp-Session-Id", session);
         }
-        let mut response = request.send(body.to_string()).unwrap();
+        let mut response = match request.send(body.to_string()) {
+            Ok(response) => response,
+            Err(error) => return (None, format!("request failed: {error}")),
+        };
         let session = response
             .headers()
             .get("mcp-session-id")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let text = response.body_mut().read_to_string().unwrap();
+        let text = response.body_mut().read_to_string().unwrap_or_default();
         (session, text)
+    }
+
+    /// tools/call; the raw response body.
+    fn call(&self, id: i64, tool: &str, arguments: Value) -> String {
+        self.post(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}}))
+            .1
+    }
+}
+
+fn http_session(url: &str, token: &str) -> HttpSession {
+    let mut session = HttpSession {
+        agent: ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into(),
+        url: url.to_owned(),
+        token: token.to_owned(),
+        session: None,
     };
-    let (session, _) = post(
-        None,
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"}}}),
-    );
-    let session = session.expect("a session id");
-    post(
-        Some(&session),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    );
-    let script = format!(
-        "cat /proc/{server}/environ /proc/{server}/cmdline; echo; cat /proc/$PPID/environ; \
-         echo; cat /proc/self/environ; echo; env"
-    );
-    let (_, text) = post(
-        Some(&session),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-            "name": "conda_run",
-            "arguments": {"executable_call": ["sh", "-c", script], "no_capture_output": true}}}),
-    );
-    text
+    let (id, body) = session.post(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "1"}}}));
+    let (id, body) = (id, body);
+    session.session = Some(id.unwrap_or_else(|| panic!("no session id: {body}")));
+    session.post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    session
 }
 
 #[test]
