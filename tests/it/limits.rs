@@ -140,17 +140,37 @@ fn started(seconds: &str) {
 
 #[test]
 fn no_descendant_survives_a_timeout() {
-    let timeout = Duration::from_secs(2);
-    let mut s = Session::start(conda(), &["--allow-exec", "--timeout", "2"]);
+    survives_no_timeout(conda());
+}
+
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_no_descendant_survives_a_timeout() {
+    survives_no_timeout(&support::real_conda());
+}
+
+fn survives_no_timeout(conda: &Path) {
+    // Long enough for conda to start the tree on a loaded machine.
+    let timeout = Duration::from_secs(4);
+    let mut s = Session::start(conda, &["--allow-exec", "--timeout", "4"]);
     s.call("conda_info", json!({}));
     for tree in 0..2 {
         let seconds = unique_seconds();
         let (name, argv) = trees(&seconds)[tree].clone();
         let needle = format!("sleep {seconds}");
         let begun = Instant::now();
-        let result = s.call("conda_run", run_args(&argv));
+        let id = s.send(
+            "tools/call",
+            json!({"name": "conda_run", "arguments": run_args(&argv)}),
+        );
+        // The tree did start (else "no survivors" would prove nothing).
+        started(&seconds);
+        let response = s
+            .wait(id, timeout + GRACE + Duration::from_secs(10))
+            .expect("a result");
         let elapsed = begun.elapsed();
-        assert_eq!(structured(&result)["timed_out"], true, "{name}: {result}");
+        let result = &response["result"];
+        assert_eq!(structured(result)["timed_out"], true, "{name}: {response}");
         assert_no_survivors(&needle, name);
         eprintln!("timeout/{name}: ended after {elapsed:?}");
         assert!(
@@ -323,15 +343,11 @@ fn the_process_limit_holds_or_is_reported() {
     );
 }
 
-#[test]
-fn secrets_do_not_reach_children() {
-    let token = "hostile-test-token-5e8d1c";
-    let dir = tempfile::tempdir().unwrap();
-    let token_file = dir.path().join("ccm-token-file");
-    std::fs::write(&token_file, format!("{token}-file\n")).unwrap();
-    let token_file = token_file.to_str().unwrap().to_owned();
+/// A child started through `conda run` reads every environment it can find: the
+/// server's (and its command line), its parent's and its own.
+fn secrets_over_stdio(conda: &Path, token: &str) {
     let mut s = Session::start_with(
-        conda(),
+        conda,
         &["--allow-exec", "--child-env-remove", "OPERATOR_SECRET"],
         &[
             ("CCM_MCP_TOKEN", token),
@@ -360,7 +376,22 @@ fn secrets_do_not_reach_children() {
     for secret in [token, "operator-secret-value"] {
         assert!(!seen.contains(secret), "{secret} reached a child: {seen}");
     }
-    drop(s);
+}
+
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_secrets_do_not_reach_children() {
+    secrets_over_stdio(&support::real_conda(), "hostile-test-token-real-77c1");
+}
+
+#[test]
+fn secrets_do_not_reach_children() {
+    let token = "hostile-test-token-5e8d1c";
+    secrets_over_stdio(conda(), token);
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("ccm-token-file");
+    std::fs::write(&token_file, format!("{token}-file\n")).unwrap();
+    let token_file = token_file.to_str().unwrap().to_owned();
     // Over HTTP the token file's path is withheld too.
     let file_token = format!("{token}-file");
     let mut child = start_http(
