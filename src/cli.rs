@@ -187,8 +187,9 @@ pub struct Options {
     #[arg(long, value_name = "SIZE", global = true, allow_hyphen_values = true)]
     pub file_size_limit: Option<String>,
 
-    /// Most processes and threads one conda execution may have at once (cgroup pids
-    /// controller, also for root), or 'unlimited' [env: CCM_PROCESS_LIMIT; default: 1024].
+    /// Most processes and threads one child process tree (a conda command or a discovery
+    /// run) may have at once (cgroup pids controller, also for root), or 'unlimited'
+    /// [env: CCM_PROCESS_LIMIT; default: 1024].
     #[arg(long, value_name = "N", global = true, allow_hyphen_values = true)]
     pub process_limit: Option<String>,
 

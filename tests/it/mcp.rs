@@ -210,7 +210,10 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // EOF first: the server ends its executions and their descendants, then exits.
+        if self.close_stdin_and_wait(Duration::from_secs(5)).is_none() {
+            let _ = self.child.kill();
+        }
         let _ = self.child.wait();
     }
 }
