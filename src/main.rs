@@ -114,7 +114,8 @@ fn main() -> ExitCode {
             // Cancel every execution still running (a session that went away) and let its
             // termination sweep finish: nothing the server started outlives it.
             runtime.block_on(ccm::exec::shutdown(ccm::exec::SHUTDOWN_BOUND));
-            runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+            // Only the blocking stdin reader can be left (it cannot be cancelled): do not wait for it.
+            runtime.shutdown_timeout(std::time::Duration::from_millis(20));
             match served {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(Failure::Config(message)) => {
