@@ -82,6 +82,7 @@ fn main() {
     let (catalog, plugins, source) = catalog();
     let settings = Settings {
         allow_exec: true,
+        classify: Vec::new(),
         timeout: Duration::from_secs(900),
     };
     println!("catalog: {source}");
@@ -165,6 +166,7 @@ fn main() {
         let argv = ccm::argv::compile(&tool.layout, &map).unwrap();
         let classify = measure(30, 200, || {
             black_box(policy::classify(
+                &tools.rules,
                 root,
                 black_box(&argv),
                 Origin::Generated {

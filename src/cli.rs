@@ -10,6 +10,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::discovery::{self, ResolveError};
+use crate::policy::Access;
 use crate::surface::Surface;
 
 /// Exit status for usage errors (bad flags, no conda).
@@ -42,6 +43,8 @@ pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:8089";
 /// Environment variables read besides `CONDA_EXE`.
 pub const TOKEN_VAR: &str = "CCM_MCP_TOKEN";
 pub const QUERY_PARAM_VAR: &str = "CCM_MCP_TOKEN_QUERY_PARAM";
+pub const CLASSIFY_VAR: &str = "CCM_CLASSIFY";
+pub const ALLOW_PATHS_VAR: &str = "CCM_ALLOW_PATHS";
 /// Shortest accepted bearer token.
 pub const MIN_TOKEN_LEN: usize = 16;
 const MAX_TOKEN_LEN: usize = 4096;
@@ -124,9 +127,27 @@ pub struct Options {
     #[arg(long, global = true)]
     pub allow_write: bool,
 
-    /// Expose raw argv execution and allow conda run.
+    /// Expose raw argv execution and allow conda run and plugin commands that run programs.
     #[arg(long, global = true)]
     pub allow_exec: bool,
+
+    /// Allow options that print credentials (`conda info --unsafe-channels`; also
+    /// CCM_ALLOW_CREDENTIALS=1).
+    #[arg(long, global = true)]
+    pub allow_credentials: bool,
+
+    /// Confine paths in calls that do not need --allow-exec to these directories
+    /// (repeatable or comma-separated; also CCM_ALLOW_PATHS). Default: unrestricted over
+    /// stdio; with --http the working directory, conda's root prefix and ~/.conda/envs.
+    /// `--allow-paths /` lifts the confinement.
+    #[arg(long = "allow-paths", value_name = "DIR[,DIR...]", global = true)]
+    pub allow_paths: Vec<String>,
+
+    /// Classify a command the policy's tables do not know, or override them:
+    /// TOOL=read|write|exec by canonical tool name (repeatable; also CCM_CLASSIFY,
+    /// comma-separated). Governs the command through conda_execute too.
+    #[arg(long = "classify", value_name = "TOOL=ACCESS", global = true)]
+    pub classify: Vec<String>,
 
     /// Always wait for live discovery, even when the target matches a baked snapshot.
     #[arg(long, global = true)]
@@ -282,6 +303,11 @@ pub struct Config {
     pub stdin_limit: usize,
     pub allow_write: bool,
     pub allow_exec: bool,
+    pub allow_credentials: bool,
+    /// The operator's `--classify` entries, by canonical tool name.
+    pub classify: Vec<(String, Access)>,
+    /// `--allow-paths` directories (absolute); `None`: the transport's default scope.
+    pub allow_paths: Option<Vec<PathBuf>>,
     pub no_snapshot: bool,
     pub max_queue: usize,
     pub max_session_calls: usize,
@@ -369,6 +395,8 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
     let surface = Surface::from_env(env.pairs()).map_err(UsageError)?;
     let http = http_config(options, env)?;
     let limits = limit_settings(options, env)?;
+    let classify = classifications(options, env)?;
+    let allow_paths = allowed_paths(options, env)?;
     let conda_exe = discovery::resolve_executable(
         options.conda_exe.as_deref(),
         env.get("CONDA_EXE"),
@@ -388,6 +416,10 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
         stdin_limit,
         allow_write: options.allow_write,
         allow_exec: options.allow_exec,
+        allow_credentials: options.allow_credentials
+            || env.get("CCM_ALLOW_CREDENTIALS").is_some_and(truthy),
+        classify,
+        allow_paths,
         no_snapshot: options.no_snapshot,
         max_queue,
         max_session_calls,
@@ -516,6 +548,77 @@ pub fn parse_size(text: &str) -> Result<crate::exec::Limit, String> {
         return Err("must be at least 1MiB".into());
     }
     Ok(crate::exec::Limit::At(bytes as u64))
+}
+
+/// `--classify` flags, then `CCM_CLASSIFY` (comma-separated); a later entry for the same
+/// tool wins.
+fn classifications(
+    options: &Options,
+    env: &Environment,
+) -> Result<Vec<(String, Access)>, UsageError> {
+    let from_env = env.get(CLASSIFY_VAR).unwrap_or("");
+    let entries = options
+        .classify
+        .iter()
+        .map(String::as_str)
+        .chain(from_env.split(',').map(str::trim).filter(|e| !e.is_empty()));
+    let mut out: Vec<(String, Access)> = Vec::new();
+    for entry in entries {
+        let parsed = entry
+            .split_once('=')
+            .and_then(|(tool, access)| Some((tool, Access::parse(access)?)))
+            .filter(|(tool, _)| {
+                !tool.is_empty()
+                    && tool
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
+            });
+        let Some((tool, access)) = parsed else {
+            return Err(UsageError(format!(
+                "--classify: '{}' is not TOOL=read|write|exec (TOOL: a canonical tool name such as conda_spawn)",
+                entry.chars().take(64).collect::<String>().escape_default()
+            )));
+        };
+        out.retain(|(t, _)| t != tool);
+        out.push((tool.to_owned(), access));
+    }
+    Ok(out)
+}
+
+/// `--allow-paths` entries, then `CCM_ALLOW_PATHS`: absolute directories that exist.
+fn allowed_paths(options: &Options, env: &Environment) -> Result<Option<Vec<PathBuf>>, UsageError> {
+    let from_env = env.get(ALLOW_PATHS_VAR).unwrap_or("");
+    let entries: Vec<&str> = options
+        .allow_paths
+        .iter()
+        .flat_map(|e| e.split(','))
+        .chain(from_env.split(','))
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .collect();
+    if entries.is_empty() {
+        return Ok(None);
+    }
+    let mut dirs = Vec::new();
+    for entry in entries {
+        let path = PathBuf::from(entry);
+        if !path.is_absolute() || !path.is_dir() {
+            return Err(UsageError(format!(
+                "--allow-paths: '{}' is not an existing absolute directory",
+                entry.chars().take(64).collect::<String>().escape_default()
+            )));
+        }
+        dirs.push(path);
+    }
+    Ok(Some(dirs))
+}
+
+/// `1`, `true`, `yes`, `on` (any case).
+fn truthy(value: &str) -> bool {
+    matches!(
+        value.trim().to_ascii_lowercase().as_str(),
+        "1" | "true" | "yes" | "on"
+    )
 }
 
 fn http_config(options: &Options, env: &Environment) -> Result<Option<HttpConfig>, UsageError> {

@@ -8,6 +8,7 @@ pub mod baked;
 pub mod catalog;
 pub mod cli;
 pub mod completion;
+pub mod confine;
 pub mod discovery;
 pub mod exec;
 pub mod layout;

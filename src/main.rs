@@ -81,10 +81,17 @@ fn main() -> ExitCode {
             }
             let settings = ccm::toolset::Settings {
                 allow_exec: config.allow_exec,
+                classify: config.classify.clone(),
                 timeout: config.timeout,
             };
             let toolset =
                 ccm::toolset::Toolset::build_baked(&found.catalog, &found.plugins, &settings);
+            if let Some(unknown) = toolset.unknown_classified.first() {
+                eprintln!(
+                    "ccm: error: --classify names no tool of this conda: {unknown} (see 'ccm tools' for the names)"
+                );
+                std::process::exit(ccm::cli::EXIT_USAGE);
+            }
             let rows = match ccm::report::rows(&toolset, &config.surface) {
                 Ok(rows) => rows,
                 Err(message) => {

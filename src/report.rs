@@ -23,6 +23,10 @@ pub struct Row {
     /// `baked` or `generic` (`builtin` for the server's own tools).
     pub compiler: &'static str,
     pub summary: String,
+    /// Where the policy's verdict for this command comes from (the table entry's reason
+    /// with its source line, the operator's `--classify`, or the strict default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<&'static str>,
 }
 
 /// The rows for a toolset under an operator's surface settings.
@@ -37,14 +41,15 @@ pub fn rows(toolset: &Toolset, surface: &Surface) -> Result<Vec<Row>, String> {
                 .get(&name)
                 .cloned()
                 .unwrap_or_else(|| name.clone());
-            let (access, compiler) = match toolset.get(&canonical) {
+            let (access, compiler, policy) = match toolset.get(&canonical) {
                 Some(tool) => (
                     access(tool.class.requires_write, tool.class.requires_exec),
                     tool.compiler.label(),
+                    Some(toolset.rules.source(&tool.path)),
                 ),
-                None if canonical == EXECUTE_TOOL => ("exec", "builtin"),
-                None if canonical == COMPLETION_TOOL => ("read-only", "builtin"),
-                None => ("write", "generic"),
+                None if canonical == EXECUTE_TOOL => ("exec", "builtin", None),
+                None if canonical == COMPLETION_TOOL => ("read-only", "builtin", None),
+                None => ("write", "generic", None),
             };
             rows.push(Row {
                 name,
@@ -53,6 +58,7 @@ pub fn rows(toolset: &Toolset, surface: &Surface) -> Result<Vec<Row>, String> {
                 access,
                 compiler,
                 summary: summary(descriptor),
+                policy,
             });
         }
     }

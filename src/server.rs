@@ -37,9 +37,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::catalog::{self, canonical_json};
 use crate::cli::Config;
+use crate::confine::Confinement;
 use crate::discovery::{self, Discovery, Target, stamp};
 use crate::exec::{self, Executor};
-use crate::policy::{self, Classification, Origin};
+use crate::policy::{self, Classification, Grants, Origin};
 use crate::surface::Surface;
 use crate::toolset::{COMPLETION_TOOL, Compiler, EXECUTE_TOOL, Settings, Toolset};
 use crate::{argv, completion};
@@ -61,6 +62,8 @@ pub struct Ready {
     /// The fixed parts of the capabilities document, as JSON text (the catalog alone is
     /// hundreds of kilobytes; it is serialized once and never held as a tree).
     capabilities: BTreeMap<&'static str, Box<RawValue>>,
+    /// Where paths in calls that do not need `--allow-exec` may point.
+    confinement: Confinement,
 }
 
 /// Restart detection state (sticky once set), and how the server started.
@@ -215,6 +218,7 @@ impl Server {
         });
         let settings = Settings {
             allow_exec: shared.config.allow_exec,
+            classify: shared.config.classify.clone(),
             timeout: shared.config.timeout,
         };
         let conda_exe = shared.config.conda_exe.clone();
@@ -230,6 +234,7 @@ impl Server {
                         &settings,
                         &conda_exe,
                         &state.config.surface,
+                        &state.config,
                     )) else {
                         return;
                     };
@@ -253,6 +258,7 @@ impl Server {
                         &settings,
                         &conda_exe,
                         &state.config.surface,
+                        &state.config,
                     )) else {
                         return;
                     };
@@ -328,11 +334,18 @@ impl Server {
                 };
                 let settings = Settings {
                     allow_exec: self.shared.config.allow_exec,
+                    classify: Vec::new(),
                     timeout: self.shared.config.timeout,
                 };
                 let conda_exe = &self.shared.config.conda_exe;
-                let ready = build_ready(found, &settings, conda_exe, &Surface::default())
-                    .expect("an empty surface always applies");
+                let ready = build_ready(
+                    found,
+                    &settings,
+                    conda_exe,
+                    &Surface::default(),
+                    &self.shared.config,
+                )
+                .expect("an empty surface always applies");
                 return Arc::new(ready);
             }
         }
@@ -436,6 +449,7 @@ impl Server {
         .map_err(|e| invalid_arguments(&e))?;
         let root = ready.discovery.catalog.root.as_ref();
         let class = policy::classify(
+            &ready.toolset.rules,
             root,
             &argv,
             Origin::Generated {
@@ -443,6 +457,7 @@ impl Server {
             },
         );
         self.enforce(&class)?;
+        self.confine(&ready, &class, &argv, None)?;
         self.execute(
             &ready,
             argv,
@@ -456,15 +471,53 @@ impl Server {
     }
 
     fn enforce(&self, class: &Classification) -> Result<(), Refusal> {
-        let missing = class.missing(
-            self.shared.config.allow_write,
-            self.shared.config.allow_exec,
-        );
+        let config = &self.shared.config;
+        let missing = class.missing(Grants {
+            write: config.allow_write,
+            exec: config.allow_exec,
+            credentials: config.allow_credentials,
+        });
         if missing.is_empty() {
             Ok(())
         } else {
             Err(ErrorData::invalid_request(Classification::refusal(&missing), None).into())
         }
+    }
+
+    /// Path confinement for calls that do not need `--allow-exec` (those may run any
+    /// program, which can read anything anyway).
+    fn confine(
+        &self,
+        ready: &Ready,
+        class: &Classification,
+        argv: &[String],
+        cwd: Option<&Path>,
+    ) -> Result<(), Refusal> {
+        if class.requires_exec || ready.confinement.is_unrestricted() {
+            return Ok(());
+        }
+        let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        // An explicit working directory is a path the call names too.
+        let named_cwd = cwd.map(|c| here.join(c));
+        let cwd_outside = named_cwd.as_ref().is_some_and(|c| {
+            let token = [c.to_string_lossy().into_owned()];
+            ready.confinement.check(&token, &here, None).is_err()
+        });
+        let cwd = named_cwd.unwrap_or(here);
+        if cwd_outside
+            || ready
+                .confinement
+                .check(argv, &cwd, home.as_deref())
+                .is_err()
+        {
+            return Err(ErrorData::invalid_request(
+                "Operation names a path outside the allowed directories (see --allow-paths)",
+                None,
+            )
+            .into());
+        }
+        Ok(())
     }
 
     async fn call_execute(
@@ -507,8 +560,14 @@ impl Server {
                 .map_err(|_| invalid_options())?
                 .min(self.shared.config.timeout),
         };
-        let class = policy::classify(ready.discovery.catalog.root.as_ref(), &argv, Origin::Raw);
+        let class = policy::classify(
+            &ready.toolset.rules,
+            ready.discovery.catalog.root.as_ref(),
+            &argv,
+            Origin::Raw,
+        );
         self.enforce(&class)?;
+        self.confine(ready, &class, &argv, cwd.as_deref())?;
         self.execute(ready, argv, cwd, stdin, timeout, class, ct)
             .await
     }
@@ -763,8 +822,14 @@ fn build_ready(
     settings: &Settings,
     conda_exe: &Path,
     surface: &Surface,
+    config: &Config,
 ) -> Result<Ready, String> {
     let mut toolset = Toolset::build_baked(&found.catalog, &found.plugins, settings);
+    if let Some(unknown) = toolset.unknown_classified.first() {
+        return Err(format!(
+            "--classify names no tool of this conda: {unknown} (see 'ccm tools' for the names)"
+        ));
+    }
     // The descriptors move into the served list: one copy of every schema, not two.
     let applied = surface.apply(toolset.take_descriptors())?;
     for warning in &applied.warnings {
@@ -816,7 +881,20 @@ fn build_ready(
     capabilities.insert("target_executable", raw(&conda_exe));
     capabilities.insert("compilers", raw(&compilers));
     capabilities.insert("snapshot", raw(&snapshot_status(&found)));
+    let confinement = match (&config.allow_paths, config.http.is_some()) {
+        (Some(dirs), _) => Confinement::to(dirs),
+        (None, true) => Confinement::default_scope(found.prefix.as_deref()),
+        (None, false) => Confinement::unrestricted(),
+    };
+    capabilities.insert(
+        "paths",
+        raw(&serde_json::json!({
+            "confined": !confinement.is_unrestricted(),
+            "allowed": confinement.dirs(),
+        })),
+    );
     Ok(Ready {
+        confinement,
         discovery: found,
         toolset,
         tools,

@@ -63,6 +63,8 @@ pub struct Tool {
 #[derive(Clone, Debug)]
 pub struct Settings {
     pub allow_exec: bool,
+    /// The operator's `--classify TOOL=read|write|exec`, by canonical tool name.
+    pub classify: Vec<(String, policy::Access)>,
     /// The server's `--timeout` (the maximum of `timeout_seconds`).
     pub timeout: Duration,
 }
@@ -71,6 +73,10 @@ pub struct Settings {
 #[derive(Clone, Debug)]
 pub struct Toolset {
     pub generated: Vec<Tool>,
+    /// The policy's rules for this target (plugin tables, the operator's classifications).
+    pub rules: policy::Rules,
+    /// `--classify` names that match no generated tool.
+    pub unknown_classified: Vec<String>,
     by_name: HashMap<String, usize>,
     /// Commands that could not become tools although discovery represented them.
     pub diagnostics: Vec<Diagnostic>,
@@ -132,13 +138,21 @@ impl Toolset {
         }
         let paths: Vec<Vec<String>> = candidates.iter().map(|c| c.0.clone()).collect();
         let names = schema::tool_names(&paths);
+        let mut rules = policy::Rules::new(plugins);
+        let mut unknown_classified = Vec::new();
+        for (tool, access) in &settings.classify {
+            match names.iter().position(|n| n == tool) {
+                Some(i) => rules.classify_as(paths[i].clone(), *access),
+                None => unknown_classified.push(tool.clone()),
+            }
+        }
         let output = Arc::new(schema::execution_output_schema());
         let described: Vec<_> = candidates
             .into_iter()
             .zip(names)
             .map(|((path, branch, layout, input), name)| {
                 let opaque = Layout::branch_is_opaque(&branch);
-                let class = policy::describe(&path, opaque);
+                let class = policy::describe(&rules, &path, opaque);
                 let compiler = pick(&path, &branch);
                 let descriptor = descriptor(&name, &path, &branch, &layout, input, &output, &class);
                 (name, path, layout, class, opaque, compiler, descriptor)
@@ -179,18 +193,15 @@ impl Toolset {
         let execute_schema = execute_input_schema(settings.timeout);
         let completion_schema = completion_input_schema();
         Toolset {
+            rules,
+            unknown_classified,
             execute: settings.allow_exec.then(|| {
                 json!({
                     "name": EXECUTE_TOOL,
                     "description": "Run raw conda argv with arbitrary arguments. Mutations also require --allow-write.",
                     "inputSchema": execute_schema,
                     "outputSchema": *output,
-                    "annotations": annotations(&Classification {
-                        read_only: false,
-                        open_world: true,
-                        requires_write: true,
-                        requires_exec: true,
-                    }),
+                    "annotations": annotations(&Classification::STRICT),
                 })
             }),
             completion: has_completion(plugins).then(|| {

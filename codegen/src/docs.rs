@@ -17,6 +17,7 @@ pub fn render(snapshot: &Snapshot, json_file: &str) -> String {
         &snapshot.plugins,
         &Settings {
             allow_exec: true,
+            classify: Vec::new(),
             timeout: Duration::from_secs(900),
         },
     );

@@ -29,6 +29,7 @@ pub fn render(snapshot: &Snapshot, json_file: &str) -> String {
         &snapshot.plugins,
         &Settings {
             allow_exec: false,
+            classify: Vec::new(),
             timeout: Duration::from_secs(900),
         },
     );

@@ -71,7 +71,15 @@ fn a_full_queue_answers_no_capacity() {
     // One running and one waiting fill a queue of one; a session may have four.
     let mut s = Session::start(
         &support::fixture().conda,
-        &["--allow-write", "--max-queue", "1"],
+        &[
+            "--allow-write",
+            "--classify",
+            "conda_behave=write",
+            "--classify",
+            "conda_tune=write",
+            "--max-queue",
+            "1",
+        ],
     );
     let dir = tempfile::tempdir().unwrap();
     let responses = three_slow_calls(&mut s, dir.path());
@@ -83,7 +91,15 @@ fn a_busy_session_answers_session_busy() {
     // The queue has room; the session may have two running or waiting.
     let mut s = Session::start(
         &support::fixture().conda,
-        &["--allow-write", "--max-session-calls", "2"],
+        &[
+            "--allow-write",
+            "--classify",
+            "conda_behave=write",
+            "--classify",
+            "conda_tune=write",
+            "--max-session-calls",
+            "2",
+        ],
     );
     let dir = tempfile::tempdir().unwrap();
     let responses = three_slow_calls(&mut s, dir.path());

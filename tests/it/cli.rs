@@ -73,12 +73,29 @@ fn bad_values_exit_2() {
             vec!["--stdin-limit-bytes", "0"],
             "argument --stdin-limit-bytes: must be greater than zero",
         ),
+        (
+            vec!["--classify", "conda_behave=root"],
+            "--classify: 'conda_behave=root' is not TOOL=read|write|exec (TOOL: a canonical tool name such as conda_spawn)",
+        ),
+        (
+            vec!["--classify", "=read"],
+            "--classify: '=read' is not TOOL=read|write|exec (TOOL: a canonical tool name such as conda_spawn)",
+        ),
+        (
+            vec!["tools", "--classify", "conda_nothing=read"],
+            "--classify names no tool of this conda: conda_nothing (see 'ccm tools' for the names)",
+        ),
     ] {
         let mut argv = vec!["--conda-exe", conda.as_str()];
         argv.extend(args);
         let (code, _, err) = run(&argv);
         assert_eq!(code, 2, "{argv:?}");
-        assert_eq!(err.trim_end(), format!("ccm: error: {message}"));
+        // `tools` may print discovery diagnostics (`ccm: <command>: …`) first.
+        assert_eq!(
+            err.trim_end().lines().last(),
+            Some(format!("ccm: error: {message}").as_str()),
+            "{err}"
+        );
     }
     let bat = tempfile::Builder::new().suffix(".bat").tempfile().unwrap();
     let (code, _, err) = run(&["--conda-exe", bat.path().to_str().unwrap()]);
@@ -182,4 +199,33 @@ fn tools_lists_what_an_agent_gets() {
     assert_eq!(find("conda_tune")["listed"], false);
     assert_eq!(find("conda_install")["access"], "write");
     assert_eq!(find("conda_passthru")["access"], "write+exec");
+    // The fixture's plugin commands are in no policy table: write+exec, unless the
+    // operator classifies them, which `ccm tools` shows with the reason.
+    assert_eq!(find("conda_behave")["access"], "write+exec");
+    assert!(
+        find("conda_behave")["policy"]
+            .as_str()
+            .unwrap()
+            .starts_with("not in the policy's tables")
+    );
+    let rows: serde_json::Value = serde_json::from_str(&run(
+        &["--json", "--classify", "conda_behave=read"],
+        &[("CCM_CLASSIFY", "conda_tune=exec")],
+    ))
+    .unwrap();
+    let row = |name: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row("conda_behave")["access"], "read-only");
+    assert_eq!(
+        row("conda_behave")["policy"],
+        "classified by the operator (--classify)"
+    );
+    assert_eq!(row("conda_tune")["access"], "write+exec");
+    assert_eq!(row("conda_info")["access"], "read-only");
 }

@@ -130,6 +130,7 @@ fn live_commands_use_baked_compilers_when_signatures_match() {
         &found.plugins,
         &ccm::toolset::Settings {
             allow_exec: false,
+            classify: Vec::new(),
             timeout: std::time::Duration::from_secs(900),
         },
     );
@@ -156,6 +157,7 @@ fn live_commands_use_baked_compilers_when_signatures_match() {
         &found.plugins,
         &ccm::toolset::Settings {
             allow_exec: false,
+            classify: Vec::new(),
             timeout: std::time::Duration::from_secs(900),
         },
     );

@@ -420,7 +420,15 @@ fn listening_beyond_loopback_needs_a_flag() {
 #[test]
 fn sessions_have_their_own_execution_limit() {
     let server = HttpServer::start(
-        &["--allow-write", "--max-session-calls", "1"],
+        &[
+            "--allow-write",
+            "--classify",
+            "conda_behave=write",
+            "--classify",
+            "conda_tune=write",
+            "--max-session-calls",
+            "1",
+        ],
         &[("CCM_MCP_TOKEN", TOKEN)],
     );
     let url = server.url.clone();

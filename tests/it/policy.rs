@@ -1,7 +1,7 @@
 //! The safety policy on final argv (pure): generated and raw argv, argparse-aware option
 //! matching, dry runs, and the strict verdict for argv argparse would not accept.
 
-use ccm::policy::{self, Classification, Origin};
+use ccm::policy::{self, Access, Classification, Grants, Origin, Rules};
 use serde_json::json;
 
 use crate::support::{self, REAL};
@@ -10,14 +10,40 @@ fn root() -> ccm::catalog::Command {
     support::snapshot(REAL).catalog.root.unwrap()
 }
 
+fn strings(argv: &[&str]) -> Vec<String> {
+    argv.iter().map(|s| s.to_string()).collect()
+}
+
 fn raw(argv: &[&str]) -> Classification {
-    let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
-    policy::classify(Some(&root()), &argv, Origin::Raw)
+    policy::classify(
+        &Rules::default(),
+        Some(&root()),
+        &strings(argv),
+        Origin::Raw,
+    )
+}
+
+/// What a generated tool's argv gets (no `--allow-exec` needed for the argv itself).
+fn tool_argv(argv: &[&str]) -> Classification {
+    policy::classify(
+        &Rules::default(),
+        Some(&root()),
+        &strings(argv),
+        Origin::Generated { opaque: false },
+    )
+}
+
+fn grants(write: bool, exec: bool) -> Grants {
+    Grants {
+        write,
+        exec,
+        credentials: false,
+    }
 }
 
 /// What a server started with `flags` says about a raw argv: `None` = allowed.
 fn raw_refusal(argv: &[&str], allow_write: bool, allow_exec: bool) -> Option<String> {
-    let missing = raw(argv).missing(allow_write, allow_exec);
+    let missing = raw(argv).missing(grants(allow_write, allow_exec));
     (!missing.is_empty()).then(|| Classification::refusal(&missing))
 }
 
@@ -28,6 +54,7 @@ fn generated(tool: &str, input: serde_json::Value) -> Classification {
     tool.validator.validate(&input).unwrap();
     let argv = ccm::argv::compile(&tool.layout, input.as_object().unwrap()).unwrap();
     policy::classify(
+        &tools.rules,
         snapshot.catalog.root.as_ref(),
         &argv,
         Origin::Generated {
@@ -40,21 +67,21 @@ fn generated(tool: &str, input: serde_json::Value) -> Classification {
 fn generated_calls() {
     let install = generated("conda_install", json!({"packages": ["x"]}));
     assert_eq!(
-        Classification::refusal(&install.missing(false, false)),
+        Classification::refusal(&install.missing(grants(false, false))),
         "Operation requires --allow-write"
     );
     assert!(
         generated("conda_install", json!({"packages": ["x"], "dry_run": true}))
-            .missing(false, false)
+            .missing(grants(false, false))
             .is_empty()
     );
     let run = generated("conda_run", json!({"executable_call": ["true"]}));
     assert_eq!(
-        Classification::refusal(&run.missing(false, false)),
+        Classification::refusal(&run.missing(grants(false, false))),
         "Operation requires --allow-exec"
     );
     assert!(
-        run.missing(false, true).is_empty(),
+        run.missing(grants(false, true)).is_empty(),
         "conda run needs only --allow-exec"
     );
     assert!(generated("conda_info", json!({"json": true})).read_only);
@@ -84,7 +111,6 @@ fn abbreviations_clusters_and_aliases() {
     for argv in [
         &["config", "--se", "a", "b"][..],
         &["export", "-fx"],
-        &["config", "--show", "--set", "a", "b"],
         &["--json", "config", "--add", "channels", "x"],
         &["config", "--json", "--prep", "channels", "x"],
         &["uninstall", "x"],
@@ -131,7 +157,7 @@ fn unknown_paths_and_unparsable_argv_get_the_strict_verdict() {
         assert!(c.requires_write && !c.read_only, "{argv:?}: {c:?}");
     }
     // Without a catalog (discovery failed) everything is strict.
-    let c = policy::classify(None, &["info".to_owned()], Origin::Raw);
+    let c = policy::classify(&Rules::default(), None, &strings(&["info"]), Origin::Raw);
     assert!(c.requires_write && c.requires_exec);
 }
 
@@ -140,8 +166,13 @@ fn dry_run_exemption_needs_the_exact_option() {
     for argv in [
         &["install", "--dry-run", "x"][..],
         &["install", "-d", "x"],
+        &["update", "-d", "--all"],
         &["create", "-n", "t", "--dry-run"],
-        &["env", "create", "-d"],
+        &["create", "-p", "/tmp/new", "--dry-run", "x"],
+        &["remove", "-n", "t", "--dry-run", "x"],
+        &["env", "remove", "-n", "t", "-d"],
+        &["clean", "--all", "--dry-run"],
+        &["rename", "-n", "t", "u", "--dry-run"],
     ] {
         assert!(!raw(argv).requires_write, "{argv:?} is a dry run");
     }
@@ -151,6 +182,27 @@ fn dry_run_exemption_needs_the_exact_option() {
         &["install", "--file=--dry-run"],
         &["install", "x", "--", "--dry-run"],
         &["config", "--set", "a", "b", "--dry-run"],
+        // conda ignores --dry-run for explicit environments and packages, and
+        // --revision deletes the prefix's trash before it solves.
+        &["env", "create", "-d"],
+        &["env", "update", "-d", "-f", "env.yml"],
+        &["install", "--dry-run", "--file", "explicit.txt"],
+        &["create", "-n", "t", "--dry-run", "--file=spec.txt"],
+        &["install", "--dry-run", "./pkg-1.0-0.conda"],
+        &[
+            "install",
+            "--dry-run",
+            "https://example.invalid/x-1-0.tar.bz2",
+        ],
+        &["install", "-d", "pkg-1.0-py3-none-any.whl"],
+        &["install", "--dry-run", "--revision", "1"],
+        &["create", "-n", "t", "--dry-run", "--clone", "base"],
+        &["doctor", "--fix", "--dry-run"],
+        // install/update delete trash files in a target that is not an environment
+        // before they solve: only the default target is exempt.
+        &["install", "--dry-run", "-p", "/tmp/not-an-env", "x"],
+        &["install", "--dry-run", "--prefix=/tmp/not-an-env", "x"],
+        &["update", "-d", "-n", "some-dir", "x"],
     ] {
         assert!(raw(argv).requires_write, "{argv:?} is not a dry run");
     }
@@ -167,9 +219,10 @@ fn remainder_swallows_the_rest() {
 #[test]
 fn tool_annotations_follow_the_same_rules() {
     let path = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let info = policy::describe(&path(&["info"]), false);
+    let rules = Rules::default();
+    let info = policy::describe(&rules, &path(&["info"]), false);
     assert!(info.read_only && !info.open_world);
-    let search = policy::describe(&path(&["search"]), false);
+    let search = policy::describe(&rules, &path(&["search"]), false);
     assert!(search.read_only && search.open_world);
     for forced in [
         &["config"][..],
@@ -179,15 +232,232 @@ fn tool_annotations_follow_the_same_rules() {
         &["env", "export"],
     ] {
         assert!(
-            policy::describe(&path(forced), false).requires_write,
+            policy::describe(&rules, &path(forced), false).requires_write,
             "{forced:?}"
         );
     }
-    let plugin = policy::describe(&path(&["completion", "status"]), false);
+    let plugin = policy::describe(&rules, &path(&["completion", "status"]), false);
     assert!(
-        plugin.requires_write && plugin.open_world,
-        "unknown plugin commands need --allow-write"
+        plugin.requires_write && plugin.requires_exec && plugin.open_world,
+        "unknown plugin commands need --allow-write and --allow-exec"
     );
-    let opaque = policy::describe(&path(&["mcp"]), true);
+    let opaque = policy::describe(&rules, &path(&["mcp"]), true);
     assert!(opaque.requires_write && opaque.requires_exec);
+}
+
+#[test]
+fn config_is_read_only_only_where_conda_returns_early() {
+    // conda/cli/main_config.py writes the rc file (creating it) unless it returns early.
+    for argv in [
+        &["config"][..],
+        &["config", "--json"],
+        &["config", "--file", "/tmp/any.yml"],
+        &["config", "--system"],
+        &["config", "--env"],
+        &["config", "-n", "base"],
+        &["config", "--get"],
+        &["config", "--get", "a", "--get"],
+        &["config", "--get=a", "--get"],
+        &["config", "--write-default"],
+        &["config", "--write-default", "--get", "x"],
+        &["config", "--wr"],
+        &["config", "--force"],
+        &["config", "--get", "channels", "--set", "a", "b"],
+        &["config", "--stdin"],
+        &["config", "--remove-key", "x"],
+        &["config", "--rem", "channels", "x"],
+        &["config", "--sh"], // ambiguous (--show, --show-sources): argparse refuses
+    ] {
+        let c = tool_argv(argv);
+        assert!(c.requires_write && !c.read_only, "{argv:?} writes: {c:?}");
+    }
+    for argv in [
+        &["config", "--show"][..],
+        &["config", "--show", "channels"],
+        &["config", "--show-sources"],
+        &["config", "--show-s"],
+        &["config", "--describe"],
+        &["config", "--desc", "channels"],
+        &["config", "--validate"],
+        &["config", "--get", "channels"],
+        &["config", "--get=channels"],
+        &["config", "--get", "--get", "channels"],
+        &["config", "--file", "/tmp/any.yml", "--show"],
+        &["config", "--system", "--get", "a", "b"],
+        &["config", "--json", "--show", "--write-default"],
+        // --show returns (main_config.py:538) before any modifier is applied.
+        &["config", "--show", "--set", "a", "b"],
+    ] {
+        let c = tool_argv(argv);
+        assert!(
+            c.read_only && !c.requires_write,
+            "{argv:?} is read-only: {c:?}"
+        );
+    }
+}
+
+#[test]
+fn credentials_need_their_own_grant() {
+    let c = tool_argv(&["info", "--unsafe-channels"]);
+    assert!(c.read_only && c.reveals_credentials);
+    assert_eq!(
+        Classification::refusal(&c.missing(grants(true, true))),
+        "Operation requires --allow-credentials"
+    );
+    let granted = Grants {
+        write: false,
+        exec: false,
+        credentials: true,
+    };
+    assert!(c.missing(granted).is_empty());
+    assert!(!tool_argv(&["info", "--json"]).reveals_credentials);
+    assert!(
+        tool_argv(&["info", "--unsafe"]).reveals_credentials,
+        "abbreviation"
+    );
+}
+
+#[test]
+fn operator_classification_replaces_the_tables() {
+    let mut rules = Rules::default();
+    rules.classify_as(strings(&["completion", "status"]), Access::Read);
+    rules.classify_as(strings(&["list"]), Access::Exec);
+    let judge = |argv: &[&str]| {
+        policy::classify(
+            &rules,
+            Some(&root()),
+            &strings(argv),
+            Origin::Generated { opaque: false },
+        )
+    };
+    // `completion status` is no command of the stock snapshot: argparse fails, strict.
+    assert!(judge(&["completion", "status"]).requires_exec);
+    let list = judge(&["list"]);
+    assert!(list.requires_write && list.requires_exec);
+    assert!(judge(&["info"]).read_only);
+}
+
+/// The attacks that broke read-only mode, tried on real conda through the server: a
+/// default (read-only) server refuses every form of `conda config` that writes, the
+/// forms it admits write nothing, credentials need their grant, and with `--allow-write`
+/// alone no plugin command that runs programs is admitted.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_read_only_attacks_are_refused() {
+    let conda = support::real_conda();
+    let has = |distribution: &str| {
+        support::real_discovery()
+            .plugins
+            .iter()
+            .any(|p| ccm::catalog::normalize_distribution(&p.distribution) == distribution)
+    };
+    let home = tempfile::tempdir().unwrap();
+    let home_path = home.path().to_str().unwrap().to_owned();
+    let condarc = home.path().join(".condarc");
+    let victim = home.path().join("victim.json");
+    std::fs::write(&victim, "{\"keep\": [1, 2]}\n").unwrap();
+    let env = [
+        ("HOME", home_path.as_str()),
+        ("XDG_CONFIG_HOME", home_path.as_str()),
+        ("XDG_CACHE_HOME", home_path.as_str()),
+        ("XDG_DATA_HOME", home_path.as_str()),
+    ];
+    let mut s = crate::mcp::Session::start_with(&conda, &[], &env);
+    let write_refusal = (-32600, "Operation requires --allow-write".to_owned());
+    for input in [
+        json!({}),
+        json!({"json": true}),
+        json!({"file": victim.to_str().unwrap()}),
+        json!({"system": true}),
+        json!({"env": true}),
+        json!({"get": []}),
+        json!({"write_default": true}),
+        json!({"set": [["changeps1", "false"]]}),
+    ] {
+        assert_eq!(
+            s.call_error("conda_config", input.clone()),
+            write_refusal,
+            "conda_config {input}"
+        );
+    }
+    for input in [
+        json!({"show": ["channels"]}),
+        json!({"show_sources": true}),
+        json!({"get": ["channels"]}),
+        json!({"describe": ["channels"], "json": true}),
+        json!({"validate": true}),
+    ] {
+        let result = s.call("conda_config", input.clone());
+        assert_eq!(
+            result["structuredContent"]["exit_code"], 0,
+            "conda_config {input}: {result}"
+        );
+    }
+    assert!(
+        !condarc.exists(),
+        "an admitted conda config call wrote ~/.condarc"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "{\"keep\": [1, 2]}\n"
+    );
+    assert_eq!(
+        s.call_error("conda_info", json!({"unsafe_channels": true})),
+        (-32600, "Operation requires --allow-credentials".to_owned())
+    );
+    assert_eq!(
+        s.call_error(
+            "conda_install",
+            json!({"packages": ["./pkg-1.0-0.conda"], "dry_run": true})
+        ),
+        write_refusal
+    );
+    drop(s);
+
+    // --allow-write alone never runs a program the caller chooses.
+    let mut s = crate::mcp::Session::start_with(&conda, &["--allow-write"], &env);
+    let exec_refusal = |missing: &str| (-32600, format!("Operation requires {missing}"));
+    assert_eq!(
+        s.call_error(
+            "conda_run",
+            json!({"executable_call": ["true"], "name": "base"})
+        ),
+        exec_refusal("--allow-exec")
+    );
+    if has("conda-spawn") {
+        assert_eq!(
+            s.call_error(
+                "conda_spawn",
+                json!({"environment": "base", "command": ["true"]})
+            ),
+            exec_refusal("--allow-exec")
+        );
+    }
+    if has("conda-workspaces") {
+        assert_eq!(
+            s.call_error("conda_task_run", json!({"task_name": "anything"})),
+            exec_refusal("--allow-exec")
+        );
+    }
+    if has("conda-pypi") {
+        assert_eq!(
+            s.call_error(
+                "conda_pypi_install",
+                json!({"packages": ["x"], "dry_run": true})
+            ),
+            exec_refusal("--allow-exec")
+        );
+    }
+    drop(s);
+    // A default server refuses the plugin commands that write, dry run or not.
+    if has("conda-pypi") {
+        let mut s = crate::mcp::Session::start_with(&conda, &[], &env);
+        assert_eq!(
+            s.call_error(
+                "conda_pypi_install",
+                json!({"packages": ["x"], "dry_run": true})
+            ),
+            exec_refusal("--allow-write and --allow-exec")
+        );
+    }
 }

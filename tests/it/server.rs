@@ -223,7 +223,18 @@ fn generated_call_result_shape() {
 
 #[test]
 fn exit_codes_output_limits_and_json_parsing() {
-    let mut s = Session::start(conda(), &["--allow-write", "--output-limit-bytes", "1000"]);
+    let mut s = Session::start(
+        conda(),
+        &[
+            "--allow-write",
+            "--classify",
+            "conda_behave=write",
+            "--classify",
+            "conda_tune=write",
+            "--output-limit-bytes",
+            "1000",
+        ],
+    );
     // Integers sent as 2.0 compile to 2.
     let tune = s.call(
         "conda_tune",
@@ -266,7 +277,16 @@ fn exit_codes_output_limits_and_json_parsing() {
 
 #[test]
 fn output_flood_keeps_memory_bounded() {
-    let mut s = Session::start(conda(), &["--allow-write"]);
+    let mut s = Session::start(
+        conda(),
+        &[
+            "--allow-write",
+            "--classify",
+            "conda_behave=write",
+            "--classify",
+            "conda_tune=write",
+        ],
+    );
     s.call("conda_info", json!({}));
     let before = s.peak_rss_kb();
     // 200 MB on each stream, 1 MiB retained of each.
@@ -284,7 +304,18 @@ fn output_flood_keeps_memory_bounded() {
 
 #[test]
 fn timeouts_are_hard_even_with_a_detached_grandchild() {
-    let mut s = Session::start(conda(), &["--allow-write", "--timeout", "2"]);
+    let mut s = Session::start(
+        conda(),
+        &[
+            "--allow-write",
+            "--classify",
+            "conda_behave=write",
+            "--classify",
+            "conda_tune=write",
+            "--timeout",
+            "2",
+        ],
+    );
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pids");
     let started = Instant::now();
@@ -326,7 +357,16 @@ fn timeouts_are_hard_even_with_a_detached_grandchild() {
 
 #[test]
 fn cancellation_kills_the_tree_and_sends_no_result() {
-    let mut s = Session::start(conda(), &["--allow-write"]);
+    let mut s = Session::start(
+        conda(),
+        &[
+            "--allow-write",
+            "--classify",
+            "conda_behave=write",
+            "--classify",
+            "conda_tune=write",
+        ],
+    );
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pids");
     let id = s.send(
@@ -353,7 +393,16 @@ fn cancellation_kills_the_tree_and_sends_no_result() {
 
 #[test]
 fn non_executing_requests_are_not_held_up() {
-    let mut s = Session::start(conda(), &["--allow-write"]);
+    let mut s = Session::start(
+        conda(),
+        &[
+            "--allow-write",
+            "--classify",
+            "conda_behave=write",
+            "--classify",
+            "conda_tune=write",
+        ],
+    );
     s.tools();
     let started = Instant::now();
     let slow = s.send(
@@ -755,4 +804,52 @@ fn real_conda_completion_metadata() {
             (-32602, "Unknown conda command path".to_owned())
         );
     }
+}
+
+#[test]
+fn paths_outside_the_allowed_directories_are_refused() {
+    // What an agent would send to read a secret through a file option, however spelled.
+    let scope = tempfile::tempdir().unwrap();
+    let inside = scope.path().join("env");
+    std::fs::create_dir_all(&inside).unwrap();
+    std::os::unix::fs::symlink("/etc", scope.path().join("etc-link")).unwrap();
+    let scope_text = scope.path().to_str().unwrap().to_owned();
+    let mut s = Session::start(conda(), &["--allow-paths", &scope_text]);
+    let refusal = (
+        -32600,
+        "Operation names a path outside the allowed directories (see --allow-paths)".to_owned(),
+    );
+    let link = format!("{scope_text}/etc-link/passwd");
+    let dotdot = format!("{scope_text}/env/../../../etc/passwd");
+    for prefix in [
+        "/etc",
+        "/proc/self",
+        link.as_str(),
+        dotdot.as_str(),
+        "~",
+        "file:///etc",
+        "$HOME",
+        "${OLDPWD}/x",
+    ] {
+        assert_eq!(
+            s.call_error("conda_list", json!({"prefix": prefix})),
+            refusal,
+            "{prefix}"
+        );
+    }
+    let ok = s.call("conda_list", json!({"prefix": inside.to_str().unwrap()}));
+    assert!(ok["structuredContent"]["exit_code"].is_i64(), "{ok}");
+    // Calls that need --allow-exec may run any program anyway: not confined.
+    drop(s);
+    let mut s = Session::start(conda(), &["--allow-exec", "--allow-paths", &scope_text]);
+    let raw = s.call("conda_execute", json!({"argv": ["list", "-p", "/etc"]}));
+    assert!(raw["structuredContent"]["exit_code"].is_i64(), "{raw}");
+    let caps = s.capabilities();
+    assert_eq!(caps["paths"]["confined"], true);
+    // Unrestricted by default over stdio.
+    drop(s);
+    let mut s = Session::start(conda(), &[]);
+    assert_eq!(s.capabilities()["paths"]["confined"], false);
+    let etc = s.call("conda_list", json!({"prefix": "/etc"}));
+    assert!(etc["structuredContent"]["exit_code"].is_i64(), "{etc}");
 }

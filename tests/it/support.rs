@@ -167,6 +167,7 @@ pub fn toolset(
         plugins,
         &ccm::toolset::Settings {
             allow_exec,
+            classify: Vec::new(),
             timeout: Duration::from_secs(900),
         },
     )

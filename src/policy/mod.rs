@@ -3,17 +3,33 @@
 //! [`classify`] reads the argv the way argparse will, against the live catalog: option
 //! abbreviations, short clusters (`-yd`), `--opt=value`, options before subcommand names,
 //! `--`, values that belong to an option, `REMAINDER` positionals that swallow the rest.
-//! That gives the command path and the options really present. The rules are the
-//! established tables (read-only commands, config mutations, dry runs, …); for the
-//! option-dependent rules the textual over-approximation (any token that could abbreviate
-//! or cluster into a mutating option counts) is added on top, so simulation can only make
-//! a verdict stricter. An argv the simulation cannot follow (unknown option or command,
-//! ambiguous abbreviation) gets the strictest verdict. The dry-run exemption needs the
-//! exact `--dry-run`/`-d` token *and* argparse seeing conda's dry-run option.
+//! That gives the command path, the options really present (with the number of values of
+//! their last occurrence) and the positional values. The verdict then comes from
+//! allow-lists derived from the source of conda 26.7 ([`conda`]) and of every reviewed
+//! plugin ([`plugins`]), each entry citing the source line that justifies it:
 //!
-//! Tool annotations come from the same rules ([`describe`]). Pure; no I/O.
+//! - a command path that no table knows (a plugin nobody reviewed, or a reviewed plugin at
+//!   another version) needs `--allow-write` *and* `--allow-exec`: it can do anything;
+//! - option-dependent commands (`config`, `export`, `package`, `doctor`) are read-only only
+//!   in the forms conda's code proves read-only (`conda config` writes its rc file unless
+//!   it returns early, so the rule lists the early returns, not the mutations);
+//! - a dry run is exempt only where conda's code stops before any write, with the exact
+//!   `--dry-run`/`-d` token, argparse seeing conda's dry-run option, and none of the inputs
+//!   that make conda ignore the dry run (explicit package files or URLs, `--file`,
+//!   `--revision`);
+//! - options that print credentials (`info --unsafe-channels`) need `--allow-credentials`;
+//! - the operator's `--classify TOOL=read|write|exec` replaces the tables for a command.
+//!
+//! An argv the simulation cannot follow (unknown option or command, ambiguous
+//! abbreviation) gets the strictest verdict. Tool annotations come from the same rules
+//! ([`describe`]). Pure; no I/O.
 
-use crate::catalog::{Argument, Command, Nargs};
+mod conda;
+mod plugins;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::catalog::{Argument, Command, Nargs, Plugin, normalize_distribution};
 
 /// What an operation does, and which startup options it needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,25 +38,40 @@ pub struct Classification {
     pub open_world: bool,
     pub requires_write: bool,
     pub requires_exec: bool,
+    /// The output reveals credentials (tokens in channel URLs): needs `--allow-credentials`.
+    pub reveals_credentials: bool,
+}
+
+/// The startup options the operator granted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Grants {
+    pub write: bool,
+    pub exec: bool,
+    pub credentials: bool,
 }
 
 impl Classification {
-    const DEFAULT: Classification = Classification {
+    /// The strictest verdict: anything may happen.
+    pub const STRICT: Classification = Classification {
         read_only: false,
         open_world: true,
         requires_write: true,
-        requires_exec: false,
+        requires_exec: true,
+        reveals_credentials: false,
     };
 
     /// Startup options this operation needs that are not granted, in the order
-    /// `--allow-write`, `--allow-exec`.
-    pub fn missing(&self, allow_write: bool, allow_exec: bool) -> Vec<&'static str> {
+    /// `--allow-write`, `--allow-exec`, `--allow-credentials`.
+    pub fn missing(&self, grants: Grants) -> Vec<&'static str> {
         let mut missing = Vec::new();
-        if self.requires_write && !allow_write {
+        if self.requires_write && !grants.write {
             missing.push("--allow-write");
         }
-        if self.requires_exec && !allow_exec {
+        if self.requires_exec && !grants.exec {
             missing.push("--allow-exec");
+        }
+        if self.reveals_credentials && !grants.credentials {
+            missing.push("--allow-credentials");
         }
         missing
     }
@@ -49,6 +80,70 @@ impl Classification {
     pub fn refusal(missing: &[&str]) -> String {
         format!("Operation requires {}", missing.join(" and "))
     }
+}
+
+/// What a command does, as a table entry or an operator's classification says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// No form writes anything outside conda's declared caches, none runs a program.
+    Read,
+    /// Some form writes; none runs a program the caller chooses.
+    Write,
+    /// Some form runs a program, shell line or task the caller chooses (and may write):
+    /// needs `--allow-write` and `--allow-exec`.
+    Exec,
+    /// Runs the caller's program and does nothing else itself (`conda run`): needs only
+    /// `--allow-exec` (such calls run in the read-only sandbox where it is available).
+    Run,
+}
+
+impl Access {
+    fn classification(self, open_world: bool) -> Classification {
+        let (read_only, requires_write, requires_exec) = match self {
+            Access::Read => (true, false, false),
+            Access::Write => (false, true, false),
+            Access::Exec => (false, true, true),
+            Access::Run => (false, false, true),
+        };
+        Classification {
+            read_only,
+            open_world,
+            requires_write,
+            requires_exec,
+            reveals_credentials: false,
+        }
+    }
+
+    /// Parse an operator's `read`, `write` or `exec`.
+    pub fn parse(text: &str) -> Option<Access> {
+        match text {
+            "read" => Some(Access::Read),
+            "write" => Some(Access::Write),
+            "exec" => Some(Access::Exec),
+            _ => None,
+        }
+    }
+}
+
+/// One reviewed plugin command.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rule {
+    /// Canonical command path (`["workspace", "run"]`).
+    pub path: &'static [&'static str],
+    pub access: Access,
+    /// Reaches the network.
+    pub network: bool,
+    /// Why, with the source line (`package/file.py:LINE`) that decides it.
+    pub why: &'static str,
+}
+
+/// A reviewed plugin distribution: its rules apply only when this distribution is
+/// installed at a version of the same `major.minor` series.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Reviewed {
+    pub distribution: &'static str,
+    pub series: &'static str,
+    pub rules: &'static [Rule],
 }
 
 /// Where an argv comes from.
@@ -60,82 +155,135 @@ pub enum Origin {
     Generated { opaque: bool },
 }
 
-const READ_ONLY_COMMANDS: &[&str] = &[
-    "activate",
-    "commands",
-    "compare",
-    "deactivate",
-    "export",
-    "info",
-    "list",
-    "notices",
-    "repoquery",
-    "search",
-];
-const NETWORK_READS: &[&str] = &["notices", "repoquery", "search"];
-const MUTATING_COMMANDS: &[&str] = &[
-    "clean",
-    "content-trust",
-    "create",
-    "index",
-    "init",
-    "install",
-    "menuinst",
-    "package",
-    "remove",
-    "rename",
-    "update",
-];
-const NETWORK_MUTATIONS: &[&str] = &["content-trust", "create", "install", "update"];
-const CONFIG_MUTATIONS: &[&str] = &[
-    "--add",
-    "--append",
-    "--prepend",
-    "--remove",
-    "--remove-key",
-    "--set",
-    "--stdin",
-    "--write-default",
-];
-const OTHER_MUTATING_OPTIONS: &[&str] = &["-f", "--file", "--fix", "--heal", "-r", "--reset"];
-const DRY_RUN_PATHS: &[&[&str]] = &[
-    &["clean"],
-    &["create"],
-    &["doctor"],
-    &["check"],
-    &["env", "create"],
-    &["env", "remove"],
-    &["init"],
-    &["install"],
-    &["pypi", "install"],
-    &["remove"],
-    &["rename"],
-    &["self", "install"],
-    &["self", "remove"],
-    &["self", "reset"],
-    &["self", "update"],
-    &["update"],
-];
-/// Tool-level annotations mark these destructive even though a bare run needs no flag.
-const FORCED_WRITE_TOOLS: &[&[&str]] = &[
-    &["config"],
-    &["doctor"],
-    &["check"],
-    &["env", "export"],
-    &["export"],
-];
+/// The rules in force for one target: conda's own, those of the reviewed plugins that are
+/// installed at a reviewed version, and the operator's classifications.
+#[derive(Clone, Debug, Default)]
+pub struct Rules {
+    plugin: HashMap<Vec<String>, Rule>,
+    operator: BTreeMap<Vec<String>, Access>,
+}
+
+impl Rules {
+    /// The rules for a target with these plugin distributions installed.
+    pub fn new(plugins: &[Plugin]) -> Rules {
+        let installed: BTreeSet<(String, String)> = plugins
+            .iter()
+            .map(|p| (normalize_distribution(&p.distribution), p.version.clone()))
+            .collect();
+        let mut plugin = HashMap::new();
+        for reviewed in plugins::REVIEWED {
+            let applies = installed.iter().any(|(name, version)| {
+                *name == normalize_distribution(reviewed.distribution)
+                    && same_series(version, reviewed.series)
+            });
+            if applies {
+                for rule in reviewed.rules {
+                    plugin.insert(owned(rule.path), *rule);
+                }
+            }
+        }
+        Rules {
+            plugin,
+            operator: BTreeMap::new(),
+        }
+    }
+
+    /// Add the operator's classification of a command path (it replaces every table).
+    pub fn classify_as(&mut self, path: Vec<String>, access: Access) {
+        self.operator.insert(path, access);
+    }
+
+    /// Where a command path's verdict comes from, in words (for `ccm tools --json`).
+    pub fn source(&self, path: &[String]) -> &'static str {
+        if self.operator.contains_key(path) {
+            return "classified by the operator (--classify)";
+        }
+        let p: Vec<&str> = path.iter().map(String::as_str).collect();
+        let probe = Facts {
+            path: path.to_vec(),
+            options: Vec::new(),
+            values: &HashMap::new(),
+            positionals: &[],
+            dry_run: false,
+        };
+        if conda::judge(&p, &probe).is_some() {
+            return "conda's own command, classified from conda 26.7's source";
+        }
+        match self.plugin.get(path) {
+            Some(rule) => rule.why,
+            None => {
+                "not in the policy's tables (an unreviewed plugin or version): needs --allow-write and --allow-exec unless classified with --classify"
+            }
+        }
+    }
+
+    /// The table verdict for a command path and what argparse saw.
+    fn judge(&self, facts: &Facts) -> Classification {
+        if let Some(access) = self.operator.get(&facts.path) {
+            return access.classification(true);
+        }
+        let path: Vec<&str> = facts.path.iter().map(String::as_str).collect();
+        if let Some(verdict) = conda::judge(&path, facts) {
+            return verdict;
+        }
+        match self.plugin.get(&facts.path) {
+            Some(rule) => rule.access.classification(rule.network),
+            None => Classification::STRICT,
+        }
+    }
+}
+
+fn owned(path: &[&str]) -> Vec<String> {
+    path.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// `0.13.1` is in the series `0.13`.
+fn same_series(version: &str, series: &str) -> bool {
+    version == series
+        || version
+            .strip_prefix(series)
+            .is_some_and(|rest| rest.starts_with('.'))
+}
+
+/// What argparse will see, as the rule tables read it.
+pub(crate) struct Facts<'a> {
+    pub path: Vec<String>,
+    /// Every option string of every option action present, plus every mutating option a
+    /// token could textually be read as.
+    pub options: Vec<String>,
+    /// Values of the last occurrence of each option action, by its first flag.
+    pub values: &'a HashMap<String, usize>,
+    /// Positional values of the command's own level.
+    pub positionals: &'a [String],
+    /// The exact `--dry-run`/`-d` token is present and argparse triggers conda's
+    /// dry-run option.
+    pub dry_run: bool,
+}
+
+impl Facts<'_> {
+    fn has(&self, names: &[&str]) -> bool {
+        self.options.iter().any(|o| names.contains(&o.as_str()))
+    }
+
+    /// Values of the last occurrence of the option whose flags include `flag`.
+    fn last_values(&self, flag: &str) -> Option<usize> {
+        self.values.get(flag).copied()
+    }
+}
 
 /// Classify the final argv (without the conda executable).
-pub fn classify(root: Option<&Command>, argv: &[String], origin: Origin) -> Classification {
+pub fn classify(
+    rules: &Rules,
+    root: Option<&Command>,
+    argv: &[String],
+    origin: Origin,
+) -> Classification {
     let exec = match origin {
         Origin::Raw => true,
         Origin::Generated { opaque } => opaque,
     };
     let Some(parsed) = root.and_then(|root| simulate(root, argv)) else {
-        return Classification {
-            requires_exec: exec,
-            ..Classification::DEFAULT
-        };
+        return Classification::STRICT;
     };
     let mut options = textual_options(argv);
     for flag in &parsed.present {
@@ -143,83 +291,36 @@ pub fn classify(root: Option<&Command>, argv: &[String], origin: Origin) -> Clas
             options.push(flag.clone());
         }
     }
-    let mut verdict = rules(&parsed.path, &options);
-    let path: Vec<&str> = parsed.path.iter().map(String::as_str).collect();
     let dry_run_token = tokens_before_separator(argv).any(|t| t == "--dry-run" || t == "-d");
-    if DRY_RUN_PATHS.contains(&path.as_slice()) && dry_run_token && parsed.dry_run {
-        verdict.read_only = true;
-        verdict.requires_write = false;
-    }
+    let facts = Facts {
+        path: parsed.path.clone(),
+        options,
+        values: &parsed.values,
+        positionals: &parsed.positionals,
+        dry_run: dry_run_token && parsed.dry_run,
+    };
+    let mut verdict = rules.judge(&facts);
     verdict.requires_exec |= exec;
     verdict
 }
 
-/// Tool-level classification (annotations): the bare command, plus forced write for the
-/// commands whose options commonly mutate.
-pub fn describe(path: &[String], opaque: bool) -> Classification {
-    let mut verdict = rules(path, &[]);
-    let p: Vec<&str> = path.iter().map(String::as_str).collect();
-    if FORCED_WRITE_TOOLS.contains(&p.as_slice()) {
-        verdict.read_only = false;
-        verdict.requires_write = true;
-    }
+/// Tool-level classification (annotations): the strictest verdict any call of the tool
+/// can get (every option-dependent command counts as writing).
+pub fn describe(rules: &Rules, path: &[String], opaque: bool) -> Classification {
+    let values = HashMap::new();
+    let facts = Facts {
+        path: path.to_vec(),
+        options: conda::MUTATING_OPTIONS
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect(),
+        values: &values,
+        positionals: &[],
+        dry_run: false,
+    };
+    let mut verdict = rules.judge(&facts);
     verdict.requires_exec |= opaque;
     verdict
-}
-
-fn rules(path: &[String], options: &[String]) -> Classification {
-    let has = |names: &[&str]| options.iter().any(|o| names.contains(&o.as_str()));
-    let p: Vec<&str> = path.iter().map(String::as_str).collect();
-    let read_only = |open_world: bool| Classification {
-        read_only: true,
-        open_world,
-        requires_write: false,
-        requires_exec: false,
-    };
-    let write = |open_world: bool| Classification {
-        read_only: false,
-        open_world,
-        requires_write: true,
-        requires_exec: false,
-    };
-    let either = |mutates: bool| {
-        if mutates {
-            write(false)
-        } else {
-            read_only(false)
-        }
-    };
-    let Some(first) = p.first().copied() else {
-        return Classification::DEFAULT;
-    };
-    match p.as_slice() {
-        ["export"] | ["env", "export"] => either(has(&["-f", "--file"])),
-        ["config"] => either(has(CONFIG_MUTATIONS)),
-        ["doctor"] | ["check"] => either(has(&["--fix", "--heal"])),
-        ["env"]
-        | ["env", "config"]
-        | ["env", "config", "vars"]
-        | ["env", "config", "vars", "list"]
-        | ["env", "list"] => read_only(false),
-        ["env", "config", "vars", "set" | "unset"] | ["env", "remove"] => write(false),
-        ["env", "create" | "update"] => write(true),
-        ["env", ..] => Classification::DEFAULT,
-        ["run", ..] => Classification {
-            read_only: false,
-            open_world: true,
-            requires_write: false,
-            requires_exec: true,
-        },
-        ["package"] => {
-            let inspect = has(&["-u", "-w", "--untracked", "--which"]);
-            either(!inspect || has(&["-r", "--reset"]))
-        }
-        _ if READ_ONLY_COMMANDS.contains(&first) => read_only(NETWORK_READS.contains(&first)),
-        _ if MUTATING_COMMANDS.contains(&first) => write(NETWORK_MUTATIONS.contains(&first)),
-        ["pypi", rest @ ..] => write(rest == ["install"]),
-        ["self", ..] => write(true),
-        _ => Classification::DEFAULT,
-    }
 }
 
 fn tokens_before_separator(argv: &[String]) -> impl Iterator<Item = &str> {
@@ -229,11 +330,7 @@ fn tokens_before_separator(argv: &[String]) -> impl Iterator<Item = &str> {
 /// Option-like tokens before `--`, cut at `=`, plus every mutating option they could be
 /// read as (long abbreviations, letters of short clusters).
 fn textual_options(argv: &[String]) -> Vec<String> {
-    let mutating: Vec<&str> = CONFIG_MUTATIONS
-        .iter()
-        .chain(OTHER_MUTATING_OPTIONS)
-        .copied()
-        .collect();
+    let mutating: &[&str] = conda::MUTATING_OPTIONS;
     let mut out: Vec<String> = Vec::new();
     let mut push = |s: &str| {
         if !out.iter().any(|o| o == s) {
@@ -273,6 +370,10 @@ struct Parsed {
     path: Vec<String>,
     /// Every option string of every option action argparse will trigger.
     present: Vec<String>,
+    /// Number of values of the last occurrence of each option action, by each of its flags.
+    values: HashMap<String, usize>,
+    /// Positional values on the deepest level reached.
+    positionals: Vec<String>,
     /// conda's `--dry-run` action was triggered.
     dry_run: bool,
 }
@@ -289,6 +390,8 @@ fn simulate(root: &Command, argv: &[String]) -> Option<Parsed> {
     let mut parsed = Parsed {
         path: Vec::new(),
         present: Vec::new(),
+        values: HashMap::new(),
+        positionals: Vec::new(),
         dry_run: false,
     };
     let mut level = root;
@@ -335,7 +438,13 @@ fn simulate(root: &Command, argv: &[String]) -> Option<Parsed> {
                 }
                 for (argument, explicit) in actions {
                     record(&mut parsed, argument);
-                    i = consume_values(level, argv, i, argument, explicit.is_some(), separated)?;
+                    let after =
+                        consume_values(level, argv, i, argument, explicit.is_some(), separated)?;
+                    let count = after - i + usize::from(explicit.is_some());
+                    for flag in &argument.flags {
+                        parsed.values.insert(flag.clone(), count);
+                    }
+                    i = after;
                 }
             }
             Token::Positional => {
@@ -353,6 +462,7 @@ fn simulate(root: &Command, argv: &[String]) -> Option<Parsed> {
                         c.name.as_deref() == Some(token) || c.aliases.iter().any(|a| a == token)
                     })?;
                     parsed.path.push(child.name.clone()?);
+                    parsed.positionals.clear();
                     level = child;
                     positional_index = 0;
                     i += 1;
@@ -375,8 +485,12 @@ fn simulate(root: &Command, argv: &[String]) -> Option<Parsed> {
                     limits.push(crate::argv::bounds(argument.nargs));
                 }
                 let counts = crate::argv::greedy_prefix(&limits, run);
+                parsed.positionals.extend(argv[i..i + run].iter().cloned());
                 match (counts, swallow_at) {
-                    (Some(_), Some(_)) => break 'tokens, // the remainder takes everything
+                    (Some(_), Some(_)) => {
+                        parsed.positionals.extend(argv[i + run..].iter().cloned());
+                        break 'tokens; // the remainder takes everything
+                    }
                     (Some(counts), None) => {
                         let used: usize = counts.iter().sum();
                         if used < run {
