@@ -92,6 +92,8 @@ pub async fn run(spec: &Spec, cancel: &CancellationToken) -> std::io::Result<Out
             "the server is shutting down",
         ));
     }
+    #[cfg(unix)]
+    reap::start_orphan_reaper();
     let linked = cancel.child_token();
     let stop_when_dropped = linked.clone().drop_guard();
     let spec = spec.clone();

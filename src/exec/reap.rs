@@ -33,6 +33,28 @@ pub(super) fn registry() -> MutexGuard<'static, HashSet<i32>> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// On every SIGCHLD, reap orphans (once per process, on the first runtime that asks): a
+/// killed descendant leaves its cgroup before it becomes a zombie, so the sweep's own
+/// reaping can come a moment too early.
+pub(super) fn start_orphan_reaper() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::child()) {
+            Ok(mut children) => {
+                tokio::spawn(async move {
+                    while children.recv().await.is_some() {
+                        reap_orphans();
+                    }
+                });
+            }
+            Err(error) => {
+                tracing::debug!(%error, "no SIGCHLD stream: orphans are reaped by the sweeps")
+            }
+        }
+    });
+}
+
 /// Reap every exited child of this process that is not a registered leader (by pid).
 pub(super) fn reap_orphans() {
     let me = std::process::id() as i32;
