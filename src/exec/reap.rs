@@ -13,15 +13,24 @@
 //! so neither kills the other's processes.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// The environment variable that marks an execution's descendants.
 pub const MARKER_VAR: &str = "CCM_EXECUTION";
 
-/// Become a child subreaper (Linux). Returns whether it worked.
+/// Set once this process is a subreaper: only then are orphans its children, and only then
+/// does it reap children it did not start through `exec`. A process that merely uses the
+/// library (a test harness with children of its own) never has its children taken.
+static SUBREAPER: AtomicBool = AtomicBool::new(false);
+
+/// Become a child subreaper (Linux), and reap orphans from now on. Returns whether it
+/// worked. Only for a process whose every child is started by `exec` (the `ccm` binary).
 pub fn become_subreaper() -> bool {
     // SAFETY: prctl with integer arguments.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 }
+    let done = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 };
+    SUBREAPER.store(done, Ordering::SeqCst);
+    done
 }
 
 /// Pids of the runtime's own children (execution leaders) that are not reaped yet.
@@ -37,6 +46,9 @@ pub(super) fn registry() -> MutexGuard<'static, HashSet<i32>> {
 /// killed descendant leaves its cgroup before it becomes a zombie, so the sweep's own
 /// reaping can come a moment too early.
 pub(super) fn start_orphan_reaper() {
+    if !SUBREAPER.load(Ordering::SeqCst) {
+        return;
+    }
     static STARTED: std::sync::Once = std::sync::Once::new();
     STARTED.call_once(|| {
         use tokio::signal::unix::{SignalKind, signal};
@@ -57,6 +69,9 @@ pub(super) fn start_orphan_reaper() {
 
 /// Reap every exited child of this process that is not a registered leader (by pid).
 pub(super) fn reap_orphans() {
+    if !SUBREAPER.load(Ordering::SeqCst) {
+        return;
+    }
     let me = std::process::id() as i32;
     let registry = registry();
     for (pid, ppid, state) in processes() {
