@@ -45,6 +45,8 @@ pub const TOKEN_VAR: &str = "CCM_MCP_TOKEN";
 pub const QUERY_PARAM_VAR: &str = "CCM_MCP_TOKEN_QUERY_PARAM";
 pub const CLASSIFY_VAR: &str = "CCM_CLASSIFY";
 pub const ALLOW_PATHS_VAR: &str = "CCM_ALLOW_PATHS";
+/// Set to 1/true/yes/on: same as `--no-sandbox`.
+pub const NO_SANDBOX_VAR: &str = "CCM_NO_SANDBOX";
 /// Shortest accepted bearer token.
 pub const MIN_TOKEN_LEN: usize = 16;
 const MAX_TOKEN_LEN: usize = 4096;
@@ -148,6 +150,9 @@ pub struct Options {
     /// comma-separated). Governs the command through conda_execute too.
     #[arg(long = "classify", value_name = "TOOL=ACCESS", global = true)]
     pub classify: Vec<String>,
+    /// Run read-only calls without the read-only sandbox (also CCM_NO_SANDBOX=1).
+    #[arg(long, global = true)]
+    pub no_sandbox: bool,
 
     /// Always wait for live discovery, even when the target matches a baked snapshot.
     #[arg(long, global = true)]
@@ -218,6 +223,82 @@ pub struct Options {
     /// env: CCM_CHILD_ENV_REMOVE, comma-separated). CCM_MCP_TOKEN is always withheld.
     #[arg(long = "child-env-remove", value_name = "NAME", global = true)]
     pub child_env_remove: Vec<String>,
+    /// Also accept requests whose Origin header is ORIGIN (scheme://host[:port];
+    /// repeatable; loopback origins are always accepted, requests without Origin too)
+    /// [env: CCM_HTTP_ALLOWED_ORIGINS, comma-separated].
+    #[arg(long = "allowed-origin", value_name = "ORIGIN", global = true)]
+    pub allowed_origins: Vec<String>,
+
+    /// Most open HTTP connections; more are closed at once
+    /// [default: 256] [env: CCM_HTTP_MAX_CONNECTIONS].
+    #[arg(long, value_name = "N", global = true, allow_hyphen_values = true)]
+    pub http_max_connections: Option<String>,
+
+    /// Seconds a connection gets to send a request's headers, counted from its opening or
+    /// its previous response (idle keep-alive connections close then)
+    /// [default: 10] [env: CCM_HTTP_HEADER_TIMEOUT].
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        global = true,
+        allow_hyphen_values = true
+    )]
+    pub http_header_timeout: Option<String>,
+
+    /// Seconds a connection with no request being answered may move no byte either way
+    /// before it is closed; also the time a request body may take
+    /// [default: 60] [env: CCM_HTTP_IDLE_TIMEOUT].
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        global = true,
+        allow_hyphen_values = true
+    )]
+    pub http_idle_timeout: Option<String>,
+
+    /// Most MCP sessions (handshake revisions) open at once for the token; more
+    /// `initialize` requests get 503 [default: 64] [env: CCM_HTTP_MAX_SESSIONS].
+    #[arg(long, value_name = "N", global = true, allow_hyphen_values = true)]
+    pub http_max_sessions: Option<String>,
+
+    /// Seconds after which an MCP session with no traffic ends
+    /// [default: 600] [env: CCM_HTTP_SESSION_IDLE].
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        global = true,
+        allow_hyphen_values = true
+    )]
+    pub http_session_idle: Option<String>,
+
+    /// Most session-less (2026-07-28) requests in progress at once for the token; more
+    /// get 503 [default: 16] [env: CCM_HTTP_MAX_STATELESS].
+    #[arg(long, value_name = "N", global = true, allow_hyphen_values = true)]
+    pub http_max_stateless: Option<String>,
+}
+
+/// HTTP limits: (flag, environment variable, default).
+const HTTP_MAX_CONNECTIONS: (&str, &str, &str) =
+    ("--http-max-connections", "CCM_HTTP_MAX_CONNECTIONS", "256");
+const HTTP_HEADER_TIMEOUT: (&str, &str, &str) =
+    ("--http-header-timeout", "CCM_HTTP_HEADER_TIMEOUT", "10");
+const HTTP_IDLE_TIMEOUT: (&str, &str, &str) =
+    ("--http-idle-timeout", "CCM_HTTP_IDLE_TIMEOUT", "60");
+const HTTP_MAX_SESSIONS: (&str, &str, &str) =
+    ("--http-max-sessions", "CCM_HTTP_MAX_SESSIONS", "64");
+const HTTP_SESSION_IDLE: (&str, &str, &str) =
+    ("--http-session-idle", "CCM_HTTP_SESSION_IDLE", "600");
+const HTTP_MAX_STATELESS: (&str, &str, &str) =
+    ("--http-max-stateless", "CCM_HTTP_MAX_STATELESS", "16");
+const ALLOWED_ORIGINS_VAR: &str = "CCM_HTTP_ALLOWED_ORIGINS";
+
+/// A flag's text, else its environment variable's, else the default.
+fn setting<'a>(
+    flag: &'a Option<String>,
+    env: &'a Environment,
+    (_, var, default): (&str, &str, &'a str),
+) -> &'a str {
+    flag.as_deref().or_else(|| env.get(var)).unwrap_or(default)
 }
 
 /// A secret that never shows in `Debug` output.
@@ -252,6 +333,20 @@ pub struct HttpConfig {
     pub allowed_hosts: Vec<String>,
     /// `--token-file`, whose path children must not see either.
     pub token_file: Option<PathBuf>,
+    /// Origin header values accepted besides loopback origins (lower-case).
+    pub allowed_origins: Vec<String>,
+    pub limits: HttpLimits,
+}
+
+/// Connection, session and request limits of `--http`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpLimits {
+    pub max_connections: usize,
+    pub header_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub max_sessions: usize,
+    pub session_idle: Duration,
+    pub max_stateless: usize,
 }
 
 /// The environment variables `ccm` reads, captured once so parsing stays a pure function.
@@ -309,6 +404,8 @@ pub struct Config {
     /// `--allow-paths` directories (absolute); `None`: the transport's default scope.
     pub allow_paths: Option<Vec<PathBuf>>,
     pub no_snapshot: bool,
+    /// Run read-only calls without the read-only sandbox.
+    pub no_sandbox: bool,
     pub max_queue: usize,
     pub max_session_calls: usize,
     /// Hidden tools and overrides.
@@ -421,6 +518,10 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
         classify,
         allow_paths,
         no_snapshot: options.no_snapshot,
+        no_sandbox: options.no_sandbox
+            || env
+                .get(NO_SANDBOX_VAR)
+                .is_some_and(|v| matches!(v, "1" | "true" | "yes" | "on")),
         max_queue,
         max_session_calls,
         surface,
@@ -629,6 +730,20 @@ fn http_config(options: &Options, env: &Environment) -> Result<Option<HttpConfig
             Some("--allow-remote")
         } else if !options.allowed_hosts.is_empty() {
             Some("--allowed-host")
+        } else if !options.allowed_origins.is_empty() {
+            Some("--allowed-origin")
+        } else if options.http_max_connections.is_some() {
+            Some(HTTP_MAX_CONNECTIONS.0)
+        } else if options.http_header_timeout.is_some() {
+            Some(HTTP_HEADER_TIMEOUT.0)
+        } else if options.http_idle_timeout.is_some() {
+            Some(HTTP_IDLE_TIMEOUT.0)
+        } else if options.http_max_sessions.is_some() {
+            Some(HTTP_MAX_SESSIONS.0)
+        } else if options.http_session_idle.is_some() {
+            Some(HTTP_SESSION_IDLE.0)
+        } else if options.http_max_stateless.is_some() {
+            Some(HTTP_MAX_STATELESS.0)
         } else {
             None
         };
@@ -684,12 +799,62 @@ fn http_config(options: &Options, env: &Environment) -> Result<Option<HttpConfig
     if !addr.ip().is_unspecified() && !addr.ip().is_loopback() {
         allowed_hosts.push(addr.ip().to_string());
     }
+    let mut allowed_origins = Vec::new();
+    let from_env: Vec<String> = env
+        .get(ALLOWED_ORIGINS_VAR)
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|o| !o.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    for origin in options.allowed_origins.iter().chain(&from_env) {
+        let valid = origin.split_once("://").is_some_and(|(scheme, rest)| {
+            !scheme.is_empty() && !rest.is_empty() && !rest.contains(['/', ' ', ','])
+        });
+        if !valid {
+            return Err(UsageError(format!(
+                "--allowed-origin: '{origin}' is not an origin (give SCHEME://HOST[:PORT], e.g. https://app.example)"
+            )));
+        }
+        allowed_origins.push(origin.to_ascii_lowercase());
+    }
+    let limits = HttpLimits {
+        max_connections: positive_int(
+            HTTP_MAX_CONNECTIONS.0,
+            setting(&options.http_max_connections, env, HTTP_MAX_CONNECTIONS),
+        )?,
+        header_timeout: positive_seconds(
+            HTTP_HEADER_TIMEOUT.0,
+            setting(&options.http_header_timeout, env, HTTP_HEADER_TIMEOUT),
+        )?,
+        idle_timeout: positive_seconds(
+            HTTP_IDLE_TIMEOUT.0,
+            setting(&options.http_idle_timeout, env, HTTP_IDLE_TIMEOUT),
+        )?,
+        max_sessions: positive_int(
+            HTTP_MAX_SESSIONS.0,
+            setting(&options.http_max_sessions, env, HTTP_MAX_SESSIONS),
+        )?,
+        session_idle: positive_seconds(
+            HTTP_SESSION_IDLE.0,
+            setting(&options.http_session_idle, env, HTTP_SESSION_IDLE),
+        )?,
+        max_stateless: positive_int(
+            HTTP_MAX_STATELESS.0,
+            setting(&options.http_max_stateless, env, HTTP_MAX_STATELESS),
+        )?,
+    };
     Ok(Some(HttpConfig {
         addr,
         token,
         query_param,
         allowed_hosts,
         token_file: options.token_file.clone(),
+        allowed_origins,
+        limits,
     }))
 }
 
@@ -976,6 +1141,56 @@ mod tests {
         assert_eq!(http.token, None);
         assert_eq!(http.query_param, "token");
         assert!(http.allowed_hosts.is_empty());
+        assert!(http.allowed_origins.is_empty());
+        assert_eq!(
+            http.limits,
+            HttpLimits {
+                max_connections: 256,
+                header_timeout: Duration::from_secs(10),
+                idle_timeout: Duration::from_secs(60),
+                max_sessions: 64,
+                session_idle: Duration::from_secs(600),
+                max_stateless: 16,
+            }
+        );
+        let http = serve(
+            &[
+                "--http",
+                "--http-max-sessions",
+                "3",
+                "--allowed-origin",
+                "HTTPS://App.Example",
+            ],
+            &[
+                ("CCM_HTTP_MAX_SESSIONS", "9"),
+                ("CCM_HTTP_MAX_CONNECTIONS", "7"),
+                ("CCM_HTTP_ALLOWED_ORIGINS", "http://a.example:8080, ,"),
+            ],
+        )
+        .unwrap()
+        .http
+        .unwrap();
+        assert_eq!(
+            (http.limits.max_sessions, http.limits.max_connections),
+            (3, 7),
+            "the flag wins over the environment"
+        );
+        assert_eq!(
+            http.allowed_origins,
+            ["https://app.example", "http://a.example:8080"]
+        );
+        for (flag, value) in [
+            ("--http-max-connections", "0"),
+            ("--http-header-timeout", "-1"),
+            ("--http-idle-timeout", "nan"),
+            ("--http-max-stateless", "x"),
+            ("--allowed-origin", "app.example"),
+        ] {
+            assert!(
+                serve(&["--http", flag, value], &[]).is_err(),
+                "{flag} {value}"
+            );
+        }
         let http = serve(&["--http", "[::1]:0"], &[]).unwrap().http.unwrap();
         assert_eq!(http.addr, "[::1]:0".parse().unwrap());
         let http = serve(&["--http", "localhost:9"], &[])

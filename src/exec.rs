@@ -60,6 +60,45 @@ pub struct Spec {
     /// Resource limits, descendant tracking and the withheld environment
     /// ([`Limits::current`] for every child the server starts).
     pub limits: Limits,
+    /// Run the child in this read-only sandbox ([`crate::sandbox`]).
+    pub sandbox: Option<crate::sandbox::Plan>,
+}
+
+/// Most bytes a tool run's argv plus environment may take (each string with its NUL, as
+/// the kernel counts them): well below Linux's `ARG_MAX` (2 MiB with the default stack),
+/// so a run that passes this check cannot fail to start for its size.
+pub const MAX_COMMAND_BYTES: usize = 512 * 1024;
+/// Most bytes of one argument (the kernel's `MAX_ARG_STRLEN` is 128 KiB with its NUL).
+pub const MAX_ARG_BYTES: usize = 128 * 1024 - 1;
+
+/// Why a command would be too large to start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TooLarge {
+    /// One argument is longer than [`MAX_ARG_BYTES`].
+    Argument,
+    /// argv plus environment exceed [`MAX_COMMAND_BYTES`] (the total).
+    Total(usize),
+}
+
+/// Check a command's size before anything spawns: argv (program included) plus the
+/// environment the child inherits (minus `env_remove`).
+pub fn check_size(spec: &Spec) -> Result<(), TooLarge> {
+    use std::os::unix::ffi::OsStrExt;
+    if spec.args.iter().any(|a| a.len() > MAX_ARG_BYTES) {
+        return Err(TooLarge::Argument);
+    }
+    let argv: usize =
+        spec.program.as_os_str().len() + 1 + spec.args.iter().map(|a| a.len() + 1).sum::<usize>();
+    let env: usize = std::env::vars_os()
+        .filter(|(k, _)| !spec.env_remove.iter().any(|r| k.as_bytes() == r.as_bytes()))
+        .map(|(k, v)| k.len() + v.len() + 2)
+        .sum();
+    let total = argv + env;
+    if total > MAX_COMMAND_BYTES {
+        Err(TooLarge::Total(total))
+    } else {
+        Ok(())
+    }
 }
 
 /// How a run ended.
@@ -77,6 +116,44 @@ pub struct Outcome {
     pub duration: Duration,
     /// Which limit the run probably hit ("memory limit 4 GiB may have been exceeded").
     pub limit: Option<String>,
+}
+
+/// Why a process could not be started, in plain words (`std::io::ErrorKind`'s debug names,
+/// such as `Uncategorized` for `ENOEXEC`, say nothing to an operator).
+pub fn plain_os_error(error: &std::io::Error) -> String {
+    #[cfg(unix)]
+    if let Some(code) = error.raw_os_error() {
+        let words = match code {
+            libc::ENOENT => {
+                Some("it does not exist, or the interpreter its #! line names does not exist")
+            }
+            libc::EACCES => Some(
+                "permission denied: it is not executable, or a directory on its path (or its \
+                 #! interpreter) is not accessible",
+            ),
+            libc::ENOEXEC => Some(
+                "it is not a program this system can run (exec format error: not a binary for \
+                 this machine, nor a script with a #! line)",
+            ),
+            libc::E2BIG => Some("its arguments and environment are too long"),
+            libc::ETXTBSY => Some("it is being written by another process (text file busy)"),
+            libc::ELOOP => Some("its path has too many symbolic links"),
+            libc::ENOTDIR => Some("a component of its path is not a directory"),
+            libc::EISDIR => Some("it is a directory"),
+            libc::ENOMEM | libc::EAGAIN => Some("the system is out of memory or processes"),
+            libc::EMFILE | libc::ENFILE => Some("too many open files"),
+            _ => None,
+        };
+        if let Some(words) = words {
+            return words.to_owned();
+        }
+    }
+    // The system's own message, without Rust's "(os error N)" suffix.
+    let text = error.to_string();
+    match text.rfind(" (os error ") {
+        Some(at) => text[..at].to_owned(),
+        None => text,
+    }
 }
 
 /// Run a child to completion, timeout or cancellation.
@@ -213,8 +290,12 @@ async fn supervise(spec: &Spec, cancel: &CancellationToken) -> std::io::Result<O
         command.env_remove(name);
     }
     command.env(reap::MARKER_VAR, &marker);
+    // Join the cgroup and set the limits first: the sandbox's namespaces come after.
     #[cfg(unix)]
     contain(&mut command, Arc::clone(&prepared));
+    if let Some(plan) = &spec.sandbox {
+        crate::sandbox::install(&mut command, plan);
+    }
     let spawned = {
         // Registered before anything can reap it: orphan reaping skips registered pids.
         let mut registry = reap::registry();
@@ -576,6 +657,7 @@ mod tests {
             stderr_limit: limit,
             env_remove: Vec::new(),
             limits: Limits::none(),
+            sandbox: None,
         }
     }
 
@@ -939,5 +1021,15 @@ mod tests {
         }
         assert_eq!(*order.lock().unwrap(), vec![1, 2, 3]);
         assert_eq!(executor.load(), 0);
+    }
+
+    #[test]
+    fn os_errors_are_plain_words() {
+        let plain = |code| plain_os_error(&std::io::Error::from_raw_os_error(code));
+        assert!(plain(libc::ENOEXEC).starts_with("it is not a program this system can run"));
+        assert!(plain(libc::EACCES).starts_with("permission denied"));
+        assert!(plain(libc::ENOENT).contains("#! line"));
+        assert!(!plain(libc::EROFS).contains("os error"));
+        assert!(!plain(libc::EROFS).is_empty());
     }
 }

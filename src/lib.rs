@@ -14,6 +14,7 @@ pub mod exec;
 pub mod layout;
 pub mod policy;
 pub mod report;
+pub mod sandbox;
 pub mod schema;
 pub mod server;
 pub mod snapshot;
@@ -21,3 +22,9 @@ pub mod startup;
 pub mod surface;
 pub mod toolset;
 pub mod transport;
+
+/// Bytes every `ccm` binary contains, so the `conda ccm` launcher (`conda-plugin/`) can
+/// tell this program from another executable named `ccm` (conda-cli-mcp installs a
+/// Python script of that name) without running it. Keep in step with
+/// `conda-plugin/ccm_conda_plugin/plugin.py`.
+pub const IDENTITY: &str = "ccm-identity:rust-mcp-server-for-the-conda-command-line:v1";

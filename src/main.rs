@@ -8,6 +8,8 @@ use ccm::discovery;
 use ccm::transport::Failure;
 
 fn main() -> ExitCode {
+    // Keep the identity bytes in the binary, whatever the optimizer thinks of them.
+    std::hint::black_box(ccm::IDENTITY.as_bytes());
     let env = cli::Environment::from_process();
     let action = match cli::parse(std::env::args_os(), &env) {
         Ok(action) => action,
@@ -46,6 +48,10 @@ fn main() -> ExitCode {
             };
             let found = runtime.block_on(discovery::discover(&target));
             runtime.block_on(ccm::exec::shutdown(ccm::exec::SHUTDOWN_BOUND));
+            if let Some(line) = found.not_a_conda(&config.conda_exe) {
+                eprintln!("ccm: error: {line}");
+                return exit(cli::EXIT_USAGE);
+            }
             let document = serde_json::json!({
                 "catalog": found.catalog,
                 "conda_version": found.catalog.conda_version,
@@ -68,6 +74,10 @@ fn main() -> ExitCode {
             };
             let found = runtime.block_on(discovery::discover(&target));
             runtime.block_on(ccm::exec::shutdown(ccm::exec::SHUTDOWN_BOUND));
+            if let Some(line) = found.not_a_conda(&config.conda_exe) {
+                eprintln!("ccm: error: {line}");
+                return exit(cli::EXIT_USAGE);
+            }
             for d in found.catalog.diagnostics.iter().filter(|d| d.blocking) {
                 eprintln!(
                     "ccm: {}: {}",

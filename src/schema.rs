@@ -6,8 +6,8 @@
 //! suffix of the path marks sanitised, over-long, colliding or reserved names.
 //!
 //! Schemas follow argparse exactly (every action kind, nargs and choice), and add bounds
-//! argparse lacks: repeat counts have a maximum, strings a `maxLength`, arrays a
-//! `maxItems`; string positionals and the items of multi-value options reject option-like
+//! argparse lacks: integers and repeat counts have a minimum and a maximum, strings a
+//! `maxLength`, arrays a `maxItems`; string positionals and the items of multi-value options reject option-like
 //! values (they could not be passed without being read as options). Validation errors name
 //! the JSON path and the failed keyword, never the submitted value. Pure; no I/O.
 
@@ -16,6 +16,13 @@ use serde_json::{Map, Value, json};
 use crate::catalog::{ActionKind, Argument, Nargs, ValueType, sha256_hex};
 use crate::layout::{Layout, Property};
 
+/// Bounds of every integer value a tool accepts (a 32-bit signed range: argparse's `int`
+/// has none, but nothing conda takes as an integer needs more, and a bound keeps values
+/// out of the range where JSON parsers lose precision).
+pub const MIN_INTEGER: i64 = i32::MIN as i64;
+pub const MAX_INTEGER: i64 = i32::MAX as i64;
+/// The largest integer JSON carries exactly (2^53 - 1): the bound of `duration_ms`.
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 /// Most repetitions of a count or append_const flag.
 pub const MAX_REPEAT: u64 = 16;
 /// Longest accepted string value.
@@ -186,6 +193,8 @@ fn scalar(argument: &Argument, positional_item: bool) -> Value {
         }
         ValueType::Integer => {
             schema.insert("type".into(), json!("integer"));
+            schema.insert("minimum".into(), json!(MIN_INTEGER));
+            schema.insert("maximum".into(), json!(MAX_INTEGER));
         }
         ValueType::Number => {
             schema.insert("type".into(), json!("number"));
@@ -358,10 +367,10 @@ pub fn execution_output_schema() -> Map<String, Value> {
     let schema = json!({
         "type": "object",
         "properties": {
-            "exit_code": {"type": ["integer", "null"]},
+            "exit_code": {"type": ["integer", "null"], "minimum": MIN_INTEGER, "maximum": MAX_INTEGER},
             "stdout": {"type": "string"},
             "stderr": {"type": "string"},
-            "duration_ms": {"type": "integer", "minimum": 0},
+            "duration_ms": {"type": "integer", "minimum": 0, "maximum": MAX_SAFE_INTEGER},
             "parsed_json": {},
             "timed_out": {"type": "boolean"},
             "cancelled": {"type": "boolean"},
@@ -447,14 +456,20 @@ impl Validator {
     pub fn validate(&self, input: &Value) -> Result<(), Invalid> {
         if let Some(path) = find_nul(input, &mut String::from("$")) {
             return Err(Invalid {
-                path,
+                path: clip(&path, ECHO_LIMIT),
                 keyword: "nul".into(),
                 property: None,
             });
         }
         match self.0.iter_errors(input).next() {
             None => Ok(()),
-            Some(error) => Err(describe(&error)),
+            Some(error) => {
+                // Paths and property names come from the client: bounded, escaped.
+                let mut invalid = describe(&error);
+                invalid.path = clip(&invalid.path, ECHO_LIMIT);
+                invalid.property = invalid.property.map(|p| clip(&p, ECHO_LIMIT));
+                Err(invalid)
+            }
         }
     }
 }
@@ -487,6 +502,27 @@ fn describe(error: &jsonschema::ValidationError<'_>) -> Invalid {
         keyword: error.kind().keyword().to_owned(),
         property,
     }
+}
+
+/// Most characters of client text (a property name, a path) an error may echo.
+pub const ECHO_LIMIT: usize = 64;
+
+/// At most `limit` characters of client text, control characters escaped (`\n`,
+/// `\u{1b}`), `…` appended when cut.
+pub fn clip(text: &str, limit: usize) -> String {
+    let mut out = String::new();
+    for (n, c) in text.chars().enumerate() {
+        if n == limit {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// JSON Pointer → `$.a[0].b`.

@@ -24,9 +24,9 @@ use std::time::Duration;
 use futures::FutureExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
-    ServerConfig, Tool as McpTool,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ServerCapabilities, ServerConfig, Tool as McpTool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -41,12 +41,20 @@ use crate::confine::Confinement;
 use crate::discovery::{self, Discovery, Target, stamp};
 use crate::exec::{self, Executor};
 use crate::policy::{self, Classification, Grants, Origin};
+use crate::sandbox::{self, Sandbox};
 use crate::surface::Surface;
 use crate::toolset::{COMPLETION_TOOL, Compiler, EXECUTE_TOOL, Settings, Toolset};
 use crate::{argv, completion};
 
 pub const SERVER_NAME: &str = "conda-cli-mcp";
 pub const CAPABILITIES_URI: &str = "conda://capabilities";
+/// The protocol revisions offered.
+pub const SUPPORTED_VERSIONS: &[ProtocolVersion] = &[
+    ProtocolVersion::V_2024_11_05,
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2026_07_28,
+];
 const RESTART_SUFFIX: &str = ". Restart the MCP server to refresh conda tools";
 
 /// Everything that exists once discovery has finished.
@@ -97,6 +105,8 @@ struct Shared {
     completion: tokio::sync::Mutex<Option<CompletionCache>>,
     /// Set when the tool list cannot be served (an override collision): the server stops.
     fatal: watch::Sender<Option<String>>,
+    /// The read-only sandbox, probed once before the tools are served.
+    sandbox: std::sync::OnceLock<Sandbox>,
 }
 
 /// The MCP server (cheap to clone; clones share one state, including the session's).
@@ -214,8 +224,10 @@ impl Server {
             restart: Mutex::new(Restart::default()),
             completion: tokio::sync::Mutex::new(None),
             fatal,
+            sandbox: std::sync::OnceLock::new(),
             config,
         });
+        let probe = tokio::spawn(probe_sandbox(shared.config.no_sandbox));
         let settings = Settings {
             allow_exec: shared.config.allow_exec,
             classify: shared.config.classify.clone(),
@@ -226,6 +238,10 @@ impl Server {
         let state = Arc::clone(&shared);
         tokio::spawn(async move {
             let started = std::time::Instant::now();
+            let sandbox = probe
+                .await
+                .unwrap_or_else(|_| Sandbox::unavailable("the sandbox probe failed"));
+            let _ = state.sandbox.set(sandbox);
             match crate::startup::fast_start(&conda_exe, no_snapshot) {
                 Ok(fast) => {
                     let snapshot = fast.snapshot;
@@ -253,6 +269,11 @@ impl Server {
                 }
                 Err(reason) => {
                     let found = discovery::discover(&target).await;
+                    // Not a conda at all: stop (exit status 2) rather than serve no tools.
+                    if let Some(line) = found.not_a_conda(&conda_exe) {
+                        state.fatal.send_replace(Some(line));
+                        return;
+                    }
                     let Some(ready) = state.serveable(build_ready(
                         found,
                         &settings,
@@ -289,6 +310,13 @@ impl Server {
             shared: Arc::clone(&self.shared),
             session_calls: Arc::new(AtomicUsize::new(0)),
         }
+    }
+
+    /// The longest frame (stdio line, HTTP body) the server reads: room for the largest
+    /// command that may run ([`exec::MAX_COMMAND_BYTES`]) and the largest stdin, each byte
+    /// JSON-escaped at worst (`\u00XX`, 6 bytes), plus the envelope.
+    pub fn max_frame(&self) -> usize {
+        6 * (exec::MAX_COMMAND_BYTES + self.shared.config.stdin_limit) + 64 * 1024
     }
 
     /// Resolves when the server cannot serve its tools (the reason, one line); the
@@ -412,6 +440,11 @@ impl Server {
         let restart = raw(&restart);
         let startup = raw(&startup);
         let limits = raw(&exec::Limits::current().describe());
+        let sandbox = raw(&match self.shared.sandbox.get() {
+            Some(sandbox) => sandbox.describe(ready.discovery.prefix.as_deref()),
+            None => Value::Null,
+        });
+        document.insert("sandbox", &sandbox);
         document.insert("restart", &restart);
         document.insert("startup", &startup);
         document.insert("limits", &limits);
@@ -448,7 +481,7 @@ impl Server {
         }
         .map_err(|e| invalid_arguments(&e))?;
         let root = ready.discovery.catalog.root.as_ref();
-        let class = policy::classify(
+        let mut class = policy::classify(
             &ready.toolset.rules,
             root,
             &argv,
@@ -456,6 +489,11 @@ impl Server {
                 opaque: tool.opaque,
             },
         );
+        if sandbox::forced_read_only(name) {
+            class.read_only = true;
+            class.requires_write = false;
+            class.requires_exec = false;
+        }
         self.enforce(&class)?;
         self.confine(&ready, &class, &argv, None)?;
         self.execute(
@@ -583,7 +621,21 @@ impl Server {
         class: Classification,
         ct: CancellationToken,
     ) -> Result<CallToolResult, Refusal> {
-        let _admitted = self.admit(&ct).await?;
+        let sandbox = match self.shared.sandbox.get() {
+            Some(sandbox)
+                if sandbox::applies(&class, self.shared.config.allow_write)
+                    && *sandbox.state() == sandbox::State::Active =>
+            {
+                // Fail closed: an active sandbox that cannot be planned runs nothing.
+                let plan = sandbox.plan(ready.discovery.prefix.as_deref());
+                if plan.is_none() {
+                    tracing::error!("the sandbox could not be prepared for a read-only call");
+                    return Err(internal().into());
+                }
+                plan
+            }
+            _ => None,
+        };
         let spec = exec::Spec {
             program: self.shared.config.conda_exe.clone(),
             args: argv.into_iter().map(Into::into).collect(),
@@ -594,11 +646,28 @@ impl Server {
             stderr_limit: self.shared.config.output_limit,
             env_remove: Vec::new(),
             limits: exec::Limits::current(),
+            sandbox,
         };
+        // Refused before anything spawns (and before it takes a place in the queue).
+        exec::check_size(&spec).map_err(|why| {
+            let message = match why {
+                exec::TooLarge::Argument => format!(
+                    "Invalid arguments: one argument is longer than {} bytes",
+                    exec::MAX_ARG_BYTES
+                ),
+                exec::TooLarge::Total(_) => format!(
+                    "Invalid arguments: the command line and environment would exceed {} bytes",
+                    exec::MAX_COMMAND_BYTES
+                ),
+            };
+            ErrorData::invalid_params(message, Some(json!({"limit": exec::MAX_COMMAND_BYTES})))
+        })?;
+        let _admitted = self.admit(&ct).await?;
         let outcome = match exec::run(&spec, &ct).await {
             Ok(outcome) => outcome,
             Err(error) => {
-                tracing::error!(kind = ?error.kind(), "conda could not be started");
+                let why = exec::plain_os_error(&error);
+                tracing::error!(%why, "conda could not be started");
                 return Err(ErrorData::internal_error("conda could not be started", None).into());
             }
         };
@@ -810,6 +879,36 @@ fn manifest_identity(path: Option<&Path>) -> Option<Value> {
     }
 }
 
+/// Probe the read-only sandbox once (a trial run of this executable's `--version`) and
+/// say at startup what the children of read-only calls get.
+async fn probe_sandbox(disabled: bool) -> Sandbox {
+    if disabled {
+        tracing::warn!("--no-sandbox: read-only calls run without the read-only sandbox");
+        return Sandbox::disabled();
+    }
+    let program = std::env::current_exe()
+        .ok()
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("/bin/true"));
+    let args: &[&str] = if program.ends_with("true") {
+        &[]
+    } else {
+        &["--version"]
+    };
+    let sandbox = Sandbox::probe(&sandbox::Inputs::from_process(), &program, args).await;
+    match sandbox.state() {
+        sandbox::State::Active => {
+            tracing::debug!("read-only calls run in a read-only sandbox (private mount namespace)")
+        }
+        sandbox::State::Unavailable(reason) => tracing::warn!(
+            %reason,
+            "the read-only sandbox is unavailable; read-only calls run without it"
+        ),
+        sandbox::State::Disabled => {}
+    }
+    sandbox
+}
+
 /// Canonical JSON text as a raw value.
 fn raw(value: &impl serde::Serialize) -> Box<RawValue> {
     RawValue::from_string(canonical_json(value)).expect("canonical JSON is valid JSON")
@@ -955,7 +1054,10 @@ pub fn execution_result(outcome: &exec::Outcome, restart_required: bool) -> Call
         "stderr_truncated": outcome.stderr_truncated,
         "restart_required": restart_required,
     });
-    let mut summary = if outcome.timed_out {
+    let declined = declined_prompt(outcome);
+    let mut summary = if declined {
+        NOT_CONFIRMED.to_owned()
+    } else if outcome.timed_out {
         "conda command timed out".to_owned()
     } else if outcome.cancelled {
         "conda command was cancelled".to_owned()
@@ -965,7 +1067,7 @@ pub fn execution_result(outcome: &exec::Outcome, restart_required: bool) -> Call
             outcome.exit_code.unwrap_or(-1)
         )
     };
-    let failed = outcome.exit_code != Some(0) || outcome.timed_out || outcome.cancelled;
+    let failed = outcome.exit_code != Some(0) || outcome.timed_out || outcome.cancelled || declined;
     if let Some(limit) = outcome.limit.as_deref().filter(|_| failed) {
         summary.push_str(&format!(" ({limit})"));
     }
@@ -983,6 +1085,27 @@ pub fn execution_result(outcome: &exec::Outcome, restart_required: bool) -> Call
     };
     result.structured_content = Some(structured);
     result
+}
+
+/// The summary of a run that ended at a declined confirmation prompt (stable code first).
+pub const NOT_CONFIRMED: &str = "not_confirmed: conda asked for confirmation, read no answer \
+     and declined (its default is no), so nothing was done. Call the tool again with \
+     `yes: true` (conda's --yes) to confirm";
+
+/// conda's abort at a default-no confirmation prompt: `confirm_yn` raises
+/// `CondaSystemExit("Exiting.")` when the answer (end of input here: stdin is empty) is
+/// "no", and conda prints it as `CondaSystemExit: Exiting.` on stderr and exits 0.
+fn declined_prompt(outcome: &exec::Outcome) -> bool {
+    outcome.exit_code == Some(0)
+        && !outcome.timed_out
+        && !outcome.cancelled
+        && !outcome.stderr_truncated
+        && outcome
+            .stderr
+            .split(|b| *b == b'\n')
+            .map(|line| line.trim_ascii())
+            .rfind(|line| !line.is_empty())
+            == Some(b"CondaSystemExit: Exiting.".as_slice())
 }
 
 fn capacity_result(code: &str, message: &str) -> CallToolResult {
@@ -1010,6 +1133,13 @@ impl ServerHandler for Server {
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
             .with_instructions(self.instructions())
+    }
+
+    /// Every revision rmcp knows except 2025-03-26, the only one with JSON-RPC batches
+    /// (which `ccm` does not implement; a batch is answered element by element with
+    /// `-32600`). A client asking for it is offered the newest revision with a handshake.
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(SUPPORTED_VERSIONS)
     }
 
     async fn list_tools(

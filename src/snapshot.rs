@@ -3,10 +3,15 @@
 //! live command.
 //!
 //! Normalization makes a capture reproducible on any machine: the target prefix, the home
-//! directory and the working directory are replaced by `<prefix>`, `~` and `<cwd>` in every
-//! string, keys are sorted, and nothing records a time. Choices computed at inspection time
-//! stay in the catalog, flagged `dynamic_choices`; signatures ignore their values (the
-//! typed compilers take such values as plain strings). Pure; no I/O.
+//! directory and the working directory are replaced by `<prefix>`, `~` and `<cwd>` where
+//! they stand as a whole path (see [`Replacements`]), keys are sorted, and nothing records
+//! a time. Help texts are normalized by the same rule: conda writes the user's home into
+//! them (`the user config file (/root/.condarc)`), and `~` is right for every user where
+//! the capture machine's home would be wrong. Confirmation never compares help texts
+//! (`startup::confirm`), so normalizing them cannot make a start look stale. Choices
+//! computed at inspection time stay in the catalog, flagged `dynamic_choices`; signatures
+//! ignore their values (the typed compilers take such values as plain strings). Pure; no
+//! I/O.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -32,7 +37,12 @@ pub struct Snapshot {
     pub stamp: Option<crate::discovery::stamp::Stamp>,
 }
 
-/// Strings to replace, longest first.
+/// Paths to replace, longest first, each only where it stands as a whole path: it begins
+/// a token (the text's start, whitespace, a quote, `=`, `:` or `(` before it) and ends at
+/// a `/`, whitespace, a quote, the text's end or punctuation (`.` only before whitespace,
+/// a quote or the end, since `.x` continues a file name). So `/root` is not replaced in
+/// `base/root prefix`, nor `/home/u` in `/home/u2`; with the home directory inside the
+/// working directory (or the other way round) the longer path wins where both match.
 #[derive(Clone, Debug, Default)]
 pub struct Replacements(Vec<(String, String)>);
 
@@ -41,9 +51,8 @@ impl Replacements {
         let mut list: Vec<(String, String)> = pairs
             .iter()
             .filter_map(|(from, to)| {
-                from.clone()
-                    .filter(|f| f.len() > 1)
-                    .map(|f| (f, to.to_string()))
+                let from = from.as_deref()?.trim_end_matches('/');
+                (from.len() > 1).then(|| (from.to_owned(), to.to_string()))
             })
             .collect();
         list.sort_by_key(|(from, _)| std::cmp::Reverse(from.len()));
@@ -56,18 +65,32 @@ impl Replacements {
     pub fn for_target(prefix: Option<&std::path::Path>) -> Self {
         let text = |p: &std::path::Path| p.to_string_lossy().into_owned();
         Replacements::new(&[
-            (prefix.map(text), "<prefix>"),
+            (prefix.map(text), PREFIX),
             (std::env::var("HOME").ok(), "~"),
             (std::env::current_dir().ok().as_deref().map(text), "<cwd>"),
         ])
     }
 
-    fn apply(&self, text: &str) -> String {
-        let mut out = text.to_owned();
-        for (from, to) in &self.0 {
-            if out.contains(from.as_str()) {
-                out = out.replace(from.as_str(), to);
+    /// `text` with every whole-path occurrence replaced (one pass, longest first).
+    pub fn apply(&self, text: &str) -> String {
+        if !self.0.iter().any(|(from, _)| text.contains(from.as_str())) {
+            return text.to_owned();
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut at = 0;
+        while at < text.len() {
+            if begins_token(text, at)
+                && let Some((from, to)) = self.0.iter().find(|(from, _)| {
+                    text[at..].starts_with(from.as_str()) && ends_token(text, at + from.len())
+                })
+            {
+                out.push_str(to);
+                at += from.len();
+                continue;
             }
+            let c = text[at..].chars().next().expect("at is a char boundary");
+            out.push(c);
+            at += c.len_utf8();
         }
         out
     }
@@ -78,6 +101,36 @@ impl Replacements {
             Value::Array(items) => items.iter_mut().for_each(|v| self.value(v)),
             Value::Object(map) => map.values_mut().for_each(|v| self.value(v)),
             _ => {}
+        }
+    }
+}
+
+/// The placeholder of the target prefix (put back when a snapshot serves a start).
+pub const PREFIX: &str = "<prefix>";
+
+fn is_quote(c: char) -> bool {
+    matches!(c, '"' | '\'' | '`')
+}
+
+/// Whether a path may begin at byte `at` of `text`.
+fn begins_token(text: &str, at: usize) -> bool {
+    match text[..at].chars().next_back() {
+        None => true,
+        Some(c) => c.is_whitespace() || is_quote(c) || matches!(c, '=' | ':' | '('),
+    }
+}
+
+/// Whether a path may end at byte `at` of `text`.
+fn ends_token(text: &str, at: usize) -> bool {
+    let mut rest = text[at..].chars();
+    match rest.next() {
+        None => true,
+        Some('.') => rest.next().is_none_or(|c| c.is_whitespace() || is_quote(c)),
+        Some(c) => {
+            c == '/'
+                || c.is_whitespace()
+                || is_quote(c)
+                || matches!(c, ',' | ';' | ':' | '!' | '?' | ')' | ']' | '}')
         }
     }
 }
@@ -218,6 +271,89 @@ mod tests {
         assert_eq!(
             r.apply("/home/u/conda/.condarc and /home/u/.condarc"),
             "<prefix>/.condarc and ~/.condarc"
+        );
+    }
+
+    #[test]
+    fn only_whole_paths_are_replaced() {
+        let r = Replacements::new(&[(Some("/root".into()), "~")]);
+        // Inside a word, inside a longer name, or continued by a file name: kept.
+        for kept in [
+            "The menuinst base/root prefix",
+            "/rootfs/x",
+            "/root-old",
+            "/root_x",
+            "/root.bak",
+            "x/root",
+            "a,/root",
+        ] {
+            assert_eq!(r.apply(kept), kept);
+        }
+        // At every token start and every token end: replaced.
+        for (text, expected) in [
+            ("/root", "~"),
+            ("/root/.condarc", "~/.condarc"),
+            ("in /root.", "in ~."),
+            ("in /root. Then", "in ~. Then"),
+            ("'/root'", "'~'"),
+            ("\"/root/x\"", "\"~/x\""),
+            ("`/root`", "`~`"),
+            ("--dir=/root", "--dir=~"),
+            ("PATH=/bin:/root/bin", "PATH=/bin:~/bin"),
+            ("(/root)", "(~)"),
+            (
+                "at /root, /root; /root! /root? [x /root]",
+                "at ~, ~; ~! ~? [x ~]",
+            ),
+            ("a\t/root\n/root", "a\t~\n~"),
+        ] {
+            assert_eq!(r.apply(text), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn home_inside_cwd_and_cwd_inside_home() {
+        let home_in_cwd = Replacements::new(&[
+            (Some("/work/home/".into()), "~"),
+            (Some("/work".into()), "<cwd>"),
+        ]);
+        assert_eq!(
+            home_in_cwd.apply("/work/home/.condarc /work/x /work /work/homework"),
+            "~/.condarc <cwd>/x <cwd> <cwd>/homework"
+        );
+        let cwd_in_home = Replacements::new(&[
+            (Some("/home/u".into()), "~"),
+            (Some("/home/u/src/ccm".into()), "<cwd>"),
+        ]);
+        assert_eq!(
+            cwd_in_home.apply("/home/u/src/ccm/a /home/u/src/ccmx /home/u/.condarc"),
+            "<cwd>/a ~/src/ccmx ~/.condarc"
+        );
+    }
+
+    #[test]
+    fn trivial_paths_are_never_replaced() {
+        let r = Replacements::new(&[(Some("/".into()), "~"), (Some("".into()), "<cwd>")]);
+        assert_eq!(r.apply("/ and /x"), "/ and /x");
+    }
+
+    #[test]
+    fn every_string_of_a_catalog_follows_the_whole_path_rule() {
+        let r = Replacements::new(&[
+            (Some("/opt/conda".into()), PREFIX),
+            (Some("/root".into()), "~"),
+        ]);
+        let mut value = serde_json::json!({
+            "help": "The menuinst base/root prefix; see /root/.condarc and /opt/conda/.condarc",
+            "arguments": [{"default": "/root", "choices": ["/opt/conda/envs/x", "/opt/condas"]}],
+        });
+        r.value(&mut value);
+        assert_eq!(
+            value,
+            serde_json::json!({
+                "help": "The menuinst base/root prefix; see ~/.condarc and <prefix>/.condarc",
+                "arguments": [{"default": "~", "choices": ["<prefix>/envs/x", "/opt/condas"]}],
+            })
         );
     }
 }

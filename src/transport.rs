@@ -1,4 +1,6 @@
-//! Transports: MCP over stdio, or Streamable HTTP with `--http` ([`http`]).
+//! Transports: MCP over stdio ([`lines`], `ccm`'s own framing in front of rmcp), or
+//! Streamable HTTP with `--http` ([`http`]). Both judge every incoming frame with
+//! [`frame`] first, so every frame with an id is answered.
 //!
 //! Either way the transport also watches [`Server::failed`]: when the tool list cannot be
 //! served (an override collision found once discovery has run), it stops and `ccm` exits
@@ -8,7 +10,9 @@ use rmcp::ServiceExt;
 
 use crate::server::Server;
 
+pub mod frame;
 pub mod http;
+pub mod lines;
 
 /// Why serving stopped.
 #[derive(Debug)]
@@ -24,7 +28,11 @@ pub enum Failure {
 pub async fn stdio(server: Server) -> Result<(), Failure> {
     let watch = server.clone();
     let running = tokio::select! {
-        started = server.serve((EofCancels(tokio::io::stdin()), tokio::io::stdout())) => match started {
+        started = server.clone().serve(lines::Lines::new(
+            EofCancels(tokio::io::stdin()),
+            tokio::io::stdout(),
+            server.max_frame(),
+        )) => match started {
             Ok(running) => running,
             // The client closed stdin before initializing: nothing to serve.
             Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),

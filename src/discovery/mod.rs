@@ -79,6 +79,28 @@ impl Discovery {
     }
 }
 
+impl Discovery {
+    /// When the target is not a working conda (discovery found no parser at all): one line
+    /// that says what was found and what to do. `None` for a working conda, even one with
+    /// diagnostics.
+    pub fn not_a_conda(&self, conda_exe: &Path) -> Option<String> {
+        if self.catalog.root.is_some() {
+            return None;
+        }
+        let why = self
+            .catalog
+            .diagnostics
+            .iter()
+            .find(|d| d.blocking)
+            .map_or("conda catalog discovery failed", |d| d.reason.as_str());
+        Some(format!(
+            "{} is not a working conda ({why}). Point --conda-exe (or CONDA_EXE) at an \
+             installed conda's executable (<prefix>/bin/conda; `conda info` must run there)",
+            conda_exe.display()
+        ))
+    }
+}
+
 /// A failed helper or `conda info` run, as a fixed reason text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure(pub String);
@@ -319,13 +341,14 @@ pub async fn run_helper<T: serde::de::DeserializeOwned>(
         stderr_limit: HELPER_STDERR_LIMIT,
         env_remove: Vec::new(),
         limits: exec::Limits::current(),
+        sandbox: None,
     };
     let outcome = exec::run(&spec, &CancellationToken::new())
         .await
         .map_err(|e| {
             Failure(format!(
-                "conda target interpreter could not start: {:?}",
-                e.kind()
+                "conda target interpreter could not start: {}",
+                exec::plain_os_error(&e)
             ))
         })?;
     if !outcome.stderr.is_empty() {
@@ -400,10 +423,16 @@ pub async fn conda_info(target: &Target) -> Result<Info, Failure> {
         stderr_limit: HELPER_STDERR_LIMIT,
         env_remove: Vec::new(),
         limits: exec::Limits::current(),
+        sandbox: None,
     };
     let outcome = exec::run(&spec, &CancellationToken::new())
         .await
-        .map_err(|e| Failure(format!("conda info could not start: {:?}", e.kind())))?;
+        .map_err(|e| {
+            Failure(format!(
+                "conda info could not start: {}",
+                exec::plain_os_error(&e)
+            ))
+        })?;
     if outcome.timed_out {
         return Err(Failure("conda info timed out".into()));
     }

@@ -1,7 +1,7 @@
 """Check the README's client configurations as pasted: every JSON block that configures a
-server (`mcpServers` or `servers`) must start a working `ccm` — with `ccm` resolved on PATH
-(the directory of the binary under test first) and the example conda path
-/opt/conda/bin/conda replaced by a real one.
+server (`mcpServers` or `servers`) must start a working `ccm` — with the example paths
+/home/you/.cargo/bin/ccm and /opt/conda/bin/conda replaced by the binary under test and a
+real conda (any other command is resolved on PATH, the binary's directory first).
 
 Usage: python3 tests/clients/readme.py CCM_BINARY CONDA
 """
@@ -13,17 +13,19 @@ import subprocess
 import sys
 
 EXAMPLE_CONDA = "/opt/conda/bin/conda"
+EXAMPLE_CCM = "/home/you/.cargo/bin/ccm"
 
 
 def blocks(text):
     return re.findall(r"```json\n(.*?)```", text, flags=re.S)
 
 
-def check(name, server, ccm_dir, conda):
+def check(name, server, ccm, conda):
+    ccm_dir = os.path.dirname(ccm)
     env = dict(os.environ, PATH=ccm_dir + os.pathsep + os.environ.get("PATH", ""))
     args = [conda if a == EXAMPLE_CONDA else a for a in server.get("args", [])]
     process = subprocess.Popen(
-        [server["command"], *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        [ccm if server["command"] == EXAMPLE_CCM else server["command"], *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL, env=env, text=True,
     )
 
@@ -60,8 +62,10 @@ def main():
         if not isinstance(servers, dict):
             continue
         for name, server in servers.items():
-            assert server.get("command") == "ccm", f"{name}: the README's configs start `ccm`"
-            check(name, server, os.path.dirname(os.path.abspath(ccm)), conda)
+            assert server.get("command") == EXAMPLE_CCM, (
+                f"{name}: the README's configs start `ccm` by its absolute path"
+            )
+            check(name, server, os.path.abspath(ccm), conda)
             checked += 1
     assert checked >= 4, f"only {checked} client configurations found"
 

@@ -229,3 +229,105 @@ fn tools_lists_what_an_agent_gets() {
     assert_eq!(row("conda_tune")["access"], "write+exec");
     assert_eq!(row("conda_info")["access"], "read-only");
 }
+
+/// Executables that are not a working conda: a real program that is not conda, a file
+/// that is no program at all (ENOEXEC), and a script whose interpreter does not exist.
+fn not_conda_targets(dir: &std::path::Path) -> Vec<(std::path::PathBuf, &'static str)> {
+    use std::os::unix::fs::PermissionsExt;
+    let write = |name: &str, bytes: &[u8]| {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    };
+    vec![
+        (
+            std::fs::canonicalize("/bin/ls").unwrap(),
+            "conda info exited with status 2",
+        ),
+        (
+            write("garbage", b"\x00\x01\x02 not a program"),
+            "conda info could not start: it is not a program this system can run",
+        ),
+        (
+            write("bad-interpreter", b"#!/nonexistent/python\n"),
+            "conda info could not start: it does not exist, or the interpreter its #! line names does not exist",
+        ),
+    ]
+}
+
+#[test]
+fn a_target_that_is_not_conda_exits_2_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for (target, why) in not_conda_targets(dir.path()) {
+        let target_text = target.to_str().unwrap();
+        for command in [&["tools"][..], &["discover"][..], &["tools", "--json"][..]] {
+            let mut args = vec!["--conda-exe", target_text];
+            args.extend_from_slice(command);
+            let (code, out, err) = run(&args);
+            let context = format!("{target_text} {command:?}: {err}");
+            assert_eq!(code, 2, "{context}");
+            assert!(out.is_empty(), "{context}: {out}");
+            assert_eq!(err.lines().count(), 1, "{context}");
+            assert!(
+                err.starts_with(&format!(
+                    "ccm: error: {target_text} is not a working conda ({why}"
+                )),
+                "{context}"
+            );
+            assert!(
+                err.contains("Point --conda-exe (or CONDA_EXE) at"),
+                "{context}"
+            );
+            assert!(!err.contains("Uncategorized"), "{context}");
+        }
+    }
+}
+
+/// The stdio server fails fast on the same targets (a client shows the server's stderr),
+/// instead of serving an empty tool list.
+#[test]
+fn the_server_refuses_a_target_that_is_not_conda() {
+    use std::io::Read;
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    for (target, why) in not_conda_targets(dir.path()) {
+        let mut child = support::ccm()
+            .arg("--conda-exe")
+            .arg(&target)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // stdin stays open: the server must end on its own.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "the server kept running");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        assert_eq!(status.code(), Some(2), "{err}");
+        assert!(out.is_empty(), "{out}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("is not a working conda"), "{err}");
+        assert!(err.contains(why), "{err}");
+    }
+}

@@ -640,7 +640,12 @@ fn failures_become_fixed_diagnostics() {
     std::fs::create_dir_all(conda.parent().unwrap()).unwrap();
     write_script(&conda, "#!/nonexistent/python\nimport sys\n");
     let found = support::discover(&conda);
-    assert_eq!(reasons(&found), ["conda info could not start: NotFound"]);
+    assert_eq!(
+        reasons(&found),
+        [
+            "conda info could not start: it does not exist, or the interpreter its #! line names does not exist"
+        ]
+    );
     assert!(found.catalog.root.is_none());
     assert_eq!(found.catalog.conda_version, "unknown");
     assert_eq!(found.catalog.diagnostics[0].path, Vec::<String>::new());

@@ -245,8 +245,25 @@ fn tokens_are_checked_before_the_mcp_layer() {
     ];
     for (i, a) in refused.iter().enumerate() {
         assert_eq!(a.status, 401, "request {i}: {}", a.body);
-        assert_eq!(a.header("www-authenticate"), Some("Bearer"), "request {i}");
-        assert_eq!(a.body, "", "request {i}: no details");
+        assert_eq!(
+            a.header("www-authenticate"),
+            Some(r#"Bearer error="invalid_token""#),
+            "request {i}"
+        );
+        let body: Value = serde_json::from_str(&a.body).unwrap_or_else(|e| panic!("{i}: {e}"));
+        assert_eq!(body["error"], "invalid_token", "request {i}");
+        let wrong_token = matches!(i, 1 | 3);
+        let said = body["error_description"].as_str().unwrap();
+        assert_eq!(
+            said.contains("is wrong"),
+            wrong_token,
+            "request {i}: {said}"
+        );
+        assert_eq!(
+            said.contains("No bearer token"),
+            !wrong_token,
+            "request {i}: {said}"
+        );
     }
     wait_for(&server, "the refusals to be logged", |e| {
         e.matches("missing or wrong token").count() == refused.len()
@@ -313,14 +330,20 @@ fn tokens_are_checked_before_the_mcp_layer() {
             .call()
             .unwrap(),
     );
-    assert_eq!((get.status, get.header("allow")), (405, Some("POST")));
+    assert_eq!(
+        (get.status, get.header("allow")),
+        (405, Some("POST, DELETE"))
+    );
     let put = answer(
         agent()
             .put(format!("{url}?key={TOKEN}"))
             .send("{}")
             .unwrap(),
     );
-    assert_eq!((put.status, put.header("allow")), (405, Some("POST")));
+    assert_eq!(
+        (put.status, put.header("allow")),
+        (405, Some("POST, DELETE"))
+    );
     for path in ["/", "/mcp/x", "/other"] {
         let missing = post(&server.at(path), Some(TOKEN), None, &initialize(1));
         assert_eq!(missing.status, 404, "{path}");
@@ -426,8 +449,14 @@ fn sessions_have_their_own_execution_limit() {
             "conda_behave=write",
             "--classify",
             "conda_tune=write",
+            // The pid files live in a temporary directory outside the default HTTP scope.
+            "--allow-paths",
+            "/",
             "--max-session-calls",
             "1",
+            // The pid files live in a temporary directory, outside the default HTTP scope.
+            "--allow-paths",
+            "/",
         ],
         &[("CCM_MCP_TOKEN", TOKEN)],
     );
@@ -518,4 +547,575 @@ fn python_sdk_over_http() {
         assert_eq!(seen["invalid"]["code"], -32602, "{mode}: {seen}");
     }
     assert!(!server.stderr().contains(TOKEN));
+}
+
+/// The `127.0.0.1:PORT` of a server URL.
+fn authority(url: &str) -> String {
+    url.trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned()
+}
+
+/// Write raw bytes on a fresh connection and read the reply (up to 5 s or close).
+fn raw_exchange(url: &str, bytes: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(authority(url)).unwrap();
+    stream.write_all(bytes).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while let Ok(n) = stream.read(&mut chunk) {
+        if n == 0 {
+            break;
+        }
+        reply.extend_from_slice(&chunk[..n]);
+        if reply.windows(4).any(|w| w == b"\r\n\r\n") && reply.ends_with(b"}") {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&reply).into_owned()
+}
+
+fn post_raw(url: &str, session: Option<&str>, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+    let mut request = agent()
+        .post(url)
+        .header("Content-Type", "application/json")
+        .header("Accept", ACCEPT)
+        .header("Authorization", &format!("Bearer {TOKEN}"));
+    if let Some(id) = session {
+        request = request.header("Mcp-Session-Id", id);
+    }
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    answer(request.send(body).expect("POST"))
+}
+
+/// A session-less (2026-07-28) request: the revision in the header and in `_meta`.
+fn stateless(id: i64, method: &str, params: Value) -> (Vec<(&'static str, String)>, Value) {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "ccm-http-tests", "version": "1"},
+    });
+    let mut headers = vec![
+        ("MCP-Protocol-Version", "2026-07-28".to_owned()),
+        ("Mcp-Method", method.to_owned()),
+    ];
+    if let Some(name) = params.get("name").and_then(Value::as_str) {
+        headers.push(("Mcp-Name", name.to_owned()));
+    }
+    (headers, request(id, method, params))
+}
+
+fn post_stateless(url: &str, id: i64, method: &str, params: Value) -> Answer {
+    let (headers, body) = stateless(id, method, params);
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    post_raw(url, None, &headers, body.to_string().as_bytes())
+}
+
+#[test]
+fn hostile_bodies_are_answered_like_stdio_lines() {
+    let server = HttpServer::start(
+        &["--allow-write", "--classify", "conda_behave=write"],
+        &[("CCM_MCP_TOKEN", TOKEN)],
+    );
+    let url = server.url.clone();
+    let session = open_session(&url, TOKEN);
+    let long_method = format!("x\n{}", "m".repeat(10 * 1024));
+    for (case, body, status, id, code) in [
+        ("NaN", br#"{"jsonrpc":"2.0","id":1,"method":"ping","x":NaN}"#.to_vec(), 400, Value::Null, -32700),
+        ("not UTF-8", b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}".to_vec(), 400, Value::Null, -32700),
+        ("empty", Vec::new(), 400, Value::Null, -32700),
+        ("1e400", br#"{"jsonrpc":"2.0","id":2,"method":"ping","params":{"x":1e400}}"#.to_vec(), 200, json!(2), -32602),
+        (
+            "deep",
+            format!(r#"{{"jsonrpc":"2.0","id":3,"method":"ping","params":{{"x":{}{}}}}}"#, "[".repeat(5000), "]".repeat(5000)).into_bytes(),
+            200,
+            json!(3),
+            -32602,
+        ),
+        ("empty batch", b"[]".to_vec(), 400, Value::Null, -32600),
+        ("null id", br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#.to_vec(), 400, Value::Null, -32600),
+        (
+            "arguments an array",
+            br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"conda_info","arguments":[1,2]}}"#.to_vec(),
+            200,
+            json!(4),
+            -32602,
+        ),
+        (
+            "unknown method",
+            json!({"jsonrpc": "2.0", "id": 5, "method": long_method}).to_string().into_bytes(),
+            200,
+            json!(5),
+            -32601,
+        ),
+    ] {
+        let started = Instant::now();
+        let a = post_raw(&url, Some(&session), &[], &body);
+        assert!(started.elapsed() < Duration::from_secs(1), "{case}: slow answer");
+        assert_eq!(a.status, status, "{case}: {}", a.body);
+        let v: Value = serde_json::from_str(&a.body).unwrap_or_else(|e| panic!("{case}: {e}: {}", a.body));
+        assert_eq!((v["id"].clone(), v["error"]["code"].clone()), (id, json!(code)), "{case}: {v}");
+        assert!(a.body.len() < 512, "{case}: echoes too much: {}", a.body);
+    }
+    // A batch: one error per request, with its id.
+    let a = post_raw(
+        &url,
+        Some(&session),
+        &[],
+        br#"[{"jsonrpc":"2.0","id":"a","method":"ping"},{"jsonrpc":"2.0","id":"b","method":"ping"}]"#,
+    );
+    let v: Value = serde_json::from_str(&a.body).unwrap();
+    assert_eq!(v[0]["id"], "a", "{v}");
+    assert_eq!(v[1]["id"], "b", "{v}");
+    assert_eq!(v[1]["error"]["code"], -32600, "{v}");
+    // Too long: 413, and the next request is served.
+    // (Announced by Content-Length: refused before the body is read.)
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nAccept: {ACCEPT}\r\nMcp-Session-Id: {session}\r\n\
+         Content-Length: {}\r\n\r\n{{\"jsonrpc\":",
+        12 * 1024 * 1024
+    );
+    let reply = raw_exchange(&url, head.as_bytes());
+    assert!(reply.starts_with("HTTP/1.1 413"), "{reply}");
+    assert!(reply.contains("-32600"), "{reply}");
+    let a = post(
+        &url,
+        Some(TOKEN),
+        Some(&session),
+        &request(6, "ping", json!({})),
+    );
+    assert!(a.response().get("result").is_some(), "{}", a.body);
+    // An id in flight in the session is refused; another session may use it.
+    let slow_url = url.clone();
+    let slow_session = session.clone();
+    let slow = std::thread::spawn(move || {
+        post(
+            &slow_url,
+            Some(TOKEN),
+            Some(&slow_session),
+            &request(
+                77,
+                "tools/call",
+                json!({"name": "conda_behave", "arguments": {"sleep": 3}}),
+            ),
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let dup = post(
+        &url,
+        Some(TOKEN),
+        Some(&session),
+        &request(77, "ping", json!({})),
+    );
+    let v = dup.response();
+    assert_eq!(
+        (v["id"].clone(), v["error"]["code"].clone()),
+        (json!(77), json!(-32600)),
+        "{v}"
+    );
+    let slow = slow.join().unwrap();
+    assert_eq!(
+        slow.response()["result"]["structuredContent"]["exit_code"],
+        0
+    );
+    // Once answered, the id is free again.
+    let again = post(
+        &url,
+        Some(TOKEN),
+        Some(&session),
+        &request(77, "ping", json!({})),
+    );
+    assert!(again.response().get("result").is_some(), "{}", again.body);
+    // rmcp's own refusals quote request headers: cut to the echo limit.
+    let (_, body) = stateless(8, "tools/list", json!({}));
+    let long = "x".repeat(3000);
+    for headers in [
+        [
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", long.as_str()),
+        ],
+        [
+            ("MCP-Protocol-Version", long.as_str()),
+            ("Mcp-Method", "tools/list"),
+        ],
+    ] {
+        let a = post_raw(&url, None, &headers, body.to_string().as_bytes());
+        assert_eq!(a.status, 400, "{}", a.body);
+        assert!(!a.body.contains(&"x".repeat(65)), "echoed: {}", a.body);
+        let v: Value = serde_json::from_str(&a.body).unwrap();
+        assert_eq!(v["id"], 8, "{v}");
+    }
+    // DELETE ends the session with 204.
+    let deleted = answer(
+        agent()
+            .delete(&url)
+            .header("Authorization", &format!("Bearer {TOKEN}"))
+            .header("Mcp-Session-Id", &session)
+            .call()
+            .unwrap(),
+    );
+    assert_eq!(deleted.status, 204, "{}", deleted.body);
+}
+
+#[test]
+fn well_known_origin_and_token_answers() {
+    let server = HttpServer::start(
+        &["--allowed-origin", "https://app.example"],
+        &[("CCM_MCP_TOKEN", TOKEN)],
+    );
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-authorization-server",
+    ] {
+        let a = answer(agent().get(server.at(path)).call().unwrap());
+        assert_eq!(
+            a.status, 404,
+            "{path}: no token needed to learn there is no OAuth"
+        );
+    }
+    let with_origin = |origin: &str| {
+        answer(
+            agent()
+                .post(&server.url)
+                .header("Origin", origin)
+                .header("Authorization", &format!("Bearer {TOKEN}"))
+                .header("Content-Type", "application/json")
+                .header("Accept", ACCEPT)
+                .send(initialize(1).to_string())
+                .unwrap(),
+        )
+    };
+    for origin in [
+        "http://localhost:6274",
+        "http://127.0.0.1",
+        "https://APP.example",
+    ] {
+        let a = with_origin(origin);
+        assert_eq!(a.status, 200, "{origin}: {}", a.body);
+    }
+    for origin in [
+        "https://evil.example",
+        "null",
+        "http://localhost.evil.example",
+    ] {
+        let a = with_origin(origin);
+        assert_eq!(a.status, 403, "{origin}: {}", a.body);
+        assert!(a.body.contains("origin_not_allowed"), "{}", a.body);
+    }
+}
+
+#[test]
+fn sessions_and_session_less_requests_are_capped() {
+    let server = HttpServer::start(
+        &[
+            "--allow-write",
+            "--classify",
+            "conda_behave=write",
+            "--http-max-sessions",
+            "2",
+            "--http-max-stateless",
+            "1",
+        ],
+        &[("CCM_MCP_TOKEN", TOKEN)],
+    );
+    let url = server.url.clone();
+    let first = open_session(&url, TOKEN);
+    let _second = open_session(&url, TOKEN);
+    let third = post(&url, Some(TOKEN), None, &initialize(9));
+    assert_eq!(third.status, 503, "{}", third.body);
+    let v: Value = serde_json::from_str(&third.body).unwrap();
+    assert_eq!(
+        (v["id"].clone(), v["error"]["code"].clone()),
+        (json!(9), json!(-32000)),
+        "{v}"
+    );
+    // Ending one makes room.
+    let deleted = answer(
+        agent()
+            .delete(&url)
+            .header("Authorization", &format!("Bearer {TOKEN}"))
+            .header("Mcp-Session-Id", &first)
+            .call()
+            .unwrap(),
+    );
+    assert_eq!(deleted.status, 204);
+    let _third = open_session(&url, TOKEN);
+
+    // Session-less: one in progress at a time.
+    let ok = post_stateless(&url, 1, "tools/list", json!({}));
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    assert!(ok.response().get("result").is_some(), "{}", ok.body);
+    let slow_url = url.clone();
+    let slow = std::thread::spawn(move || {
+        post_stateless(
+            &slow_url,
+            2,
+            "tools/call",
+            json!({"name": "conda_behave", "arguments": {"sleep": 3}}),
+        )
+    });
+    std::thread::sleep(Duration::from_millis(700));
+    let refused = post_stateless(&url, 3, "tools/list", json!({}));
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    let v: Value = serde_json::from_str(&refused.body).unwrap();
+    assert_eq!(
+        (v["id"].clone(), v["error"]["code"].clone()),
+        (json!(3), json!(-32000)),
+        "{v}"
+    );
+    let slow = slow.join().unwrap();
+    assert_eq!(slow.status, 200, "{}", slow.body);
+    let after = post_stateless(&url, 4, "tools/list", json!({}));
+    assert_eq!(after.status, 200, "{}", after.body);
+}
+
+/// Raise this process's open-file limit to at least `want` (up to the hard limit).
+fn raise_nofile(want: libc::rlim_t) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit write/read the struct we pass.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+    }
+    assert!(
+        limit.rlim_max >= want,
+        "the hard RLIMIT_NOFILE ({}) is below the {want} descriptors this test needs",
+        limit.rlim_max
+    );
+    if limit.rlim_cur < want {
+        limit.rlim_cur = want;
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
+        }
+    }
+}
+
+fn current_hard_nofile() -> libc::rlim_t {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct we pass.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+    }
+    limit.rlim_max
+}
+
+/// Resident memory of a process (kB).
+fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn idle_and_half_sent_connections_cannot_starve_a_client() {
+    raise_nofile(4096);
+    let server = HttpServer::start(
+        &["--http-header-timeout", "2", "--http-idle-timeout", "4"],
+        &[("CCM_MCP_TOKEN", TOKEN)],
+    );
+    // The server gets the common default of 1,024 descriptors: without the connection
+    // cap and the timeouts, the flood would hold all of them and no new client could
+    // connect afterwards.
+    let server_limit = libc::rlimit {
+        rlim_cur: 1024,
+        rlim_max: 20_000.min(current_hard_nofile()),
+    };
+    // SAFETY: prlimit reads the struct we pass; the old value is not requested.
+    let set = unsafe {
+        libc::prlimit(
+            server.child.id() as libc::pid_t,
+            libc::RLIMIT_NOFILE,
+            &server_limit,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(set, 0, "prlimit on the server");
+    let url = server.url.clone();
+    // The pinging client connects first and keeps its connection (ureq pools it).
+    let client = agent();
+    let session = {
+        let init = answer(
+            client
+                .post(&url)
+                .header("Authorization", &format!("Bearer {TOKEN}"))
+                .header("Content-Type", "application/json")
+                .header("Accept", ACCEPT)
+                .send(initialize(1).to_string())
+                .unwrap(),
+        );
+        init.header("mcp-session-id").unwrap().to_owned()
+    };
+    let ping = |id: i64| {
+        let started = Instant::now();
+        let a = answer(
+            client
+                .post(&url)
+                .header("Authorization", &format!("Bearer {TOKEN}"))
+                .header("Content-Type", "application/json")
+                .header("Accept", ACCEPT)
+                .header("Mcp-Session-Id", &session)
+                .send(request(id, "ping", json!({})).to_string())
+                .expect("ping"),
+        );
+        let took = started.elapsed();
+        assert!(a.response().get("result").is_some(), "{}", a.body);
+        took
+    };
+    ping(2);
+    // 2,000 idle connections and 200 requests cut off in their headers.
+    let attacker = std::thread::spawn({
+        let address = authority(&url);
+        move || {
+            use std::io::Write;
+            let mut held = Vec::new();
+            for _ in 0..2000 {
+                if let Ok(stream) = std::net::TcpStream::connect(&address) {
+                    held.push(stream);
+                }
+            }
+            for _ in 0..200 {
+                if let Ok(mut stream) = std::net::TcpStream::connect(&address) {
+                    let _ = stream.write_all(
+                        format!("POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Ty").as_bytes(),
+                    );
+                    held.push(stream);
+                }
+            }
+            held
+        }
+    });
+    let mut worst = Duration::ZERO;
+    let mut pings = 0;
+    let until = Instant::now() + Duration::from_secs(8);
+    let mut id = 10;
+    while Instant::now() < until {
+        let took = ping(id);
+        worst = worst.max(took);
+        pings += 1;
+        id += 1;
+        assert!(
+            took < Duration::from_secs(1),
+            "ping {id} took {took:?} under the connection flood"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let held = attacker.join().unwrap();
+    eprintln!(
+        "{pings} pings under {} flood connections: worst {worst:?}",
+        held.len()
+    );
+    // Once the flood's last connections have timed out (the idle timeout, 4 s), new
+    // clients get in again.
+    std::thread::sleep(Duration::from_secs(5));
+    let fresh = post(
+        &url,
+        Some(TOKEN),
+        Some(&session),
+        &request(9999, "ping", json!({})),
+    );
+    assert!(fresh.response().get("result").is_some(), "{}", fresh.body);
+    drop(held);
+}
+
+#[test]
+fn memory_per_session() {
+    let server = HttpServer::start(&["--http-max-sessions", "500"], &[("CCM_MCP_TOKEN", TOKEN)]);
+    let url = server.url.clone();
+    let warm = open_session(&url, TOKEN);
+    let _ = post(
+        &url,
+        Some(TOKEN),
+        Some(&warm),
+        &request(2, "tools/list", json!({})),
+    );
+    let before = rss_kb(server.child.id());
+    let sessions: Vec<String> = (0..200).map(|_| open_session(&url, TOKEN)).collect();
+    let after = rss_kb(server.child.id());
+    eprintln!(
+        "{} sessions: RSS {before} kB → {after} kB, about {} kB per session",
+        sessions.len(),
+        after.saturating_sub(before) / sessions.len() as u64
+    );
+    // The cap holds at its value.
+    let refused = (0..400)
+        .map(|i| post(&url, Some(TOKEN), None, &initialize(i)).status)
+        .filter(|s| *s == 503)
+        .count();
+    assert_eq!(refused, 400 - (500 - 201), "sessions beyond 500 refused");
+}
+
+#[test]
+fn a_long_call_outlives_the_idle_timeout() {
+    // Event streams carry keep-alive comments within the idle timeout (here 2 s), so a
+    // 5 s conda run is answered on its connection.
+    let server = HttpServer::start(
+        &[
+            "--allow-write",
+            "--classify",
+            "conda_behave=write",
+            "--http-idle-timeout",
+            "2",
+        ],
+        &[("CCM_MCP_TOKEN", TOKEN)],
+    );
+    let session = open_session(&server.url, TOKEN);
+    let slow = post(
+        &server.url,
+        Some(TOKEN),
+        Some(&session),
+        &request(
+            2,
+            "tools/call",
+            json!({"name": "conda_behave", "arguments": {"sleep": 5}}),
+        ),
+    );
+    assert_eq!(
+        slow.response()["result"]["structuredContent"]["exit_code"],
+        0,
+        "{}",
+        slow.body
+    );
+    // A request body that stalls gets 408 once the idle timeout has passed.
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nAccept: {ACCEPT}\r\nContent-Length: 100\r\n\r\n{{\"json"
+    );
+    let started = Instant::now();
+    let reply = raw_exchange(&server.url, head.as_bytes());
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let stateless = post_stateless(
+        &server.url,
+        3,
+        "tools/call",
+        json!({"name": "conda_behave", "arguments": {"sleep": 5}}),
+    );
+    assert_eq!(
+        stateless.response()["result"]["structuredContent"]["exit_code"],
+        0,
+        "{}",
+        stateless.body
+    );
 }

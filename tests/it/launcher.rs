@@ -1,5 +1,6 @@
-//! `conda mcp`: the conda plugin in `conda-plugin/` replaces conda with
-//! `ccm --conda-exe <that conda>`, through the fixture conda's real plugin mechanism.
+//! `conda ccm` (and `conda mcp` where nothing else provides it): the conda plugin in
+//! `conda-plugin/` replaces conda with `ccm --conda-exe <that conda>`, through the fixture
+//! conda's real plugin mechanism, and next to conda-cli-mcp in a real conda.
 //! (`.ci/run` also installs it with pip from a built wheel.)
 
 use std::path::Path;
@@ -13,6 +14,10 @@ use crate::support::{self, Fixture};
 /// Install the plugin as pip would: the package plus a dist-info with its entry point,
 /// both read from the plugin's own files.
 fn install_plugin(fixture: &Fixture) {
+    install_plugin_into(&fixture.site_packages());
+}
+
+fn install_plugin_into(site: &Path) {
     let source = support::repo().join("conda-plugin");
     let pyproject = std::fs::read_to_string(source.join("pyproject.toml")).unwrap();
     let field = |key: &str| {
@@ -30,7 +35,6 @@ fn install_plugin(fixture: &Fixture) {
         .and_then(|rest| rest.lines().find(|l| l.contains('=')))
         .unwrap()
         .replace('"', "");
-    let site = fixture.site_packages();
     let package = site.join("ccm_conda_plugin");
     std::fs::create_dir_all(&package).unwrap();
     for file in ["__init__.py", "plugin.py"] {
@@ -55,8 +59,17 @@ fn install_plugin(fixture: &Fixture) {
 }
 
 fn conda_mcp(conda: &Path, args: &[&str], ccm_bin: Option<&str>) -> std::process::Output {
+    conda_launch(conda, "mcp", args, ccm_bin)
+}
+
+fn conda_launch(
+    conda: &Path,
+    name: &str,
+    args: &[&str],
+    ccm_bin: Option<&str>,
+) -> std::process::Output {
     let mut command = Command::new(conda);
-    command.arg("mcp").args(args).env_remove("CCM_BIN");
+    command.arg(name).args(args).env_remove("CCM_BIN");
     if let Some(bin) = ccm_bin {
         command.env("CCM_BIN", bin);
     }
@@ -110,4 +123,257 @@ fn conda_mcp_starts_ccm_against_the_invoking_conda() {
     // --allow-write reached ccm: a mutation runs.
     let r = session.call("conda_install", json!({"packages": ["numpy"]}));
     assert_eq!(r["structuredContent"]["exit_code"], 0);
+}
+
+/// A directory whose only entry is `ccm`, a link to the binary under test.
+fn path_with_this_ccm(dir: &Path) -> std::path::PathBuf {
+    let bin = dir.join("path-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_ccm"), bin.join("ccm")).unwrap();
+    bin
+}
+
+/// Another executable named `ccm` in the prefix, as conda-cli-mcp installs: a script.
+fn impostor(prefix: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = prefix.join("bin").join("ccm");
+    std::fs::write(&path, "#!/bin/sh\necho 9.9.9\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn launch_with_path(conda: &Path, name: &str, path: &str) -> std::process::Output {
+    Command::new(conda)
+        .args([name, "--version"])
+        .env_remove("CCM_BIN")
+        .env("PATH", path)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn conda_ccm_starts_this_ccm_and_skips_another_program_named_ccm() {
+    let fixture = support::build_fixture(&[]);
+    install_plugin(&fixture);
+    let impostor = impostor(&fixture.prefix);
+    let dir = tempfile::tempdir().unwrap();
+    let bin = path_with_this_ccm(dir.path());
+    // The prefix's `ccm` comes first but is not ccm: the one on PATH is used.
+    for name in ["ccm", "mcp"] {
+        let out = launch_with_path(&fixture.conda, name, bin.to_str().unwrap());
+        assert!(out.status.success(), "{name}: {out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{}\n", env!("CARGO_PKG_VERSION")),
+            "{name}"
+        );
+    }
+    // Only the impostor: refused, with what was skipped and what to do.
+    let out = launch_with_path(&fixture.conda, "ccm", "/nonexistent");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{} is a script, not the ccm binary",
+            impostor.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("set CCM_BIN"), "{err}");
+    // CCM_BIN naming something that is not ccm is refused, not run.
+    let out = conda_launch(
+        &fixture.conda,
+        "ccm",
+        &["--version"],
+        Some(impostor.to_str().unwrap()),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "the impostor ran");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&format!(
+            "CCM_BIN={} is a script, not the ccm binary",
+            impostor.display()
+        )),
+        "{out:?}"
+    );
+}
+
+/// Another plugin that provides `conda mcp` (as conda-cli-mcp does): conda keeps working,
+/// `conda mcp` stays the other plugin's, and the launcher is `conda ccm`.
+#[test]
+fn another_plugin_keeps_conda_mcp_and_conda_keeps_working() {
+    let fixture = support::build_fixture(&[]);
+    fixture.add_plugin(
+        "other-mcp",
+        "import sys\nfrom conda.plugins import hookimpl\nfrom conda.plugins.types import CondaSubcommand\n\
+         def run(args):\n    print('the other mcp')\n    return 0\n\
+         @hookimpl\ndef conda_subcommands():\n    yield CondaSubcommand(name='mcp', summary='Other.', action=run)\n",
+    );
+    install_plugin(&fixture);
+    let info = Command::new(&fixture.conda)
+        .args(["info", "--json"])
+        .output()
+        .unwrap();
+    assert!(info.status.success(), "{info:?}");
+    let other = Command::new(&fixture.conda).arg("mcp").output().unwrap();
+    assert!(other.status.success(), "{other:?}");
+    assert_eq!(String::from_utf8_lossy(&other.stdout), "the other mcp\n");
+    let ours = conda_launch(
+        &fixture.conda,
+        "ccm",
+        &["--version"],
+        Some(env!("CARGO_BIN_EXE_ccm")),
+    );
+    assert!(ours.status.success(), "{ours:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&ours.stdout),
+        format!("{}\n", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+/// A private real conda with conda-cli-mcp installed: a copy of `CCM_TEST_CONDA`'s prefix
+/// when it has conda-cli-mcp (the plugin flavour), else one built with
+/// `../shared/vendor/make-real-conda --plugins` (about 150 s). `CCM_TEST_CONDA` itself is
+/// never written to.
+fn private_conda_with_conda_cli_mcp(conda: &Path, dir: &Path) -> std::path::PathBuf {
+    let prefix = conda.parent().unwrap().parent().unwrap();
+    let has_cli_mcp = |prefix: &Path| {
+        std::fs::read_dir(prefix.join("lib"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|python| {
+                std::fs::read_dir(python.path().join("site-packages"))
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .any(|e| {
+                        let name = e.file_name().to_string_lossy().into_owned();
+                        name.starts_with("conda_cli_mcp-") && name.ends_with(".dist-info")
+                    })
+            })
+    };
+    let private = dir.join("conda");
+    if has_cli_mcp(prefix) {
+        let copied = Command::new("cp")
+            .arg("-a")
+            .arg(prefix)
+            .arg(&private)
+            .status()
+            .unwrap();
+        assert!(copied.success());
+        // Entry scripts name their interpreter by absolute path: point them at the copy.
+        let old = format!("#!{}/bin/", prefix.display());
+        let new = format!("#!{}/bin/", private.display());
+        for entry in std::fs::read_dir(private.join("bin")).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_symlink() || !path.is_file() {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            if text.starts_with(&old) {
+                std::fs::write(&path, text.replacen(&old, &new, 1)).unwrap();
+            }
+        }
+    } else {
+        let script = support::repo().join("../shared/vendor/make-real-conda");
+        let built = Command::new(&script)
+            .arg(&private)
+            .arg("--plugins")
+            .output()
+            .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
+        assert!(
+            built.status.success(),
+            "{}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+    }
+    assert!(has_cli_mcp(&private), "conda-cli-mcp is installed");
+    private.join("bin").join("conda")
+}
+
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_launcher_coexists_with_conda_cli_mcp() {
+    let conda = support::real_conda();
+    let dir = tempfile::Builder::new()
+        .prefix("ccm-launcher-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let private = private_conda_with_conda_cli_mcp(&conda, dir.path());
+    let prefix = private.parent().unwrap().parent().unwrap().to_path_buf();
+    let site = std::fs::read_dir(prefix.join("lib"))
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("python"))
+        .unwrap()
+        .path()
+        .join("site-packages");
+    install_plugin_into(&site);
+    let bin = path_with_this_ccm(dir.path());
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let run = |args: &[&str]| {
+        Command::new(&private)
+            .args(args)
+            .env_remove("CCM_BIN")
+            .env("PATH", &path)
+            .output()
+            .unwrap()
+    };
+    // conda works: no PluginError for a doubly registered `mcp`.
+    let info = run(&["info", "--json"]);
+    assert!(info.status.success(), "{info:?}");
+    let info: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert_eq!(info["conda_version"], "26.7.1");
+    // `conda ccm` reaches this ccm, past conda-cli-mcp's `<prefix>/bin/ccm` script.
+    let version = run(&["ccm", "--version"]);
+    assert!(version.status.success(), "{version:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout),
+        format!("{}\n", env!("CARGO_PKG_VERSION"))
+    );
+    // `conda mcp` is still conda-cli-mcp's (it prints its own version).
+    let theirs = run(&["mcp", "--version"]);
+    assert!(theirs.status.success(), "{theirs:?}");
+    assert_ne!(
+        String::from_utf8_lossy(&theirs.stdout),
+        format!("{}\n", env!("CARGO_PKG_VERSION"))
+    );
+    // Without this ccm anywhere: conda-cli-mcp's script is skipped, and the message says so.
+    let missing = Command::new(&private)
+        .args(["ccm", "--version"])
+        .env_remove("CCM_BIN")
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(1), "{missing:?}");
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        err.contains(&format!(
+            "{} is a script, not the ccm binary",
+            prefix.join("bin/ccm").display()
+        )),
+        "{err}"
+    );
+    // An MCP session through `conda ccm` targets the private conda.
+    let mut command = Command::new(&private);
+    command.arg("ccm").env_remove("CCM_BIN").env("PATH", &path);
+    let mut session = Session::spawn(command);
+    session.initialize = session.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+    );
+    session.notify("notifications/initialized", json!({}));
+    let caps = session.capabilities();
+    assert_eq!(caps["target_executable"], json!(private));
+    let names: Vec<String> = session
+        .tools()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(names.contains(&"conda_ccm".to_owned()), "{names:?}");
+    assert!(names.contains(&"conda_mcp".to_owned()), "{names:?}");
 }

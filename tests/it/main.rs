@@ -27,10 +27,14 @@ mod limits;
 mod mcp;
 /// The safety policy on final argv (pure).
 mod policy;
+/// Hostile JSON-RPC frames over stdio: every frame answered.
+mod protocol;
 /// Restart detection and its cost.
 mod restart;
 /// The argv round trip through the target's own parser.
 mod roundtrip;
+/// The read-only sandbox: children of read-only calls cannot write.
+mod sandbox;
 /// The MCP server end to end over stdio.
 mod server;
 /// Instant start from a baked snapshot, confirmed by live discovery.

@@ -35,6 +35,11 @@ impl Session {
         for (k, v) in env {
             command.env(k, v);
         }
+        Self::spawn_initialized(command)
+    }
+
+    /// Spawn `command` (a `ccm` server) and initialize.
+    pub fn spawn_initialized(command: Command) -> Session {
         let mut session = Self::spawn(command);
         session.initialize = session.request(
             "initialize",
@@ -85,6 +90,11 @@ impl Session {
         }
     }
 
+    /// The server's exit status, if it has ended.
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -116,6 +126,19 @@ impl Session {
         let stdin = self.stdin.as_mut().expect("stdin is open");
         stdin.write_all(line.as_bytes()).unwrap();
         stdin.flush().unwrap();
+    }
+
+    /// Write raw bytes (a frame, with or without its newline).
+    pub fn write_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next message on stdout, in order (answers to `wait` are not consumed here
+    /// unless they come first), waiting up to `timeout`.
+    pub fn next(&mut self, timeout: Duration) -> Option<Value> {
+        self.responses.recv_timeout(timeout).ok()
     }
 
     pub fn notify(&mut self, method: &str, params: Value) {

@@ -593,22 +593,47 @@ fn restart_required_after_a_plugin_change() {
     );
 }
 
+/// A target whose discovery finds no parser at all is not served with an empty tool
+/// list: the server stops with status 2 and says why on stderr, even while the client
+/// keeps its end open.
 #[test]
-fn discovery_failure_still_serves() {
+fn discovery_failure_stops_the_server() {
     let dir = tempfile::tempdir().unwrap();
     let fake = dir.path().join("conda");
     std::fs::write(&fake, "#!/bin/sh\nexit 9\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut s = Session::start(&fake, &[]);
-    assert!(s.tools().is_empty());
-    let caps = s.capabilities();
-    assert_eq!(caps["catalog"]["root"], Value::Null);
-    assert_eq!(caps["conda_version"], "unknown");
-    assert_eq!(caps["catalog"]["diagnostics"][0]["path"], json!([]));
+    let mut command = support::ccm();
+    command.arg("--conda-exe").arg(&fake);
+    let mut s = Session::spawn(command);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = s.try_wait() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server kept running"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(2));
+    // The stderr reader may still be draining the pipe.
+    let err = loop {
+        let err = s.stderr.lock().unwrap().clone();
+        if err.ends_with('\n') || std::time::Instant::now() > deadline {
+            break err;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     assert_eq!(
-        caps["catalog"]["diagnostics"][0]["reason"],
-        "conda info exited with status 9"
+        err,
+        format!(
+            "ccm: error: {} is not a working conda (conda info exited with status 9). Point \
+             --conda-exe (or CONDA_EXE) at an installed conda's executable (<prefix>/bin/conda; \
+             `conda info` must run there)\n",
+            fake.display()
+        )
     );
 }
 
@@ -804,6 +829,63 @@ fn real_conda_completion_metadata() {
             (-32602, "Unknown conda command path".to_owned())
         );
     }
+}
+
+/// conda's default-no prompt (removing a whole environment) reads end of input as "no",
+/// prints `CondaSystemExit: Exiting.` and exits 0: an error result with a stable code and
+/// the way out, not a success.
+#[test]
+fn a_declined_confirmation_prompt_is_an_error() {
+    let fixture = support::build_fixture(&[]);
+    let mut s = Session::start(&fixture.conda, &["--allow-write", "--allow-exec"]);
+    let r = s.call("conda_remove", json!({"all": true, "name": "t1"}));
+    assert_eq!(r["isError"], true, "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("not_confirmed: "), "{text}");
+    assert!(text.contains("`yes: true`"), "{text}");
+    assert_eq!(structured(&r)["exit_code"], 0);
+    assert!(
+        structured(&r)["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("CondaSystemExit: Exiting.")
+    );
+    // Confirmed, it runs.
+    let r = s.call(
+        "conda_remove",
+        json!({"all": true, "name": "t1", "yes": true}),
+    );
+    assert_ne!(r["isError"], true, "{r}");
+    assert_eq!(reported_argv(&r), ["remove", "--name=t1", "--yes", "--all"]);
+    // A successful run that merely mentions the text elsewhere is not a declined prompt.
+    let r = s.call("conda_behave", json!({"text": "CondaSystemExit: Exiting."}));
+    assert_ne!(r["isError"], true, "{r}");
+}
+
+/// Real conda: `conda create -p <an existing directory that is not an environment>` asks
+/// "Continue creating environment (y/[n])?" and reads end of input as no.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_declined_prompt_is_not_confirmed() {
+    let conda = support::real_conda();
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("not-an-env");
+    std::fs::create_dir(&target).unwrap();
+    let mut s = Session::start(&conda, &["--allow-write"]);
+    let r = s.call("conda_create", json!({"prefix": target}));
+    assert_eq!(r["isError"], true, "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("not_confirmed: "), "{text}");
+    assert_eq!(structured(&r)["exit_code"], 0);
+    assert!(
+        structured(&r)["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("Continue creating environment (y/[n])?"),
+        "{r}"
+    );
+    // Nothing was created.
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
 }
 
 #[test]

@@ -84,6 +84,63 @@ impl Fixture {
     }
 }
 
+/// The uid and gid tests use for "another, unprivileged user" (`nobody`).
+pub const NOBODY: u32 = 65534;
+
+/// Whether the tests run as root (then `as_other_user` drops to [`NOBODY`]).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `program` run as an unprivileged user with this `HOME`: as `nobody` ([`NOBODY`])
+/// through `runuser` when the tests run as root, else as the current (already
+/// unprivileged) user.
+pub fn as_other_user(program: &Path, home: &Path) -> Command {
+    if is_root() {
+        // runuser sets HOME itself: `env` puts the requested one back.
+        let mut command = Command::new("runuser");
+        command
+            .args(["-u", "nobody", "--", "env"])
+            .arg(format!("HOME={}", home.display()))
+            .arg(program);
+        command
+    } else {
+        let mut command = Command::new(program);
+        command.env("HOME", home);
+        command
+    }
+}
+
+/// A fixture conda that another, unprivileged user can run: built with an interpreter that
+/// user can execute (the tests' Python may live in root's home), in a directory they can
+/// read.
+pub fn build_fixture_for_others(extra: &[&str]) -> Fixture {
+    let candidates = [python(), "/usr/bin/python3".to_owned()];
+    let usable = candidates
+        .iter()
+        .find(|python| {
+            let found = Command::new(python.as_str())
+                .args(["-c", "import os, sys; print(os.path.realpath(sys.executable))"])
+                .output();
+            let Ok(found) = found else { return false };
+            let real = String::from_utf8_lossy(&found.stdout).trim().to_owned();
+            as_other_user(Path::new(&real), Path::new("/"))
+                .args(["-c", "import venv"])
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .expect("no Python that an unprivileged user can run (tried CCM_TEST_PYTHON or python3, then /usr/bin/python3)")
+        .clone();
+    let mut with_python = vec!["--python", usable.as_str()];
+    with_python.extend_from_slice(extra);
+    let fixture = build_fixture(&with_python);
+    use std::os::unix::fs::PermissionsExt;
+    let dir = fixture.prefix.parent().unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    fixture
+}
+
 /// The shared, never-modified fixture conda of this test process.
 pub fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();

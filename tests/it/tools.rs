@@ -408,3 +408,67 @@ fn completion_tool_is_listed_for_any_spelling_of_conda_completion() {
     let tools = support::toolset(&catalog(vec![]), &[plugin("conda-completer")], false);
     assert!(tools.descriptors().is_empty());
 }
+
+/// JSON paths of integer schemas without both a `minimum` and a `maximum`.
+fn unbounded_integers(value: &Value, path: &str, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            let integer = match map.get("type") {
+                Some(Value::String(t)) => t == "integer",
+                Some(Value::Array(types)) => types.iter().any(|t| t == "integer"),
+                _ => false,
+            };
+            if integer && !(map.contains_key("minimum") && map.contains_key("maximum")) {
+                out.push(path.to_owned());
+            }
+            for (key, v) in map {
+                unbounded_integers(v, &format!("{path}/{key}"), out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                unbounded_integers(v, &format!("{path}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn assert_integers_bounded(toolset: &Toolset) {
+    let descriptors = Value::Array(toolset.descriptors());
+    let mut out = Vec::new();
+    unbounded_integers(&descriptors, "", &mut out);
+    assert!(out.is_empty(), "unbounded integers: {out:?}");
+    // The check sees integers at all: argument values, counts and the output schema.
+    let text = descriptors.to_string();
+    assert!(text.contains("\"exit_code\""));
+    assert!(text.contains("\"duration_ms\""));
+}
+
+#[test]
+fn every_integer_in_every_listed_schema_is_bounded() {
+    for stem in [REAL, FIXTURE] {
+        let snapshot = support::snapshot(stem);
+        assert_integers_bounded(&support::toolset(
+            &snapshot.catalog,
+            &snapshot.plugins,
+            true,
+        ));
+    }
+    // The fixture's `tune --level` (type=int with choices) and `extra --level` (type=int).
+    let fixture = support::snapshot(FIXTURE);
+    let tools = support::toolset(&fixture.catalog, &fixture.plugins, true).descriptors();
+    let tune = tools.iter().find(|t| t["name"] == "conda_tune").unwrap();
+    let level = &tune["inputSchema"]["properties"]["level"];
+    assert_eq!(level["type"], "integer", "{level}");
+    assert_eq!(level["minimum"], json!(ccm::schema::MIN_INTEGER));
+    assert_eq!(level["maximum"], json!(ccm::schema::MAX_INTEGER));
+}
+
+/// With plugins (`conda index --threads` is a plain `type=int`), too.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_every_integer_is_bounded() {
+    let found = support::real_discovery();
+    assert_integers_bounded(&support::toolset(&found.catalog, &found.plugins, true));
+}

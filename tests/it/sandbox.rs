@@ -1,0 +1,427 @@
+//! The read-only sandbox end to end: children of read-only calls (and of calls admitted
+//! by `--allow-exec` alone) cannot write outside the declared places.
+//!
+//! A writing command is forced through the read-only path with the debug-build hook
+//! `CCM_TEST_FORCE_READ_ONLY` (the fixture's `behave --pid-file PATH` writes PATH).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::mcp::{Session, structured};
+use crate::support;
+
+const FORCE: (&str, &str) = ("CCM_TEST_FORCE_READ_ONLY", "conda_behave");
+
+fn conda() -> &'static Path {
+    &support::fixture().conda
+}
+
+/// A private HOME for the server (conda's caches live under it).
+fn home() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("ccm-home-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap()
+}
+
+fn start(args: &[&str], env: &[(&str, &str)], home: &Path) -> Session {
+    let mut all = env.to_vec();
+    all.push(("HOME", home.to_str().unwrap()));
+    Session::start_with(conda(), args, &all)
+}
+
+fn stderr_of(result: &Value) -> String {
+    structured(result)["stderr"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned()
+}
+
+fn writable_paths(caps: &Value) -> Vec<(String, String)> {
+    caps["sandbox"]["writable"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no writable list: {}", caps["sandbox"]))
+        .iter()
+        .map(|w| {
+            (
+                w["path"].as_str().unwrap().to_owned(),
+                w["kind"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_writing_command_forced_through_the_read_only_path_cannot_write() {
+    let home = home();
+    let target = home.path().join("written-by-a-read");
+    let arguments = json!({"pid_file": target});
+
+    // Without the hook the default read-only server refuses the call outright.
+    let mut plain = start(&[], &[], home.path());
+    let (code, _) = plain.call_error("conda_behave", arguments.clone());
+    assert_eq!(code, -32600);
+
+    // Forced through the read-only path: it runs, in the sandbox, and cannot write.
+    let mut s = start(&[], &[FORCE], home.path());
+    let caps = s.capabilities();
+    assert_eq!(
+        caps["sandbox"]["state"], "active",
+        "the sandbox must be active on Linux with namespaces: {}",
+        caps["sandbox"]
+    );
+    let result = s.call("conda_behave", arguments.clone());
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(
+        stderr_of(&result).contains("Read-only file system"),
+        "{}",
+        stderr_of(&result)
+    );
+    assert!(!target.exists(), "the read-only call wrote {target:?}");
+
+    // The same forced call with the sandbox turned off writes: the sandbox stopped it.
+    let mut off = start(&["--no-sandbox"], &[FORCE], home.path());
+    assert_eq!(off.capabilities()["sandbox"]["state"], "disabled");
+    let result = off.call("conda_behave", arguments);
+    assert_eq!(structured(&result)["exit_code"], 0, "{result}");
+    assert!(target.exists());
+}
+
+#[test]
+fn tmpdir_is_a_private_tmpfs() {
+    let home = home();
+    let mut s = start(&[], &[FORCE], home.path());
+    let caps = s.capabilities();
+    let (tmpdir, kind) = writable_paths(&caps).remove(0);
+    assert_eq!(kind, "tmpfs");
+    let result = s.call("conda_behave", json!({"env": ["TMPDIR"]}));
+    assert_eq!(
+        structured(&result)["parsed_json"],
+        json!({"TMPDIR": tmpdir}),
+        "{result}"
+    );
+    // Writable inside, invisible outside.
+    let inside = PathBuf::from(&tmpdir).join("pid");
+    let result = s.call("conda_behave", json!({"pid_file": inside}));
+    assert_eq!(structured(&result)["exit_code"], 0, "{result}");
+    assert!(
+        !inside.exists(),
+        "{inside:?} leaked out of the call's tmpfs"
+    );
+}
+
+#[test]
+fn exec_without_write_runs_in_the_sandbox() {
+    let home = home();
+    let target = home.path().join("written-by-conda-run");
+    let script = format!("echo x > {}", target.display());
+    let arguments = json!({"executable_call": ["sh", "-c", script]});
+
+    let mut s = start(&["--allow-exec"], &[], home.path());
+    let result = s.call("conda_run", arguments.clone());
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(!target.exists());
+    // Undoing the read-only mounts first does not help.
+    let undo = format!("mount -o remount,rw / ; mount -o remount,bind,rw / ; {script}");
+    let result = s.call("conda_run", json!({"executable_call": ["sh", "-c", undo]}));
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(!target.exists());
+    // The raw tool takes the same path.
+    let result = s.call(
+        "conda_execute",
+        json!({"argv": ["run", "sh", "-c", script]}),
+    );
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(!target.exists());
+
+    // With --allow-write too, exec may write.
+    let mut w = start(&["--allow-exec", "--allow-write"], &[], home.path());
+    let result = w.call("conda_run", arguments);
+    assert_eq!(structured(&result)["exit_code"], 0, "{result}");
+    assert!(target.exists());
+}
+
+/// `conda info --json` and `conda env list --json` with and without the sandbox.
+fn read_only_documents(s: &mut Session) -> BTreeMap<&'static str, Value> {
+    let mut out = BTreeMap::new();
+    for (name, tool, arguments) in [
+        ("info", "conda_info", json!({"json": true})),
+        ("envs", "conda_env_list", json!({"json": true})),
+    ] {
+        let result = s.call(tool, arguments);
+        assert_eq!(structured(&result)["exit_code"], 0, "{result}");
+        out.insert(name, structured(&result)["parsed_json"].clone());
+    }
+    out
+}
+
+#[test]
+fn read_only_tools_print_the_same_inside_and_outside() {
+    let home = home();
+    let mut inside = start(&[], &[], home.path());
+    let mut outside = start(&["--no-sandbox"], &[], home.path());
+    let mut a = read_only_documents(&mut inside);
+    let mut b = read_only_documents(&mut outside);
+    // The one documented difference: conda's temporary directory is the call's tmpfs.
+    let tmp_a = a
+        .get_mut("info")
+        .unwrap()
+        .as_object_mut()
+        .unwrap()
+        .remove("tmp_dir");
+    let tmp_b = b
+        .get_mut("info")
+        .unwrap()
+        .as_object_mut()
+        .unwrap()
+        .remove("tmp_dir");
+    assert_ne!(tmp_a, tmp_b);
+    assert_eq!(a, b);
+    // The probes saw the truth: the fixture's base and t1 are writable.
+    assert_eq!(a["info"]["root_writable"], true);
+    for details in a["envs"]["envs_details"].as_object().unwrap().values() {
+        assert_eq!(details["writable"], true, "{details}");
+    }
+    // The base's conda-meta and the envs directory (which holds t1) are overlays.
+    let caps = inside.capabilities();
+    let paths = writable_paths(&caps);
+    let prefix = &support::fixture().prefix;
+    for dir in [prefix.join("conda-meta"), prefix.join("envs")] {
+        let dir = dir.to_string_lossy().into_owned();
+        assert!(
+            paths.contains(&(dir.clone(), "overlay".to_owned())),
+            "{dir} in {paths:?}"
+        );
+    }
+}
+
+/// A server that is not root gets a user namespace too. When the tests run as root, the
+/// server runs as `nobody` (through `setpriv`); otherwise as the current user.
+#[test]
+fn an_unprivileged_server_gets_the_same_sandbox() {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    // Everything the unprivileged user needs, in a directory it can reach: the binary,
+    // a fixture conda on a system interpreter, a HOME.
+    let base = tempfile::Builder::new()
+        .prefix("ccm-unprivileged-")
+        .tempdir()
+        .unwrap();
+    let open = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    open(base.path(), 0o755);
+    let ccm = base.path().join("ccm");
+    std::fs::copy(env!("CARGO_BIN_EXE_ccm"), &ccm).unwrap();
+    let prefix = base.path().join("conda");
+    let mut build = Command::new(support::python());
+    build
+        .arg(support::repo().join("tests/fixtures/build_fixture.py"))
+        .arg(&prefix);
+    if root {
+        let system = Path::new("/usr/bin/python3");
+        assert!(
+            system.exists(),
+            "running the server as nobody needs an interpreter nobody can run: /usr/bin/python3"
+        );
+        build.arg("--python").arg(system);
+    }
+    let built = build.output().unwrap();
+    assert!(built.status.success(), "{built:?}");
+    let conda = prefix.join("bin/conda");
+    let home = base.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    open(&home, 0o777);
+    let target = home.join("written-by-a-read");
+    let server = |args: &[&str]| {
+        let mut command = if root {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .arg(&ccm);
+            c
+        } else {
+            Command::new(&ccm)
+        };
+        command
+            .arg("--conda-exe")
+            .arg(&conda)
+            .args(args)
+            .env_remove("CONDA_EXE")
+            .env_remove("CCM_LOG")
+            .env("HOME", &home)
+            .env(FORCE.0, FORCE.1);
+        let mut s = Session::spawn(command);
+        s.initialize = s.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "ccm-tests", "version": "1"}}),
+        );
+        s.notify("notifications/initialized", json!({}));
+        s
+    };
+    let mut s = server(&[]);
+    assert_eq!(
+        s.capabilities()["sandbox"]["state"],
+        "active",
+        "{}",
+        s.stderr.lock().unwrap()
+    );
+    let result = s.call("conda_behave", json!({"pid_file": target}));
+    assert!(
+        stderr_of(&result).contains("Read-only file system"),
+        "{result}"
+    );
+    assert!(!target.exists());
+    // Same documents inside and outside, also for a user who may not write the prefix.
+    let mut a = read_only_documents(&mut s);
+    let mut b = read_only_documents(&mut server(&["--no-sandbox"]));
+    for docs in [&mut a, &mut b] {
+        docs.get_mut("info")
+            .unwrap()
+            .as_object_mut()
+            .unwrap()
+            .remove("tmp_dir");
+    }
+    assert_eq!(a, b);
+    assert_eq!(a["info"]["root_writable"], !root);
+}
+
+/// Every file, directory and symlink under `root` with a digest of its content (an absent
+/// root is an empty map).
+fn tree(root: &Path) -> BTreeMap<PathBuf, String> {
+    use sha2::{Digest, Sha256};
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let key = path.strip_prefix(root).unwrap().to_path_buf();
+        let value = if meta.is_symlink() {
+            format!("link {:?}", std::fs::read_link(&path).unwrap())
+        } else if meta.is_dir() {
+            for entry in std::fs::read_dir(&path).unwrap().flatten() {
+                stack.push(entry.path());
+            }
+            "dir".to_owned()
+        } else {
+            let bytes = std::fs::read(&path).unwrap_or_default();
+            format!("{:x}", Sha256::digest(&bytes))
+        };
+        out.insert(key, value);
+    }
+    out
+}
+
+/// The read-only tools of a real conda through the server with the sandbox: they succeed
+/// and change nothing in HOME (.condarc and the working directory included), the prefix's
+/// conda-meta or its rc file. `conda config` without `--show` (which rewrites the user's
+/// rc file) is forced through the read-only path to show the sandbox stopping a real
+/// conda write; the same call without the sandbox writes.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_read_only_tools_run_sandboxed_and_write_nothing() {
+    let conda = support::real_conda();
+    let prefix = support::real_discovery()
+        .prefix
+        .clone()
+        .expect("the real conda's prefix");
+    let home = home();
+    let cwd = home.path().join("work");
+    std::fs::create_dir(&cwd).unwrap();
+    std::fs::write(cwd.join("environment.yml"), "name: x\n").unwrap();
+    let start_in = |args: &[&str]| {
+        let mut command = support::ccm();
+        command
+            .arg("--conda-exe")
+            .arg(&conda)
+            .args(args)
+            .current_dir(&cwd)
+            .env("HOME", home.path())
+            .env(FORCE.0, "conda_config");
+        let mut s = Session::spawn(command);
+        s.initialize = s.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "ccm-tests", "version": "1"}}),
+        );
+        s.notify("notifications/initialized", json!({}));
+        s
+    };
+    let mut s = start_in(&[]);
+    assert_eq!(s.capabilities()["sandbox"]["state"], "active");
+    let watched = || {
+        (
+            tree(home.path()),
+            tree(&prefix.join("conda-meta")),
+            tree(&prefix.join(".condarc")),
+        )
+    };
+    let before = watched();
+    for (tool, arguments) in [
+        ("conda_info", json!({"json": true})),
+        ("conda_info", json!({})),
+        ("conda_list", json!({"json": true})),
+        ("conda_config", json!({"show": []})),
+        ("conda_config", json!({"show": [], "json": true})),
+        ("conda_env_list", json!({"json": true})),
+    ] {
+        let result = s.call(tool, arguments.clone());
+        assert_eq!(
+            structured(&result)["exit_code"],
+            0,
+            "{tool} {arguments}: {result}"
+        );
+    }
+    // conda's own write of the user's rc file, stopped.
+    let rc = home.path().join(".condarc");
+    s.call("conda_config", json!({}));
+    assert!(!rc.exists(), "conda config wrote {rc:?} inside the sandbox");
+    assert_eq!(before, watched(), "a read-only call changed the filesystem");
+    // Without the sandbox the same forced call writes it: the check above can fail.
+    let mut off = start_in(&["--no-sandbox"]);
+    off.call("conda_config", json!({}));
+    assert!(
+        rc.exists(),
+        "conda config did not write {rc:?} without the sandbox"
+    );
+}
+
+/// The same read-only documents from a real conda inside and outside the sandbox
+/// (`tmp_dir` aside, and `env_vars` compared as a map).
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_read_only_tools_print_the_same_inside_and_outside() {
+    let conda = support::real_conda();
+    let home = home();
+    let env = [("HOME", home.path().to_str().unwrap())];
+    let mut inside = Session::start_with(&conda, &[], &env);
+    let mut outside = Session::start_with(&conda, &["--no-sandbox"], &env);
+    let mut a = read_only_documents(&mut inside);
+    let mut b = read_only_documents(&mut outside);
+    for docs in [&mut a, &mut b] {
+        let info = docs.get_mut("info").unwrap().as_object_mut().unwrap();
+        assert!(info.remove("tmp_dir").is_some());
+    }
+    assert_eq!(a, b);
+    let text = |s: &mut Session, tool: &str, arguments: Value| {
+        let result = s.call(tool, arguments);
+        assert_eq!(structured(&result)["exit_code"], 0, "{result}");
+        structured(&result)["stdout"].as_str().unwrap().to_owned()
+    };
+    for (tool, arguments) in [
+        ("conda_list", json!({})),
+        ("conda_config", json!({"show": []})),
+        ("conda_env_list", json!({})),
+    ] {
+        assert_eq!(
+            text(&mut inside, tool, arguments.clone()),
+            text(&mut outside, tool, arguments.clone()),
+            "{tool} {arguments}"
+        );
+    }
+}
