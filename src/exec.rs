@@ -266,6 +266,7 @@ async fn supervise(spec: &Spec, cancel: &CancellationToken) -> std::io::Result<O
         std::process::id(),
         NEXT_EXECUTION.fetch_add(1, Ordering::Relaxed)
     );
+    not_a_script_or_binary(&spec.program)?;
     let prepared = Arc::new(spec.limits.prepare());
     let mut command = Command::new(&spec.program);
     command
@@ -444,6 +445,26 @@ async fn supervise(spec: &Spec, cancel: &CancellationToken) -> std::io::Result<O
     }
     outcome.duration = started.elapsed();
     Ok(outcome)
+}
+
+/// A child with a `pre_exec` hook is started with `execvp`, which runs a file the kernel
+/// refuses (`ENOEXEC`: no `#!`, no binary format) with `/bin/sh` instead. Refuse such a file
+/// as the kernel does, so nothing that is not a program is ever run as a shell script.
+fn not_a_script_or_binary(program: &std::path::Path) -> std::io::Result<()> {
+    use std::io::Read;
+    let mut head = [0u8; 4];
+    let Ok(mut file) = std::fs::File::open(program) else {
+        // Not readable (or not there): let the spawn say why.
+        return Ok(());
+    };
+    let Ok(n) = file.read(&mut head) else {
+        return Ok(());
+    };
+    let head = &head[..n];
+    if head.starts_with(b"#!") || head == b"\x7fELF" || file.metadata().is_ok_and(|m| m.is_dir()) {
+        return Ok(());
+    }
+    Err(std::io::Error::from_raw_os_error(libc::ENOEXEC))
 }
 
 /// How often the tree's peak address space is sampled.

@@ -299,7 +299,11 @@ fn the_memory_limit_is_enforced_and_named() {
 fn the_file_size_limit_is_enforced_and_named() {
     let dir = tempfile::tempdir().unwrap();
     let big = dir.path().join("big");
-    let mut s = Session::start(conda(), &["--allow-exec", "--file-size-limit", "1MiB"]);
+    // --allow-write too: a read-only (sandboxed) call could not write the file at all.
+    let mut s = Session::start(
+        conda(),
+        &["--allow-exec", "--allow-write", "--file-size-limit", "1MiB"],
+    );
     let result = s.call(
         "conda_run",
         json!({"executable_call": ["python", "-c",
