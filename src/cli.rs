@@ -202,6 +202,27 @@ pub struct Options {
     #[arg(long = "allowed-host", value_name = "HOST", global = true)]
     pub allowed_hosts: Vec<String>,
 
+    /// Address-space limit of every child process (RLIMIT_AS): bytes, a size such as 2GiB
+    /// or 512MiB, or 'unlimited' [env: CCM_MEMORY_LIMIT; default: the smaller of 4 GiB and
+    /// half the RAM].
+    #[arg(long, value_name = "SIZE", global = true, allow_hyphen_values = true)]
+    pub memory_limit: Option<String>,
+
+    /// Largest file a child process may write (RLIMIT_FSIZE): bytes, a size such as 8GiB,
+    /// or 'unlimited' [env: CCM_FILE_SIZE_LIMIT; default: 8GiB].
+    #[arg(long, value_name = "SIZE", global = true, allow_hyphen_values = true)]
+    pub file_size_limit: Option<String>,
+
+    /// Most processes and threads one child process tree (a conda command or a discovery
+    /// run) may have at once (cgroup pids controller, also for root), or 'unlimited'
+    /// [env: CCM_PROCESS_LIMIT; default: 1024].
+    #[arg(long, value_name = "N", global = true, allow_hyphen_values = true)]
+    pub process_limit: Option<String>,
+
+    /// Withhold the environment variable NAME from every child process (repeatable;
+    /// env: CCM_CHILD_ENV_REMOVE, comma-separated). CCM_MCP_TOKEN is always withheld.
+    #[arg(long = "child-env-remove", value_name = "NAME", global = true)]
+    pub child_env_remove: Vec<String>,
     /// Also accept requests whose Origin header is ORIGIN (scheme://host[:port];
     /// repeatable; loopback origins are always accepted, requests without Origin too)
     /// [env: CCM_HTTP_ALLOWED_ORIGINS, comma-separated].
@@ -310,6 +331,8 @@ pub struct HttpConfig {
     pub query_param: String,
     /// Host header values accepted besides loopback names.
     pub allowed_hosts: Vec<String>,
+    /// `--token-file`, whose path children must not see either.
+    pub token_file: Option<PathBuf>,
     /// Origin header values accepted besides loopback origins (lower-case).
     pub allowed_origins: Vec<String>,
     pub limits: HttpLimits,
@@ -389,6 +412,8 @@ pub struct Config {
     pub surface: Surface,
     /// Serve over HTTP instead of stdio.
     pub http: Option<HttpConfig>,
+    /// Limits and withheld environment of every child process.
+    pub limits: crate::exec::Settings,
 }
 
 /// What `main` should do.
@@ -466,6 +491,7 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
     let max_session_calls = positive_int("--max-session-calls", &options.max_session_calls)?;
     let surface = Surface::from_env(env.pairs()).map_err(UsageError)?;
     let http = http_config(options, env)?;
+    let limits = limit_settings(options, env)?;
     let classify = classifications(options, env)?;
     let allow_paths = allowed_paths(options, env)?;
     let conda_exe = discovery::resolve_executable(
@@ -500,7 +526,129 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
         max_session_calls,
         surface,
         http,
+        limits,
     })
+}
+
+/// Environment variables of the limit flags.
+pub const MEMORY_LIMIT_VAR: &str = "CCM_MEMORY_LIMIT";
+pub const FILE_SIZE_LIMIT_VAR: &str = "CCM_FILE_SIZE_LIMIT";
+pub const PROCESS_LIMIT_VAR: &str = "CCM_PROCESS_LIMIT";
+pub const CHILD_ENV_REMOVE_VAR: &str = "CCM_CHILD_ENV_REMOVE";
+
+fn limit_settings(
+    options: &Options,
+    env: &Environment,
+) -> Result<crate::exec::Settings, UsageError> {
+    use crate::exec::Limit;
+    fn given<'a>(
+        env: &'a Environment,
+        flag: &'static str,
+        value: &'a Option<String>,
+        var: &'static str,
+    ) -> Option<(&'static str, &'a str)> {
+        value
+            .as_deref()
+            .map(|v| (flag, v))
+            .or_else(|| env.get(var).map(|v| (var, v)))
+    }
+    let size = |given: Option<(&str, &str)>| -> Result<Limit, UsageError> {
+        match given {
+            None => Ok(Limit::Default),
+            Some((source, text)) => {
+                parse_size(text).map_err(|why| UsageError(format!("argument {source}: {why}")))
+            }
+        }
+    };
+    let memory = size(given(
+        env,
+        "--memory-limit",
+        &options.memory_limit,
+        MEMORY_LIMIT_VAR,
+    ))?;
+    let file_size = size(given(
+        env,
+        "--file-size-limit",
+        &options.file_size_limit,
+        FILE_SIZE_LIMIT_VAR,
+    ))?;
+    let processes = match given(
+        env,
+        "--process-limit",
+        &options.process_limit,
+        PROCESS_LIMIT_VAR,
+    ) {
+        None => Limit::Default,
+        Some((_, text)) if text.trim() == "unlimited" => Limit::Unlimited,
+        Some((source, text)) => Limit::At(positive_int(source, text)? as u64),
+    };
+    let mut child_env_remove = Vec::new();
+    let from_env = env
+        .get(CHILD_ENV_REMOVE_VAR)
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    for name in options
+        .child_env_remove
+        .iter()
+        .map(String::as_str)
+        .chain(from_env)
+    {
+        if name.is_empty() || name.contains(['=', '\0']) {
+            return Err(UsageError(
+                "argument --child-env-remove: give an environment variable name (no '=')".into(),
+            ));
+        }
+        if !child_env_remove.iter().any(|n| n == name) {
+            child_env_remove.push(name.to_owned());
+        }
+    }
+    Ok(crate::exec::Settings {
+        memory,
+        file_size,
+        processes,
+        child_env_remove,
+    })
+}
+
+/// `1073741824`, `4GiB`, `4G`, `512MiB`, `64KiB`, `1.5GiB`, `unlimited`.
+pub fn parse_size(text: &str) -> Result<crate::exec::Limit, String> {
+    let text = text.trim();
+    if text == "unlimited" {
+        return Ok(crate::exec::Limit::Unlimited);
+    }
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let multiplier: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "K" | "KiB" | "k" => 1 << 10,
+        "M" | "MiB" => 1 << 20,
+        "G" | "GiB" => 1 << 30,
+        "T" | "TiB" => 1 << 40,
+        _ => {
+            return Err(format!(
+                "'{text}' is not a size; give bytes, a number with KiB, MiB, GiB or TiB, or 'unlimited'"
+            ));
+        }
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a size; give bytes, e.g. 4GiB, or 'unlimited'"))?;
+    let bytes = value * multiplier as f64;
+    if !bytes.is_finite() || bytes < 1.0 || bytes > u64::MAX as f64 {
+        return Err("must be at least one byte".into());
+    }
+    // Below 1 MiB nothing (not even the dynamic loader) could run.
+    if bytes < (1u64 << 20) as f64 {
+        return Err("must be at least 1MiB".into());
+    }
+    Ok(crate::exec::Limit::At(bytes as u64))
 }
 
 /// `--classify` flags, then `CCM_CLASSIFY` (comma-separated); a later entry for the same
@@ -704,6 +852,7 @@ fn http_config(options: &Options, env: &Environment) -> Result<Option<HttpConfig
         token,
         query_param,
         allowed_hosts,
+        token_file: options.token_file.clone(),
         allowed_origins,
         limits,
     }))
@@ -908,6 +1057,63 @@ mod tests {
             Ok(other) => panic!("expected serve, got {other:?}"),
             Err(e) => Err(e.to_string()),
         }
+    }
+
+    #[test]
+    fn limit_flags_and_variables() {
+        use crate::exec::Limit;
+        let config = serve(&[], &[]).unwrap();
+        assert_eq!(config.limits, crate::exec::Settings::default());
+        let config = serve(
+            &[
+                "--memory-limit",
+                "2GiB",
+                "--file-size-limit",
+                "1048576",
+                "--process-limit",
+                "64",
+                "--child-env-remove",
+                "AWS_SECRET_ACCESS_KEY",
+            ],
+            &[(CHILD_ENV_REMOVE_VAR, "A, B,,A")],
+        )
+        .unwrap();
+        assert_eq!(config.limits.memory, Limit::At(2 << 30));
+        assert_eq!(config.limits.file_size, Limit::At(1 << 20));
+        assert_eq!(config.limits.processes, Limit::At(64));
+        assert_eq!(
+            config.limits.child_env_remove,
+            ["AWS_SECRET_ACCESS_KEY", "A", "B"]
+        );
+        // Variables apply when the flag is absent; the flag wins.
+        let config = serve(
+            &["--memory-limit", "512M"],
+            &[
+                (MEMORY_LIMIT_VAR, "1GiB"),
+                (FILE_SIZE_LIMIT_VAR, "unlimited"),
+                (PROCESS_LIMIT_VAR, "unlimited"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(config.limits.memory, Limit::At(512 << 20));
+        assert_eq!(config.limits.file_size, Limit::Unlimited);
+        assert_eq!(config.limits.processes, Limit::Unlimited);
+        assert_eq!(parse_size("1.5GiB"), Ok(Limit::At(3 << 29)));
+        for bad in ["", "-1", "4XB", "12", "0.5KiB", "NaN", "1e400"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            serve(&["--memory-limit", "lots"], &[]).unwrap_err(),
+            "ccm: error: argument --memory-limit: 'lots' is not a size; give bytes, a number \
+             with KiB, MiB, GiB or TiB, or 'unlimited'"
+        );
+        assert!(
+            serve(&[], &[(FILE_SIZE_LIMIT_VAR, "10")])
+                .unwrap_err()
+                .contains("CCM_FILE_SIZE_LIMIT: must be at least 1MiB")
+        );
+        assert!(serve(&["--process-limit", "0"], &[]).is_err());
+        assert!(serve(&["--child-env-remove", "A=B"], &[]).is_err());
     }
 
     #[test]

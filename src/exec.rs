@@ -1,11 +1,15 @@
 //! Every child process the server starts: helper runs and conda tool runs alike.
 //!
 //! One code path enforces every limit: argv only (never a shell), the child in its own
-//! process group, bounded stdin, per-stream byte caps on retained output (the rest is
-//! drained), and a hard wall-clock deadline. At the deadline, or on cancellation, the group
-//! gets SIGTERM, a grace period, then SIGKILL, and the leader is reaped; output readers are
-//! given a short, bounded time to finish, so a descendant that escaped the group and still
-//! holds the pipes cannot hold the call (or the execution queue) past its deadline.
+//! process group and its own cgroup, resource limits ([`limits`]: address space, file
+//! size, process count), withheld secrets, bounded stdin, per-stream byte caps on retained
+//! output (the rest is drained), and a hard wall-clock deadline. At the deadline, on
+//! cancellation or at shutdown, the whole tree (the group, the cgroup, the marked
+//! processes: [`reap`]) gets SIGTERM, a grace period, then SIGKILL; when the leader exits
+//! normally, whatever it left behind is killed. Every descendant is reaped by pid (the
+//! server is a child subreaper), so nothing outlives its execution. Output readers are
+//! given a short, bounded time to finish, so a descendant that still holds the pipes
+//! cannot hold the call (or the execution queue) past its deadline.
 //!
 //! Built on `tokio::process` rather than duct: calls must be cancellable from async code,
 //! both streams need byte-capped capture with draining, and the deadline must not depend on
@@ -16,13 +20,19 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
+
+mod cgroup;
+pub mod limits;
+pub mod reap;
+
+pub use limits::{Limit, Limits, Settings};
 
 /// Time between SIGTERM and SIGKILL.
 pub const TERMINATION_GRACE: Duration = Duration::from_secs(2);
@@ -47,6 +57,9 @@ pub struct Spec {
     pub stderr_limit: usize,
     /// Environment variables removed from the inherited environment.
     pub env_remove: Vec<&'static str>,
+    /// Resource limits, descendant tracking and the withheld environment
+    /// ([`Limits::current`] for every child the server starts).
+    pub limits: Limits,
     /// Run the child in this read-only sandbox ([`crate::sandbox`]).
     pub sandbox: Option<crate::sandbox::Plan>,
 }
@@ -101,6 +114,8 @@ pub struct Outcome {
     pub timed_out: bool,
     pub cancelled: bool,
     pub duration: Duration,
+    /// Which limit the run probably hit ("memory limit 4 GiB may have been exceeded").
+    pub limit: Option<String>,
 }
 
 /// Why a process could not be started, in plain words (`std::io::ErrorKind`'s debug names,
@@ -144,10 +159,115 @@ pub fn plain_os_error(error: &std::io::Error) -> String {
 /// Run a child to completion, timeout or cancellation.
 ///
 /// Only a failure to start the process is an error; everything after that is an
-/// [`Outcome`].
+/// [`Outcome`]. The run is supervised by a task of its own: when the caller stops waiting
+/// (its future is dropped), that counts as cancellation, and the termination sweep still
+/// runs to completion. Once [`shutdown`] has begun, nothing new starts.
 pub async fn run(spec: &Spec, cancel: &CancellationToken) -> std::io::Result<Outcome> {
+    if shutdown_token().is_cancelled() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::Interrupted,
+            "the server is shutting down",
+        ));
+    }
+    #[cfg(unix)]
+    reap::start_orphan_reaper();
+    let linked = cancel.child_token();
+    let stop_when_dropped = linked.clone().drop_guard();
+    let spec = spec.clone();
+    let running = Running::enter();
+    let task = tokio::spawn(async move {
+        let _running = running;
+        supervise(&spec, &linked).await
+    });
+    let result = task
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::other("the execution task failed")));
+    stop_when_dropped.disarm();
+    result
+}
+
+/// Executions being supervised; [`shutdown`] waits for them.
+static RUNNING: AtomicUsize = AtomicUsize::new(0);
+static NEXT_EXECUTION: AtomicU64 = AtomicU64::new(0);
+
+fn idle() -> &'static tokio::sync::Notify {
+    static IDLE: OnceLock<tokio::sync::Notify> = OnceLock::new();
+    IDLE.get_or_init(tokio::sync::Notify::new)
+}
+
+fn shutdown_token() -> &'static CancellationToken {
+    static SHUTDOWN: OnceLock<CancellationToken> = OnceLock::new();
+    SHUTDOWN.get_or_init(CancellationToken::new)
+}
+
+struct Running;
+
+impl Running {
+    fn enter() -> Running {
+        RUNNING.fetch_add(1, Ordering::SeqCst);
+        Running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if RUNNING.fetch_sub(1, Ordering::SeqCst) == 1 {
+            idle().notify_waiters();
+        }
+    }
+}
+
+/// Cancel every execution (running ones get SIGTERM, the grace period, then SIGKILL) and
+/// refuse new ones; nothing waits for them.
+pub fn begin_shutdown() {
+    shutdown_token().cancel();
+}
+
+/// [`begin_shutdown`], then wait (at most `bound`) until every execution's termination
+/// sweep has finished and its descendants are reaped; remove the server's cgroups.
+pub async fn shutdown(bound: Duration) {
+    begin_shutdown();
+    let end = tokio::time::Instant::now() + bound;
+    loop {
+        let notified = idle().notified();
+        if RUNNING.load(Ordering::SeqCst) == 0 {
+            break;
+        }
+        if tokio::time::timeout_at(end, notified).await.is_err() {
+            tracing::warn!("executions still running at exit");
+            break;
+        }
+    }
+    reap::reap_orphans();
+    if let Some(cgroups) = Limits::current().cgroups {
+        cgroups.remove();
+    }
+}
+
+/// How long [`shutdown`] may take: the termination grace, the readers' grace and the
+/// sweep, with room to spare.
+pub const SHUTDOWN_BOUND: Duration = Duration::from_secs(5);
+
+/// Register the child-side confinement: join the execution's cgroups, set the rlimits.
+/// Everything was prepared before `fork`; the hook only makes async-signal-safe calls.
+#[cfg(unix)]
+fn contain(command: &mut Command, prepared: Arc<limits::Prepared>) {
+    // SAFETY: the hook only calls write(2) and setrlimit(2) on data prepared before fork.
+    unsafe {
+        command.pre_exec(move || prepared.apply_in_child());
+    }
+}
+
+async fn supervise(spec: &Spec, cancel: &CancellationToken) -> std::io::Result<Outcome> {
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + spec.timeout;
+    let marker = format!(
+        "{}.{}",
+        std::process::id(),
+        NEXT_EXECUTION.fetch_add(1, Ordering::Relaxed)
+    );
+    not_a_script_or_binary(&spec.program)?;
+    let prepared = Arc::new(spec.limits.prepare());
     let mut command = Command::new(&spec.program);
     command
         .args(&spec.args)
@@ -167,11 +287,40 @@ pub async fn run(spec: &Spec, cancel: &CancellationToken) -> std::io::Result<Out
     for name in &spec.env_remove {
         command.env_remove(name);
     }
+    for name in spec.limits.env_remove.iter() {
+        command.env_remove(name);
+    }
+    command.env(reap::MARKER_VAR, &marker);
+    // Join the cgroup and set the limits first: the sandbox's namespaces come after.
+    #[cfg(unix)]
+    contain(&mut command, Arc::clone(&prepared));
     if let Some(plan) = &spec.sandbox {
         crate::sandbox::install(&mut command, plan);
     }
-    let mut child = command.spawn()?;
-    let pgid = child.id().map(|id| id as i32);
+    let spawned = {
+        // Registered before anything can reap it: orphan reaping skips registered pids.
+        let mut registry = reap::registry();
+        let spawned = command.spawn();
+        if let Some(pid) = spawned.as_ref().ok().and_then(|c| c.id()) {
+            registry.insert(pid as i32);
+        }
+        spawned
+    };
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(error) => {
+            if let Some(group) = &prepared.group {
+                group.remove();
+            }
+            return Err(error);
+        }
+    };
+    let leader = child.id().map(|id| id as i32);
+    let tree = Tree {
+        pgid: leader,
+        group: prepared.group.as_ref(),
+        marker: &marker,
+    };
 
     if let (Some(mut writer), Some(bytes)) = (child.stdin.take(), spec.stdin.clone()) {
         // A child that exits without reading its input is not an error.
@@ -197,40 +346,74 @@ pub async fn run(spec: &Spec, cancel: &CancellationToken) -> std::io::Result<Out
         TimedOut,
         Cancelled,
     }
+    // The tree's peak address space, sampled while it runs: a program that catches its
+    // MemoryError still shows how close it came to the limit.
+    let peak_vm = Arc::new(AtomicU64::new(0));
+    let sampler = spec.limits.memory.map(|_| {
+        let peak = Arc::clone(&peak_vm);
+        let prepared = Arc::clone(&prepared);
+        tokio::spawn(async move {
+            loop {
+                let mut pids = prepared
+                    .group
+                    .as_ref()
+                    .map(|g| g.members())
+                    .unwrap_or_default();
+                pids.extend(leader);
+                let vm = pids
+                    .into_iter()
+                    .filter_map(reap::peak_vm)
+                    .max()
+                    .unwrap_or(0);
+                peak.fetch_max(vm, Ordering::Relaxed);
+                tokio::time::sleep(VM_SAMPLE).await;
+            }
+        })
+    });
     let end = tokio::select! {
         status = child.wait() => match status {
             Ok(status) => End::Exited(status),
-            // Waiting failed (should not happen): treat like a timeout so the group dies.
+            // Waiting failed (should not happen): treat like a timeout so the tree dies.
             Err(_) => End::TimedOut,
         },
         _ = tokio::time::sleep_until(deadline) => End::TimedOut,
         _ = cancel.cancelled() => End::Cancelled,
+        _ = shutdown_token().cancelled() => End::Cancelled,
     };
 
+    if let Some(sampler) = sampler {
+        sampler.abort();
+    }
     let mut outcome = Outcome::default();
     let reader_deadline = match end {
         End::Exited(status) => {
             outcome.exit_code = Some(exit_code(status));
-            // Leftover members of the group would keep the pipes open: end them.
-            signal_group(pgid, Signal::Kill);
+            // Whatever the leader left behind would keep the pipes open: end it all.
+            tree.sweep().await;
             std::cmp::min(deadline, tokio::time::Instant::now() + DRAIN_AFTER_EXIT)
         }
         End::TimedOut | End::Cancelled => {
             outcome.timed_out = matches!(end, End::TimedOut);
             outcome.cancelled = matches!(end, End::Cancelled);
-            signal_group(pgid, Signal::Term);
-            if tokio::time::timeout(TERMINATION_GRACE, child.wait())
-                .await
-                .is_err()
-            {
-                signal_group(pgid, Signal::Kill);
+            tree.signal(Signal::Term);
+            let grace_end = tokio::time::Instant::now() + TERMINATION_GRACE;
+            let _ = tokio::time::timeout_at(grace_end, child.wait()).await;
+            // The leader is gone (or ignores SIGTERM): give the rest of the tree the rest
+            // of the grace period.
+            while tokio::time::Instant::now() < grace_end && tree.alive() {
+                tokio::time::sleep(SWEEP_POLL).await;
             }
-            // The leader is gone or SIGKILLed: reap it, then sweep the group once more.
+            tree.signal(Signal::Kill);
             let _ = child.wait().await;
-            signal_group(pgid, Signal::Kill);
+            tree.sweep().await;
             tokio::time::Instant::now() + READER_GRACE
         }
     };
+    // The leader is reaped by now.
+    let _ = child.wait().await;
+    if let Some(pid) = leader {
+        reap::registry().remove(&pid);
+    }
 
     let stopper = stop_readers.clone();
     let stop_at = tokio::spawn(async move {
@@ -245,8 +428,98 @@ pub async fn run(spec: &Spec, cancel: &CancellationToken) -> std::io::Result<Out
     outcome.stdout_truncated = out.truncated;
     outcome.stderr = err.bytes;
     outcome.stderr_truncated = err.truncated;
+    let pids_max_hit = prepared.group.as_ref().is_some_and(|g| g.pids_max_hit());
+    if outcome.exit_code != Some(0) && !outcome.cancelled {
+        outcome.limit = limits::diagnose(
+            &spec.limits,
+            &limits::Evidence {
+                exit_code: outcome.exit_code,
+                stderr: &outcome.stderr,
+                pids_max_hit,
+                peak_vm: peak_vm.load(Ordering::Relaxed),
+            },
+        );
+    }
+    if let Some(group) = &prepared.group {
+        group.remove();
+    }
     outcome.duration = started.elapsed();
     Ok(outcome)
+}
+
+/// A child with a `pre_exec` hook is started with `execvp`, which runs a file the kernel
+/// refuses (`ENOEXEC`: no `#!`, no binary format) with `/bin/sh` instead. Refuse such a file
+/// as the kernel does, so nothing that is not a program is ever run as a shell script.
+fn not_a_script_or_binary(program: &std::path::Path) -> std::io::Result<()> {
+    use std::io::Read;
+    let mut head = [0u8; 4];
+    let Ok(mut file) = std::fs::File::open(program) else {
+        // Not readable (or not there): let the spawn say why.
+        return Ok(());
+    };
+    let Ok(n) = file.read(&mut head) else {
+        return Ok(());
+    };
+    let head = &head[..n];
+    if head.starts_with(b"#!") || head == b"\x7fELF" || file.metadata().is_ok_and(|m| m.is_dir()) {
+        return Ok(());
+    }
+    Err(std::io::Error::from_raw_os_error(libc::ENOEXEC))
+}
+
+/// How often the tree's peak address space is sampled.
+const VM_SAMPLE: Duration = Duration::from_millis(200);
+/// How often the sweep looks again.
+const SWEEP_POLL: Duration = Duration::from_millis(20);
+/// The sweep gives up after this long (a process in uninterruptible sleep).
+const SWEEP_BOUND: Duration = Duration::from_secs(2);
+
+/// An execution's processes: the leader's process group, the execution's cgroup (every
+/// descendant, whatever its session) and the environment marker (where there is no
+/// cgroup, or a child could not join it).
+struct Tree<'a> {
+    pgid: Option<i32>,
+    group: Option<&'a cgroup::ExecutionGroup>,
+    marker: &'a str,
+}
+
+impl Tree<'_> {
+    fn signal(&self, signal: Signal) {
+        signal_group(self.pgid, signal);
+        let number = match signal {
+            Signal::Term => libc::SIGTERM,
+            Signal::Kill => libc::SIGKILL,
+        };
+        match (self.group, signal) {
+            (Some(group), Signal::Kill) => group.kill(),
+            (Some(group), Signal::Term) => group.signal(number),
+            (None, _) => {}
+        }
+        reap::signal_marked(self.marker, number);
+    }
+
+    fn alive(&self) -> bool {
+        self.group.is_some_and(|g| !g.members().is_empty()) || !reap::marked(self.marker).is_empty()
+    }
+
+    /// SIGKILL the whole tree until nothing is left, reaping orphans by pid.
+    async fn sweep(&self) {
+        let end = tokio::time::Instant::now() + SWEEP_BOUND;
+        loop {
+            self.signal(Signal::Kill);
+            reap::reap_orphans();
+            if !self.alive() {
+                break;
+            }
+            if tokio::time::Instant::now() >= end {
+                tracing::warn!("processes of an execution survived SIGKILL");
+                break;
+            }
+            tokio::time::sleep(SWEEP_POLL).await;
+        }
+        // Orphans killed last may only now have become zombies.
+        reap::reap_orphans();
+    }
 }
 
 #[derive(Default)]
@@ -302,6 +575,7 @@ fn exit_code(status: std::process::ExitStatus) -> i32 {
     status.code().unwrap_or(-1)
 }
 
+#[derive(Clone, Copy)]
 enum Signal {
     Term,
     Kill,
@@ -403,6 +677,7 @@ mod tests {
             stdout_limit: limit,
             stderr_limit: limit,
             env_remove: Vec::new(),
+            limits: Limits::none(),
             sandbox: None,
         }
     }
@@ -468,21 +743,256 @@ mod tests {
         assert!(elapsed < Duration::from_secs(10), "took {elapsed:?}");
     }
 
+    /// Live processes whose command line contains `marker` (zombies count as gone).
+    fn survivors(marker: &str) -> Vec<i32> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let mut cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            for byte in &mut cmdline {
+                if *byte == 0 {
+                    *byte = b' ';
+                }
+            }
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+            if !zombie && String::from_utf8_lossy(&cmdline).contains(marker) {
+                found.push(pid);
+            }
+        }
+        found
+    }
+
+    /// A sleep whose argv is unique to this test (so the check cannot see other tests).
+    fn unique_sleep() -> String {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        format!(
+            "6{}{:03}.{}",
+            std::process::id() % 1000,
+            NEXT.fetch_add(1, Ordering::Relaxed),
+            std::process::id()
+        )
+    }
+
+    fn kill_pids(pids: &[i32]) {
+        for pid in pids {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe {
+                libc::kill(*pid, libc::SIGKILL);
+            }
+        }
+    }
+
     #[tokio::test]
-    async fn escaped_descendant_cannot_hold_the_call() {
-        // setsid puts the sleeper outside the group; it keeps stdout open for 30 s.
+    async fn escaped_descendant_cannot_hold_the_call_and_dies() {
+        // setsid puts the sleeper outside the group; it keeps stdout open. Without cgroups
+        // the environment marker still finds it.
+        let seconds = unique_sleep();
         let started = Instant::now();
         let out = run(
-            &sh("setsid sleep 30 & sleep 30", 300, 1024),
+            &sh(
+                &format!("setsid sh -c 'echo up; exec sleep {seconds}' & sleep {seconds}"),
+                1000,
+                1024,
+            ),
             &CancellationToken::new(),
         )
         .await
         .unwrap();
         assert!(out.timed_out);
         assert!(started.elapsed() < Duration::from_secs(10));
-        let _ = std::process::Command::new("pkill")
-            .args(["-f", "^sleep 30$"])
-            .status();
+        // The sleepers did start: the escaped one wrote to the pipe the call kept.
+        assert_eq!(out.stdout, b"up\n", "{out:?}");
+        let left = survivors(&format!("sleep {seconds}"));
+        kill_pids(&left);
+        assert!(left.is_empty(), "survivors: {left:?}");
+    }
+
+    #[tokio::test]
+    async fn leftovers_of_a_normal_exit_die() {
+        let seconds = unique_sleep();
+        let out = run(
+            &sh(
+                &format!("setsid sh -c 'echo started; exec sleep {seconds}' & sleep 0.3"),
+                10_000,
+                1024,
+            ),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out.exit_code, Some(0));
+        assert_eq!(out.stdout, b"started\n", "the escaped sleeper ran");
+        let left = survivors(&format!("sleep {seconds}"));
+        kill_pids(&left);
+        assert!(left.is_empty(), "survivors: {left:?}");
+    }
+
+    #[tokio::test]
+    async fn a_dropped_call_still_ends_its_tree() {
+        let seconds = unique_sleep();
+        let spec = sh(
+            &format!("trap '' TERM; setsid sleep {seconds} & sleep {seconds}"),
+            60_000,
+            1024,
+        );
+        let call = tokio::spawn(async move { run(&spec, &CancellationToken::new()).await });
+        let probe = format!("sleep {seconds}");
+        let until = Instant::now() + Duration::from_secs(10);
+        while survivors(&probe).len() < 2 && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let started: Vec<String> = survivors(&probe)
+            .iter()
+            .map(|p| std::fs::read_to_string(format!("/proc/{p}/cmdline")).unwrap_or_default())
+            .collect();
+        assert!(started.len() >= 2, "both sleepers started: {started:?}");
+        call.abort();
+        let until = Instant::now() + TERMINATION_GRACE + Duration::from_secs(3);
+        while !survivors(&probe).is_empty() && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let left = survivors(&probe);
+        kill_pids(&left);
+        assert!(left.is_empty(), "survivors: {left:?}");
+    }
+
+    /// Two runs overlap (a helper run during a tool run): the first one's sweep kills its
+    /// own escaped descendant and nothing of the second one.
+    async fn overlapping_runs_sweep_only_their_own(limits: Limits) {
+        let (mine, theirs) = (unique_sleep(), unique_sleep());
+        let mut long = sh(
+            &format!("setsid sleep {theirs} & sleep {theirs}"),
+            60_000,
+            1024,
+        );
+        long.limits = limits.clone();
+        let cancel = CancellationToken::new();
+        let stop = cancel.clone();
+        let long = tokio::spawn(async move { run(&long, &stop).await });
+        let probe = format!("sleep {theirs}");
+        let until = Instant::now() + Duration::from_secs(10);
+        while survivors(&probe).len() < 2 && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut short = sh(
+            &format!("setsid sh -c 'echo up; exec sleep {mine}' & sleep 0.3"),
+            10_000,
+            1024,
+        );
+        short.limits = limits;
+        let out = run(&short, &CancellationToken::new()).await.unwrap();
+        assert_eq!(
+            (out.exit_code, out.stdout.as_slice()),
+            (Some(0), &b"up\n"[..])
+        );
+        let left = survivors(&format!("sleep {mine}"));
+        kill_pids(&left);
+        assert!(
+            left.is_empty(),
+            "the short run's descendant survived: {left:?}"
+        );
+        let theirs_alive = survivors(&probe);
+        cancel.cancel();
+        let out = long.await.unwrap().unwrap();
+        assert!(out.cancelled);
+        assert!(
+            theirs_alive.len() >= 2,
+            "the short run's sweep killed the other run's processes: {theirs_alive:?}"
+        );
+        let left = survivors(&probe);
+        kill_pids(&left);
+        assert!(left.is_empty(), "survivors: {left:?}");
+    }
+
+    #[tokio::test]
+    async fn overlapping_runs_by_marker() {
+        overlapping_runs_sweep_only_their_own(Limits::none()).await;
+    }
+
+    #[tokio::test]
+    async fn overlapping_runs_by_cgroup() {
+        // Where this process cannot create cgroups (not root, no delegation) the marker
+        // variant above still covers attribution.
+        match cgroup::Cgroups::detect(false) {
+            Ok(cgroups) => {
+                let cgroups = Arc::new(cgroups);
+                let limits = Limits {
+                    cgroups: Some(Arc::clone(&cgroups)),
+                    ..Limits::none()
+                };
+                overlapping_runs_sweep_only_their_own(limits).await;
+                cgroups.remove();
+            }
+            Err(reason) => eprintln!("cgroups unavailable here: {reason}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn file_size_limit_is_named() {
+        let mut spec = sh(
+            "head -c 3000000 /dev/zero > \"$0\"; echo \"head: $?\" >&2; exit 1",
+            10_000,
+            1024,
+        );
+        let dir = std::env::temp_dir().join(format!("ccm-fsize-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        spec.args.push(dir.join("big").into());
+        spec.limits.file_size = Some(1 << 20);
+        let out = run(&spec, &CancellationToken::new()).await.unwrap();
+        let size = std::fs::metadata(dir.join("big"))
+            .map(|m| m.len())
+            .unwrap_or(0);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(size <= 1 << 20, "wrote {size} bytes past the limit");
+        assert_eq!(
+            out.limit.as_deref(),
+            Some("file-size limit 1 MiB may have been exceeded"),
+            "{out:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn memory_limit_is_enforced_and_named() {
+        // python3 reports MemoryError when the address-space limit refuses the allocation.
+        let mut spec = sh(
+            "exec python3 -c 'b = bytearray(512 * 1024 * 1024)'",
+            30_000,
+            64 * 1024,
+        );
+        spec.limits.memory = Some(256 << 20);
+        let out = run(&spec, &CancellationToken::new()).await.unwrap();
+        assert_ne!(out.exit_code, Some(0), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("MemoryError"),
+            "{out:?}"
+        );
+        assert_eq!(
+            out.limit.as_deref(),
+            Some("memory limit 256 MiB may have been exceeded")
+        );
+    }
+
+    #[tokio::test]
+    async fn withheld_variables_do_not_reach_the_child() {
+        let mut spec = sh("env", 5000, 1 << 20);
+        spec.limits.env_remove = Arc::from(vec!["PATH".to_owned(), "HOME".to_owned()]);
+        let out = run(&spec, &CancellationToken::new()).await.unwrap();
+        let env = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !env.lines()
+                .any(|l| l.starts_with("PATH=") || l.starts_with("HOME=")),
+            "{env}"
+        );
+        assert!(env.contains(&format!("{}=", reap::MARKER_VAR)), "{env}");
     }
 
     #[tokio::test]
@@ -507,18 +1017,30 @@ mod tests {
 
     #[tokio::test]
     async fn queue_is_fifo_and_bounded() {
-        let executor = Executor::new(1);
+        let executor = Executor::new(3);
         let first = executor.acquire().await.unwrap();
-        let e2 = Arc::clone(&executor);
-        let waiter = tokio::spawn(async move {
-            let _slot = e2.acquire().await.unwrap();
-        });
-        while executor.load() < 2 {
-            tokio::task::yield_now().await;
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut waiters = Vec::new();
+        for n in 1..=3 {
+            let e = Arc::clone(&executor);
+            let order = Arc::clone(&order);
+            waiters.push(tokio::spawn(async move {
+                let _slot = e.acquire().await.unwrap();
+                order.lock().unwrap().push(n);
+                // Hold the slot a moment so a later waiter could overtake if it were not FIFO.
+                tokio::task::yield_now().await;
+            }));
+            // Each waiter is queued before the next one asks.
+            while executor.load() < n + 1 {
+                tokio::task::yield_now().await;
+            }
         }
         assert!(matches!(executor.acquire().await, Err(QueueFull)));
         drop(first);
-        waiter.await.unwrap();
+        for waiter in waiters {
+            waiter.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), vec![1, 2, 3]);
         assert_eq!(executor.load(), 0);
     }
 

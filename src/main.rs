@@ -19,6 +19,15 @@ fn main() -> ExitCode {
         }
     };
     init_logging();
+    let config = match &action {
+        Action::Print(_) => None,
+        Action::Serve(config) | Action::Discover { config, .. } | Action::Tools { config, .. } => {
+            Some(config)
+        }
+    };
+    if let Some(config) = config {
+        protect_secrets(config);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -38,6 +47,7 @@ fn main() -> ExitCode {
                 timeout: config.timeout,
             };
             let found = runtime.block_on(discovery::discover(&target));
+            runtime.block_on(ccm::exec::shutdown(ccm::exec::SHUTDOWN_BOUND));
             if let Some(line) = found.not_a_conda(&config.conda_exe) {
                 eprintln!("ccm: error: {line}");
                 return exit(cli::EXIT_USAGE);
@@ -63,6 +73,7 @@ fn main() -> ExitCode {
                 timeout: config.timeout,
             };
             let found = runtime.block_on(discovery::discover(&target));
+            runtime.block_on(ccm::exec::shutdown(ccm::exec::SHUTDOWN_BOUND));
             if let Some(line) = found.not_a_conda(&config.conda_exe) {
                 eprintln!("ccm: error: {line}");
                 return exit(cli::EXIT_USAGE);
@@ -117,8 +128,11 @@ fn main() -> ExitCode {
                     Some(http) => ccm::transport::http::serve(server, http).await,
                 }
             });
-            // Children still running (a cancelled session) must not keep us alive.
-            runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+            // Cancel every execution still running (a session that went away) and let its
+            // termination sweep finish: nothing the server started outlives it.
+            runtime.block_on(ccm::exec::shutdown(ccm::exec::SHUTDOWN_BOUND));
+            // Only the blocking stdin reader can be left (it cannot be cancelled): do not wait for it.
+            runtime.shutdown_timeout(std::time::Duration::from_millis(20));
             match served {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(Failure::Config(message)) => {
@@ -131,6 +145,102 @@ fn main() -> ExitCode {
                 }
             }
         }
+    }
+}
+
+/// Before any thread starts: make this process a child subreaper (orphaned descendants are
+/// reaped here, not by init), undumpable (same-user children cannot read its
+/// `/proc/<pid>/environ`, `cmdline` or memory), resolve the children's limits and withheld
+/// variables, and wipe the token from this process's own environment block.
+fn protect_secrets(config: &cli::Config) {
+    if !ccm::exec::reap::become_subreaper() {
+        tracing::warn!("cannot become a child subreaper: orphaned descendants go to init");
+    }
+    // SAFETY: prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        tracing::warn!("cannot mark the server undumpable");
+    }
+    let token = config.http.as_ref().and_then(|h| h.token.as_ref());
+    let token_file = config
+        .http
+        .as_ref()
+        .and_then(|h| h.token_file.as_ref())
+        .and_then(|p| p.to_str());
+    let secrets: Vec<&str> = token
+        .map(|t| t.expose())
+        .into_iter()
+        .chain(token_file)
+        .collect();
+    let limits = ccm::exec::limits::configure(&config.limits, &secrets);
+    // Withheld from children, so not needed here either: a child running as the same user
+    // as root (whom PR_SET_DUMPABLE does not stop) finds nothing in /proc/<server>.
+    for name in limits.env_remove.iter() {
+        wipe_env(name);
+    }
+    wipe_arg_value("--token-file");
+}
+
+/// Overwrite the value of `flag` (`--flag VALUE` or `--flag=VALUE`) in this process's
+/// argument block, which `/proc/self/cmdline` shows; parsing is done by now.
+fn wipe_arg_value(flag: &str) {
+    let (Ok(cmdline), Ok(stat)) = (
+        std::fs::read("/proc/self/cmdline"),
+        std::fs::read_to_string("/proc/self/stat"),
+    ) else {
+        return;
+    };
+    // Fields 48 and 49 of stat (counting from 1; the first after the command's ')' is 3).
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let (Some(Ok(start)), Some(Ok(end))) = (
+        fields.get(45).map(|f| f.parse::<usize>()),
+        fields.get(46).map(|f| f.parse::<usize>()),
+    ) else {
+        return;
+    };
+    if start == 0 || end < start || end - start != cmdline.len() {
+        return;
+    }
+    let mut offset = 0;
+    let mut wipe_next = false;
+    for arg in cmdline.split(|b| *b == 0) {
+        let range = if wipe_next {
+            Some((offset, arg.len()))
+        } else {
+            arg.strip_prefix(flag.as_bytes())
+                .and_then(|rest| rest.strip_prefix(b"="))
+                .map(|value| (offset + arg.len() - value.len(), value.len()))
+        };
+        wipe_next = arg == flag.as_bytes();
+        if let Some((at, len)) = range {
+            // SAFETY: [start, end) is this process's own argument block (checked against
+            // /proc/self/cmdline above); the write stays inside one argument.
+            unsafe {
+                std::ptr::write_bytes((start + at) as *mut u8, b'*', len);
+            }
+        }
+        offset += arg.len() + 1;
+    }
+}
+
+/// Overwrite the variable's value where the kernel shows it (`/proc/self/environ` reads
+/// the original environment block), then remove it. The parsed configuration has its own
+/// copy.
+fn wipe_env(name: &str) {
+    let Ok(c_name) = std::ffi::CString::new(name) else {
+        return;
+    };
+    // SAFETY: single-threaded at this point (no runtime yet); getenv returns a pointer to
+    // a NUL-terminated value inside the environment, overwritten within its length.
+    unsafe {
+        let value = libc::getenv(c_name.as_ptr());
+        if !value.is_null() {
+            let len = libc::strlen(value);
+            std::ptr::write_bytes(value, 0, len);
+        }
+        std::env::remove_var(name);
     }
 }
 

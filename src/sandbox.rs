@@ -218,6 +218,7 @@ impl Sandbox {
             stdout_limit: 4096,
             stderr_limit: 4096,
             env_remove: Vec::new(),
+            limits: crate::exec::Limits::current(),
             sandbox: Some(plan),
         };
         let cancel = tokio_util::sync::CancellationToken::new();
@@ -791,6 +792,7 @@ mod tests {
             stdout_limit: 1 << 16,
             stderr_limit: 1 << 16,
             env_remove: Vec::new(),
+            limits: crate::exec::Limits::none(),
             sandbox: plan,
         }
     }

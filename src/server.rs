@@ -439,6 +439,7 @@ impl Server {
         };
         let restart = raw(&restart);
         let startup = raw(&startup);
+        let limits = raw(&exec::Limits::current().describe());
         let sandbox = raw(&match self.shared.sandbox.get() {
             Some(sandbox) => sandbox.describe(ready.discovery.prefix.as_deref()),
             None => Value::Null,
@@ -446,6 +447,7 @@ impl Server {
         document.insert("sandbox", &sandbox);
         document.insert("restart", &restart);
         document.insert("startup", &startup);
+        document.insert("limits", &limits);
         serde_json::to_string(&document).expect("raw JSON parts serialize")
     }
 
@@ -643,6 +645,7 @@ impl Server {
             stdout_limit: self.shared.config.output_limit,
             stderr_limit: self.shared.config.output_limit,
             env_remove: Vec::new(),
+            limits: exec::Limits::current(),
             sandbox,
         };
         // Refused before anything spawns (and before it takes a place in the queue).
@@ -1064,10 +1067,13 @@ pub fn execution_result(outcome: &exec::Outcome, restart_required: bool) -> Call
             outcome.exit_code.unwrap_or(-1)
         )
     };
+    let failed = outcome.exit_code != Some(0) || outcome.timed_out || outcome.cancelled || declined;
+    if let Some(limit) = outcome.limit.as_deref().filter(|_| failed) {
+        summary.push_str(&format!(" ({limit})"));
+    }
     if restart_required && !outcome.timed_out && !outcome.cancelled {
         summary.push_str(RESTART_SUFFIX);
     }
-    let failed = outcome.exit_code != Some(0) || outcome.timed_out || outcome.cancelled || declined;
     let content = vec![
         ContentBlock::text(summary),
         ContentBlock::text(canonical_json(&structured)),

@@ -23,12 +23,13 @@ pub enum Failure {
     Io(String),
 }
 
-/// Serve one MCP session over stdin/stdout until the client goes away.
+/// Serve one MCP session over stdin/stdout until the client goes away (stdin EOF) or
+/// SIGINT/SIGTERM; `main` then cancels every execution and waits for its sweep.
 pub async fn stdio(server: Server) -> Result<(), Failure> {
     let watch = server.clone();
     let running = tokio::select! {
         started = server.clone().serve(lines::Lines::new(
-            tokio::io::stdin(),
+            EofCancels(tokio::io::stdin()),
             tokio::io::stdout(),
             server.max_frame(),
         )) => match started {
@@ -38,11 +39,65 @@ pub async fn stdio(server: Server) -> Result<(), Failure> {
             Err(error) => return Err(Failure::Io(format!("MCP session failed to start: {error}"))),
         },
         reason = watch.failed() => return Err(Failure::Config(reason)),
+        () = signalled() => return Ok(()),
     };
     tokio::select! {
         ended = running.waiting() => ended
             .map(|_| ())
             .map_err(|error| Failure::Io(format!("MCP session ended with an error: {error}"))),
         reason = watch.failed() => Err(Failure::Config(reason)),
+        () = signalled() => {
+            tracing::info!("shutting down");
+            crate::exec::begin_shutdown();
+            Ok(())
+        }
+    }
+}
+
+/// stdin that cancels every execution when it reaches EOF: the client is gone, so the
+/// in-flight calls end (SIGTERM, grace, SIGKILL) instead of running to their timeout
+/// while the session drains.
+struct EofCancels<R>(R);
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for EofCancels<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.0).poll_read(cx, buf);
+        if let std::task::Poll::Ready(Ok(())) = &polled
+            && buf.filled().len() == before
+            && buf.remaining() > 0
+        {
+            tracing::info!("stdin closed: ending every execution");
+            crate::exec::begin_shutdown();
+        }
+        polled
+    }
+}
+
+/// SIGINT or SIGTERM.
+pub(crate) async fn signalled() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+            }
+            _ => std::future::pending().await,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }

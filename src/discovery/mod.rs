@@ -340,6 +340,7 @@ pub async fn run_helper<T: serde::de::DeserializeOwned>(
         stdout_limit: DOCUMENT_LIMIT,
         stderr_limit: HELPER_STDERR_LIMIT,
         env_remove: Vec::new(),
+        limits: exec::Limits::current(),
         sandbox: None,
     };
     let outcome = exec::run(&spec, &CancellationToken::new())
@@ -421,6 +422,7 @@ pub async fn conda_info(target: &Target) -> Result<Info, Failure> {
         stdout_limit: DOCUMENT_LIMIT,
         stderr_limit: HELPER_STDERR_LIMIT,
         env_remove: Vec::new(),
+        limits: exec::Limits::current(),
         sandbox: None,
     };
     let outcome = exec::run(&spec, &CancellationToken::new())

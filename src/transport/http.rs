@@ -756,8 +756,11 @@ pub async fn serve(server: Server, config: HttpConfig) -> Result<(), Failure> {
                     drop(permit);
                 });
             }
-            () = signalled() => {
+            () = super::signalled() => {
                 tracing::info!("shutting down");
+                // In-flight calls end now (SIGTERM, grace, SIGKILL), so their connections
+                // can close; `main` waits for the sweeps.
+                crate::exec::begin_shutdown();
                 break None;
             }
             reason = server.failed() => break Some(Failure::Config(reason)),
@@ -776,30 +779,6 @@ pub async fn serve(server: Server, config: HttpConfig) -> Result<(), Failure> {
     match failure {
         Some(failure) => Err(failure),
         None => Ok(()),
-    }
-}
-
-/// SIGINT or SIGTERM.
-async fn signalled() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) {
-            (Ok(mut term), Ok(mut int)) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = int.recv() => {}
-                }
-            }
-            _ => std::future::pending().await,
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
     }
 }
 

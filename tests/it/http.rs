@@ -463,7 +463,8 @@ fn sessions_have_their_own_execution_limit() {
     let url = server.url.clone();
     let first = open_session(&url, TOKEN);
     let second = open_session(&url, TOKEN);
-    let dir = tempfile::tempdir().unwrap();
+    // Inside the working directory: over HTTP paths outside it are refused (--allow-paths).
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let pid_file = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
     let call = |id: i64, pid: String| {
         request(

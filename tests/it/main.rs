@@ -21,6 +21,8 @@ mod http;
 mod inputs;
 /// The `conda mcp` launcher plugin.
 mod launcher;
+/// Limits on every child, no surviving descendants, secrets withheld from children.
+mod limits;
 /// A minimal MCP client over stdio, for the end-to-end tests.
 mod mcp;
 /// The policy proven by conda's own code: argv oracle (real conda).

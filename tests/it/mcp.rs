@@ -15,7 +15,7 @@ use crate::support;
 
 pub struct Session {
     child: Child,
-    stdin: ChildStdin,
+    stdin: Option<ChildStdin>,
     responses: Receiver<Value>,
     pending: HashMap<i64, Value>,
     next_id: i64,
@@ -81,7 +81,7 @@ impl Session {
         });
         Session {
             child,
-            stdin,
+            stdin: Some(stdin),
             responses,
             pending: HashMap::new(),
             next_id: 1,
@@ -99,17 +99,40 @@ impl Session {
         self.child.id()
     }
 
+    /// Wait up to `timeout` for the server to exit; its exit code (`None`: still running
+    /// or killed by a signal).
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Close the server's stdin (EOF) and wait up to `timeout` for it to exit.
+    pub fn close_stdin_and_wait(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        self.stdin = None;
+        self.wait_exit(timeout)
+    }
+
     fn write(&mut self, message: &Value) {
         let mut line = serde_json::to_string(message).unwrap();
         line.push('\n');
-        self.stdin.write_all(line.as_bytes()).unwrap();
-        self.stdin.flush().unwrap();
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.flush().unwrap();
     }
 
     /// Write raw bytes (a frame, with or without its newline).
     pub fn write_raw(&mut self, bytes: &[u8]) {
-        self.stdin.write_all(bytes).unwrap();
-        self.stdin.flush().unwrap();
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
     }
 
     /// The next message on stdout, in order (answers to `wait` are not consumed here
@@ -210,7 +233,10 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // EOF first: the server ends its executions and their descendants, then exits.
+        if self.close_stdin_and_wait(Duration::from_secs(5)).is_none() {
+            let _ = self.child.kill();
+        }
         let _ = self.child.wait();
     }
 }

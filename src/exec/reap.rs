@@ -1,0 +1,141 @@
+//! No survivors: the server as child subreaper, finding an execution's descendants, and
+//! reaping orphans by pid.
+//!
+//! With `PR_SET_CHILD_SUBREAPER`, a descendant whose parent dies (the intermediate of a
+//! `setsid` double fork, say) becomes the server's child instead of init's, so it can be
+//! reaped once it is killed. Reaping is by pid only: `waitpid(-1)` would steal the async
+//! runtime's children. The runtime's own children (every execution's leader) are listed
+//! in a registry while they run, and orphan reaping skips them.
+//!
+//! Descendants are found by cgroup membership where per-execution cgroups exist, and
+//! otherwise by an inherited environment marker (`CCM_EXECUTION=<server pid>.<n>`) read
+//! from `/proc/<pid>/environ`: a helper run overlapping a tool run has its own marker,
+//! so neither kills the other's processes.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// The environment variable that marks an execution's descendants.
+pub const MARKER_VAR: &str = "CCM_EXECUTION";
+
+/// Set once this process is a subreaper: only then are orphans its children, and only then
+/// does it reap children it did not start through `exec`. A process that merely uses the
+/// library (a test harness with children of its own) never has its children taken.
+static SUBREAPER: AtomicBool = AtomicBool::new(false);
+
+/// Become a child subreaper (Linux), and reap orphans from now on. Returns whether it
+/// worked. Only for a process whose every child is started by `exec` (the `ccm` binary).
+pub fn become_subreaper() -> bool {
+    // SAFETY: prctl with integer arguments.
+    let done = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 };
+    SUBREAPER.store(done, Ordering::SeqCst);
+    done
+}
+
+/// Pids of the runtime's own children (execution leaders) that are not reaped yet.
+pub(super) fn registry() -> MutexGuard<'static, HashSet<i32>> {
+    static REGISTRY: OnceLock<Mutex<HashSet<i32>>> = OnceLock::new();
+    REGISTRY
+        .get_or_init(|| Mutex::new(HashSet::new()))
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// On every SIGCHLD, reap orphans (once per process, on the first runtime that asks): a
+/// killed descendant leaves its cgroup before it becomes a zombie, so the sweep's own
+/// reaping can come a moment too early.
+pub(super) fn start_orphan_reaper() {
+    if !SUBREAPER.load(Ordering::SeqCst) {
+        return;
+    }
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::child()) {
+            Ok(mut children) => {
+                tokio::spawn(async move {
+                    while children.recv().await.is_some() {
+                        reap_orphans();
+                    }
+                });
+            }
+            Err(error) => {
+                tracing::debug!(%error, "no SIGCHLD stream: orphans are reaped by the sweeps")
+            }
+        }
+    });
+}
+
+/// Reap every exited child of this process that is not a registered leader (by pid).
+pub(super) fn reap_orphans() {
+    if !SUBREAPER.load(Ordering::SeqCst) {
+        return;
+    }
+    let me = std::process::id() as i32;
+    let registry = registry();
+    for (pid, ppid, state) in processes() {
+        if ppid == me && state == 'Z' && !registry.contains(&pid) {
+            let mut status = 0;
+            // SAFETY: waitpid on one pid with WNOHANG; status is a valid out pointer.
+            unsafe {
+                libc::waitpid(pid, &mut status, libc::WNOHANG);
+            }
+        }
+    }
+}
+
+/// Every live process (pid, parent pid, state) from /proc.
+fn processes() -> Vec<(i32, i32, char)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let rest = stat.rsplit_once(')')?.1;
+            let mut fields = rest.split_whitespace();
+            let state = fields.next()?.chars().next()?;
+            let ppid = fields.next()?.parse().ok()?;
+            Some((pid, ppid, state))
+        })
+        .collect()
+}
+
+/// Live processes whose environment carries `marker` (`CCM_EXECUTION=<id>`).
+pub(super) fn marked(marker: &str) -> Vec<i32> {
+    let needle = format!("{MARKER_VAR}={marker}");
+    let me = std::process::id() as i32;
+    processes()
+        .into_iter()
+        .filter(|(pid, _, state)| *pid != me && *state != 'Z')
+        .filter(|(pid, _, _)| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .map(|env| env.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
+                .unwrap_or(false)
+        })
+        .map(|(pid, _, _)| pid)
+        .collect()
+}
+
+/// Send `signal` to every process carrying `marker`.
+pub(super) fn signal_marked(marker: &str, signal: i32) -> usize {
+    let pids = marked(marker);
+    for pid in &pids {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe {
+            libc::kill(*pid, signal);
+        }
+    }
+    pids.len()
+}
+
+/// A live process's peak address space in bytes (`VmPeak`); `None` once it is gone.
+pub(super) fn peak_vm(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmPeak:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
