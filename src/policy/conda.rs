@@ -5,11 +5,9 @@
 
 use super::{Access, Classification, Facts};
 
-/// Options that make an otherwise read-only command write, or that `conda config`'s
-/// allow-list must rule out. The textual over-approximation counts every token that could
-/// abbreviate or cluster into one of these.
-pub(super) const MUTATING_OPTIONS: &[&str] = &[
-    // conda/cli/main_config.py:181-227 (the "Config Modifiers" and --write-default)
+/// `conda config`'s options that write: the "Config Modifiers" and `--write-default`
+/// (conda/cli/main_config.py:163-227).
+const CONFIG_MODIFIERS: &[&str] = &[
     "--add",
     "--append",
     "--prepend",
@@ -18,15 +16,22 @@ pub(super) const MUTATING_OPTIONS: &[&str] = &[
     "--set",
     "--stdin",
     "--write-default",
-    // conda/cli/main_export.py:125-127 (-f/--file, written at :280)
-    "-f",
-    "--file",
-    // conda/plugins/subcommands/doctor/__init__.py:49 (--fix, run at :98)
-    "--fix",
-    // conda/cli/main_package.py:40-44 (-r/--reset, run at :104)
-    "-r",
-    "--reset",
 ];
+
+/// Other options that make an otherwise read-only command write: `export -f/--file`
+/// (conda/cli/main_export.py:125-127, written at :280), `doctor --fix`
+/// (conda/plugins/subcommands/doctor/__init__.py:49, run at :98) and `package -r/--reset`
+/// (conda/cli/main_package.py:40-44, run at :104).
+const OTHER_MUTATING_OPTIONS: &[&str] = &["-f", "--file", "--fix", "-r", "--reset"];
+
+/// Every option that makes an otherwise read-only command write. The textual
+/// over-approximation counts every token that could abbreviate or cluster into one.
+pub(super) fn mutating_options() -> impl Iterator<Item = &'static str> {
+    CONFIG_MODIFIERS
+        .iter()
+        .chain(OTHER_MUTATING_OPTIONS)
+        .copied()
+}
 
 /// The verdict for one of conda's own command paths; `None` when the path is not one.
 pub(super) fn judge(path: &[&str], facts: &Facts) -> Option<Classification> {
@@ -133,17 +138,6 @@ fn config_returns_early(facts: &Facts) -> bool {
     let modifies = facts.has(CONFIG_MODIFIERS);
     early || (get_with_keys && !modifies)
 }
-
-const CONFIG_MODIFIERS: &[&str] = &[
-    "--add",
-    "--append",
-    "--prepend",
-    "--remove",
-    "--remove-key",
-    "--set",
-    "--stdin",
-    "--write-default",
-];
 
 /// `-n`/`--name` or `-p`/`--prefix` is given.
 fn names_target(facts: &Facts) -> bool {

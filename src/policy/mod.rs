@@ -310,10 +310,7 @@ pub fn describe(rules: &Rules, path: &[String], opaque: bool) -> Classification 
     let values = HashMap::new();
     let facts = Facts {
         path: path.to_vec(),
-        options: conda::MUTATING_OPTIONS
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect(),
+        options: conda::mutating_options().map(str::to_owned).collect(),
         values: &values,
         positionals: &[],
         dry_run: false,
@@ -330,7 +327,7 @@ fn tokens_before_separator(argv: &[String]) -> impl Iterator<Item = &str> {
 /// Option-like tokens before `--`, cut at `=`, plus every mutating option they could be
 /// read as (long abbreviations, letters of short clusters).
 fn textual_options(argv: &[String]) -> Vec<String> {
-    let mutating: &[&str] = conda::MUTATING_OPTIONS;
+    let mutating: Vec<&str> = conda::mutating_options().collect();
     let mut out: Vec<String> = Vec::new();
     let mut push = |s: &str| {
         if !out.iter().any(|o| o == s) {
