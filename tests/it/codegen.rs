@@ -56,7 +56,7 @@ fn typed_and_generic_compilers_agree() {
         ["conda-0.99.json", "conda-26.7.json"],
         "the baked snapshots"
     );
-    let mut runner = inputs::runner();
+    let mut runner = inputs::runner("typed vs generic");
     let mut compared = 0;
     for baked in snapshots {
         let snapshot = Snapshot::from_text(baked.json).unwrap();

@@ -7,7 +7,7 @@ use ccm::layout::Property;
 use ccm::toolset::Tool;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
-use proptest::test_runner::{Config, RngAlgorithm, TestRunner};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Map, Value, json};
 
 const TRICKY: &[&str] = &[
@@ -158,12 +158,37 @@ pub fn input_strategy(tool: &Tool) -> BoxedStrategy<Map<String, Value>> {
         .boxed()
 }
 
-/// A deterministic runner for drawing inputs outside `proptest!`.
-pub fn runner() -> TestRunner {
-    TestRunner::new(Config {
-        rng_algorithm: RngAlgorithm::ChaCha,
-        ..Config::default()
-    })
+/// The seed of a randomized test: `CCM_PROPTEST_SEED`, else a fresh one; printed either
+/// way, so a failure can be reproduced.
+pub fn seed(label: &str) -> u64 {
+    let seed = match std::env::var("CCM_PROPTEST_SEED") {
+        Ok(text) => text
+            .trim()
+            .parse()
+            .expect("CCM_PROPTEST_SEED must be an unsigned integer"),
+        Err(_) => {
+            let mut bytes = [0u8; 8];
+            getrandom::fill(&mut bytes).expect("random seed");
+            u64::from_le_bytes(bytes)
+        }
+    };
+    eprintln!("{label}: seed {seed} (rerun with CCM_PROPTEST_SEED={seed})");
+    seed
+}
+
+/// A test runner whose randomness is a function of `seed`.
+pub fn seeded_runner(seed: u64) -> TestRunner {
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    TestRunner::new_with_rng(
+        Config::default(),
+        TestRng::from_seed(RngAlgorithm::ChaCha, &bytes),
+    )
+}
+
+/// A seeded runner for drawing inputs outside `proptest!` (the seed is printed).
+pub fn runner(label: &str) -> TestRunner {
+    seeded_runner(seed(label))
 }
 
 /// Up to `count` inputs the tool's schema accepts (drawing at most 20 times as many).

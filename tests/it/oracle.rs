@@ -27,10 +27,10 @@ use ccm::policy::{self, Classification, Origin};
 use ccm::toolset::Toolset;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
-use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use proptest::test_runner::TestRunner;
 use serde_json::{Value, json};
 
-use crate::inputs;
+use crate::inputs::{self, seed, seeded_runner};
 use crate::support;
 
 /// Per-argv time budget inside the harness.
@@ -71,33 +71,6 @@ const PROBES: &[(&str, &[&str])] = &[
     ("conda/gateways/disk/test.py", &["file_path_is_writable"]),
     ("conda/core/envs_manager.py", &["_rewrite_environments_txt"]),
 ];
-
-/// The seed of this run: `CCM_PROPTEST_SEED`, else a fresh one; printed either way.
-pub fn seed(label: &str) -> u64 {
-    let seed = match std::env::var("CCM_PROPTEST_SEED") {
-        Ok(text) => text
-            .trim()
-            .parse()
-            .expect("CCM_PROPTEST_SEED must be an unsigned integer"),
-        Err(_) => {
-            let mut bytes = [0u8; 8];
-            getrandom::fill(&mut bytes).expect("random seed");
-            u64::from_le_bytes(bytes)
-        }
-    };
-    eprintln!("{label}: seed {seed} (rerun with CCM_PROPTEST_SEED={seed})");
-    seed
-}
-
-/// A test runner whose randomness is a function of `seed`.
-pub fn seeded_runner(seed: u64) -> TestRunner {
-    let mut bytes = [0u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    TestRunner::new_with_rng(
-        Config::default(),
-        TestRng::from_seed(RngAlgorithm::ChaCha, &bytes),
-    )
-}
 
 /// A private home for conda: HOME, XDG dirs, condarc, package cache, TMPDIR, cwd.
 pub struct Throwaway {

@@ -177,7 +177,7 @@ struct Case {
 
 /// Generate cases for every tool, parse them all in one helper run, report mismatches.
 fn round_trip(tools: &Toolset, interpreter: &Path, per_tool: usize) -> (usize, Vec<String>) {
-    let mut runner = inputs::runner();
+    let mut runner = inputs::runner("round trip");
     let mut cases = Vec::new();
     for (index, tool) in tools.generated.iter().enumerate() {
         let mut kept = 0;

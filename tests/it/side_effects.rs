@@ -26,8 +26,9 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::inputs;
+use crate::inputs::{seed, seeded_runner};
 use crate::mcp::Session;
-use crate::oracle::{Throwaway, seed, seeded_runner};
+use crate::oracle::Throwaway;
 use crate::support;
 
 /// Schema-drawn inputs per tool, besides the sensible one.
