@@ -240,15 +240,19 @@ pub fn golden(name: &str, actual: &str) {
     }
     let expected = std::fs::read_to_string(&path).unwrap_or_default();
     if expected != actual {
-        let first = expected
-            .lines()
-            .zip(actual.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or(expected.lines().count().min(actual.lines().count()));
+        let diff = similar::TextDiff::from_lines(&expected, actual);
+        let hunks: Vec<String> = diff
+            .unified_diff()
+            .iter_hunks()
+            .map(|h| h.to_string())
+            .collect();
+        let first: Vec<&str> = hunks.iter().flat_map(|h| h.lines()).take(60).collect();
         panic!(
-            "tests/golden/{name} is stale (first difference at line {}). Review the change, then \
-             run `UPDATE_GOLDEN=1 cargo test --test integration` and commit the file.",
-            first + 1
+            "tests/golden/{name} is stale ({} hunks; the first lines of the diff, golden -> this \
+             run):\n{}\nReview the change, then run `UPDATE_GOLDEN=1 cargo test --test \
+             integration` and commit the file.",
+            hunks.len(),
+            first.join("\n")
         );
     }
 }
