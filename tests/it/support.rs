@@ -240,19 +240,14 @@ pub fn golden(name: &str, actual: &str) {
     }
     let expected = std::fs::read_to_string(&path).unwrap_or_default();
     if expected != actual {
-        let diff = similar::TextDiff::from_lines(&expected, actual);
-        let hunks: Vec<String> = diff
+        let diff = similar::TextDiff::from_lines(&expected, actual)
             .unified_diff()
-            .iter_hunks()
-            .map(|h| h.to_string())
-            .collect();
-        let first: Vec<&str> = hunks.iter().flat_map(|h| h.lines()).take(60).collect();
+            .to_string();
         panic!(
-            "tests/golden/{name} is stale ({} hunks; the first lines of the diff, golden -> this \
-             run):\n{}\nReview the change, then run `UPDATE_GOLDEN=1 cargo test --test \
-             integration` and commit the file.",
-            hunks.len(),
-            first.join("\n")
+            "tests/golden/{name} is stale; the diff's first lines (golden -> this run):\n{}\n\
+             Review the change, then run `UPDATE_GOLDEN=1 cargo test --test integration` and \
+             commit the file.",
+            diff.lines().take(60).collect::<Vec<_>>().join("\n")
         );
     }
 }
