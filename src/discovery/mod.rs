@@ -249,32 +249,9 @@ pub fn shebang_interpreter(script: &Path) -> Option<PathBuf> {
     }
     if program.ends_with("/env") {
         let name = words.find(|w| !w.starts_with('-'))?;
-        return find_on_path(name);
+        return which::which(name).ok();
     }
     Some(PathBuf::from(program))
-}
-
-/// `which`: the first executable regular file called `name` on PATH.
-pub fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| is_executable_file(candidate))
-}
-
-pub fn is_executable_file(path: &Path) -> bool {
-    let Ok(meta) = std::fs::metadata(path) else {
-        return false;
-    };
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        meta.is_file() && meta.permissions().mode() & 0o111 != 0
-    }
-    #[cfg(not(unix))]
-    {
-        meta.is_file()
-    }
 }
 
 async fn catalog_run(
@@ -509,7 +486,7 @@ pub fn resolve_executable(
     let found = if expanded.components().count() > 1 || expanded.is_absolute() {
         Some(expanded)
     } else {
-        find_on_path(&candidate)
+        which::which(&candidate).ok()
     };
     let Some(found) = found else {
         return Err(ResolveError::NotFound(format!(
@@ -529,7 +506,8 @@ pub fn resolve_executable(
     if extension == "bat" || extension == "cmd" {
         return Err(ResolveError::BatchLauncher);
     }
-    if !is_executable_file(&resolved) {
+    // `resolved` is absolute, so `which` checks this very file: regular and executable.
+    if which::which(&resolved).is_err() {
         return Err(ResolveError::NotFound(format!(
             "{} (from {source}) is not an executable file",
             resolved.display()

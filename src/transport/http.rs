@@ -175,21 +175,11 @@ fn take_param(query: &str, name: &str) -> (Option<Vec<u8>>, Option<String>) {
 
 /// RFC 3986 percent-decoding; `None` for a malformed escape.
 fn percent_decode(text: &str) -> Option<Vec<u8>> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes.get(i + 1..i + 3)?;
-            let hex = std::str::from_utf8(hex).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    Some(out)
+    let escapes_ok = text
+        .split('%')
+        .skip(1)
+        .all(|after| after.len() >= 2 && after.as_bytes()[..2].iter().all(u8::is_ascii_hexdigit));
+    escapes_ok.then(|| percent_encoding::percent_decode_str(text).collect())
 }
 
 /// A fresh random token: 32 bytes from the operating system, as 64 hex digits.
@@ -851,6 +841,7 @@ mod tests {
         assert_eq!(take_param("token=%zz", "token"), (Some(Vec::new()), None));
         assert_eq!(percent_decode("%41%62c"), Some(b"Abc".to_vec()));
         assert_eq!(percent_decode("%4"), None);
+        assert_eq!(percent_decode("%+f"), None, "a sign is no hex digit");
     }
 
     #[test]

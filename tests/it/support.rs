@@ -240,15 +240,14 @@ pub fn golden(name: &str, actual: &str) {
     }
     let expected = std::fs::read_to_string(&path).unwrap_or_default();
     if expected != actual {
-        let first = expected
-            .lines()
-            .zip(actual.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or(expected.lines().count().min(actual.lines().count()));
+        let diff = similar::TextDiff::from_lines(&expected, actual)
+            .unified_diff()
+            .to_string();
         panic!(
-            "tests/golden/{name} is stale (first difference at line {}). Review the change, then \
-             run `UPDATE_GOLDEN=1 cargo test --test integration` and commit the file.",
-            first + 1
+            "tests/golden/{name} is stale; the diff's first lines (golden -> this run):\n{}\n\
+             Review the change, then run `UPDATE_GOLDEN=1 cargo test --test integration` and \
+             commit the file.",
+            diff.lines().take(60).collect::<Vec<_>>().join("\n")
         );
     }
 }
