@@ -21,162 +21,189 @@ pub static COMMANDS: &[BakedCommand] = &[
         path: &["clean"],
         signature: Clean::SIGNATURE,
         compile: |input| rt::compile_with(input, Clean::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: Clean::SCHEMA,
     },
     BakedCommand {
         path: &["config"],
         signature: Config::SIGNATURE,
         compile: |input| rt::compile_with(input, Config::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: Config::SCHEMA,
     },
     BakedCommand {
         path: &["create"],
         signature: Create::SIGNATURE,
         compile: |input| rt::compile_with(input, Create::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: Create::SCHEMA,
     },
     BakedCommand {
         path: &["env"],
         signature: Env::SIGNATURE,
         compile: |input| rt::compile_with(input, Env::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: Env::SCHEMA,
     },
     BakedCommand {
         path: &["env", "config"],
         signature: EnvConfig::SIGNATURE,
         compile: |input| rt::compile_with(input, EnvConfig::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: EnvConfig::SCHEMA,
     },
     BakedCommand {
         path: &["env", "config", "vars"],
         signature: EnvConfigVars::SIGNATURE,
         compile: |input| rt::compile_with(input, EnvConfigVars::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: EnvConfigVars::SCHEMA,
     },
     BakedCommand {
         path: &["env", "config", "vars", "list"],
         signature: EnvConfigVarsList::SIGNATURE,
         compile: |input| rt::compile_with(input, EnvConfigVarsList::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: EnvConfigVarsList::SCHEMA,
     },
     BakedCommand {
         path: &["env", "config", "vars", "set"],
         signature: EnvConfigVarsSet::SIGNATURE,
         compile: |input| rt::compile_with(input, EnvConfigVarsSet::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: EnvConfigVarsSet::SCHEMA,
     },
     BakedCommand {
         path: &["env", "config", "vars", "unset"],
         signature: EnvConfigVarsUnset::SIGNATURE,
         compile: |input| rt::compile_with(input, EnvConfigVarsUnset::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: EnvConfigVarsUnset::SCHEMA,
     },
     BakedCommand {
         path: &["env", "create"],
         signature: EnvCreate::SIGNATURE,
         compile: |input| rt::compile_with(input, EnvCreate::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: EnvCreate::SCHEMA,
     },
     BakedCommand {
         path: &["env", "list"],
         signature: EnvList::SIGNATURE,
         compile: |input| rt::compile_with(input, EnvList::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: EnvList::SCHEMA,
     },
     BakedCommand {
         path: &["env", "remove"],
         signature: EnvRemove::SIGNATURE,
         compile: |input| rt::compile_with(input, EnvRemove::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: EnvRemove::SCHEMA,
     },
     BakedCommand {
         path: &["info"],
         signature: Info::SIGNATURE,
         compile: |input| rt::compile_with(input, Info::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: Info::SCHEMA,
     },
     BakedCommand {
         path: &["install"],
         signature: Install::SIGNATURE,
         compile: |input| rt::compile_with(input, Install::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: Install::SCHEMA,
     },
     BakedCommand {
         path: &["list"],
         signature: List::SIGNATURE,
         compile: |input| rt::compile_with(input, List::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: List::SCHEMA,
     },
     BakedCommand {
         path: &["remove"],
         signature: Remove::SIGNATURE,
         compile: |input| rt::compile_with(input, Remove::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: Remove::SCHEMA,
     },
     BakedCommand {
         path: &["rename"],
         signature: Rename::SIGNATURE,
         compile: |input| rt::compile_with(input, Rename::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: Rename::SCHEMA,
     },
     BakedCommand {
         path: &["run"],
         signature: Run::SIGNATURE,
         compile: |input| rt::compile_with(input, Run::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: Run::SCHEMA,
     },
     BakedCommand {
         path: &["search"],
         signature: Search::SIGNATURE,
         compile: |input| rt::compile_with(input, Search::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: Search::SCHEMA,
     },
     BakedCommand {
         path: &["tune"],
         signature: Tune::SIGNATURE,
         compile: |input| rt::compile_with(input, Tune::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: Tune::SCHEMA,
     },
     BakedCommand {
         path: &["update"],
         signature: Update::SIGNATURE,
         compile: |input| rt::compile_with(input, Update::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: Update::SCHEMA,
     },
     BakedCommand {
         path: &["doctor"],
         signature: Doctor::SIGNATURE,
         compile: |input| rt::compile_with(input, Doctor::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: Doctor::SCHEMA,
     },
     BakedCommand {
         path: &["behave"],
         signature: Behave::SIGNATURE,
         compile: |input| rt::compile_with(input, Behave::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: Behave::SCHEMA,
     },
     BakedCommand {
         path: &["passthru"],
         signature: Passthru::SIGNATURE,
         compile: |input| rt::compile_with(input, Passthru::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: Passthru::SCHEMA,
     },
     BakedCommand {
         path: &["pkg", "install"],
         signature: PkgInstall::SIGNATURE,
         compile: |input| rt::compile_with(input, PkgInstall::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: PkgInstall::SCHEMA,
     },
     BakedCommand {
         path: &["pkg", "index"],
         signature: PkgIndex::SIGNATURE,
         compile: |input| rt::compile_with(input, PkgIndex::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: PkgIndex::SCHEMA,
     },
     BakedCommand {
         path: &["shell-in"],
         signature: ShellIn::SIGNATURE,
         compile: |input| rt::compile_with(input, ShellIn::argv),
+        #[cfg(feature = "test-snapshots")]
         schema: ShellIn::SCHEMA,
     },
 ];
@@ -263,7 +290,8 @@ pub struct Clean {
 impl Clean {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "e9f517fa6f4b8ecd7b36abd46d70e2ac1c421f4c5df1b14e740b5878a4864d8a";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"all\":{\"description\":\"Remove index cache, unused cache packages, tarballs, tempfiles, and logfiles.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"maxLength\":32768,\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"force_pkgs_dirs\":{\"description\":\"Remove *all* writable package caches.\",\"type\":\"boolean\"},\"index_cache\":{\"description\":\"Remove index cache.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"logfiles\":{\"description\":\"Remove log files.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"Remove unused packages from writable package caches.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"tarballs\":{\"description\":\"Remove cached package tarballs.\",\"type\":\"boolean\"},\"tempfiles\":{\"description\":\"Remove temporary files that could not be deleted earlier due to being in-use. The argument is the environment(s) where the tempfiles should be found and removed.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -451,7 +479,8 @@ pub struct Config {
 impl Config {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "7d9532ee68e7518f4a462f8be6d02283b3d701d46b31eb34bfe74f3b83f40adc";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"anyOf\":[{\"allOf\":[{\"properties\":{\"system\":{\"const\":true}},\"required\":[\"system\"]},{\"properties\":{\"env\":{\"const\":true}},\"required\":[\"env\"]}]},{\"allOf\":[{\"properties\":{\"system\":{\"const\":true}},\"required\":[\"system\"]},{\"required\":[\"file\"]}]},{\"allOf\":[{\"properties\":{\"system\":{\"const\":true}},\"required\":[\"system\"]},{\"required\":[\"name\"]}]},{\"allOf\":[{\"properties\":{\"system\":{\"const\":true}},\"required\":[\"system\"]},{\"required\":[\"prefix\"]}]},{\"allOf\":[{\"properties\":{\"env\":{\"const\":true}},\"required\":[\"env\"]},{\"required\":[\"file\"]}]},{\"allOf\":[{\"properties\":{\"env\":{\"const\":true}},\"required\":[\"env\"]},{\"required\":[\"name\"]}]},{\"allOf\":[{\"properties\":{\"env\":{\"const\":true}},\"required\":[\"env\"]},{\"required\":[\"prefix\"]}]},{\"allOf\":[{\"required\":[\"file\"]},{\"required\":[\"name\"]}]},{\"allOf\":[{\"required\":[\"file\"]},{\"required\":[\"prefix\"]}]},{\"allOf\":[{\"required\":[\"name\"]},{\"required\":[\"prefix\"]}]}]}},{\"not\":{\"anyOf\":[{\"allOf\":[{\"required\":[\"show\"]},{\"properties\":{\"show_sources\":{\"const\":true}},\"required\":[\"show_sources\"]}]},{\"allOf\":[{\"required\":[\"show\"]},{\"properties\":{\"validate\":{\"const\":true}},\"required\":[\"validate\"]}]},{\"allOf\":[{\"required\":[\"show\"]},{\"required\":[\"describe\"]}]},{\"allOf\":[{\"required\":[\"show\"]},{\"properties\":{\"write_default\":{\"const\":true}},\"required\":[\"write_default\"]}]},{\"allOf\":[{\"properties\":{\"show_sources\":{\"const\":true}},\"required\":[\"show_sources\"]},{\"properties\":{\"validate\":{\"const\":true}},\"required\":[\"validate\"]}]},{\"allOf\":[{\"properties\":{\"show_sources\":{\"const\":true}},\"required\":[\"show_sources\"]},{\"required\":[\"describe\"]}]},{\"allOf\":[{\"properties\":{\"show_sources\":{\"const\":true}},\"required\":[\"show_sources\"]},{\"properties\":{\"write_default\":{\"const\":true}},\"required\":[\"write_default\"]}]},{\"allOf\":[{\"properties\":{\"validate\":{\"const\":true}},\"required\":[\"validate\"]},{\"required\":[\"describe\"]}]},{\"allOf\":[{\"properties\":{\"validate\":{\"const\":true}},\"required\":[\"validate\"]},{\"properties\":{\"write_default\":{\"const\":true}},\"required\":[\"write_default\"]}]},{\"allOf\":[{\"required\":[\"describe\"]},{\"properties\":{\"write_default\":{\"const\":true}},\"required\":[\"write_default\"]}]}]}},{\"not\":{\"anyOf\":[{\"allOf\":[{\"required\":[\"get\"]},{\"properties\":{\"append\":{\"minItems\":1}},\"required\":[\"append\"]}]},{\"allOf\":[{\"required\":[\"get\"]},{\"properties\":{\"prepend\":{\"minItems\":1}},\"required\":[\"prepend\"]}]},{\"allOf\":[{\"required\":[\"get\"]},{\"properties\":{\"set\":{\"minItems\":1}},\"required\":[\"set\"]}]},{\"allOf\":[{\"required\":[\"get\"]},{\"properties\":{\"remove\":{\"minItems\":1}},\"required\":[\"remove\"]}]},{\"allOf\":[{\"required\":[\"get\"]},{\"properties\":{\"remove_key\":{\"minItems\":1}},\"required\":[\"remove_key\"]}]},{\"allOf\":[{\"required\":[\"get\"]},{\"properties\":{\"stdin\":{\"const\":true}},\"required\":[\"stdin\"]}]},{\"allOf\":[{\"properties\":{\"append\":{\"minItems\":1}},\"required\":[\"append\"]},{\"properties\":{\"prepend\":{\"minItems\":1}},\"required\":[\"prepend\"]}]},{\"allOf\":[{\"properties\":{\"append\":{\"minItems\":1}},\"required\":[\"append\"]},{\"properties\":{\"set\":{\"minItems\":1}},\"required\":[\"set\"]}]},{\"allOf\":[{\"properties\":{\"append\":{\"minItems\":1}},\"required\":[\"append\"]},{\"properties\":{\"remove\":{\"minItems\":1}},\"required\":[\"remove\"]}]},{\"allOf\":[{\"properties\":{\"append\":{\"minItems\":1}},\"required\":[\"append\"]},{\"properties\":{\"remove_key\":{\"minItems\":1}},\"required\":[\"remove_key\"]}]},{\"allOf\":[{\"properties\":{\"append\":{\"minItems\":1}},\"required\":[\"append\"]},{\"properties\":{\"stdin\":{\"const\":true}},\"required\":[\"stdin\"]}]},{\"allOf\":[{\"properties\":{\"prepend\":{\"minItems\":1}},\"required\":[\"prepend\"]},{\"properties\":{\"set\":{\"minItems\":1}},\"required\":[\"set\"]}]},{\"allOf\":[{\"properties\":{\"prepend\":{\"minItems\":1}},\"required\":[\"prepend\"]},{\"properties\":{\"remove\":{\"minItems\":1}},\"required\":[\"remove\"]}]},{\"allOf\":[{\"properties\":{\"prepend\":{\"minItems\":1}},\"required\":[\"prepend\"]},{\"properties\":{\"remove_key\":{\"minItems\":1}},\"required\":[\"remove_key\"]}]},{\"allOf\":[{\"properties\":{\"prepend\":{\"minItems\":1}},\"required\":[\"prepend\"]},{\"properties\":{\"stdin\":{\"const\":true}},\"required\":[\"stdin\"]}]},{\"allOf\":[{\"properties\":{\"set\":{\"minItems\":1}},\"required\":[\"set\"]},{\"properties\":{\"remove\":{\"minItems\":1}},\"required\":[\"remove\"]}]},{\"allOf\":[{\"properties\":{\"set\":{\"minItems\":1}},\"required\":[\"set\"]},{\"properties\":{\"remove_key\":{\"minItems\":1}},\"required\":[\"remove_key\"]}]},{\"allOf\":[{\"properties\":{\"set\":{\"minItems\":1}},\"required\":[\"set\"]},{\"properties\":{\"stdin\":{\"const\":true}},\"required\":[\"stdin\"]}]},{\"allOf\":[{\"properties\":{\"remove\":{\"minItems\":1}},\"required\":[\"remove\"]},{\"properties\":{\"remove_key\":{\"minItems\":1}},\"required\":[\"remove_key\"]}]},{\"allOf\":[{\"properties\":{\"remove\":{\"minItems\":1}},\"required\":[\"remove\"]},{\"properties\":{\"stdin\":{\"const\":true}},\"required\":[\"stdin\"]}]},{\"allOf\":[{\"properties\":{\"remove_key\":{\"minItems\":1}},\"required\":[\"remove_key\"]},{\"properties\":{\"stdin\":{\"const\":true}},\"required\":[\"stdin\"]}]}]}}],\"properties\":{\"append\":{\"description\":\"Add one configuration value to the end of a list key.\",\"items\":{\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"maxLength\":32768,\"type\":\"string\"},\"describe\":{\"description\":\"Describe given configuration parameters.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"env\":{\"description\":\"Write to the active conda environment .condarc file.\",\"type\":\"boolean\"},\"file\":{\"description\":\"Write to the given file.\",\"maxLength\":32768,\"type\":\"string\"},\"get\":{\"description\":\"Get a configuration value.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"prepend\":{\"description\":\"Add one configuration value to the beginning of a list key.\",\"items\":{\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"maxItems\":1024,\"type\":\"array\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"remove\":{\"description\":\"Remove a configuration value from a list key.\",\"items\":{\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"maxItems\":1024,\"type\":\"array\"},\"remove_key\":{\"description\":\"Remove a configuration key (and all its values).\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"set\":{\"description\":\"Set a boolean or string key.\",\"items\":{\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"maxItems\":1024,\"type\":\"array\"},\"show\":{\"description\":\"Display configuration values as calculated and compiled.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"show_sources\":{\"description\":\"Display all identified configuration sources.\",\"type\":\"boolean\"},\"stdin\":{\"description\":\"Apply configuration given in yaml format via stdin.\",\"type\":\"boolean\"},\"system\":{\"description\":\"Write to the system .condarc file at '<prefix>/.condarc'.\",\"type\":\"boolean\"},\"validate\":{\"description\":\"Validate all configuration sources.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"write_default\":{\"description\":\"Write the default configuration to a file.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -792,7 +821,8 @@ pub struct Create {
 impl Create {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "86d4fad99130268784949fb2b3b1290e7a1538b0f638233fc610b51dc6eb7bbb";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"anyOf\":[{\"allOf\":[{\"required\":[\"name\"]},{\"required\":[\"prefix\"]}]}]}},{\"not\":{\"anyOf\":[{\"allOf\":[{\"properties\":{\"no_deps\":{\"const\":true}},\"required\":[\"no_deps\"]},{\"properties\":{\"only_deps\":{\"const\":true}},\"required\":[\"only_deps\"]}]}]}}],\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"clobber\":{\"description\":\"Allow clobbering (i.e. overwriting) of overlapping file paths within packages.\",\"type\":\"boolean\"},\"clone\":{\"description\":\"Create a new environment as a copy of an existing local environment.\",\"maxLength\":32768,\"type\":\"string\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"maxLength\":32768,\"type\":\"string\"},\"copy\":{\"description\":\"Install all packages using copies instead of hard- or soft-linking.\",\"type\":\"boolean\"},\"dev\":{\"description\":\"Use `sys.executable -m conda` in wrapper scripts instead of CONDA_EXE.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"download_only\":{\"description\":\"Solve an environment and ensure package caches are populated, but exit prior to unlinking and linking packages into the prefix.\",\"type\":\"boolean\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"environment_specifier\":{\"description\":\"`--env-spec` is deprecated and will be removed in 1.1. Use the `--format` flag instead.\",\"enum\":[\"environment-yaml\",\"explicit\",\"requirements\"],\"maxLength\":32768,\"type\":\"string\"},\"experimental\":{\"description\":\"`--experimental` is deprecated and will be removed in 1.1. Deprecated: jlap and lock no longer supported.\",\"items\":{\"enum\":[\"jlap\",\"lock\"],\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"file\":{\"description\":\"Read environment or package specs from a file. May be repeated.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"format\":{\"description\":\"Override auto-detection of the input file's format.\",\"enum\":[\"environment-yaml\",\"explicit\",\"requirements\"],\"maxLength\":32768,\"type\":\"string\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_channel_priority\":{\"description\":\"Package version takes precedence over channel priority.\",\"type\":\"boolean\"},\"no_default_packages\":{\"description\":\"Ignore create_default_packages in the .condarc file.\",\"type\":\"boolean\"},\"no_deps\":{\"description\":\"Do not install, update, remove, or change dependencies.\",\"type\":\"boolean\"},\"no_lock\":{\"description\":\"Disable locking when reading the index cache.\",\"type\":\"boolean\"},\"no_pin\":{\"description\":\"Ignore pinned file.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"no_shortcuts\":{\"description\":\"Don't install start menu shortcuts\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode. Don't connect to the Internet.\",\"type\":\"boolean\"},\"only_deps\":{\"description\":\"Only install dependencies.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"List of packages to install or update in the conda environment.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server. May be given more than once.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst. Enabled by default.\",\"type\":\"boolean\"},\"shortcuts_only\":{\"description\":\"Install shortcuts only for this package name. Can be used several times.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"show_channel_urls\":{\"description\":\"Show channel urls.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"maxLength\":32768,\"type\":\"string\"},\"strict_channel_priority\":{\"description\":\"Packages in lower priority channels are not considered if a package with the same name appears in a higher priority channel.\",\"type\":\"boolean\"},\"subdir\":{\"description\":\"Use packages built for this platform.\",\"enum\":[\"emscripten-wasm32\",\"wasi-wasm32\",\"freebsd-64\",\"linux-32\",\"linux-64\",\"linux-aarch64\",\"linux-armv6l\",\"linux-armv7l\",\"linux-ppc64\",\"linux-ppc64le\",\"linux-riscv64\",\"linux-s390x\",\"osx-64\",\"osx-arm64\",\"win-32\",\"win-64\",\"win-arm64\",\"zos-z\"],\"maxLength\":32768,\"type\":\"string\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '-c local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -1125,7 +1155,8 @@ pub struct Env {
 impl Env {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "99afd033c52d5f5075b06f88b268c89fa4677af23f77a1a001886372fa3dabfd";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -1160,7 +1191,8 @@ pub struct EnvConfig {
 impl EnvConfig {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "fb53be0a36603465c875cbe4abdbdcc79cade03f3f266697718bef738be4167f";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -1196,7 +1228,8 @@ pub struct EnvConfigVars {
 impl EnvConfigVars {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "866437d606f48413aa1e4452f9f37eef3657d837caeb5e11d99339d755888de2";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -1263,7 +1296,8 @@ pub struct EnvConfigVarsList {
 impl EnvConfigVarsList {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "216c72b7c4eb34be5863c22a41af075610d819f84a1dba0d8eaf6bf61cd7a7fa";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"anyOf\":[{\"allOf\":[{\"required\":[\"name\"]},{\"required\":[\"prefix\"]}]}]}}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"maxLength\":32768,\"type\":\"string\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -1343,7 +1377,8 @@ pub struct EnvConfigVarsSet {
 impl EnvConfigVarsSet {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "acc1c6942fcd38359aaf99df2a2b9e7614f99a829e943d003bb5369236495668";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"anyOf\":[{\"allOf\":[{\"required\":[\"name\"]},{\"required\":[\"prefix\"]}]}]}}],\"properties\":{\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"vars\":{\"description\":\"Environment variables to set in the form <KEY>=<VALUE> separated by spaces\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -1413,7 +1448,8 @@ pub struct EnvConfigVarsUnset {
 impl EnvConfigVarsUnset {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "7bcfcb075b5c79631623977e9b5d27cc3cebeeaa1af4856c500a15f2b5492b40";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"anyOf\":[{\"allOf\":[{\"required\":[\"name\"]},{\"required\":[\"prefix\"]}]}]}}],\"properties\":{\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"vars\":{\"description\":\"Environment variables to unset in the form <KEY> separated by spaces\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -1533,7 +1569,8 @@ pub struct EnvCreate {
 impl EnvCreate {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "ca6e9626dd343284f4cc9914594071ea1a2a66d53aa59073190ca00877137163";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"anyOf\":[{\"allOf\":[{\"required\":[\"name\"]},{\"required\":[\"prefix\"]}]}]}}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"maxLength\":32768,\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"file\":{\"description\":\"Environment definition file(s).\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode. Don't connect to the Internet.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"maxLength\":32768,\"type\":\"string\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -1646,7 +1683,8 @@ pub struct EnvList {
 impl EnvList {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "3beefde56b0f074cba88a01fe93be4b18fa2e218c93b14c5f15d470fb44427f3";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"maxLength\":32768,\"type\":\"string\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"size\":{\"description\":\"Show conda-managed disk usage for each environment.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -1742,7 +1780,8 @@ pub struct EnvRemove {
 impl EnvRemove {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "c550bd1ff2f525c8087a5048e20e1087b6f1135189176a6998051a1999bff179";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"anyOf\":[{\"allOf\":[{\"required\":[\"name\"]},{\"required\":[\"prefix\"]}]}]}}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"maxLength\":32768,\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -1861,7 +1900,8 @@ pub struct Info {
 impl Info {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "912c1db30096d701553f07096af463f82020ca642987d0c77820cb2dda2881fc";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"all\":{\"description\":\"Show all information.\",\"type\":\"boolean\"},\"base\":{\"description\":\"Display base environment path.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"maxLength\":32768,\"type\":\"string\"},\"envs\":{\"description\":\"List all known conda environments. Combine with `--json` to obtain more details.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"size\":{\"description\":\"Show conda-managed disk usage for each environment.\",\"type\":\"boolean\"},\"system\":{\"description\":\"List environment variables.\",\"type\":\"boolean\"},\"unsafe_channels\":{\"description\":\"Display list of channels with tokens exposed.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -2146,7 +2186,8 @@ pub struct Install {
 impl Install {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "509f5fc40ad6fbd7ec3e32c329ae6065f4a1f93d8153e1b934ac919d5893740f";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"anyOf\":[{\"allOf\":[{\"required\":[\"name\"]},{\"required\":[\"prefix\"]}]}]}},{\"not\":{\"anyOf\":[{\"allOf\":[{\"properties\":{\"no_deps\":{\"const\":true}},\"required\":[\"no_deps\"]},{\"properties\":{\"only_deps\":{\"const\":true}},\"required\":[\"only_deps\"]}]}]}},{\"not\":{\"anyOf\":[{\"allOf\":[{\"properties\":{\"freeze_installed\":{\"const\":true}},\"required\":[\"freeze_installed\"]},{\"properties\":{\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\"]}]},{\"allOf\":[{\"properties\":{\"freeze_installed\":{\"const\":true}},\"required\":[\"freeze_installed\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\"]}]},{\"allOf\":[{\"properties\":{\"freeze_installed\":{\"const\":true}},\"required\":[\"freeze_installed\"]},{\"properties\":{\"update_all\":{\"const\":true}},\"required\":[\"update_all\"]}]},{\"allOf\":[{\"properties\":{\"freeze_installed\":{\"const\":true}},\"required\":[\"freeze_installed\"]},{\"properties\":{\"update_specs\":{\"const\":true}},\"required\":[\"update_specs\"]}]},{\"allOf\":[{\"properties\":{\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\"]}]},{\"allOf\":[{\"properties\":{\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\"]},{\"properties\":{\"update_all\":{\"const\":true}},\"required\":[\"update_all\"]}]},{\"allOf\":[{\"properties\":{\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\"]},{\"properties\":{\"update_specs\":{\"const\":true}},\"required\":[\"update_specs\"]}]},{\"allOf\":[{\"properties\":{\"satisfied_skip_solve\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\"]},{\"properties\":{\"update_all\":{\"const\":true}},\"required\":[\"update_all\"]}]},{\"allOf\":[{\"properties\":{\"satisfied_skip_solve\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\"]},{\"properties\":{\"update_specs\":{\"const\":true}},\"required\":[\"update_specs\"]}]},{\"allOf\":[{\"properties\":{\"update_all\":{\"const\":true}},\"required\":[\"update_all\"]},{\"properties\":{\"update_specs\":{\"const\":true}},\"required\":[\"update_specs\"]}]}]}}],\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"clobber\":{\"description\":\"Allow clobbering (i.e. overwriting) of overlapping file paths within packages.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"maxLength\":32768,\"type\":\"string\"},\"copy\":{\"description\":\"Install all packages using copies instead of hard- or soft-linking.\",\"type\":\"boolean\"},\"dev\":{\"description\":\"Use `sys.executable -m conda` in wrapper scripts instead of CONDA_EXE.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"download_only\":{\"description\":\"Solve an environment and ensure package caches are populated, but exit prior to unlinking and linking packages into the prefix.\",\"type\":\"boolean\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"environment_specifier\":{\"description\":\"`--env-spec` is deprecated and will be removed in 1.1. Use the `--format` flag instead.\",\"enum\":[\"environment-yaml\",\"explicit\",\"requirements\"],\"maxLength\":32768,\"type\":\"string\"},\"experimental\":{\"description\":\"`--experimental` is deprecated and will be removed in 1.1. Deprecated: jlap and lock no longer supported.\",\"items\":{\"enum\":[\"jlap\",\"lock\"],\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"file\":{\"description\":\"Read environment or package specs from a file. May be repeated.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"force_reinstall\":{\"description\":\"Ensure that any user-requested package for the current operation is uninstalled and reinstalled.\",\"type\":\"boolean\"},\"format\":{\"description\":\"Override auto-detection of the input file's format.\",\"enum\":[\"environment-yaml\",\"explicit\",\"requirements\"],\"maxLength\":32768,\"type\":\"string\"},\"freeze_installed\":{\"description\":\"Do not update or change already-installed dependencies.\",\"type\":\"boolean\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_channel_priority\":{\"description\":\"Package version takes precedence over channel priority.\",\"type\":\"boolean\"},\"no_deps\":{\"description\":\"Do not install, update, remove, or change dependencies.\",\"type\":\"boolean\"},\"no_lock\":{\"description\":\"Disable locking when reading the index cache.\",\"type\":\"boolean\"},\"no_pin\":{\"description\":\"Ignore pinned file.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"no_shortcuts\":{\"description\":\"Don't install start menu shortcuts\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode. Don't connect to the Internet.\",\"type\":\"boolean\"},\"only_deps\":{\"description\":\"Only install dependencies.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"List of packages to install or update in the conda environment.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server. May be given more than once.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst. Enabled by default.\",\"type\":\"boolean\"},\"revision\":{\"description\":\"Revert to the specified REVISION.\",\"maxLength\":32768,\"type\":\"string\"},\"satisfied_skip_solve\":{\"description\":\"Exit early and do not run the solver if the requested specs are satisfied.\",\"type\":\"boolean\"},\"shortcuts_only\":{\"description\":\"Install shortcuts only for this package name. Can be used several times.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"show_channel_urls\":{\"description\":\"Show channel urls.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"maxLength\":32768,\"type\":\"string\"},\"strict_channel_priority\":{\"description\":\"Packages in lower priority channels are not considered if a package with the same name appears in a higher priority channel.\",\"type\":\"boolean\"},\"update_all\":{\"description\":\"Update all installed packages in the environment.\",\"type\":\"boolean\"},\"update_deps\":{\"description\":\"Update dependencies that have available updates.\",\"type\":\"boolean\"},\"update_specs\":{\"description\":\"Update based on provided specifications.\",\"type\":\"boolean\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '-c local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -2509,7 +2550,8 @@ pub struct List {
 impl List {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "dd9cf5ed6d66c7abb78ee29985a65a76b13c0c95e908ad78f352daa9c1bc14ca";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"anyOf\":[{\"allOf\":[{\"required\":[\"name\"]},{\"required\":[\"prefix\"]}]}]}}],\"properties\":{\"canonical\":{\"description\":\"Output canonical names of packages only.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"maxLength\":32768,\"type\":\"string\"},\"explicit\":{\"description\":\"List explicitly all installed conda packages with URL.\",\"type\":\"boolean\"},\"export\":{\"description\":\"Output explicit, machine-readable requirement strings.\",\"type\":\"boolean\"},\"fields\":{\"description\":\"Comma-separated list of fields to print.\",\"maxLength\":32768,\"type\":\"string\"},\"full_name\":{\"description\":\"Only search for full names, i.e., ^<regex>$.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_pip\":{\"description\":\"Do not include pip-only installed packages.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"regex\":{\"anyOf\":[{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},{\"type\":\"null\"}],\"description\":\"List only packages matching this regular expression.\"},\"reverse\":{\"description\":\"List installed packages in reverse order.\",\"type\":\"boolean\"},\"revisions\":{\"description\":\"List the revision history.\",\"type\":\"boolean\"},\"show_channel_urls\":{\"description\":\"Show channel urls.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -2750,7 +2792,8 @@ pub struct Remove {
 impl Remove {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "ea8aa2b9808eb3cf78e3dcb52b913e0c0d6a8e7af1820969af51bf445009a89c";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"anyOf\":[{\"allOf\":[{\"required\":[\"name\"]},{\"required\":[\"prefix\"]}]}]}}],\"properties\":{\"all\":{\"description\":\"Remove all packages, i.e., the entire environment.\",\"type\":\"boolean\"},\"channel\":{\"description\":\"Additional channel to search for packages.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"maxLength\":32768,\"type\":\"string\"},\"dev\":{\"description\":\"Use `sys.executable -m conda` in wrapper scripts instead of CONDA_EXE.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"experimental\":{\"description\":\"`--experimental` is deprecated and will be removed in 1.1. Deprecated: jlap and lock no longer supported.\",\"items\":{\"enum\":[\"jlap\",\"lock\"],\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"features\":{\"description\":\"Remove features (instead of packages).\",\"type\":\"boolean\"},\"force_remove\":{\"description\":\"Forces removal of a package without removing packages that depend on it.\",\"type\":\"boolean\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"keep_env\":{\"description\":\"Used with `--all`, delete all packages but keep the environment.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_lock\":{\"description\":\"Disable locking when reading the index cache.\",\"type\":\"boolean\"},\"no_pin\":{\"description\":\"Ignore pinned package(s) that apply to the current operation.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode. Don't connect to the Internet.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"package_names\":{\"description\":\"Package names to remove from the environment.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server. May be given more than once.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst. Enabled by default.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"maxLength\":32768,\"type\":\"string\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '-c local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -2986,7 +3029,8 @@ pub struct Rename {
 impl Rename {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "8e2f0d2908e0699ac34d2884053819ca0679bae99e64cc7ccfade238adf6edbe";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"anyOf\":[{\"allOf\":[{\"required\":[\"name\"]},{\"required\":[\"prefix\"]}]}]}},{\"anyOf\":[{\"required\":[\"name\"]},{\"required\":[\"prefix\"]}]}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"maxLength\":32768,\"type\":\"string\"},\"destination\":{\"description\":\"New name for the conda environment.\",\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"required\":[\"destination\"],\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -3094,7 +3138,8 @@ pub struct Run {
 impl Run {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "b55658a6b10f5949135c3d78f8584c99285bc580d3a84502c6924081b984fce5";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"anyOf\":[{\"allOf\":[{\"required\":[\"name\"]},{\"required\":[\"prefix\"]}]}]}}],\"properties\":{\"cwd\":{\"description\":\"Current working directory for command to run in. Defaults to the user's current working directory if no directory is specified.\",\"maxLength\":32768,\"type\":\"string\"},\"debug_wrapper_scripts\":{\"description\":\"When this is set, where implemented, the shell wrapper scripts will use the echo command to print debugging information to stderr (standard error).\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"dev\":{\"description\":\"`--dev` is deprecated and will be removed in 1.1. Set `PYTHONPATH` to the conda source root instead.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"executable_call\":{\"description\":\"Executable name, with additional arguments to be passed to the executable on invocation. Use '--' to separate conda options from executable options.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"prefixItems\":[{\"pattern\":\"^(?!-)\",\"type\":\"string\"}],\"type\":\"array\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_capture_output\":{\"description\":\"Don't capture stdout/stderr (standard out/standard error).\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"required\":[\"executable_call\"],\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -3258,7 +3303,8 @@ pub struct Search {
 impl Search {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "733d6bc0a767409c6ab3b069f189c1296350891384a4a7c3a1a3a1e09429bade";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"maxLength\":32768,\"type\":\"string\"},\"envs\":{\"description\":\"Search all of the current user's environments.\",\"type\":\"boolean\"},\"experimental\":{\"description\":\"`--experimental` is deprecated and will be removed in 1.1. Deprecated: jlap and lock no longer supported.\",\"items\":{\"enum\":[\"jlap\",\"lock\"],\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"info\":{\"description\":\"Provide detailed information about each package.\",\"type\":\"boolean\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"match_spec\":{\"anyOf\":[{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},{\"type\":\"null\"}],\"description\":\"Undocumented conda argument `match_spec`.\"},\"no_lock\":{\"description\":\"Disable locking when reading the index cache.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode. Don't connect to the Internet.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server. May be given more than once.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst. Enabled by default.\",\"type\":\"boolean\"},\"skip_flexible_search\":{\"description\":\"Do not perform flexible search if initial search fails.\",\"type\":\"boolean\"},\"subdir\":{\"description\":\"Search the given subdir. Should be formatted like 'osx-64', 'linux-32', 'win-64', and so on.\",\"maxLength\":32768,\"type\":\"string\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '-c local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -3495,7 +3541,8 @@ pub struct Tune {
 impl Tune {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "fd6d0e40532d12007282fa5a197fd4f965387097f3c18fdb2eb18b12a919d228";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"color\":{\"anyOf\":[{\"enum\":[\"auto\",\"always\",\"never\"],\"maxLength\":32768,\"type\":\"string\"},{\"type\":\"null\"}],\"description\":\"Colorize output (default: never; bare flag: auto).\"},\"fast\":{\"description\":\"Select the fast mode.\",\"type\":\"boolean\"},\"format\":{\"description\":\"Output format.\",\"enum\":[\"json\",\"yaml\",\"text\"],\"maxLength\":32768,\"type\":\"string\"},\"items\":{\"description\":\"Extend with one or more items.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"minItems\":1,\"type\":\"array\"},\"label\":{\"description\":\"Free-form label (whitespace stripped).\",\"maxLength\":32768,\"type\":\"string\"},\"letters\":{\"description\":\"Extend with the characters of WORD (extend without nargs).\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"level\":{\"description\":\"Tuning level.\",\"enum\":[0,1,2,3],\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"names\":{\"description\":\"One or more names.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"minItems\":1,\"type\":\"array\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"pair\":{\"description\":\"Exactly two values.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"ratio\":{\"description\":\"Mixing ratio (default: 0.5).\",\"type\":\"number\"},\"safe\":{\"description\":\"Select the safe mode.\",\"type\":\"boolean\"},\"size\":{\"description\":\"Width and height.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"tag_a\":{\"description\":\"Add tag 'a'.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"tag_b\":{\"description\":\"Add tag 'b'.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"target\":{\"description\":\"Target to tune (required).\",\"maxLength\":32768,\"type\":\"string\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"required\":[\"target\",\"pair\"],\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -3840,7 +3887,8 @@ pub struct Update {
 impl Update {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "47ffaf96859892ea392318c4b528dce2ba536d0500d2957c7cab306c6014c45b";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"anyOf\":[{\"allOf\":[{\"required\":[\"name\"]},{\"required\":[\"prefix\"]}]}]}},{\"not\":{\"anyOf\":[{\"allOf\":[{\"properties\":{\"no_deps\":{\"const\":true}},\"required\":[\"no_deps\"]},{\"properties\":{\"only_deps\":{\"const\":true}},\"required\":[\"only_deps\"]}]}]}},{\"not\":{\"anyOf\":[{\"allOf\":[{\"properties\":{\"freeze_installed\":{\"const\":true}},\"required\":[\"freeze_installed\"]},{\"properties\":{\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\"]}]},{\"allOf\":[{\"properties\":{\"freeze_installed\":{\"const\":true}},\"required\":[\"freeze_installed\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\"]}]},{\"allOf\":[{\"properties\":{\"freeze_installed\":{\"const\":true}},\"required\":[\"freeze_installed\"]},{\"properties\":{\"update_all\":{\"const\":true}},\"required\":[\"update_all\"]}]},{\"allOf\":[{\"properties\":{\"freeze_installed\":{\"const\":true}},\"required\":[\"freeze_installed\"]},{\"properties\":{\"update_specs\":{\"const\":true}},\"required\":[\"update_specs\"]}]},{\"allOf\":[{\"properties\":{\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\"]}]},{\"allOf\":[{\"properties\":{\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\"]},{\"properties\":{\"update_all\":{\"const\":true}},\"required\":[\"update_all\"]}]},{\"allOf\":[{\"properties\":{\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\"]},{\"properties\":{\"update_specs\":{\"const\":true}},\"required\":[\"update_specs\"]}]},{\"allOf\":[{\"properties\":{\"satisfied_skip_solve\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\"]},{\"properties\":{\"update_all\":{\"const\":true}},\"required\":[\"update_all\"]}]},{\"allOf\":[{\"properties\":{\"satisfied_skip_solve\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\"]},{\"properties\":{\"update_specs\":{\"const\":true}},\"required\":[\"update_specs\"]}]},{\"allOf\":[{\"properties\":{\"update_all\":{\"const\":true}},\"required\":[\"update_all\"]},{\"properties\":{\"update_specs\":{\"const\":true}},\"required\":[\"update_specs\"]}]}]}}],\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"clobber\":{\"description\":\"Allow clobbering (i.e. overwriting) of overlapping file paths within packages.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"maxLength\":32768,\"type\":\"string\"},\"copy\":{\"description\":\"Install all packages using copies instead of hard- or soft-linking.\",\"type\":\"boolean\"},\"download_only\":{\"description\":\"Solve an environment and ensure package caches are populated, but exit prior to unlinking and linking packages into the prefix.\",\"type\":\"boolean\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"environment_specifier\":{\"description\":\"`--env-spec` is deprecated and will be removed in 1.1. Use the `--format` flag instead.\",\"enum\":[\"environment-yaml\",\"explicit\",\"requirements\"],\"maxLength\":32768,\"type\":\"string\"},\"experimental\":{\"description\":\"`--experimental` is deprecated and will be removed in 1.1. Deprecated: jlap and lock no longer supported.\",\"items\":{\"enum\":[\"jlap\",\"lock\"],\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"file\":{\"description\":\"Read environment or package specs from a file. May be repeated.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"force_reinstall\":{\"description\":\"Ensure that any user-requested package for the current operation is uninstalled and reinstalled.\",\"type\":\"boolean\"},\"format\":{\"description\":\"Override auto-detection of the input file's format.\",\"enum\":[\"environment-yaml\",\"explicit\",\"requirements\"],\"maxLength\":32768,\"type\":\"string\"},\"freeze_installed\":{\"description\":\"Do not update or change already-installed dependencies.\",\"type\":\"boolean\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_channel_priority\":{\"description\":\"Package version takes precedence over channel priority.\",\"type\":\"boolean\"},\"no_deps\":{\"description\":\"Do not install, update, remove, or change dependencies.\",\"type\":\"boolean\"},\"no_lock\":{\"description\":\"Disable locking when reading the index cache.\",\"type\":\"boolean\"},\"no_pin\":{\"description\":\"Ignore pinned file.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"no_shortcuts\":{\"description\":\"Don't install start menu shortcuts\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode. Don't connect to the Internet.\",\"type\":\"boolean\"},\"only_deps\":{\"description\":\"Only install dependencies.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"List of packages to install or update in the conda environment.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server. May be given more than once.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst. Enabled by default.\",\"type\":\"boolean\"},\"satisfied_skip_solve\":{\"description\":\"Exit early and do not run the solver if the requested specs are satisfied.\",\"type\":\"boolean\"},\"shortcuts_only\":{\"description\":\"Install shortcuts only for this package name. Can be used several times.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"show_channel_urls\":{\"description\":\"Show channel urls.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"maxLength\":32768,\"type\":\"string\"},\"strict_channel_priority\":{\"description\":\"Packages in lower priority channels are not considered if a package with the same name appears in a higher priority channel.\",\"type\":\"boolean\"},\"update_all\":{\"description\":\"Update all installed packages in the environment.\",\"type\":\"boolean\"},\"update_deps\":{\"description\":\"Update dependencies that have available updates.\",\"type\":\"boolean\"},\"update_specs\":{\"description\":\"Update based on provided specifications.\",\"type\":\"boolean\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '-c local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -4173,7 +4221,8 @@ pub struct Doctor {
 impl Doctor {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "d5828ebad5198e42242ec07cee5ca7e053e4a60efb1f522e6b1d02c6f1c9283b";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"anyOf\":[{\"allOf\":[{\"required\":[\"name\"]},{\"required\":[\"prefix\"]}]}]}}],\"properties\":{\"checks\":{\"description\":\"Health check names to run (default: all). Use --list to see available checks.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"maxLength\":32768,\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"fix\":{\"description\":\"Fix issues found by health checks.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"list\":{\"description\":\"List all available health checks and their fix capabilities.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -4346,7 +4395,8 @@ pub struct Behave {
 impl Behave {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "56eb357d2cb358109e17717903337eaa8e4510237d5e80de87ebb06c4c5dece5";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"add_plugin\":{\"description\":\"Install an optional fixture plugin.\",\"enum\":[\"extra\"],\"maxLength\":32768,\"type\":\"string\"},\"child_sleep\":{\"description\":\"How long children sleep (default: 300).\",\"type\":\"number\"},\"children\":{\"description\":\"Start N sleeping child processes.\",\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"cwd\":{\"description\":\"Print the working directory.\",\"type\":\"boolean\"},\"detached_grandchild\":{\"description\":\"Start a sleeping grandchild in its own session (keeps stdout/stderr open).\",\"type\":\"boolean\"},\"env\":{\"description\":\"Print these environment variables as JSON (repeatable).\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"exit_code\":{\"description\":\"Exit with N (default: 0).\",\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"ignore_term\":{\"description\":\"Ignore SIGTERM (also in children).\",\"type\":\"boolean\"},\"json_doc\":{\"description\":\"Print {\\\"ok\\\": true, \\\"n\\\": 1}.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"nonfinite\":{\"description\":\"Print {\\\"value\\\": NaN}.\",\"type\":\"boolean\"},\"overflow\":{\"description\":\"Print {\\\"value\\\": 1e999}.\",\"type\":\"boolean\"},\"pid_file\":{\"description\":\"Write the pids of this process and its children to PATH.\",\"maxLength\":32768,\"type\":\"string\"},\"remove_plugin\":{\"description\":\"Remove a fixture plugin.\",\"enum\":[\"extra\",\"hooks\"],\"maxLength\":32768,\"type\":\"string\"},\"sleep\":{\"description\":\"Sleep this long before exiting.\",\"type\":\"number\"},\"stderr_bytes\":{\"description\":\"Write N bytes of a fixed pattern to stderr.\",\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"stdin_echo\":{\"description\":\"Copy stdin to stdout.\",\"type\":\"boolean\"},\"stdout_bytes\":{\"description\":\"Write N bytes of a fixed pattern to stdout.\",\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"text\":{\"description\":\"Print STRING.\",\"maxLength\":32768,\"type\":\"string\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -4514,7 +4564,8 @@ pub struct Passthru {
 impl Passthru {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "d40842c5b1e91cb24a7ded0873f6c53adc0cdc2f16fb35bd4a5b5d37b2a96f4b";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"args\":{\"description\":\"Arguments passed unchanged to the plugin command.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -4578,7 +4629,8 @@ pub struct PkgInstall {
 impl PkgInstall {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "4628fb7eb0b048a756104a98678f5de7a9427cf5898df5059bd9d94184bbf82b";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"Packages to install.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"minItems\":1,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Increase verbosity.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"required\":[\"packages\"],\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -4645,7 +4697,8 @@ pub struct PkgIndex {
 impl PkgIndex {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "6a5c10036f492f92996e5ff16d1b6f06469a565378b7bc06798645a7fab8ea4d";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"directory\":{\"anyOf\":[{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},{\"type\":\"null\"}],\"description\":\"Directory to index (default: .).\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"no_progress\":{\"description\":\"Do not show progress.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
@@ -4700,7 +4753,8 @@ pub struct ShellIn {
 impl ShellIn {
     /// Digest of the command's parser branch this struct was generated from.
     pub const SIGNATURE: &str = "9afcd351895bc0f4df250ece561632ad6d13b90386be1f757fbc070c672ba700";
-    /// The tool's input schema.
+    /// The tool's input schema (baked only for the tests).
+    #[cfg(feature = "test-snapshots")]
     pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"command\":{\"description\":\"Command to run inside the environment.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"environment\":{\"description\":\"Environment to enter.\",\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"Can be used multiple times. Once for detailed output, twice for INFO logging, thrice for DEBUG logging, four times for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"required\":[\"environment\"],\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {

@@ -64,6 +64,7 @@ pub fn render(snapshot: &Snapshot, json_file: &str) -> String {
                 path: &[#(#path),*],
                 signature: #ident::SIGNATURE,
                 compile: |input| rt::compile_with(input, #ident::argv),
+                #[cfg(feature = "test-snapshots")]
                 schema: #ident::SCHEMA,
             }
         });
@@ -567,7 +568,8 @@ fn command(
         impl #ident {
             /// Digest of the command's parser branch this struct was generated from.
             pub const SIGNATURE: &str = #signature;
-            /// The tool's input schema.
+            /// The tool's input schema (baked only for the tests).
+            #[cfg(feature = "test-snapshots")]
             pub const SCHEMA: &str = #schema;
 
             /// The argv conda receives for this input.
