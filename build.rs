@@ -3,11 +3,17 @@
 //! Hermetic: never runs conda or python and writes only to `OUT_DIR`. For every
 //! `snapshots/conda-<M>.<m>.json` with its rendered `conda_<M>_<m>.rs`, the registry gets a
 //! module (the rendered file, included by path) and an entry with the snapshot's JSON.
+//! The fixture conda's snapshots ([`FIXTURES`]) are baked only with the `test-snapshots`
+//! feature, which the test builds turn on.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+/// Snapshots of the test fixture conda (`tests/fixtures/`): baked only for the tests.
+const FIXTURES: &[&str] = &["conda-0.99.json"];
+
 fn main() {
+    let test_snapshots = std::env::var_os("CARGO_FEATURE_TEST_SNAPSHOTS").is_some();
     let root =
         PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let snapshots = root.join("snapshots");
@@ -18,6 +24,7 @@ fn main() {
                 .flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .filter(|n| n.starts_with("conda-") && n.ends_with(".json"))
+                .filter(|n| test_snapshots || !FIXTURES.contains(&n.as_str()))
                 .collect()
         })
         .unwrap_or_default();

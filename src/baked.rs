@@ -5,8 +5,9 @@
 //! an argv method built on the same primitives as the generic interpreter
 //! ([`crate::argv`]). `build.rs` includes every rendered file (a registry of snapshots and
 //! their commands); with the `baked` feature off (the codegen crate builds that way) the
-//! registry is empty. At runtime a live command uses a baked compiler only when its
-//! signature digest equals the baked one.
+//! registry is empty. The fixture conda's snapshot and the commands' schema sources are
+//! baked only with the `test-snapshots` feature (the test builds). At runtime a live
+//! command uses a baked compiler only when its signature digest equals the baked one.
 
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -25,8 +26,9 @@ pub struct BakedCommand {
     pub signature: &'static str,
     /// The typed argv compiler (deserializes into the generated input struct).
     pub compile: CompileFn,
-    /// The input schema the snapshot yields (for review; schemas are built from the live
-    /// catalog at runtime).
+    /// The input schema the snapshot yields (for review and the tests; schemas are built
+    /// from the live catalog at runtime, so only the `test-snapshots` feature bakes it).
+    #[cfg(feature = "test-snapshots")]
     pub schema: &'static str,
 }
 

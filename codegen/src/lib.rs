@@ -1,6 +1,6 @@
 //! The code generator as a library: rendering snapshots (pure) and checking the rendered
-//! files. The `codegen` binary (`cargo run -p codegen`) is its command line; the tests use
-//! it to render in memory.
+//! files. The `codegen` binary (`cargo run -p codegen`) is its command line; the binary and
+//! the freshness test share one path, [`ensure`].
 
 pub mod docs;
 pub mod render;
@@ -50,16 +50,42 @@ pub fn render_all(root: &Path) -> Result<Vec<(String, String)>, String> {
     Ok(out)
 }
 
-/// Generated files whose checked-in content differs: (path, diff).
-pub fn stale(root: &Path) -> Result<Vec<(String, String)>, String> {
-    let mut out = Vec::new();
+/// What [`ensure`] does about a generated file whose checked-in content is stale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Rewrite it and succeed (`cargo run -p codegen`).
+    Write,
+    /// Print its diff, rewrite it, then fail naming the command to run (`--check`, the
+    /// freshness test): a failing test leaves the fix in the work tree.
+    Check,
+}
+
+/// Render every generated file and bring the checked-in ones up to date; in
+/// [`Mode::Check`], fail when any was stale. Progress goes to stderr.
+pub fn ensure(root: &Path, mode: Mode) -> Result<(), String> {
+    let mut stale = Vec::new();
     for (path, content) in render_all(root)? {
-        let current = std::fs::read_to_string(root.join(&path)).unwrap_or_default();
-        if current != content {
-            out.push((path.clone(), diff(&current, &content, &path)));
+        let file = root.join(&path);
+        let current = std::fs::read_to_string(&file).unwrap_or_default();
+        if current == content {
+            eprintln!("Up-to-date: {path}");
+            continue;
         }
+        if mode == Mode::Check {
+            eprintln!("{}", diff(&current, &content, &path));
+        }
+        std::fs::write(&file, content).map_err(|e| format!("{}: {e}", file.display()))?;
+        eprintln!("Updated: {path}");
+        stale.push(path);
     }
-    Ok(out)
+    if mode == Mode::Write || stale.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} was not up to date and has been rewritten (what `cargo run -p codegen` does): \
+         commit the result",
+        stale.join(", ")
+    ))
 }
 
 /// A short line diff: the first differing lines of each side.

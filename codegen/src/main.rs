@@ -3,16 +3,16 @@
 //! * `capture [--conda-exe PATH]` runs live discovery (the server's own code) against a
 //!   reference conda and writes the normalized snapshot `snapshots/conda-<M>.<m>.json`.
 //! * render (the default) turns every snapshot into typed Rust, `snapshots/conda_<M>_<m>.rs`,
-//!   writing only files whose content changes; `--check` writes nothing and fails with a
-//!   diff and the command to run when a file is stale.
+//!   writing only files whose content changes; `--check` also prints each stale file's
+//!   diff and, after rewriting it, fails naming the command to run.
 //!
 //! Capture needs a conda; render is pure and is what tests and CI run.
 
 mod capture;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use codegen::{diff, render_all, repo_root, snapshots_dir};
+use codegen::{Mode, ensure, repo_root, snapshots_dir};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -23,7 +23,7 @@ use clap::{Parser, Subcommand};
     about = "Capture conda snapshots and render typed compilers"
 )]
 struct Cli {
-    /// Render: fail (and write nothing) if a generated file is stale.
+    /// Render, and fail (after printing the diff and rewriting it) if a generated file was stale.
     #[arg(long)]
     check: bool,
 
@@ -49,7 +49,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Capture { conda_exe }) => capture::run(conda_exe.as_deref(), &cli.snapshots),
-        None => render(&repo_root(), cli.check),
+        None => ensure(
+            &repo_root(),
+            if cli.check { Mode::Check } else { Mode::Write },
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -57,32 +60,5 @@ fn main() -> ExitCode {
             eprintln!("codegen: error: {message}");
             ExitCode::FAILURE
         }
-    }
-}
-
-fn render(root: &Path, check: bool) -> Result<(), String> {
-    let mut stale = Vec::new();
-    for (path, content) in render_all(root)? {
-        let file = root.join(&path);
-        let current = std::fs::read_to_string(&file).unwrap_or_default();
-        if current == content {
-            eprintln!("Up-to-date: {path}");
-            continue;
-        }
-        if check {
-            eprintln!("{}", diff(&current, &content, &path));
-            stale.push(path);
-        } else {
-            std::fs::write(&file, content).map_err(|e| format!("{}: {e}", file.display()))?;
-            eprintln!("Updated: {path}");
-        }
-    }
-    if stale.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} is stale: run `cargo run -p codegen` and commit the result",
-            stale.join(", ")
-        ))
     }
 }

@@ -14,7 +14,7 @@ use ccm::catalog::{ActionKind, Argument, Nargs, ValueType};
 use ccm::layout::{Layout, Property};
 use ccm::snapshot::{self, Snapshot};
 use ccm::toolset::{Settings, Toolset};
-use proc_macro2::{Ident, Span, TokenStream};
+use proc_macro2::{Ident, Literal, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote};
 
 /// The file name of the rendered code for a snapshot stem (`conda-26.7` → `conda_26_7.rs`).
@@ -64,6 +64,7 @@ pub fn render(snapshot: &Snapshot, json_file: &str) -> String {
                 path: &[#(#path),*],
                 signature: #ident::SIGNATURE,
                 compile: |input| rt::compile_with(input, #ident::argv),
+                #[cfg(feature = "test-snapshots")]
                 schema: #ident::SCHEMA,
             }
         });
@@ -77,14 +78,18 @@ pub fn render(snapshot: &Snapshot, json_file: &str) -> String {
         }
         None => quote!(None),
     };
+    // Import only the value types the items use, so the file needs no lint allowances.
+    let items_tokens: TokenStream = items.iter().cloned().collect();
+    let rt_names = ["Int", "Num", "Text"]
+        .into_iter()
+        .filter(|name| uses(&items_tokens, name))
+        .map(|name| format_ident!("{}", name));
     let file = quote! {
-        #![allow(clippy::all, unused_imports, unused_variables)]
-
         use serde::Deserialize;
 
         use crate::argv::{self, Level};
         use crate::baked::BakedCommand;
-        use crate::baked::rt::{self, Int, Num, Text};
+        use crate::baked::rt::{self, #(#rt_names),*};
         use crate::catalog::Nargs;
         use crate::schema::Invalid;
 
@@ -106,6 +111,15 @@ pub fn render(snapshot: &Snapshot, json_file: &str) -> String {
          // Edit codegen/src/render.rs (or recapture the snapshot) instead.\n\n{}",
         prettyplease::unparse(&parsed)
     )
+}
+
+/// Whether `tokens` mention the identifier `name`.
+fn uses(tokens: &TokenStream, name: &str) -> bool {
+    tokens.clone().into_iter().any(|tree| match tree {
+        TokenTree::Ident(ident) => ident == name,
+        TokenTree::Group(group) => uses(&group.stream(), name),
+        _ => false,
+    })
 }
 
 /// Unique Rust names.
@@ -192,6 +206,21 @@ fn field_ident(id: &str, used: &mut BTreeSet<String>) -> Ident {
     Ident::new(&name, Span::call_site())
 }
 
+/// `#[serde(rename = "…")]` when the JSON name differs from the Rust name, else nothing.
+fn rename(json: &str, ident: &Ident) -> TokenStream {
+    let rust = ident.to_string();
+    if rust.strip_prefix("r#").unwrap_or(&rust) == json {
+        quote!()
+    } else {
+        quote!(#[serde(rename = #json)])
+    }
+}
+
+/// An unsuffixed integer literal (`2`, not `2usize`).
+fn int(n: impl Into<u64>) -> Literal {
+    Literal::u64_unsuffixed(n.into())
+}
+
 fn doc_lines(text: &str) -> Vec<String> {
     text.lines().map(|l| format!(" {}", l.trim_end())).collect()
 }
@@ -230,9 +259,10 @@ fn item_type(
                     (format_ident!("{}", variant), choice)
                 })
                 .collect();
-            let decl = variants
-                .iter()
-                .map(|(v, c)| quote!(#[serde(rename = #c)] #v));
+            let decl = variants.iter().map(|(v, c)| {
+                let rename = rename(c, v);
+                quote!(#rename #v)
+            });
             let arms = variants.iter().map(|(v, c)| quote!(#ident::#v => #c));
             let doc = format!(
                 " Choices of `{}`.",
@@ -256,7 +286,10 @@ fn item_type(
 fn nargs_tokens(nargs: Nargs) -> TokenStream {
     match nargs {
         Nargs::One => quote!(Nargs::One),
-        Nargs::Exactly(n) => quote!(Nargs::Exactly(#n)),
+        Nargs::Exactly(n) => {
+            let n = int(n);
+            quote!(Nargs::Exactly(#n))
+        }
         Nargs::Optional => quote!(Nargs::Optional),
         Nargs::ZeroOrMore => quote!(Nargs::ZeroOrMore),
         Nargs::OneOrMore => quote!(Nargs::OneOrMore),
@@ -305,7 +338,7 @@ fn field(
     }
     docs.push(origin);
     let docs = docs.iter().map(|d| quote!(#[doc = #d]));
-    let rename = quote!(#[serde(rename = #id)]);
+    let rename = rename(id, &ident);
 
     if argument.is_positional() {
         let nargs = nargs_tokens(argument.nargs);
@@ -361,9 +394,7 @@ fn field(
         ActionKind::Count | ActionKind::AppendConst => {
             (quote!(Int), quote!(rt::repeat(#flag, v, #path)?))
         }
-        ActionKind::Store => {
-            occurrence_field(argument, &item, flag, quote!(v), quote!(#path), true)
-        }
+        ActionKind::Store => occurrence_field(argument, &item, flag, quote!(v), quote!(#path)),
         ActionKind::ExtendConst => (
             quote!(Vec<#item>),
             quote!(vec![argv::values(#flag, rt::texts(v), true)]),
@@ -372,21 +403,18 @@ fn field(
             if argument.action == ActionKind::Append
                 || matches!(argument.nargs, Nargs::One | Nargs::Optional) =>
         {
-            let (one_ty, one) = occurrence_field(
-                argument,
-                &item,
-                flag,
-                quote!(o),
-                quote!(&format!("{}[{}]", #path, i)),
-                false,
-            );
-            (
-                quote!(Vec<#one_ty>),
-                quote!(v.iter().enumerate().map(|(i, o)| -> Result<_, Invalid> { Ok(#one) }).collect::<Result<Vec<_>, _>>()?),
-            )
+            let indexed = format!("{}[{{i}}]", path.replace('{', "{{").replace('}', "}}"));
+            let (one_ty, one, fallible) =
+                occurrence(argument, &item, flag, quote!(o), quote!(&format!(#indexed)));
+            let build = if fallible {
+                quote!(v.iter().enumerate().map(|(i, o)| #one).collect::<Result<_, _>>()?)
+            } else {
+                quote!(v.iter().map(|o| #one).collect())
+            };
+            (quote!(Vec<#one_ty>), build)
         }
         ActionKind::Append | ActionKind::Extend => {
-            occurrence_field(argument, &item, flag, quote!(v), quote!(#path), true)
+            occurrence_field(argument, &item, flag, quote!(v), quote!(#path))
         }
     };
     let (ty, access, default) = match argument.nargs {
@@ -413,43 +441,58 @@ fn field(
     }
 }
 
-/// The type of one occurrence's value and the expression building its occurrence(s).
-/// `wrap`: return a `Vec<Occurrence>` (one store) rather than a single occurrence.
+/// A store's field type and the expression building its `Vec<Occurrence>` from `v`.
 fn occurrence_field(
     argument: &Argument,
     item: &TokenStream,
     flag: &str,
     v: TokenStream,
     path: TokenStream,
-    wrap: bool,
 ) -> (TokenStream, TokenStream) {
-    let (ty, one) = match argument.nargs {
+    let (ty, one, fallible) = occurrence(argument, item, flag, v, path);
+    if fallible {
+        (ty, quote!(vec![#one?]))
+    } else {
+        (ty, quote!(vec![#one]))
+    }
+}
+
+/// The type of one occurrence's value, the expression building that occurrence, and
+/// whether the expression is a `Result`. For a store with nargs='?' (`Option<Option<T>>`),
+/// `v` is the inner Option.
+fn occurrence(
+    argument: &Argument,
+    item: &TokenStream,
+    flag: &str,
+    v: TokenStream,
+    path: TokenStream,
+) -> (TokenStream, TokenStream, bool) {
+    match argument.nargs {
         Nargs::One => (
             quote!(#item),
-            quote!(argv::single(#flag, #v.text(), #path)?),
+            quote!(argv::single(#flag, #v.text(), #path)),
+            true,
         ),
         Nargs::Optional => (
             quote!(Option<#item>),
-            quote!(rt::optional(#flag, #v, #path)?),
+            quote!(rt::optional(#flag, #v, #path)),
+            true,
         ),
         Nargs::Exactly(_) => (
             quote!(Vec<#item>),
             quote!(argv::values(#flag, rt::texts(#v), false)),
+            false,
         ),
         Nargs::ZeroOrMore | Nargs::OneOrMore => (
             quote!(Vec<#item>),
             quote!(argv::values(#flag, rt::texts(#v), true)),
+            false,
         ),
         Nargs::Remainder | Nargs::Parser => (
             quote!(Vec<String>),
             quote!(argv::values(#flag, #v.clone(), true)),
+            false,
         ),
-    };
-    if wrap {
-        // A store with nargs='?' takes Option<Option<T>>: `v` is the inner Option.
-        (ty, quote!(vec![#one]))
-    } else {
-        (ty, one)
     }
 }
 
@@ -493,14 +536,14 @@ fn command(
             }
         });
     }
-    let level_count = layout.levels.len();
+    let level_count = Literal::usize_unsuffixed(layout.levels.len());
     let passthrough = match &layout.passthrough {
         Some(id) => {
             let f = field_ident(id, &mut used);
             let doc = format!(" {}", ccm::schema::PASSTHROUGH_DESCRIPTION);
-            fields.push(
-                quote!(#[doc = #doc] #[serde(rename = #id, default)] pub #f: Option<Vec<String>>,),
-            );
+            let rename = rename(id, &f);
+            fields
+                .push(quote!(#[doc = #doc] #rename #[serde(default)] pub #f: Option<Vec<String>>,));
             quote!(self.#f.clone().unwrap_or_default())
         }
         None => quote!(Vec::new()),
@@ -525,7 +568,8 @@ fn command(
         impl #ident {
             /// Digest of the command's parser branch this struct was generated from.
             pub const SIGNATURE: &str = #signature;
-            /// The tool's input schema.
+            /// The tool's input schema (baked only for the tests).
+            #[cfg(feature = "test-snapshots")]
             pub const SCHEMA: &str = #schema;
 
             /// The argv conda receives for this input.
