@@ -15,9 +15,9 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use ccm::catalog::{Catalog, Plugin};
-use ccm::policy::{self, Origin};
-use ccm::toolset::{Compiler, Settings, Toolset};
+use ccm::model::catalog::{Catalog, Plugin};
+use ccm::tools::policy::{self, Origin};
+use ccm::tools::toolset::{Compiler, Settings};
 use serde_json::{Value, json};
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -46,10 +46,12 @@ fn catalog() -> (Catalog, Vec<Plugin>, String) {
     if let Some(conda) = std::env::var_os("CCM_BENCH_CONDA") {
         let conda = std::fs::canonicalize(conda).expect("CCM_BENCH_CONDA exists");
         let runtime = tokio::runtime::Runtime::new().unwrap();
-        let found = runtime.block_on(ccm::discovery::discover(&ccm::discovery::Target {
-            conda_exe: conda.clone(),
-            timeout: Duration::from_secs(120),
-        }));
+        let found = runtime.block_on(ccm::host::discovery::discover(
+            &ccm::host::discovery::Target {
+                conda_exe: conda.clone(),
+                timeout: Duration::from_secs(120),
+            },
+        ));
         (
             found.catalog,
             found.plugins,
@@ -61,7 +63,7 @@ fn catalog() -> (Catalog, Vec<Plugin>, String) {
             "/snapshots/conda-26.7.json"
         ))
         .unwrap();
-        let snapshot = ccm::snapshot::Snapshot::from_text(&text).unwrap();
+        let snapshot = ccm::model::snapshot::Snapshot::from_text(&text).unwrap();
         (
             snapshot.catalog,
             snapshot.plugins,
@@ -96,8 +98,8 @@ fn main() {
     if let Some(conda) = std::env::var_os("CCM_BENCH_CONDA") {
         let conda = std::fs::canonicalize(conda).expect("CCM_BENCH_CONDA exists");
         let stamp = measure(30, 5, || {
-            let located = ccm::discovery::stamp::locate(&conda).expect("site-packages found");
-            black_box(ccm::discovery::stamp::stamp(&located.site_dirs));
+            let located = ccm::host::stamp::locate(&conda).expect("site-packages found");
+            black_box(ccm::host::stamp::stamp(&located.site_dirs));
         });
         println!("target stamp: {}", ms(stamp));
     }
@@ -105,7 +107,7 @@ fn main() {
     // Startup: every schema + validator.
     let mut tools = None;
     let build = measure(15, 1, || {
-        tools = Some(Toolset::build_baked(&catalog, &plugins, &settings))
+        tools = Some(ccm::baked::toolset(&catalog, &plugins, &settings))
     });
     let tools = tools.unwrap();
     let baked = tools
@@ -155,7 +157,7 @@ fn main() {
             black_box(tool.validator.validate(black_box(&input)).is_ok());
         });
         let generic = measure(30, 200, || {
-            black_box(ccm::argv::compile(&tool.layout, black_box(&map)).unwrap());
+            black_box(ccm::tools::argv::compile(&tool.layout, black_box(&map)).unwrap());
         });
         let typed = match tool.compiler {
             Compiler::Baked(command) => Some(measure(30, 200, || {
@@ -163,7 +165,7 @@ fn main() {
             })),
             Compiler::Generic => None,
         };
-        let argv = ccm::argv::compile(&tool.layout, &map).unwrap();
+        let argv = ccm::tools::argv::compile(&tool.layout, &map).unwrap();
         let classify = measure(30, 200, || {
             black_box(policy::classify(
                 &tools.rules,
@@ -188,7 +190,7 @@ fn main() {
 
 #[allow(dead_code)]
 fn profile(catalog: &Catalog) {
-    use ccm::layout::Layout;
+    use ccm::tools::layout::Layout;
     let commands = catalog.commands();
     let t = Instant::now();
     let mut layouts = Vec::new();
@@ -199,19 +201,19 @@ fn profile(catalog: &Catalog) {
     let t = Instant::now();
     let mut schemas = Vec::new();
     for l in &layouts {
-        if let Ok(s) = ccm::schema::input_schema(l) {
+        if let Ok(s) = ccm::tools::schema::input_schema(l) {
             schemas.push(s);
         }
     }
     println!("schemas: {:?}", t.elapsed());
     let t = Instant::now();
     for s in &schemas {
-        black_box(ccm::schema::Validator::new(&Value::Object(s.clone())).unwrap());
+        black_box(ccm::tools::schema::Validator::new(&Value::Object(s.clone())).unwrap());
     }
     println!("validators: {:?}", t.elapsed());
     let t = Instant::now();
     for (branch, _) in &commands {
-        black_box(ccm::snapshot::signature(branch));
+        black_box(ccm::model::snapshot::signature(branch));
     }
     println!("signatures: {:?}", t.elapsed());
 }

@@ -2,11 +2,11 @@
 // Edit codegen/src/render.rs (or recapture the snapshot) instead.
 
 use serde::Deserialize;
-use crate::argv::{self, Level};
+use crate::tools::argv::{self, Level};
 use crate::baked::BakedCommand;
 use crate::baked::rt::{self, Int, Text};
-use crate::catalog::Nargs;
-use crate::schema::Invalid;
+use crate::model::catalog::Nargs;
+use crate::tools::schema::Invalid;
 /// The conda version this snapshot was captured from.
 pub const CONDA_VERSION: &str = "26.7.1";
 /// The discovery fingerprint of the snapshot.

@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::discovery::{self, ResolveError};
-use crate::policy::Access;
-use crate::surface::Surface;
+use crate::host::discovery::{self, ResolveError};
+use crate::tools::policy::Access;
+use crate::tools::surface::Surface;
+
+use crate::config::{Config, HttpConfig, HttpLimits, Secret};
 
 /// Exit status for usage errors (bad flags, no conda).
 pub const EXIT_USAGE: i32 = 2;
@@ -41,7 +43,7 @@ Logs go to stderr (filter with CCM_LOG, e.g. CCM_LOG=debug); stdout carries the 
 /// The default `--http` address.
 pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:8089";
 /// Environment variables read besides `CONDA_EXE`.
-pub const TOKEN_VAR: &str = "CCM_MCP_TOKEN";
+pub use crate::TOKEN_VAR;
 pub const QUERY_PARAM_VAR: &str = "CCM_MCP_TOKEN_QUERY_PARAM";
 pub const CLASSIFY_VAR: &str = "CCM_CLASSIFY";
 pub const ALLOW_PATHS_VAR: &str = "CCM_ALLOW_PATHS";
@@ -301,54 +303,6 @@ fn setting<'a>(
     flag.as_deref().or_else(|| env.get(var)).unwrap_or(default)
 }
 
-/// A secret that never shows in `Debug` output.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(text: String) -> Self {
-        Secret(text)
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret([redacted])")
-    }
-}
-
-/// `--http` settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HttpConfig {
-    pub addr: SocketAddr,
-    /// The configured token; `None`: generate one at startup.
-    pub token: Option<Secret>,
-    /// The URL query parameter that may carry the token.
-    pub query_param: String,
-    /// Host header values accepted besides loopback names.
-    pub allowed_hosts: Vec<String>,
-    /// `--token-file`, whose path children must not see either.
-    pub token_file: Option<PathBuf>,
-    /// Origin header values accepted besides loopback origins (lower-case).
-    pub allowed_origins: Vec<String>,
-    pub limits: HttpLimits,
-}
-
-/// Connection, session and request limits of `--http`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HttpLimits {
-    pub max_connections: usize,
-    pub header_timeout: Duration,
-    pub idle_timeout: Duration,
-    pub max_sessions: usize,
-    pub session_idle: Duration,
-    pub max_stateless: usize,
-}
-
 /// The environment variables `ccm` reads, captured once so parsing stays a pure function.
 #[derive(Clone, Debug, Default)]
 pub struct Environment {
@@ -387,33 +341,6 @@ impl Environment {
     fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
         self.vars.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
-}
-
-/// Validated settings.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Config {
-    pub conda_exe: PathBuf,
-    pub timeout: Duration,
-    pub output_limit: usize,
-    pub stdin_limit: usize,
-    pub allow_write: bool,
-    pub allow_exec: bool,
-    pub allow_credentials: bool,
-    /// The operator's `--classify` entries, by canonical tool name.
-    pub classify: Vec<(String, Access)>,
-    /// `--allow-paths` directories (absolute); `None`: the transport's default scope.
-    pub allow_paths: Option<Vec<PathBuf>>,
-    pub no_snapshot: bool,
-    /// Run read-only calls without the read-only sandbox.
-    pub no_sandbox: bool,
-    pub max_queue: usize,
-    pub max_session_calls: usize,
-    /// Hidden tools and overrides.
-    pub surface: Surface,
-    /// Serve over HTTP instead of stdio.
-    pub http: Option<HttpConfig>,
-    /// Limits and withheld environment of every child process.
-    pub limits: crate::exec::Settings,
 }
 
 /// What `main` should do.
@@ -539,8 +466,8 @@ pub const CHILD_ENV_REMOVE_VAR: &str = "CCM_CHILD_ENV_REMOVE";
 fn limit_settings(
     options: &Options,
     env: &Environment,
-) -> Result<crate::exec::Settings, UsageError> {
-    use crate::exec::Limit;
+) -> Result<crate::host::exec::Settings, UsageError> {
+    use crate::host::exec::Limit;
     fn given<'a>(
         env: &'a Environment,
         flag: &'static str,
@@ -607,7 +534,7 @@ fn limit_settings(
             child_env_remove.push(name.to_owned());
         }
     }
-    Ok(crate::exec::Settings {
+    Ok(crate::host::exec::Settings {
         memory,
         file_size,
         processes,
@@ -616,10 +543,10 @@ fn limit_settings(
 }
 
 /// `1073741824`, `4GiB`, `4G`, `512MiB`, `64KiB`, `1.5GiB`, `unlimited`.
-pub fn parse_size(text: &str) -> Result<crate::exec::Limit, String> {
+pub fn parse_size(text: &str) -> Result<crate::host::exec::Limit, String> {
     let text = text.trim();
     if text == "unlimited" {
-        return Ok(crate::exec::Limit::Unlimited);
+        return Ok(crate::host::exec::Limit::Unlimited);
     }
     let split = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -648,7 +575,7 @@ pub fn parse_size(text: &str) -> Result<crate::exec::Limit, String> {
     if bytes < (1u64 << 20) as f64 {
         return Err("must be at least 1MiB".into());
     }
-    Ok(crate::exec::Limit::At(bytes as u64))
+    Ok(crate::host::exec::Limit::At(bytes as u64))
 }
 
 /// `--classify` flags, then `CCM_CLASSIFY` (comma-separated); a later entry for the same
@@ -1061,9 +988,9 @@ mod tests {
 
     #[test]
     fn limit_flags_and_variables() {
-        use crate::exec::Limit;
+        use crate::host::exec::Limit;
         let config = serve(&[], &[]).unwrap();
-        assert_eq!(config.limits, crate::exec::Settings::default());
+        assert_eq!(config.limits, crate::host::exec::Settings::default());
         let config = serve(
             &[
                 "--memory-limit",

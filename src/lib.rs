@@ -1,26 +1,17 @@
 //! ccm: an MCP server that puts an installed conda's whole command line in front of MCP
 //! clients as typed, policy-checked tools.
 //!
-//! See `ARCHITECTURE.md` for the code map and the invariants each module keeps.
+//! The modules are layers, lowest first; a module uses only its own layer and the ones
+//! below (`tests/it/house.rs` checks every `crate::` path). See `ARCHITECTURE.md` for the
+//! code map and the invariants each module keeps.
 
-pub mod argv;
 pub mod baked;
-pub mod catalog;
 pub mod cli;
-pub mod completion;
-pub mod confine;
-pub mod discovery;
-pub mod exec;
-pub mod layout;
-pub mod policy;
-pub mod report;
-pub mod sandbox;
-pub mod schema;
+pub mod config;
+pub mod host;
+pub mod model;
 pub mod server;
-pub mod snapshot;
-pub mod startup;
-pub mod surface;
-pub mod toolset;
+pub mod tools;
 pub mod transport;
 
 /// Bytes every `ccm` binary contains, so the `conda ccm` launcher (`conda-plugin/`) can
@@ -28,3 +19,7 @@ pub mod transport;
 /// Python script of that name) without running it. Keep in step with
 /// `conda-plugin/ccm_conda_plugin/plugin.py`.
 pub const IDENTITY: &str = "ccm-identity:rust-mcp-server-for-the-conda-command-line:v1";
+
+/// The environment variable that carries the HTTP bearer token: read by `cli`, always
+/// withheld from child processes by `host::exec`.
+pub const TOKEN_VAR: &str = "CCM_MCP_TOKEN";

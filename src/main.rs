@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use ccm::cli::{self, Action};
-use ccm::discovery;
+use ccm::host::discovery;
 use ccm::transport::Failure;
 
 fn main() -> ExitCode {
@@ -47,7 +47,7 @@ fn main() -> ExitCode {
                 timeout: config.timeout,
             };
             let found = runtime.block_on(discovery::discover(&target));
-            runtime.block_on(ccm::exec::shutdown(ccm::exec::SHUTDOWN_BOUND));
+            runtime.block_on(ccm::host::exec::shutdown(ccm::host::exec::SHUTDOWN_BOUND));
             if let Some(line) = found.not_a_conda(&config.conda_exe) {
                 eprintln!("ccm: error: {line}");
                 return exit(cli::EXIT_USAGE);
@@ -73,7 +73,7 @@ fn main() -> ExitCode {
                 timeout: config.timeout,
             };
             let found = runtime.block_on(discovery::discover(&target));
-            runtime.block_on(ccm::exec::shutdown(ccm::exec::SHUTDOWN_BOUND));
+            runtime.block_on(ccm::host::exec::shutdown(ccm::host::exec::SHUTDOWN_BOUND));
             if let Some(line) = found.not_a_conda(&config.conda_exe) {
                 eprintln!("ccm: error: {line}");
                 return exit(cli::EXIT_USAGE);
@@ -89,20 +89,19 @@ fn main() -> ExitCode {
                     d.reason
                 );
             }
-            let settings = ccm::toolset::Settings {
+            let settings = ccm::tools::toolset::Settings {
                 allow_exec: config.allow_exec,
                 classify: config.classify.clone(),
                 timeout: config.timeout,
             };
-            let toolset =
-                ccm::toolset::Toolset::build_baked(&found.catalog, &found.plugins, &settings);
+            let toolset = ccm::baked::toolset(&found.catalog, &found.plugins, &settings);
             if let Some(unknown) = toolset.unknown_classified.first() {
                 eprintln!(
                     "ccm: error: --classify names no tool of this conda: {unknown} (see 'ccm tools' for the names)"
                 );
                 std::process::exit(ccm::cli::EXIT_USAGE);
             }
-            let rows = match ccm::report::rows(&toolset, &config.surface) {
+            let rows = match ccm::tools::report::rows(&toolset, &config.surface) {
                 Ok(rows) => rows,
                 Err(message) => {
                     eprintln!("ccm: error: {message}");
@@ -115,7 +114,7 @@ fn main() -> ExitCode {
                     serde_json::to_string_pretty(&rows).expect("rows serialize")
                 )
             } else {
-                ccm::report::table(&rows)
+                ccm::tools::report::table(&rows)
             };
             print_stdout(&text)
         }
@@ -130,7 +129,7 @@ fn main() -> ExitCode {
             });
             // Cancel every execution still running (a session that went away) and let its
             // termination sweep finish: nothing the server started outlives it.
-            runtime.block_on(ccm::exec::shutdown(ccm::exec::SHUTDOWN_BOUND));
+            runtime.block_on(ccm::host::exec::shutdown(ccm::host::exec::SHUTDOWN_BOUND));
             // Only the blocking stdin reader can be left (it cannot be cancelled): do not wait for it.
             runtime.shutdown_timeout(std::time::Duration::from_millis(20));
             match served {
@@ -152,8 +151,8 @@ fn main() -> ExitCode {
 /// reaped here, not by init), undumpable (same-user children cannot read its
 /// `/proc/<pid>/environ`, `cmdline` or memory), resolve the children's limits and withheld
 /// variables, and wipe the token from this process's own environment block.
-fn protect_secrets(config: &cli::Config) {
-    if !ccm::exec::reap::become_subreaper() {
+fn protect_secrets(config: &ccm::config::Config) {
+    if !ccm::host::exec::reap::become_subreaper() {
         tracing::warn!("cannot become a child subreaper: orphaned descendants go to init");
     }
     // SAFETY: prctl with integer arguments.
@@ -171,7 +170,7 @@ fn protect_secrets(config: &cli::Config) {
         .into_iter()
         .chain(token_file)
         .collect();
-    let limits = ccm::exec::limits::configure(&config.limits, &secrets);
+    let limits = ccm::host::exec::limits::configure(&config.limits, &secrets);
     // Withheld from children, so not needed here either: a child running as the same user
     // as root (whom PR_SET_DUMPABLE does not stop) finds nothing in /proc/<server>.
     for name in limits.env_remove.iter() {

@@ -3,8 +3,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use ccm::discovery::{self, Target};
-use ccm::snapshot::{Replacements, Snapshot};
+use ccm::host::discovery::{self, Target};
+use ccm::model::snapshot::Snapshot;
 
 pub fn run(conda_exe: Option<&str>, out: &Path) -> Result<(), String> {
     let env = std::env::var("CONDA_EXE").ok();
@@ -28,7 +28,7 @@ pub fn run(conda_exe: Option<&str>, out: &Path) -> Result<(), String> {
             .collect();
         return Err(format!("discovery failed: {}", reasons.join("; ")));
     }
-    let replacements = Replacements::for_target(found.prefix.as_deref());
+    let replacements = ccm::host::discovery::replacements(found.prefix.as_deref());
     let mut snapshot = Snapshot::new(
         &found.catalog,
         &found.plugins,
@@ -36,7 +36,7 @@ pub fn run(conda_exe: Option<&str>, out: &Path) -> Result<(), String> {
         &replacements,
     );
     snapshot.stamp =
-        discovery::stamp::locate(&conda).and_then(|l| discovery::stamp::stamp(&l.site_dirs));
+        ccm::host::stamp::locate(&conda).and_then(|l| ccm::host::stamp::stamp(&l.site_dirs));
     if snapshot.stamp.is_none() {
         eprintln!(
             "warning: no target stamp (conda's metadata not found): the snapshot cannot serve instant starts"

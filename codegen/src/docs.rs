@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use ccm::snapshot::Snapshot;
-use ccm::toolset::{Settings, Toolset};
+use ccm::model::snapshot::Snapshot;
+use ccm::tools::toolset::{Settings, Toolset};
 use serde_json::Value;
 
 /// The snapshot the tool reference is rendered from.
@@ -111,11 +111,11 @@ fn access(descriptor: &Value) -> &'static str {
     let description = descriptor["description"].as_str().unwrap_or_default();
     if descriptor["name"] == "conda_execute" {
         "exec (+ write for mutations)"
-    } else if description.ends_with(ccm::toolset::EXEC_SENTENCE)
-        && description.contains(ccm::toolset::WRITE_SENTENCE)
+    } else if description.ends_with(ccm::tools::toolset::EXEC_SENTENCE)
+        && description.contains(ccm::tools::toolset::WRITE_SENTENCE)
     {
         "write + exec"
-    } else if description.ends_with(ccm::toolset::EXEC_SENTENCE) {
+    } else if description.ends_with(ccm::tools::toolset::EXEC_SENTENCE) {
         "exec"
     } else if descriptor["annotations"]["readOnlyHint"] == true {
         "read-only"

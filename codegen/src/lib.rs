@@ -33,8 +33,8 @@ pub fn render_all(root: &Path) -> Result<Vec<(String, String)>, String> {
     for json_file in entries {
         let text = std::fs::read_to_string(dir.join(&json_file))
             .map_err(|e| format!("{json_file}: {e}"))?;
-        let snapshot =
-            ccm::snapshot::Snapshot::from_text(&text).map_err(|e| format!("{json_file}: {e}"))?;
+        let snapshot = ccm::model::snapshot::Snapshot::from_text(&text)
+            .map_err(|e| format!("{json_file}: {e}"))?;
         let stem = json_file.trim_end_matches(".json");
         out.push((
             format!("snapshots/{}", render::rust_file_name(stem)),

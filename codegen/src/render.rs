@@ -10,10 +10,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use ccm::catalog::{ActionKind, Argument, Nargs, ValueType};
-use ccm::layout::{Layout, Property};
-use ccm::snapshot::{self, Snapshot};
-use ccm::toolset::{Settings, Toolset};
+use ccm::model::catalog::{ActionKind, Argument, Nargs, ValueType};
+use ccm::model::snapshot::{self, Snapshot};
+use ccm::tools::layout::{Layout, Property};
+use ccm::tools::toolset::{Settings, Toolset};
 use proc_macro2::{Ident, Literal, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote};
 
@@ -42,7 +42,7 @@ pub fn render(snapshot: &Snapshot, json_file: &str) -> String {
             .branch(&tool.path)
             .expect("tool paths come from the catalog");
         let signature = snapshot::signature(&branch);
-        let schema = ccm::catalog::canonical_json(&tool.descriptor["inputSchema"]);
+        let schema = ccm::model::catalog::canonical_json(&tool.descriptor["inputSchema"]);
         let summary = branch
             .last()
             .and_then(|c| c.help.clone().or_else(|| c.summary.clone()))
@@ -87,11 +87,11 @@ pub fn render(snapshot: &Snapshot, json_file: &str) -> String {
     let file = quote! {
         use serde::Deserialize;
 
-        use crate::argv::{self, Level};
+        use crate::tools::argv::{self, Level};
         use crate::baked::BakedCommand;
         use crate::baked::rt::{self, #(#rt_names),*};
-        use crate::catalog::Nargs;
-        use crate::schema::Invalid;
+        use crate::model::catalog::Nargs;
+        use crate::tools::schema::Invalid;
 
         /// The conda version this snapshot was captured from.
         pub const CONDA_VERSION: &str = #version;
@@ -315,7 +315,7 @@ fn field(
     let id = &property.id;
     let ident = field_ident(id, used);
     let path = format!("$.{id}");
-    let required = ccm::schema::is_required(argument);
+    let required = ccm::tools::schema::is_required(argument);
     let (item, enum_item) = item_type(argument, owner, id, names);
     extra.extend(enum_item);
     let mut docs: Vec<String> = argument.help.as_deref().map(doc_lines).unwrap_or_default();
@@ -380,7 +380,7 @@ fn field(
         }
         ActionKind::StoreFalse => (quote!(bool), quote!(rt::when(!*v, #flag))),
         ActionKind::Boolean => {
-            let (positive, negative) = ccm::schema::boolean_flags(argument);
+            let (positive, negative) = ccm::tools::schema::boolean_flags(argument);
             match (positive, negative) {
                 (Some(p), Some(n)) => (
                     quote!(bool),
@@ -540,7 +540,7 @@ fn command(
     let passthrough = match &layout.passthrough {
         Some(id) => {
             let f = field_ident(id, &mut used);
-            let doc = format!(" {}", ccm::schema::PASSTHROUGH_DESCRIPTION);
+            let doc = format!(" {}", ccm::tools::schema::PASSTHROUGH_DESCRIPTION);
             let rename = rename(id, &f);
             fields
                 .push(quote!(#[doc = #doc] #rename #[serde(default)] pub #f: Option<Vec<String>>,));

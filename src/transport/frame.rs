@@ -16,7 +16,7 @@
 //!   fit (`tools/call` with `arguments: [1,2]`): `-32602`.
 //!
 //! Errors never echo more than [`CLIP`] characters of anything the client sent (control
-//! characters escaped, see [`crate::schema::clip`]) and never a value; `error.data` is
+//! characters escaped, see [`crate::tools::schema::clip`]) and never a value; `error.data` is
 //! always an object. [`sanitize`] applies the same rule to every error the server sends.
 
 use std::ops::Range;
@@ -24,7 +24,7 @@ use std::ops::Range;
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ErrorData, JsonRpcMessage};
 use serde_json::{Map, Value, json};
 
-use crate::schema::clip;
+use crate::tools::schema::clip;
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;

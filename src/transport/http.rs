@@ -73,7 +73,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::{Failure, frame};
-use crate::cli::{HttpConfig, HttpLimits, Secret};
+use crate::config::{HttpConfig, HttpLimits, Secret};
 use crate::server::Server;
 
 /// The MCP endpoint.
@@ -345,7 +345,7 @@ async fn sanitized(response: Response) -> Response {
             frame::sanitize_json(&mut value);
             value.to_string()
         }
-        Err(_) => crate::schema::clip(&String::from_utf8_lossy(&bytes), 240),
+        Err(_) => crate::tools::schema::clip(&String::from_utf8_lossy(&bytes), 240),
     };
     parts.headers.remove(CONTENT_LENGTH);
     Response::from_parts(parts, Body::from(body))
@@ -750,7 +750,7 @@ pub async fn serve(server: Server, config: HttpConfig) -> Result<(), Failure> {
                 tracing::info!("shutting down");
                 // In-flight calls end now (SIGTERM, grace, SIGKILL), so their connections
                 // can close; `main` waits for the sweeps.
-                crate::exec::begin_shutdown();
+                crate::host::exec::begin_shutdown();
                 break None;
             }
             reason = server.failed() => break Some(Failure::Config(reason)),

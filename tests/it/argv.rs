@@ -1,8 +1,8 @@
 //! The generic argv interpreter (pure): exact argv for given inputs, order safety, and
 //! never a panic on any JSON.
 
-use ccm::catalog::{ActionKind, Argument, Nargs};
-use ccm::toolset::Toolset;
+use ccm::model::catalog::{ActionKind, Argument, Nargs};
+use ccm::tools::toolset::Toolset;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -19,7 +19,7 @@ fn compile(tools: &Toolset, name: &str, input: Value) -> String {
     if let Err(e) = tool.validator.validate(&input) {
         return format!("invalid: {e}");
     }
-    match ccm::argv::compile(&tool.layout, input.as_object().unwrap()) {
+    match ccm::tools::argv::compile(&tool.layout, input.as_object().unwrap()) {
         Ok(argv) => argv.join(" "),
         Err(e) => format!("error: {e}"),
     }
@@ -280,7 +280,7 @@ proptest! {
     fn interpreter_never_panics((tool_index, input) in tool_and_object()) {
         let tools = fixture_tools();
         let tool = &tools.generated[tool_index];
-        let _ = ccm::argv::compile(&tool.layout, &input);
+        let _ = ccm::tools::argv::compile(&tool.layout, &input);
     }
 }
 

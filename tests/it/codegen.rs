@@ -3,8 +3,8 @@
 //! schema, the same schema, and typed deserialization that rejects what the schema rejects.
 
 use ccm::baked::{self, BakedCommand, BakedSnapshot};
-use ccm::snapshot::Snapshot;
-use ccm::toolset::{Compiler, Tool};
+use ccm::model::snapshot::Snapshot;
+use ccm::tools::toolset::{Compiler, Tool};
 use serde_json::{Map, Value, json};
 
 use crate::inputs;
@@ -77,19 +77,19 @@ fn typed_and_generic_compilers_agree() {
             let branch = snapshot.catalog.branch(&tool.path).unwrap();
             assert_eq!(
                 command.signature,
-                ccm::snapshot::signature(&branch),
+                ccm::model::snapshot::signature(&branch),
                 "{}",
                 tool.name
             );
             assert_eq!(
                 command.schema,
-                ccm::catalog::canonical_json(&tool.descriptor["inputSchema"]),
+                ccm::model::catalog::canonical_json(&tool.descriptor["inputSchema"]),
                 "{}: baked schema source",
                 tool.name
             );
             let valid = inputs::valid_inputs(tool, &mut runner, CASES);
             for input in &valid {
-                let generic = ccm::argv::compile(&tool.layout, input);
+                let generic = ccm::tools::argv::compile(&tool.layout, input);
                 let typed = (command.compile)(input);
                 assert_eq!(
                     typed.as_ref().ok(),
@@ -125,10 +125,10 @@ fn typed_and_generic_compilers_agree() {
 #[test]
 fn live_commands_use_baked_compilers_when_signatures_match() {
     let found = support::fixture_discovery();
-    let tools = ccm::toolset::Toolset::build_baked(
+    let tools = ccm::baked::toolset(
         &found.catalog,
         &found.plugins,
-        &ccm::toolset::Settings {
+        &ccm::tools::toolset::Settings {
             allow_exec: false,
             classify: Vec::new(),
             timeout: std::time::Duration::from_secs(900),
@@ -152,10 +152,10 @@ fn live_commands_use_baked_compilers_when_signatures_match() {
     extra.id = "brand_new".into();
     extra.flags = vec!["--brand-new".into()];
     info.arguments.push(extra);
-    let tools = ccm::toolset::Toolset::build_baked(
+    let tools = ccm::baked::toolset(
         &catalog,
         &found.plugins,
-        &ccm::toolset::Settings {
+        &ccm::tools::toolset::Settings {
             allow_exec: false,
             classify: Vec::new(),
             timeout: std::time::Duration::from_secs(900),

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use ccm::catalog::{ActionKind, Argument, Command, Nargs, ValueType};
+use ccm::model::catalog::{ActionKind, Argument, Command, Nargs, ValueType};
 use serde_json::json;
 
 use crate::support;
@@ -541,7 +541,7 @@ fn fixture_plugin_inventory_and_fingerprint() {
     );
     assert_eq!(
         found.fingerprint(),
-        ccm::catalog::discovery_fingerprint("0.99.0", &found.plugins)
+        ccm::model::catalog::discovery_fingerprint("0.99.0", &found.plugins)
     );
     // Discovery is deterministic.
     let again = support::discover(&support::fixture().conda);
@@ -623,7 +623,7 @@ fn write_script(path: &Path, body: &str) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-fn reasons(found: &ccm::discovery::Discovery) -> Vec<String> {
+fn reasons(found: &ccm::host::discovery::Discovery) -> Vec<String> {
     found
         .catalog
         .diagnostics
@@ -724,12 +724,12 @@ fn invalid_output_and_version_mismatch_are_diagnostics() {
 fn helper_timeout_is_a_diagnostic() {
     let fixture = support::build_fixture(&[]);
     fixture.add_plugin("slow-plugin", "import time\ntime.sleep(60)\n");
-    let target = ccm::discovery::Target {
+    let target = ccm::host::discovery::Target {
         conda_exe: fixture.conda.clone(),
         timeout: std::time::Duration::from_secs(2),
     };
     let started = std::time::Instant::now();
-    let found = support::runtime().block_on(ccm::discovery::discover(&target));
+    let found = support::runtime().block_on(ccm::host::discovery::discover(&target));
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
     let reasons = reasons(&found);
     assert_eq!(reasons.len(), 1, "{reasons:?}");

@@ -2,9 +2,9 @@
 //! round-trip and the differential tests. Inputs are drawn per property from the action
 //! kind, nargs, type and choices; callers keep the ones the tool's schema accepts.
 
-use ccm::catalog::{ActionKind, Argument, Nargs, ValueType};
-use ccm::layout::Property;
-use ccm::toolset::Tool;
+use ccm::model::catalog::{ActionKind, Argument, Nargs, ValueType};
+use ccm::tools::layout::Property;
+use ccm::tools::toolset::Tool;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -130,7 +130,7 @@ pub fn input_strategy(tool: &Tool) -> BoxedStrategy<Map<String, Value>> {
     let mut parts: Vec<BoxedStrategy<Option<(String, Value)>>> = Vec::new();
     for property in &tool.layout.properties {
         let id = property.id.clone();
-        let present = if ccm::schema::is_required(&property.argument) {
+        let present = if ccm::tools::schema::is_required(&property.argument) {
             0.999_999
         } else {
             0.3

@@ -15,6 +15,8 @@ mod clients;
 mod codegen;
 /// Live discovery against the fixture conda (and a real conda with CCM_TEST_CONDA).
 mod discovery;
+/// House rules: the layer order of `src/`.
+mod house;
 /// `ccm --http`: authentication, methods and paths, sessions, the Python SDK over HTTP.
 mod http;
 /// Valid inputs generated from tool layouts.

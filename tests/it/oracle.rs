@@ -22,9 +22,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
-use ccm::catalog::{Argument, Command as CatalogCommand, Nargs};
-use ccm::policy::{self, Classification, Origin};
-use ccm::toolset::Toolset;
+use ccm::model::catalog::{Argument, Command as CatalogCommand, Nargs};
+use ccm::tools::policy::{self, Classification, Origin};
+use ccm::tools::toolset::Toolset;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::TestRunner;
@@ -571,7 +571,7 @@ pub fn cases(
     let per_tool = (count / 3 / tools.generated.len().max(1)).max(1);
     for tool in &tools.generated {
         for input in inputs::valid_inputs(tool, &mut runner, per_tool) {
-            if let Ok(argv) = ccm::argv::compile(&tool.layout, &input) {
+            if let Ok(argv) = ccm::tools::argv::compile(&tool.layout, &input) {
                 out.push(Case {
                     argv,
                     origin: Origin::Generated {

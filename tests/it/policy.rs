@@ -1,12 +1,12 @@
 //! The safety policy on final argv (pure): generated and raw argv, argparse-aware option
 //! matching, dry runs, and the strict verdict for argv argparse would not accept.
 
-use ccm::policy::{self, Access, Classification, Grants, Origin, Rules};
+use ccm::tools::policy::{self, Access, Classification, Grants, Origin, Rules};
 use serde_json::json;
 
 use crate::support::{self, REAL};
 
-fn root() -> ccm::catalog::Command {
+fn root() -> ccm::model::catalog::Command {
     support::snapshot(REAL).catalog.root.unwrap()
 }
 
@@ -52,7 +52,7 @@ fn generated(tool: &str, input: serde_json::Value) -> Classification {
     let tools = support::toolset(&snapshot.catalog, &snapshot.plugins, true);
     let tool = tools.get(tool).unwrap();
     tool.validator.validate(&input).unwrap();
-    let argv = ccm::argv::compile(&tool.layout, input.as_object().unwrap()).unwrap();
+    let argv = ccm::tools::argv::compile(&tool.layout, input.as_object().unwrap()).unwrap();
     policy::classify(
         &tools.rules,
         snapshot.catalog.root.as_ref(),
@@ -349,7 +349,7 @@ fn real_conda_read_only_attacks_are_refused() {
         support::real_discovery()
             .plugins
             .iter()
-            .any(|p| ccm::catalog::normalize_distribution(&p.distribution) == distribution)
+            .any(|p| ccm::model::catalog::normalize_distribution(&p.distribution) == distribution)
     };
     let home = tempfile::tempdir().unwrap();
     let home_path = home.path().to_str().unwrap().to_owned();

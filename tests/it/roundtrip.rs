@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use ccm::catalog::{ActionKind, Argument, Nargs, ValueType};
-use ccm::schema::boolean_flags;
-use ccm::toolset::{Tool, Toolset};
+use ccm::model::catalog::{ActionKind, Argument, Nargs, ValueType};
+use ccm::tools::schema::boolean_flags;
+use ccm::tools::toolset::{Tool, Toolset};
 use serde_json::{Map, Value, json};
 
 use crate::inputs;
@@ -183,7 +183,7 @@ fn round_trip(tools: &Toolset, interpreter: &Path, per_tool: usize) -> (usize, V
         let mut kept = 0;
         for input in inputs::valid_inputs(tool, &mut runner, per_tool) {
             // An order the interpreter refuses (argparse could not read it) is not a case.
-            if let Ok(argv) = ccm::argv::compile(&tool.layout, &input) {
+            if let Ok(argv) = ccm::tools::argv::compile(&tool.layout, &input) {
                 kept += 1;
                 cases.push(Case {
                     tool: index,
@@ -196,7 +196,7 @@ fn round_trip(tools: &Toolset, interpreter: &Path, per_tool: usize) -> (usize, V
     }
     let batch = json!({"argvs": cases.iter().map(|c| &c.argv).collect::<Vec<_>>()});
     let doc = support::runtime()
-        .block_on(ccm::discovery::run_helper::<Value>(
+        .block_on(ccm::host::discovery::run_helper::<Value>(
             interpreter,
             "parse",
             &[],

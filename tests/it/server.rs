@@ -143,7 +143,7 @@ fn generated_call_result_shape() {
     let sc = structured(&result);
     assert_eq!(
         content[1]["text"].as_str().unwrap(),
-        ccm::catalog::canonical_json(sc)
+        ccm::model::catalog::canonical_json(sc)
     );
     let keys: Vec<&String> = sc.as_object().unwrap().keys().collect();
     assert_eq!(
@@ -716,7 +716,7 @@ fn completion_metadata() {
     assert_eq!(r["content"].as_array().unwrap().len(), 1);
     assert_eq!(
         r["content"][0]["text"].as_str().unwrap(),
-        ccm::catalog::canonical_json(sc)
+        ccm::model::catalog::canonical_json(sc)
     );
     let (code, message) = s.call_error("conda_cli_command", json!({"command_path": ["-x"]}));
     assert_eq!(code, -32602);
@@ -798,10 +798,9 @@ fn completion_metadata() {
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_completion_metadata() {
     let conda = support::real_conda();
-    let has_completion = support::real_discovery()
-        .plugins
-        .iter()
-        .any(|p| ccm::catalog::normalize_distribution(&p.distribution) == "conda-completion");
+    let has_completion = support::real_discovery().plugins.iter().any(|p| {
+        ccm::model::catalog::normalize_distribution(&p.distribution) == "conda-completion"
+    });
     let mut s = Session::start(&conda, &[]);
     let listed = s.tools().iter().any(|t| t["name"] == "conda_cli_command");
     // The tool exists exactly when the target has conda-completion (stock conda: absent).

@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ccm::catalog::{ActionKind, Nargs, ValueType};
-use ccm::toolset::Tool;
+use ccm::model::catalog::{ActionKind, Nargs, ValueType};
+use ccm::tools::toolset::Tool;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
@@ -203,7 +203,7 @@ fn changes(
 }
 
 /// A value a caller who knows the machine would send for this property.
-fn sensible_scalar(id: &str, argument: &ccm::catalog::Argument, world: &World) -> Value {
+fn sensible_scalar(id: &str, argument: &ccm::model::catalog::Argument, world: &World) -> Value {
     if let Some(choice) = argument.choices.first() {
         return match argument.value_type {
             ValueType::String => json!(choice),
@@ -241,7 +241,7 @@ fn sensible_scalar(id: &str, argument: &ccm::catalog::Argument, world: &World) -
     json!(text)
 }
 
-fn sensible_value(property: &ccm::layout::Property, world: &World) -> Value {
+fn sensible_value(property: &ccm::tools::layout::Property, world: &World) -> Value {
     let a = &property.argument;
     let one = || sensible_scalar(&property.id, a, world);
     match a.action {
@@ -268,16 +268,16 @@ fn sensible_value(property: &ccm::layout::Property, world: &World) -> Value {
 /// Whether the default policy admits this input of this tool.
 fn admitted(tool: &Tool, input: &Map<String, Value>, exec: bool) -> bool {
     let found = support::real_discovery();
-    let rules = ccm::policy::Rules::new(&found.plugins);
-    let grants = ccm::policy::Grants {
+    let rules = ccm::tools::policy::Rules::new(&found.plugins);
+    let grants = ccm::tools::policy::Grants {
         exec,
         ..Default::default()
     };
-    ccm::argv::compile(&tool.layout, input).is_ok_and(|argv| {
-        let origin = ccm::policy::Origin::Generated {
+    ccm::tools::argv::compile(&tool.layout, input).is_ok_and(|argv| {
+        let origin = ccm::tools::policy::Origin::Generated {
             opaque: tool.opaque,
         };
-        let v = ccm::policy::classify(&rules, found.catalog.root.as_ref(), &argv, origin);
+        let v = ccm::tools::policy::classify(&rules, found.catalog.root.as_ref(), &argv, origin);
         v.missing(grants).is_empty()
     })
 }
@@ -289,7 +289,7 @@ fn admitted(tool: &Tool, input: &Map<String, Value>, exec: bool) -> bool {
 fn sensible_inputs(tool: &Tool, world: &World, exec: bool) -> Vec<Map<String, Value>> {
     let mut base = Map::new();
     for property in &tool.layout.properties {
-        if ccm::schema::is_required(&property.argument) {
+        if ccm::tools::schema::is_required(&property.argument) {
             base.insert(property.id.clone(), sensible_value(property, world));
         }
     }
@@ -539,7 +539,7 @@ fn plan(worlds: &[World], seed: u64) -> Plan {
             drawn.extend(
                 inputs::valid_inputs(tool, &mut runner, DRAWN - drawn.len())
                     .into_iter()
-                    .filter(|i| ccm::argv::compile(&tool.layout, i).is_ok()),
+                    .filter(|i| ccm::tools::argv::compile(&tool.layout, i).is_ok()),
             );
         }
         assert!(drawn.len() >= DRAWN, "{}: too few valid inputs", tool.name);

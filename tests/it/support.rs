@@ -6,7 +6,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use ccm::discovery::{self, Discovery, Target};
+use ccm::host::discovery::{self, Discovery, Target};
 
 /// The Python that builds fixtures (`CCM_TEST_PYTHON`, default `python3`).
 pub fn python() -> String {
@@ -202,10 +202,10 @@ pub fn ccm() -> Command {
 }
 
 /// A checked-in snapshot (`snapshots/<stem>.json`).
-pub fn snapshot(stem: &str) -> ccm::snapshot::Snapshot {
+pub fn snapshot(stem: &str) -> ccm::model::snapshot::Snapshot {
     let path = repo().join("snapshots").join(format!("{stem}.json"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    ccm::snapshot::Snapshot::from_text(&text).unwrap()
+    ccm::model::snapshot::Snapshot::from_text(&text).unwrap()
 }
 
 /// The real-conda snapshot shipped with the repository.
@@ -215,14 +215,14 @@ pub const FIXTURE: &str = "conda-0.99";
 
 /// The toolset of a catalog, as a server with these flags would build it.
 pub fn toolset(
-    catalog: &ccm::catalog::Catalog,
-    plugins: &[ccm::catalog::Plugin],
+    catalog: &ccm::model::catalog::Catalog,
+    plugins: &[ccm::model::catalog::Plugin],
     allow_exec: bool,
-) -> ccm::toolset::Toolset {
-    ccm::toolset::Toolset::build(
+) -> ccm::tools::toolset::Toolset {
+    ccm::tools::toolset::Toolset::build(
         catalog,
         plugins,
-        &ccm::toolset::Settings {
+        &ccm::tools::toolset::Settings {
             allow_exec,
             classify: Vec::new(),
             timeout: Duration::from_secs(900),
@@ -256,16 +256,16 @@ pub fn golden(name: &str, actual: &str) {
 pub fn argument(
     id: &str,
     flags: &[&str],
-    action: ccm::catalog::ActionKind,
-    nargs: ccm::catalog::Nargs,
-) -> ccm::catalog::Argument {
-    ccm::catalog::Argument {
+    action: ccm::model::catalog::ActionKind,
+    nargs: ccm::model::catalog::Nargs,
+) -> ccm::model::catalog::Argument {
+    ccm::model::catalog::Argument {
         id: id.into(),
         dest: id.into(),
         flags: flags.iter().map(|s| s.to_string()).collect(),
         action,
         nargs,
-        value_type: ccm::catalog::ValueType::String,
+        value_type: ccm::model::catalog::ValueType::String,
         required: false,
         choices: vec![],
         dynamic_choices: false,
@@ -280,10 +280,10 @@ pub fn argument(
 /// A parser for synthetic catalogs: terminal unless it has children.
 pub fn command(
     name: Option<&str>,
-    arguments: Vec<ccm::catalog::Argument>,
-    children: Vec<ccm::catalog::Command>,
-) -> ccm::catalog::Command {
-    ccm::catalog::Command {
+    arguments: Vec<ccm::model::catalog::Argument>,
+    children: Vec<ccm::model::catalog::Command>,
+) -> ccm::model::catalog::Command {
+    ccm::model::catalog::Command {
         name: name.map(str::to_owned),
         aliases: vec![],
         summary: None,
@@ -298,8 +298,8 @@ pub fn command(
 }
 
 /// A catalog whose root has these commands.
-pub fn catalog(children: Vec<ccm::catalog::Command>) -> ccm::catalog::Catalog {
-    ccm::catalog::Catalog {
+pub fn catalog(children: Vec<ccm::model::catalog::Command>) -> ccm::model::catalog::Catalog {
+    ccm::model::catalog::Catalog {
         prog: "conda".into(),
         conda_version: "1.0".into(),
         root: Some(command(None, vec![], children)),

@@ -1,8 +1,8 @@
 //! The tool surface built from catalogs (pure): names, schemas, annotations, `_meta`,
 //! validation errors, and the golden tool lists of the checked-in snapshots.
 
-use ccm::catalog::{ActionKind, ExclusiveGroup, Nargs};
-use ccm::toolset::Toolset;
+use ccm::model::catalog::{ActionKind, ExclusiveGroup, Nargs};
+use ccm::tools::toolset::Toolset;
 use serde_json::{Value, json};
 
 use crate::support::{self, FIXTURE, REAL, argument, catalog, command};
@@ -385,7 +385,7 @@ fn unsupported_commands_and_their_descendants_get_no_tool() {
 
 #[test]
 fn completion_tool_is_listed_for_any_spelling_of_conda_completion() {
-    let plugin = |name: &str| ccm::catalog::Plugin {
+    let plugin = |name: &str| ccm::model::catalog::Plugin {
         distribution: name.into(),
         version: "0.3.2".into(),
         entry_point: "conda-completion".into(),
@@ -461,8 +461,8 @@ fn every_integer_in_every_listed_schema_is_bounded() {
     let tune = tools.iter().find(|t| t["name"] == "conda_tune").unwrap();
     let level = &tune["inputSchema"]["properties"]["level"];
     assert_eq!(level["type"], "integer", "{level}");
-    assert_eq!(level["minimum"], json!(ccm::schema::MIN_INTEGER));
-    assert_eq!(level["maximum"], json!(ccm::schema::MAX_INTEGER));
+    assert_eq!(level["minimum"], json!(ccm::tools::schema::MIN_INTEGER));
+    assert_eq!(level["maximum"], json!(ccm::tools::schema::MAX_INTEGER));
 }
 
 /// With plugins (`conda index --threads` is a plain `type=int`), too.

@@ -24,9 +24,9 @@
 
 use serde_json::{Map, Number, Value};
 
-use crate::catalog::{ActionKind, Argument, Nargs, ValueType};
-use crate::layout::{Layout, Property};
-use crate::schema::{Invalid, boolean_flags};
+use crate::model::catalog::{ActionKind, Argument, Nargs, ValueType};
+use crate::tools::layout::{Layout, Property};
+use crate::tools::schema::{Invalid, boolean_flags};
 
 // ---------------------------------------------------------------------------------------
 // Primitives shared by the generic and the typed compilers
@@ -344,7 +344,7 @@ fn repeat(value: &Value, path: &str) -> Result<usize, Invalid> {
         _ => None,
     }
     .ok_or_else(|| type_error(path))?;
-    if n > crate::schema::MAX_REPEAT {
+    if n > crate::tools::schema::MAX_REPEAT {
         return Err(invalid(path, "maximum", None));
     }
     Ok(n as usize)

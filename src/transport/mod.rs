@@ -48,7 +48,7 @@ pub async fn stdio(server: Server) -> Result<(), Failure> {
         reason = watch.failed() => Err(Failure::Config(reason)),
         () = signalled() => {
             tracing::info!("shutting down");
-            crate::exec::begin_shutdown();
+            crate::host::exec::begin_shutdown();
             Ok(())
         }
     }
@@ -72,7 +72,7 @@ impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for EofCancels<R> {
             && buf.remaining() > 0
         {
             tracing::info!("stdin closed: ending every execution");
-            crate::exec::begin_shutdown();
+            crate::host::exec::begin_shutdown();
         }
         polled
     }

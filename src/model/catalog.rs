@@ -465,7 +465,7 @@ mod tests {
 
     #[test]
     fn struct_serialization_is_canonical() {
-        let text = include_str!("../snapshots/conda-0.99.json");
+        let text = include_str!("../../snapshots/conda-0.99.json");
         let snapshot: serde_json::Value = serde_json::from_str(text).unwrap();
         let catalog: Catalog = serde_json::from_value(snapshot["catalog"].clone()).unwrap();
         assert_eq!(

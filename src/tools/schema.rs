@@ -13,8 +13,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::catalog::{ActionKind, Argument, Nargs, ValueType, sha256_hex};
-use crate::layout::{Layout, Property};
+use crate::model::catalog::{ActionKind, Argument, Nargs, ValueType, sha256_hex};
+use crate::tools::layout::{Layout, Property};
 
 /// Bounds of every integer value a tool accepts (a 32-bit signed range: argparse's `int`
 /// has none, but nothing conda takes as an integer needs more, and a bound keeps values

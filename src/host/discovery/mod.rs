@@ -5,22 +5,22 @@
 //! guessed from the prefix (`bin/python`), and confirmed by what the helper reports; only
 //! when that fails does discovery pay for `conda info --json` to learn `sys.executable`.
 //! The helper (`helper.py`, embedded) runs isolated (`python -I`) with its document on a
-//! private descriptor, under [`crate::exec`] with a generous output cap of its own
+//! private descriptor, under [`crate::host::exec`] with a generous output cap of its own
 //! (independent of `--output-limit-bytes`). Every failure becomes a diagnostic with a fixed
 //! reason: discovery never panics and never aborts the server.
 
-pub mod stamp;
-
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+
+use crate::model::snapshot::{PREFIX, Replacements};
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::catalog::{self, Catalog, Diagnostic, Plugin};
-use crate::exec;
+use crate::host::exec;
+use crate::model::catalog::{self, Catalog, Diagnostic, Plugin};
 
 /// The helper's source, run with `python -I -c`.
 pub const HELPER_SOURCE: &str = include_str!("helper.py");
@@ -523,6 +523,18 @@ fn expand_home(path: &str) -> PathBuf {
         return PathBuf::from(home).join(rest);
     }
     PathBuf::from(path)
+}
+
+/// What a snapshot of this target normalizes for this process: the target's prefix, the
+/// home directory and the working directory (the helper runs here, so defaults such as
+/// `conda run --cwd` carry it).
+pub fn replacements(prefix: Option<&Path>) -> Replacements {
+    let text = |p: &Path| p.to_string_lossy().into_owned();
+    Replacements::new(&[
+        (prefix.map(text), PREFIX),
+        (std::env::var("HOME").ok(), "~"),
+        (std::env::current_dir().ok().as_deref().map(text), "<cwd>"),
+    ])
 }
 
 #[cfg(test)]

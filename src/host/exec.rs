@@ -60,8 +60,8 @@ pub struct Spec {
     /// Resource limits, descendant tracking and the withheld environment
     /// ([`Limits::current`] for every child the server starts).
     pub limits: Limits,
-    /// Run the child in this read-only sandbox ([`crate::sandbox`]).
-    pub sandbox: Option<crate::sandbox::Plan>,
+    /// Run the child in this read-only sandbox ([`crate::host::sandbox`]).
+    pub sandbox: Option<crate::host::sandbox::Plan>,
 }
 
 /// Most bytes a tool run's argv plus environment may take (each string with its NUL, as
@@ -295,7 +295,7 @@ async fn supervise(spec: &Spec, cancel: &CancellationToken) -> std::io::Result<O
     #[cfg(unix)]
     contain(&mut command, Arc::clone(&prepared));
     if let Some(plan) = &spec.sandbox {
-        crate::sandbox::install(&mut command, plan);
+        crate::host::sandbox::install(&mut command, plan);
     }
     let spawned = {
         // Registered before anything can reap it: orphan reaping skips registered pids.

@@ -69,7 +69,7 @@ impl Limits {
             file_size: Some(DEFAULT_FILE_SIZE),
             processes: None,
             cgroups: None,
-            env_remove: Arc::from(vec![crate::cli::TOKEN_VAR.to_owned()]),
+            env_remove: Arc::from(vec![crate::TOKEN_VAR.to_owned()]),
         })
     }
 
@@ -217,7 +217,7 @@ pub fn configure(settings: &Settings, secrets: &[&str]) -> Limits {
     {
         tracing::warn!(%reason, "the process-count limit does not hold");
     }
-    let mut env_remove = vec![crate::cli::TOKEN_VAR.to_owned()];
+    let mut env_remove = vec![crate::TOKEN_VAR.to_owned()];
     env_remove.extend(settings.child_env_remove.iter().cloned());
     let secrets: Vec<&str> = secrets.iter().copied().filter(|s| !s.is_empty()).collect();
     for (name, value) in std::env::vars_os() {

@@ -3,7 +3,7 @@
 //!
 //! `cargo run -p codegen` renders, per snapshot, one typed input struct per command with
 //! an argv method built on the same primitives as the generic interpreter
-//! ([`crate::argv`]). `build.rs` includes every rendered file (a registry of snapshots and
+//! ([`crate::tools::argv`]). `build.rs` includes every rendered file (a registry of snapshots and
 //! their commands); with the `baked` feature off (the codegen crate builds that way) the
 //! registry is empty. The fixture conda's snapshot and the commands' schema sources are
 //! baked only with the `test-snapshots` feature (the test builds). At runtime a live
@@ -12,25 +12,11 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::schema::Invalid;
+use crate::model::catalog::{Catalog, Plugin};
+use crate::tools::schema::Invalid;
+use crate::tools::toolset::{Compiler, Settings, Toolset};
 
-/// A compiler: validated input → argv.
-pub type CompileFn = fn(&Map<String, Value>) -> Result<Vec<String>, Invalid>;
-
-/// One command of a baked snapshot.
-#[derive(Debug)]
-pub struct BakedCommand {
-    /// Canonical command path.
-    pub path: &'static [&'static str],
-    /// Digest of everything in the command's branch that shapes its schema and argv.
-    pub signature: &'static str,
-    /// The typed argv compiler (deserializes into the generated input struct).
-    pub compile: CompileFn,
-    /// The input schema the snapshot yields (for review and the tests; schemas are built
-    /// from the live catalog at runtime, so only the `test-snapshots` feature bakes it).
-    #[cfg(feature = "test-snapshots")]
-    pub schema: &'static str,
-}
+pub use crate::tools::toolset::{BakedCommand, CompileFn};
 
 /// One baked snapshot.
 #[derive(Debug)]
@@ -44,6 +30,18 @@ pub struct BakedSnapshot {
     /// The snapshot itself (normalized discovery).
     pub json: &'static str,
     pub commands: &'static [BakedCommand],
+}
+
+/// The toolset of `catalog`, using a baked typed compiler wherever a baked command has
+/// the live command's path and signature digest.
+pub fn toolset(catalog: &Catalog, plugins: &[Plugin], settings: &Settings) -> Toolset {
+    Toolset::build_with(catalog, plugins, settings, |path, branch| {
+        let signature = crate::model::snapshot::signature(branch);
+        match find(path, &signature, &catalog.conda_version) {
+            Some((_, command)) => Compiler::Baked(command),
+            None => Compiler::Generic,
+        }
+    })
 }
 
 #[cfg(feature = "baked")]
@@ -88,7 +86,7 @@ pub mod rt {
     use serde_json::Number;
 
     use super::*;
-    use crate::argv::{self, Occurrence};
+    use crate::tools::argv::{self, Occurrence};
 
     /// An integer value as its argv text (`2.0` is accepted and written `2`).
     #[derive(Clone, Debug, PartialEq, Eq)]
@@ -169,7 +167,7 @@ pub mod rt {
             keyword: "type".into(),
             property: None,
         })?;
-        if n > crate::schema::MAX_REPEAT {
+        if n > crate::tools::schema::MAX_REPEAT {
             return Err(Invalid {
                 path: path.to_owned(),
                 keyword: "maximum".into(),

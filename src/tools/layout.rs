@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::{Argument, Command};
+use crate::model::catalog::{Argument, Command};
 
 /// One exposed argument of one level.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -9,9 +9,10 @@
 use std::path::Path;
 
 use crate::baked::{self, BakedSnapshot};
-use crate::catalog::{Argument, Catalog, Command};
-use crate::discovery::{Discovery, stamp};
-use crate::snapshot::Snapshot;
+use crate::host::discovery::Discovery;
+use crate::host::stamp;
+use crate::model::catalog::{Argument, Catalog, Command};
+use crate::model::snapshot::Snapshot;
 
 /// A start from a baked snapshot.
 pub struct Fast {

@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use crate::catalog::{Catalog, Command, Diagnostic, Plugin, normalize_distribution};
-use crate::layout::Layout;
-use crate::policy::{self, Classification};
-use crate::schema::{self, MAX_ITEMS, MAX_STRING, Validator};
+use crate::model::catalog::{Catalog, Command, Diagnostic, Plugin, normalize_distribution};
+use crate::tools::layout::Layout;
+use crate::tools::policy::{self, Classification};
+use crate::tools::schema::{self, MAX_ITEMS, MAX_STRING, Validator};
 
 pub const EXECUTE_TOOL: &str = "conda_execute";
 pub const COMPLETION_TOOL: &str = "conda_cli_command";
@@ -25,13 +25,31 @@ pub const META_PATH: &str = "conda-cli-mcp/path";
 pub const META_ALIASES: &str = "conda-cli-mcp/aliases";
 pub const META_HIDDEN: &str = "conda-cli-mcp/hidden_arguments";
 
+/// A compiler: validated input → argv.
+pub type CompileFn = fn(&Map<String, Value>) -> Result<Vec<String>, schema::Invalid>;
+
+/// One command of a baked snapshot (the registry of baked snapshots fills these).
+#[derive(Debug)]
+pub struct BakedCommand {
+    /// Canonical command path.
+    pub path: &'static [&'static str],
+    /// Digest of everything in the command's branch that shapes its schema and argv.
+    pub signature: &'static str,
+    /// The typed argv compiler (deserializes into the generated input struct).
+    pub compile: CompileFn,
+    /// The input schema the snapshot yields (for review and the tests; schemas are built
+    /// from the live catalog at runtime, so only the `test-snapshots` feature bakes it).
+    #[cfg(feature = "test-snapshots")]
+    pub schema: &'static str,
+}
+
 /// How a tool turns input into argv.
 #[derive(Clone, Copy, Debug)]
 pub enum Compiler {
-    /// The generic interpreter over the live catalog ([`crate::argv`]).
+    /// The generic interpreter over the live catalog ([`crate::tools::argv`]).
     Generic,
     /// A typed compiler baked from a snapshot whose signature matches the live command.
-    Baked(&'static crate::baked::BakedCommand),
+    Baked(&'static BakedCommand),
 }
 
 impl Compiler {
@@ -97,18 +115,6 @@ impl Toolset {
     /// Build with the generic interpreter for every tool.
     pub fn build(catalog: &Catalog, plugins: &[Plugin], settings: &Settings) -> Toolset {
         Self::build_with(catalog, plugins, settings, |_, _| Compiler::Generic)
-    }
-
-    /// Build, using a baked typed compiler wherever a baked command has the live command's
-    /// path and signature digest.
-    pub fn build_baked(catalog: &Catalog, plugins: &[Plugin], settings: &Settings) -> Toolset {
-        Self::build_with(catalog, plugins, settings, |path, branch| {
-            let signature = crate::snapshot::signature(branch);
-            match crate::baked::find(path, &signature, &catalog.conda_version) {
-                Some((_, command)) => Compiler::Baked(command),
-                None => Compiler::Generic,
-            }
-        })
     }
 
     /// Build, choosing each tool's compiler with `pick(path, branch)`.

@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
-use crate::schema::RESERVED_NAMES;
+use crate::tools::schema::RESERVED_NAMES;
 
 pub const HIDDEN_TOOLS_VAR: &str = "CCM_HIDDEN_TOOLS";
 pub const TOOL_VAR_PREFIX: &str = "CCM_MCP_TOOL_";

@@ -4,8 +4,8 @@
 //! that needs the catalog waits for it. The tool list and the capabilities document are
 //! built once. A tool call goes validate → compile → policy → queue → execute → result;
 //! requests that run no process (lists, reads, ping, refused calls) never wait behind a
-//! running execution. Processes are started only through [`crate::exec`] and
-//! [`crate::discovery`].
+//! running execution. Processes are started only through [`crate::host::exec`] and
+//! [`crate::host::discovery`].
 //!
 //! The served list applies the operator's [`Surface`] (hidden tools, overrides) once;
 //! calls are routed by served name and validated against the full schema. Capacity: one
@@ -35,16 +35,19 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::catalog::{self, canonical_json};
-use crate::cli::Config;
-use crate::confine::Confinement;
-use crate::discovery::{self, Discovery, Target, stamp};
-use crate::exec::{self, Executor};
-use crate::policy::{self, Classification, Grants, Origin};
-use crate::sandbox::{self, Sandbox};
-use crate::surface::Surface;
-use crate::toolset::{COMPLETION_TOOL, Compiler, EXECUTE_TOOL, Settings, Toolset};
-use crate::{argv, completion};
+pub mod startup;
+
+use crate::config::Config;
+use crate::host::confine::Confinement;
+use crate::host::discovery::{self, Discovery, Target};
+use crate::host::exec::{self, Executor};
+use crate::host::sandbox::{self, Sandbox};
+use crate::host::stamp;
+use crate::model::catalog::{self, canonical_json};
+use crate::tools::policy::{self, Classification, Grants, Origin};
+use crate::tools::surface::Surface;
+use crate::tools::toolset::{COMPLETION_TOOL, Compiler, EXECUTE_TOOL, Settings, Toolset};
+use crate::tools::{argv, completion};
 
 pub const SERVER_NAME: &str = "conda-cli-mcp";
 pub const CAPABILITIES_URI: &str = "conda://capabilities";
@@ -145,7 +148,7 @@ fn invalid_params(message: impl Into<Cow<'static, str>>) -> ErrorData {
     ErrorData::invalid_params(message, None)
 }
 
-fn invalid_arguments(error: &crate::schema::Invalid) -> ErrorData {
+fn invalid_arguments(error: &crate::tools::schema::Invalid) -> ErrorData {
     ErrorData::invalid_params(
         error.to_string(),
         Some(json!({"path": error.path, "keyword": error.keyword})),
@@ -242,7 +245,7 @@ impl Server {
                 .await
                 .unwrap_or_else(|_| Sandbox::unavailable("the sandbox probe failed"));
             let _ = state.sandbox.set(sandbox);
-            match crate::startup::fast_start(&conda_exe, no_snapshot) {
+            match startup::fast_start(&conda_exe, no_snapshot) {
                 Ok(fast) => {
                     let snapshot = fast.snapshot;
                     let Some(ready) = state.serveable(build_ready(
@@ -264,7 +267,7 @@ impl Server {
                     let ready = Arc::new(ready);
                     let _ = sender.send(Some(Arc::clone(&ready)));
                     let found = discovery::discover(&target).await;
-                    let verdict = crate::startup::confirm(snapshot, &found);
+                    let verdict = startup::confirm(snapshot, &found);
                     state.record_confirmation(verdict, &found);
                 }
                 Err(reason) => {
@@ -923,7 +926,7 @@ fn build_ready(
     surface: &Surface,
     config: &Config,
 ) -> Result<Ready, String> {
-    let mut toolset = Toolset::build_baked(&found.catalog, &found.plugins, settings);
+    let mut toolset = crate::baked::toolset(&found.catalog, &found.plugins, settings);
     if let Some(unknown) = toolset.unknown_classified.first() {
         return Err(format!(
             "--classify names no tool of this conda: {unknown} (see 'ccm tools' for the names)"
@@ -947,9 +950,9 @@ fn build_ready(
     #[derive(serde::Serialize)]
     struct CatalogView<'a> {
         conda_version: &'a str,
-        diagnostics: Vec<&'a crate::catalog::Diagnostic>,
+        diagnostics: Vec<&'a crate::model::catalog::Diagnostic>,
         prog: &'a str,
-        root: &'a Option<crate::catalog::Command>,
+        root: &'a Option<crate::model::catalog::Command>,
     }
     let catalog = &found.catalog;
     let view = CatalogView {

@@ -29,7 +29,7 @@ mod plugins;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::catalog::{Argument, Command, Nargs, Plugin, normalize_distribution};
+use crate::model::catalog::{Argument, Command, Nargs, Plugin, normalize_distribution};
 
 /// What an operation does, and which startup options it needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -479,9 +479,9 @@ fn simulate(root: &Command, argv: &[String]) -> Option<Parsed> {
                         swallow_at = Some(k);
                         break;
                     }
-                    limits.push(crate::argv::bounds(argument.nargs));
+                    limits.push(crate::tools::argv::bounds(argument.nargs));
                 }
-                let counts = crate::argv::greedy_prefix(&limits, run);
+                let counts = crate::tools::argv::greedy_prefix(&limits, run);
                 parsed.positionals.extend(argv[i..i + run].iter().cloned());
                 match (counts, swallow_at) {
                     (Some(_), Some(_)) => {
@@ -543,7 +543,7 @@ fn consume_values(
     let is_value = |t: &str| {
         !separated && t != "--" && matches!(classify_token(level, t), Some(Token::Positional))
     };
-    let (min, max) = crate::argv::bounds(argument.nargs);
+    let (min, max) = crate::tools::argv::bounds(argument.nargs);
     if matches!(argument.nargs, Nargs::Remainder | Nargs::Parser) {
         return Some(argv.len());
     }

@@ -5,8 +5,10 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::surface::Surface;
-use crate::toolset::{COMPLETION_TOOL, EXEC_SENTENCE, EXECUTE_TOOL, Toolset, WRITE_SENTENCE};
+use crate::tools::surface::Surface;
+use crate::tools::toolset::{
+    COMPLETION_TOOL, EXEC_SENTENCE, EXECUTE_TOOL, Toolset, WRITE_SENTENCE,
+};
 
 /// One tool as an agent will see it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -34,7 +34,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::policy::Classification;
+use crate::tools::policy::Classification;
 
 /// Most writable directories inside one overlay.
 const MAX_KEEPS: usize = 8;
@@ -209,7 +209,7 @@ impl Sandbox {
         let Some(plan) = sandbox.plan(None) else {
             return Sandbox::unavailable("the sandbox could not be prepared");
         };
-        let spec = crate::exec::Spec {
+        let spec = crate::host::exec::Spec {
             program: program.to_path_buf(),
             args: args.iter().map(Into::into).collect(),
             cwd: None,
@@ -218,11 +218,11 @@ impl Sandbox {
             stdout_limit: 4096,
             stderr_limit: 4096,
             env_remove: Vec::new(),
-            limits: crate::exec::Limits::current(),
+            limits: crate::host::exec::Limits::current(),
             sandbox: Some(plan),
         };
         let cancel = tokio_util::sync::CancellationToken::new();
-        match crate::exec::run(&spec, &cancel).await {
+        match crate::host::exec::run(&spec, &cancel).await {
             Ok(outcome) if outcome.exit_code == Some(0) => sandbox,
             Ok(outcome) => {
                 sandbox.state = State::Unavailable(format!(
@@ -782,8 +782,8 @@ mod tests {
         }
     }
 
-    fn sh(script: &str, plan: Option<Plan>) -> crate::exec::Spec {
-        crate::exec::Spec {
+    fn sh(script: &str, plan: Option<Plan>) -> crate::host::exec::Spec {
+        crate::host::exec::Spec {
             program: "/bin/sh".into(),
             args: vec!["-c".into(), script.into()],
             cwd: None,
@@ -792,7 +792,7 @@ mod tests {
             stdout_limit: 1 << 16,
             stderr_limit: 1 << 16,
             env_remove: Vec::new(),
-            limits: crate::exec::Limits::none(),
+            limits: crate::host::exec::Limits::none(),
             sandbox: plan,
         }
     }
@@ -842,7 +842,7 @@ mod tests {
             home = home.display(),
             root = root.display()
         );
-        let out = crate::exec::run(&sh(&script, Some(plan)), &CancellationToken::new())
+        let out = crate::host::exec::run(&sh(&script, Some(plan)), &CancellationToken::new())
             .await
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -895,9 +895,10 @@ mod tests {
             target = target.display(),
             home = home.display()
         );
-        let out = crate::exec::run(&sh(&script, sandbox.plan(None)), &CancellationToken::new())
-            .await
-            .unwrap();
+        let out =
+            crate::host::exec::run(&sh(&script, sandbox.plan(None)), &CancellationToken::new())
+                .await
+                .unwrap();
         assert_eq!(
             out.stdout,
             b"done\n",
@@ -906,7 +907,7 @@ mod tests {
         );
         assert!(!target.exists(), "{:?}", std::fs::read_to_string(&target));
         // Without the sandbox the same script writes (so the check above can fail).
-        let out = crate::exec::run(
+        let out = crate::host::exec::run(
             &sh(&format!("echo x >> {}", target.display()), None),
             &CancellationToken::new(),
         )
@@ -921,7 +922,7 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let file = temp.path().join("x");
         let script = format!("touch {}", file.display());
-        let out = crate::exec::run(&sh(&script, None), &CancellationToken::new())
+        let out = crate::host::exec::run(&sh(&script, None), &CancellationToken::new())
             .await
             .unwrap();
         assert_eq!(out.exit_code, Some(0));
@@ -964,7 +965,7 @@ mod tests {
         )
         .await;
         assert_eq!(sandbox.state(), &State::Active, "{sandbox:?}");
-        let out = crate::exec::run(
+        let out = crate::host::exec::run(
             &sh("echo ok", sandbox.plan(None)),
             &CancellationToken::new(),
         )

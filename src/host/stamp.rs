@@ -13,7 +13,9 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+
+pub use crate::model::stamp::Stamp;
 
 /// One distribution that matters for the plugin set.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -97,7 +99,7 @@ pub struct Located {
 
 /// Find the target's interpreter and site-packages without running anything.
 pub fn locate(conda_exe: &Path) -> Option<Located> {
-    let interpreter = super::interpreter_candidates(conda_exe)
+    let interpreter = crate::host::discovery::interpreter_candidates(conda_exe)
         .into_iter()
         .next()?;
     let prefix = interpreter.parent()?.parent()?.to_path_buf();
@@ -123,14 +125,6 @@ pub fn locate(conda_exe: &Path) -> Option<Located> {
     })
 }
 
-/// conda's version and its entry points, digested.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Stamp {
-    pub conda_version: String,
-    /// SHA-256 of the canonical JSON of the version and the sorted entry points.
-    pub digest: String,
-}
-
 /// One `conda` entry point as the stamp sees it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 struct EntryPoint {
@@ -149,7 +143,9 @@ pub fn stamp(site_dirs: &[PathBuf]) -> Option<Stamp> {
     for record in &scan.0 {
         let dir = record.site.join(&record.metadata_dir);
         let (name, version) = metadata_name_version(&dir)?;
-        if crate::catalog::normalize_distribution(&name) == "conda" && conda_version.is_none() {
+        if crate::model::catalog::normalize_distribution(&name) == "conda"
+            && conda_version.is_none()
+        {
             conda_version = Some(version.clone());
         }
         for line in &record.conda_entry_points {
@@ -169,7 +165,9 @@ pub fn stamp(site_dirs: &[PathBuf]) -> Option<Stamp> {
     let conda_version = conda_version?;
     let payload = serde_json::json!({"conda_version": conda_version, "entry_points": entry_points});
     Some(Stamp {
-        digest: crate::catalog::sha256_hex(crate::catalog::canonical_json(&payload).as_bytes()),
+        digest: crate::model::catalog::sha256_hex(
+            crate::model::catalog::canonical_json(&payload).as_bytes(),
+        ),
         conda_version,
     })
 }

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::catalog::{self, Catalog, Command, Plugin};
+use crate::model::catalog::{self, Catalog, Command, Plugin};
 
 /// Version of the snapshot file format.
 pub const FORMAT: u32 = 1;
@@ -34,7 +34,7 @@ pub struct Snapshot {
     pub discovery_fingerprint: String,
     /// The target stamp (conda version + entry points, read from disk) at capture time.
     #[serde(default)]
-    pub stamp: Option<crate::discovery::stamp::Stamp>,
+    pub stamp: Option<crate::model::stamp::Stamp>,
 }
 
 /// Paths to replace, longest first, each only where it stands as a whole path: it begins
@@ -57,18 +57,6 @@ impl Replacements {
             .collect();
         list.sort_by_key(|(from, _)| std::cmp::Reverse(from.len()));
         Replacements(list)
-    }
-
-    /// What a snapshot normalizes for this process and target: the target's prefix, the
-    /// home directory and the working directory (discovery's helper runs here, so
-    /// defaults such as `conda run --cwd` carry it).
-    pub fn for_target(prefix: Option<&std::path::Path>) -> Self {
-        let text = |p: &std::path::Path| p.to_string_lossy().into_owned();
-        Replacements::new(&[
-            (prefix.map(text), PREFIX),
-            (std::env::var("HOME").ok(), "~"),
-            (std::env::current_dir().ok().as_deref().map(text), "<cwd>"),
-        ])
     }
 
     /// `text` with every whole-path occurrence replaced (one pass, longest first).
@@ -194,9 +182,9 @@ pub fn signature(branch: &[&Command]) -> String {
     struct ArgumentShape<'a> {
         id: &'a str,
         flags: &'a [String],
-        action: crate::catalog::ActionKind,
-        nargs: crate::catalog::Nargs,
-        value_type: crate::catalog::ValueType,
+        action: crate::model::catalog::ActionKind,
+        nargs: crate::model::catalog::Nargs,
+        value_type: crate::model::catalog::ValueType,
         required: bool,
         hidden: bool,
         choices: &'a [String],
@@ -207,7 +195,7 @@ pub fn signature(branch: &[&Command]) -> String {
         name: &'a Option<String>,
         passthrough: bool,
         arguments: Vec<ArgumentShape<'a>>,
-        exclusive_groups: &'a [crate::catalog::ExclusiveGroup],
+        exclusive_groups: &'a [crate::model::catalog::ExclusiveGroup],
     }
     let levels: Vec<LevelShape> = branch
         .iter()

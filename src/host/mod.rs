@@ -1,0 +1,10 @@
+//! Everything that touches the host: child processes (`exec`), discovery through the
+//! target's own interpreter (`discovery`), the Python-free scan of the target's
+//! distributions (`stamp`), the read-only sandbox (`sandbox`) and `--allow-paths`
+//! (`confine`). Only this layer spawns processes or reads the target's files.
+
+pub mod confine;
+pub mod discovery;
+pub mod exec;
+pub mod sandbox;
+pub mod stamp;

@@ -1,0 +1,14 @@
+//! From a catalog to the tools an agent calls: which arguments become input properties
+//! (`layout`), their JSON Schemas and validation (`schema`), the argv compilers (`argv`),
+//! the policy on the final argv (`policy`), the assembled toolset (`toolset`), the
+//! operator's surface (`surface`), `ccm tools` (`report`) and `conda_cli_command`
+//! payloads (`completion`). Pure: no I/O, no environment.
+
+pub mod argv;
+pub mod completion;
+pub mod layout;
+pub mod policy;
+pub mod report;
+pub mod schema;
+pub mod surface;
+pub mod toolset;
