@@ -119,3 +119,25 @@ pub(crate) async fn signalled() {
         let _ = tokio::signal::ctrl_c().await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_say_what_failed() {
+        let listen = Failure::from(TransportError::Listen {
+            addr: "127.0.0.1:9".parse().unwrap(),
+            error: std::io::Error::other("address in use"),
+        });
+        assert_eq!(
+            listen.to_string(),
+            "cannot listen on 127.0.0.1:9: address in use"
+        );
+        assert!(matches!(listen, Failure::Io(_)));
+        let token = Failure::from(TransportError::Token(std::io::Error::other("no entropy")));
+        assert_eq!(token.to_string(), "cannot generate a token: no entropy");
+        let config = Failure::Config("two tools are served as conda_x".into());
+        assert_eq!(config.to_string(), "two tools are served as conda_x");
+    }
+}
