@@ -1,7 +1,8 @@
 //! The errors of the tool surface: an input that failed validation or compilation
-//! ([`Invalid`], with the failed rule as a [`Keyword`]), a schema the validator rejected
-//! ([`SchemaError`]), and the operator's surface settings ([`SurfaceError`]). Messages are
-//! fixed texts naming paths, keywords and variables, never a submitted value. Pure.
+//! ([`Invalid`], with the failed rule as a [`Keyword`]), a command without a schema
+//! ([`Unrepresentable`]), a schema the validator rejected ([`SchemaError`]), and the
+//! operator's surface settings ([`SurfaceError`]). Messages are fixed texts naming paths,
+//! keywords and variables, never a submitted value. Pure.
 
 use std::fmt;
 
@@ -167,6 +168,14 @@ impl Invalid {
     }
 }
 
+/// Why a command cannot have an input schema (it becomes a blocking diagnostic).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unrepresentable {
+    /// A required mutually exclusive group none of whose members is exposed.
+    #[error("required exclusive group has no visible members")]
+    EmptyRequiredGroup,
+}
+
 /// A schema the validator could not compile (ccm's own schemas never are; a tool whose
 /// schema is rejected is left out with a diagnostic).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -210,4 +219,170 @@ pub enum SurfaceError {
         theirs: String,
         served: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// Every keyword ccm's schemas can fail on, with its wire text and message.
+    #[test]
+    fn wire_texts_and_messages() {
+        let cases = [
+            (
+                Keyword::AdditionalProperties,
+                "additionalProperties",
+                "unexpected property 'p'",
+            ),
+            (
+                Keyword::Required,
+                "required",
+                "missing required property 'p'",
+            ),
+            (Keyword::Type, "type", "wrong type"),
+            (Keyword::Enum, "enum", "not one of the allowed values"),
+            (Keyword::Const, "const", "not the only allowed value"),
+            (
+                Keyword::Pattern,
+                "pattern",
+                "must not start with '-' (option-like values need conda_execute)",
+            ),
+            (
+                Keyword::MaxLength,
+                "maxLength",
+                "string longer than 32768 characters",
+            ),
+            (Keyword::MinLength, "minLength", "violates 'minLength'"),
+            (Keyword::MinItems, "minItems", "too few items"),
+            (Keyword::MaxItems, "maxItems", "too many items"),
+            (Keyword::Minimum, "minimum", "number too small"),
+            (
+                Keyword::ExclusiveMinimum,
+                "exclusiveMinimum",
+                "number too small",
+            ),
+            (Keyword::Maximum, "maximum", "number too large"),
+            (
+                Keyword::ExclusiveMaximum,
+                "exclusiveMaximum",
+                "number too large",
+            ),
+            (
+                Keyword::Not,
+                "not",
+                "arguments that conda does not allow together",
+            ),
+            (
+                Keyword::AnyOf,
+                "anyOf",
+                "no allowed form of the value matches",
+            ),
+            (
+                Keyword::OneOf,
+                "oneOf",
+                "no allowed form of the value matches",
+            ),
+            (Keyword::Nul, "nul", "NUL characters are not allowed"),
+            (
+                Keyword::Order,
+                "order",
+                "a later positional argument needs the earlier one",
+            ),
+            (
+                Keyword::Unrepresentable,
+                "unrepresentable",
+                "cannot be expressed as conda arguments (use conda_execute)",
+            ),
+            (
+                Keyword::Other("uniqueItems".into()),
+                "uniqueItems",
+                "violates 'uniqueItems'",
+            ),
+        ];
+        for (keyword, wire, explanation) in cases {
+            assert_eq!(keyword.as_str(), wire);
+            assert_eq!(keyword.to_string(), wire);
+            assert_eq!(json!({"keyword": keyword}), json!({"keyword": wire}));
+            let invalid = Invalid {
+                path: "$.x".into(),
+                keyword,
+                property: Some("p".into()),
+            };
+            assert_eq!(
+                invalid.to_string(),
+                format!("Invalid arguments at $.x: {explanation}")
+            );
+        }
+        let group = Invalid::at("$", Keyword::AnyOf);
+        assert_eq!(
+            group.to_string(),
+            "Invalid arguments at $: one of the arguments of a required group is missing"
+        );
+        let unnamed = Invalid::at("$", Keyword::Required);
+        assert_eq!(
+            unnamed.to_string(),
+            "Invalid arguments at $: missing required property '?'"
+        );
+    }
+
+    /// The keyword of a validator error has the validator's own text.
+    #[test]
+    fn validator_keywords_keep_their_text() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "s": {"type": "string", "minLength": 2, "maxLength": 3, "pattern": "^a"},
+                "n": {"type": "number", "exclusiveMinimum": 0},
+                "i": {"type": "integer", "minimum": 1, "maximum": 2},
+                "e": {"enum": ["x"]},
+                "c": {"const": true},
+                "a": {"type": "array", "minItems": 1, "maxItems": 1, "uniqueItems": true},
+                "o": {"oneOf": [{"type": "string"}, {"type": "string"}]},
+                "y": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                "z": {"not": {"type": "null"}},
+                "t": {"type": "string", "minLength": 2},
+                "m": {"minimum": 1},
+                "x": {"exclusiveMaximum": 5},
+                "b": {"type": "array", "minItems": 1},
+                "w": {"type": "string"},
+            },
+            "required": ["r"],
+            "additionalProperties": false,
+        });
+        let validator = jsonschema::draft202012::new(&schema).unwrap();
+        let input = json!({
+            "s": "bcdef", "n": 0, "i": 3, "e": "y", "c": false, "a": [1, 1],
+            "o": "x", "y": 1, "z": null, "extra": 1, "t": "b", "m": 0, "b": [], "w": 1, "x": 5,
+        });
+        let mut seen = Vec::new();
+        for error in validator.iter_errors(&input) {
+            let keyword = Keyword::of(error.kind());
+            assert_eq!(keyword.as_str(), error.kind().keyword());
+            seen.push(keyword);
+        }
+        for expected in [
+            Keyword::AdditionalProperties,
+            Keyword::Required,
+            Keyword::MinLength,
+            Keyword::MaxLength,
+            Keyword::Pattern,
+            Keyword::ExclusiveMinimum,
+            Keyword::Minimum,
+            Keyword::Maximum,
+            Keyword::ExclusiveMaximum,
+            Keyword::Type,
+            Keyword::MinItems,
+            Keyword::Enum,
+            Keyword::Const,
+            Keyword::MaxItems,
+            Keyword::OneOf,
+            Keyword::AnyOf,
+            Keyword::Not,
+            Keyword::Other("uniqueItems".into()),
+        ] {
+            assert!(seen.contains(&expected), "{expected} not reported");
+        }
+    }
 }

@@ -18,7 +18,7 @@ use crate::tools::layout::{Layout, Property};
 
 mod validate;
 
-pub use crate::tools::error::{Invalid, Keyword};
+pub use crate::tools::error::{Invalid, Keyword, Unrepresentable};
 pub use validate::{ECHO_LIMIT, Validator, clip, json_path};
 
 /// Bounds of every integer value a tool accepts (a 32-bit signed range: argparse's `int`
@@ -108,16 +108,10 @@ pub fn tool_names(paths: &[Vec<String>]) -> Vec<String> {
 // ---------------------------------------------------------------------------------------
 // Input schemas
 
-/// Why a command cannot have a schema.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Unrepresentable(pub &'static str);
-
 /// The input schema of a tool.
 pub fn input_schema(layout: &Layout) -> Result<Map<String, Value>, Unrepresentable> {
     if layout.unsatisfiable_group() {
-        return Err(Unrepresentable(
-            "required exclusive group has no visible members",
-        ));
+        return Err(Unrepresentable::EmptyRequiredGroup);
     }
     let mut properties = Map::new();
     let mut required = Vec::new();

@@ -248,9 +248,9 @@ fn candidates<'a>(catalog: &'a Catalog, diagnostics: &mut Vec<Diagnostic>) -> Ve
         let layout = Layout::new(&branch);
         match schema::input_schema(&layout) {
             Ok(input) => candidates.push((path, branch, layout, input)),
-            Err(schema::Unrepresentable(reason)) => diagnostics.push(Diagnostic {
+            Err(why) => diagnostics.push(Diagnostic {
                 path,
-                reason: reason.to_owned(),
+                reason: why.to_string(),
                 action_type: None,
                 blocking: true,
             }),
