@@ -416,7 +416,7 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
     let stdin_limit = positive_int("--stdin-limit-bytes", &options.stdin_limit_bytes)?;
     let max_queue = whole("--max-queue", &options.max_queue)?;
     let max_session_calls = positive_int("--max-session-calls", &options.max_session_calls)?;
-    let surface = Surface::from_env(env.pairs()).map_err(UsageError)?;
+    let surface = Surface::from_env(env.pairs()).map_err(|e| UsageError(e.to_string()))?;
     let http = http_config(options, env)?;
     let limits = limit_settings(options, env)?;
     let classify = classifications(options, env)?;
