@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 use crate::model::catalog::{Catalog, Command, Diagnostic, Plugin, normalize_distribution};
 use crate::tools::layout::Layout;
 use crate::tools::policy::{self, Classification};
+use crate::tools::result;
 use crate::tools::schema::{self, MAX_ITEMS, MAX_STRING, Validator};
 
 pub const EXECUTE_TOOL: &str = "conda_execute";
@@ -152,7 +153,7 @@ impl Toolset {
                 None => unknown_classified.push(tool.clone()),
             }
         }
-        let output = Arc::new(schema::execution_output_schema());
+        let output = Arc::new(result::output_schema());
         let described: Vec<_> = candidates
             .into_iter()
             .zip(names)
