@@ -29,7 +29,7 @@ use crate::tools::toolset::Settings;
 
 mod compare;
 
-pub use compare::surface_difference;
+pub use compare::{Difference, Place, surface_difference};
 
 /// How the tools were obtained.
 #[derive(Clone, Debug, Default)]
@@ -89,7 +89,7 @@ pub enum Mismatch {
     #[error("the live catalog differs from the baked snapshot {file} ({difference})")]
     Catalog {
         file: &'static str,
-        difference: String,
+        difference: Difference,
     },
 }
 
@@ -402,3 +402,6 @@ pub fn confirm(snapshot: &BakedSnapshot, live: &Discovery) -> Result<(), Mismatc
         }),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -2,16 +2,65 @@
 //! (commands, signatures, blocking diagnostics), never help texts, defaults or dynamic
 //! choice values. Pure.
 
+use std::fmt;
+
 use crate::model::catalog::{Argument, Catalog, Command};
 
+/// The first difference found, as named in a restart reason.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Difference {
+    #[error("the program name `prog` differs")]
+    Prog,
+    #[error("the root parser is missing on one side")]
+    RootMissing,
+    #[error("{at}: `{field}` differs")]
+    Field { at: Place, field: &'static str },
+    #[error("{at}: argument `{id}` is new")]
+    ArgumentNew { at: Place, id: String },
+    #[error("{at}: argument `{id}` differs in `{field}`")]
+    ArgumentDiffers {
+        at: Place,
+        id: String,
+        field: &'static str,
+    },
+    #[error("{at}: argument `{id}` is gone")]
+    ArgumentGone { at: Place, id: String },
+    #[error("{at}: the order of its arguments differs")]
+    Order { at: Place },
+    /// A command (its path, space-separated) only live discovery has.
+    #[error("command `{0}` is new")]
+    CommandNew(String),
+    #[error("command `{0}` is gone")]
+    CommandGone(String),
+    #[error("a blocking diagnostic is new at `{0}`")]
+    BlockingNew(String),
+    #[error("a blocking diagnostic is gone at `{0}`")]
+    BlockingGone(String),
+}
+
+/// Which parser differs: the root, or a command by its path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Place {
+    Root,
+    Command(String),
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Place::Root => f.write_str("the root parser"),
+            Place::Command(path) => write!(f, "command `{path}`"),
+        }
+    }
+}
+
 /// The first difference between two catalogs in what decides the tool surface, if any.
-pub fn surface_difference(served: &Catalog, live: &Catalog) -> Option<String> {
+pub fn surface_difference(served: &Catalog, live: &Catalog) -> Option<Difference> {
     if served.prog != live.prog {
-        return Some("the program name `prog` differs".into());
+        return Some(Difference::Prog);
     }
     let (Some(served_root), Some(live_root)) = (&served.root, &live.root) else {
-        return (served.root.is_some() != live.root.is_some())
-            .then(|| "the root parser is missing on one side".into());
+        return (served.root.is_some() != live.root.is_some()).then_some(Difference::RootMissing);
     };
     if let Some(difference) = command_difference(served_root, live_root, &mut Vec::new()) {
         return Some(difference);
@@ -29,27 +78,25 @@ pub fn surface_difference(served: &Catalog, live: &Catalog) -> Option<String> {
     };
     let (served_blocked, live_blocked) = (blocked(served), blocked(live));
     if let Some(path) = live_blocked.iter().find(|p| !served_blocked.contains(p)) {
-        return Some(format!(
-            "a blocking diagnostic is new at `{}`",
-            path.join(" ")
-        ));
+        return Some(Difference::BlockingNew(path.join(" ")));
     }
     if let Some(path) = served_blocked.iter().find(|p| !live_blocked.contains(p)) {
-        return Some(format!(
-            "a blocking diagnostic is gone at `{}`",
-            path.join(" ")
-        ));
+        return Some(Difference::BlockingGone(path.join(" ")));
     }
     None
 }
 
-fn command_difference(served: &Command, live: &Command, path: &mut Vec<String>) -> Option<String> {
+fn command_difference(
+    served: &Command,
+    live: &Command,
+    path: &mut Vec<String>,
+) -> Option<Difference> {
     let at = if path.is_empty() {
-        "the root parser".to_owned()
+        Place::Root
     } else {
-        format!("command `{}`", path.join(" "))
+        Place::Command(path.join(" "))
     };
-    let fields: [(&str, bool); 5] = [
+    let fields: [(&'static str, bool); 5] = [
         ("aliases", served.aliases == live.aliases),
         ("terminal", served.terminal == live.terminal),
         ("passthrough", served.passthrough == live.passthrough),
@@ -59,19 +106,23 @@ fn command_difference(served: &Command, live: &Command, path: &mut Vec<String>) 
             served.exclusive_groups == live.exclusive_groups,
         ),
     ];
-    if let Some((field, _)) = fields.iter().find(|(_, same)| !same) {
-        return Some(format!("{at}: `{field}` differs"));
+    if let Some((field, _)) = fields.into_iter().find(|(_, same)| !same) {
+        return Some(Difference::Field { at, field });
     }
     let find = |list: &[Argument], id: &str| list.iter().position(|a| a.id == id);
     for argument in &live.arguments {
         let Some(index) = find(&served.arguments, &argument.id) else {
-            return Some(format!("{at}: argument `{}` is new", argument.id));
+            return Some(Difference::ArgumentNew {
+                at,
+                id: argument.id.clone(),
+            });
         };
         if let Some(field) = argument_difference(&served.arguments[index], argument) {
-            return Some(format!(
-                "{at}: argument `{}` differs in `{field}`",
-                argument.id
-            ));
+            return Some(Difference::ArgumentDiffers {
+                at,
+                id: argument.id.clone(),
+                field,
+            });
         }
     }
     if let Some(gone) = served
@@ -79,7 +130,10 @@ fn command_difference(served: &Command, live: &Command, path: &mut Vec<String>) 
         .iter()
         .find(|a| find(&live.arguments, &a.id).is_none())
     {
-        return Some(format!("{at}: argument `{}` is gone", gone.id));
+        return Some(Difference::ArgumentGone {
+            at,
+            id: gone.id.clone(),
+        });
     }
     if served
         .arguments
@@ -87,13 +141,13 @@ fn command_difference(served: &Command, live: &Command, path: &mut Vec<String>) 
         .map(|a| &a.id)
         .ne(live.arguments.iter().map(|a| &a.id))
     {
-        return Some(format!("{at}: the order of its arguments differs"));
+        return Some(Difference::Order { at });
     }
     for live_child in &live.children {
         let name = live_child.name.clone().unwrap_or_default();
         path.push(name);
         let difference = match child(&served.children, &live_child.name) {
-            None => Some(format!("command `{}` is new", path.join(" "))),
+            None => Some(Difference::CommandNew(path.join(" "))),
             Some(served_child) => command_difference(served_child, live_child, path),
         };
         path.pop();
@@ -107,9 +161,9 @@ fn command_difference(served: &Command, live: &Command, path: &mut Vec<String>) 
         .find(|c| child(&live.children, &c.name).is_none())
     {
         path.push(gone.name.clone().unwrap_or_default());
-        let text = format!("command `{}` is gone", path.join(" "));
+        let gone = Difference::CommandGone(path.join(" "));
         path.pop();
-        return Some(text);
+        return Some(gone);
     }
     None
 }
