@@ -109,39 +109,8 @@ fn command_difference(
     if let Some((field, _)) = fields.into_iter().find(|(_, same)| !same) {
         return Some(Difference::Field { at, field });
     }
-    let find = |list: &[Argument], id: &str| list.iter().position(|a| a.id == id);
-    for argument in &live.arguments {
-        let Some(index) = find(&served.arguments, &argument.id) else {
-            return Some(Difference::ArgumentNew {
-                at,
-                id: argument.id.clone(),
-            });
-        };
-        if let Some(field) = argument_difference(&served.arguments[index], argument) {
-            return Some(Difference::ArgumentDiffers {
-                at,
-                id: argument.id.clone(),
-                field,
-            });
-        }
-    }
-    if let Some(gone) = served
-        .arguments
-        .iter()
-        .find(|a| find(&live.arguments, &a.id).is_none())
-    {
-        return Some(Difference::ArgumentGone {
-            at,
-            id: gone.id.clone(),
-        });
-    }
-    if served
-        .arguments
-        .iter()
-        .map(|a| &a.id)
-        .ne(live.arguments.iter().map(|a| &a.id))
-    {
-        return Some(Difference::Order { at });
+    if let Some(difference) = arguments_difference(&served.arguments, &live.arguments, at) {
+        return Some(difference);
     }
     for live_child in &live.children {
         let name = live_child.name.clone().unwrap_or_default();
@@ -164,6 +133,37 @@ fn command_difference(
         let gone = Difference::CommandGone(path.join(" "));
         path.pop();
         return Some(gone);
+    }
+    None
+}
+
+/// The first difference between two commands' argument lists (new, changed, gone,
+/// reordered).
+fn arguments_difference(served: &[Argument], live: &[Argument], at: Place) -> Option<Difference> {
+    let find = |list: &[Argument], id: &str| list.iter().position(|a| a.id == id);
+    for argument in live {
+        let Some(index) = find(served, &argument.id) else {
+            return Some(Difference::ArgumentNew {
+                at,
+                id: argument.id.clone(),
+            });
+        };
+        if let Some(field) = argument_difference(&served[index], argument) {
+            return Some(Difference::ArgumentDiffers {
+                at,
+                id: argument.id.clone(),
+                field,
+            });
+        }
+    }
+    if let Some(gone) = served.iter().find(|a| find(live, &a.id).is_none()) {
+        return Some(Difference::ArgumentGone {
+            at,
+            id: gone.id.clone(),
+        });
+    }
+    if served.iter().map(|a| &a.id).ne(live.iter().map(|a| &a.id)) {
+        return Some(Difference::Order { at });
     }
     None
 }
