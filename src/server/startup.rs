@@ -1,36 +1,322 @@
-//! How the server gets its tools: from a baked snapshot at once, or from live discovery.
+//! How the server gets its tools, and who confirms them: from a baked snapshot at once, or
+//! from live discovery.
 //!
 //! When the target's stamp (conda's version and `conda` entry points, read from disk in a
 //! few milliseconds) equals a baked snapshot's, the tools are built from that snapshot
-//! and served immediately; live discovery still runs and confirms afterwards. Otherwise
-//! (no snapshot for this version, different plugins, `--no-snapshot`) tools wait for live
-//! discovery. Reads files, starts no process.
+//! and served immediately; live discovery still runs and confirms afterwards
+//! ([`confirm`]: a contradiction requires a restart). Otherwise (no snapshot for this
+//! version, different plugins, `--no-snapshot`: a [`LiveReason`]) tools wait for live
+//! discovery. The state is a [`Start`]; the capabilities document's `startup` object is
+//! derived from it. Reads files only through [`crate::host::stamp`]; processes start only
+//! through [`crate::host::discovery`] and the sandbox probe.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
 
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::Shared;
+use super::ready::{self, BuildError, Ready};
 use crate::baked::{self, BakedSnapshot};
-use crate::host::discovery::Discovery;
+use crate::host::discovery::{self, Discovery, Target};
+use crate::host::sandbox::{self, Sandbox};
 use crate::host::stamp;
-use crate::model::catalog::{Argument, Catalog, Command};
+use crate::model::catalog::Catalog;
 use crate::model::snapshot::Snapshot;
+use crate::tools::toolset::Settings;
+
+mod compare;
+
+pub use compare::{Difference, Place, surface_difference};
+
+/// How the tools were obtained.
+#[derive(Clone, Debug, Default)]
+pub enum Start {
+    /// Not served yet.
+    #[default]
+    Waiting,
+    /// From a baked snapshot whose stamp matched; live discovery confirms.
+    Snapshot {
+        snapshot: &'static BakedSnapshot,
+        confirmation: Confirmation,
+    },
+    /// From live discovery, and why.
+    Live(LiveReason),
+}
+
+/// Live discovery's verdict on a snapshot start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Confirmation {
+    Pending,
+    Confirmed,
+    Differs,
+}
+
+/// Why the tools wait for live discovery.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum LiveReason {
+    #[error("--no-snapshot")]
+    NoSnapshotFlag,
+    #[error("the target's site-packages were not found")]
+    NoSitePackages,
+    #[error("the target's conda metadata was not found")]
+    NoMetadata,
+    #[error("plugins differ from the baked snapshot {0}")]
+    PluginsDiffer(&'static str),
+    #[error("no baked snapshot for conda {0}")]
+    NoSnapshot(String),
+    #[error("the baked snapshot {0} does not parse")]
+    Unparseable(&'static str),
+}
+
+/// How live discovery contradicts the snapshot that served the tools.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum Mismatch {
+    #[error("live discovery failed: {0}")]
+    LiveFailed(String),
+    #[error("the baked snapshot does not parse")]
+    Unparseable,
+    #[error(
+        "the live plugin inventory differs from the baked snapshot {file} (fingerprint {live} live, {baked} baked)"
+    )]
+    Plugins {
+        file: &'static str,
+        live: String,
+        baked: &'static str,
+    },
+    #[error("the live catalog differs from the baked snapshot {file} ({difference})")]
+    Catalog {
+        file: &'static str,
+        difference: Difference,
+    },
+}
+
+/// Why the server cannot serve its tools and stops (exit status 2).
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum Fatal {
+    /// The target is not a conda (discovery's one-line reason).
+    #[error("{0}")]
+    NotAConda(String),
+    #[error(transparent)]
+    Unserveable(#[from] BuildError),
+}
+
+impl Confirmation {
+    fn as_str(self) -> &'static str {
+        match self {
+            Confirmation::Pending => "pending",
+            Confirmation::Confirmed => "confirmed",
+            Confirmation::Differs => "differs",
+        }
+    }
+}
+
+impl Start {
+    /// The capabilities document's `startup` object.
+    pub fn describe(&self) -> Value {
+        let (path, reason, confirmation) = match self {
+            Start::Waiting => ("", String::new(), None),
+            Start::Snapshot {
+                snapshot,
+                confirmation,
+            } => (
+                "snapshot",
+                format!("stamp matched the baked snapshot {}", snapshot.file),
+                Some(confirmation.as_str()),
+            ),
+            Start::Live(reason) => ("live", reason.to_string(), None),
+        };
+        json!({"path": path, "reason": reason, "confirmation": confirmation})
+    }
+}
+
+/// Probe the sandbox and obtain the tools in the background; `sender` publishes them.
+pub(super) fn spawn(shared: Arc<Shared>, sender: watch::Sender<Option<Arc<Ready>>>) {
+    let probe = tokio::spawn(probe_sandbox(shared.config.no_sandbox));
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let sandbox = probe
+            .await
+            .unwrap_or_else(|_| Sandbox::unavailable("the sandbox probe failed"));
+        let _ = shared.sandbox.set(sandbox);
+        let settings = Settings {
+            allow_exec: shared.config.allow_exec,
+            classify: shared.config.classify.clone(),
+            timeout: shared.config.timeout,
+        };
+        match fast_start(&shared.config.conda_exe, shared.config.no_snapshot) {
+            Ok(fast) => from_snapshot(&shared, fast, &settings, &sender, started).await,
+            Err(reason) => from_live(&shared, reason, &settings, &sender, started).await,
+        }
+    });
+}
+
+fn target(shared: &Shared) -> Target {
+    Target {
+        conda_exe: shared.config.conda_exe.clone(),
+        timeout: shared.config.timeout,
+    }
+}
+
+/// Serve the snapshot's tools now, then confirm them by live discovery.
+async fn from_snapshot(
+    shared: &Shared,
+    fast: Fast,
+    settings: &Settings,
+    sender: &watch::Sender<Option<Arc<Ready>>>,
+    started: Instant,
+) {
+    let snapshot = fast.snapshot;
+    let built = ready::build(
+        fast.discovery,
+        settings,
+        &shared.config.surface,
+        &shared.config,
+    );
+    let Some(ready) = shared.serveable(built) else {
+        return;
+    };
+    tracing::info!(
+        tools = ready.toolset.generated.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        snapshot = snapshot.file,
+        "serving tools from the baked snapshot; live discovery confirms in the background"
+    );
+    let start = Start::Snapshot {
+        snapshot,
+        confirmation: Confirmation::Pending,
+    };
+    shared.record_start(start, &ready);
+    let _ = sender.send(Some(Arc::new(ready)));
+    let found = discovery::discover(&target(shared)).await;
+    let verdict = confirm(snapshot, &found);
+    shared.record_confirmation(verdict, &found);
+}
+
+/// Serve the tools live discovery finds.
+async fn from_live(
+    shared: &Shared,
+    reason: LiveReason,
+    settings: &Settings,
+    sender: &watch::Sender<Option<Arc<Ready>>>,
+    started: Instant,
+) {
+    let found = discovery::discover(&target(shared)).await;
+    // Not a conda at all: stop (exit status 2) rather than serve no tools.
+    if let Some(line) = found.not_a_conda(&shared.config.conda_exe) {
+        shared.fatal.send_replace(Some(Fatal::NotAConda(line)));
+        return;
+    }
+    let built = ready::build(found, settings, &shared.config.surface, &shared.config);
+    let Some(ready) = shared.serveable(built) else {
+        return;
+    };
+    tracing::info!(
+        tools = ready.toolset.generated.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        conda = %ready.discovery.catalog.conda_version,
+        why = %reason,
+        "discovery finished"
+    );
+    for d in &ready.discovery.catalog.diagnostics {
+        tracing::warn!(path = %d.path.join(" "), reason = %d.reason, "discovery diagnostic");
+    }
+    shared.record_start(Start::Live(reason), &ready);
+    let _ = sender.send(Some(Arc::new(ready)));
+}
+
+impl Shared {
+    /// The tool list, or `None` after reporting why it cannot be served.
+    fn serveable(&self, built: Result<Ready, BuildError>) -> Option<Ready> {
+        match built {
+            Ok(ready) => Some(ready),
+            Err(reason) => {
+                tracing::error!(%reason, "the tool list cannot be served");
+                self.fatal.send_replace(Some(reason.into()));
+                None
+            }
+        }
+    }
+
+    fn record_start(&self, start: Start, ready: &Ready) {
+        if let Ok(mut status) = self.status.lock() {
+            status.start = start;
+            status.restart.started(ready);
+        }
+    }
+
+    /// Live discovery finished after a snapshot start.
+    fn record_confirmation(&self, verdict: Result<(), Mismatch>, live: &Discovery) {
+        let Ok(mut status) = self.status.lock() else {
+            return;
+        };
+        let confirmation = match verdict {
+            Ok(()) => {
+                tracing::debug!("live discovery confirms the baked snapshot");
+                Confirmation::Confirmed
+            }
+            Err(reason) => {
+                tracing::warn!(%reason, "live discovery differs from the baked snapshot; restart the server");
+                status.restart.contradicted(reason, live.fingerprint());
+                Confirmation::Differs
+            }
+        };
+        if let Start::Snapshot {
+            confirmation: state,
+            ..
+        } = &mut status.start
+        {
+            *state = confirmation;
+        }
+    }
+}
+
+/// Probe the read-only sandbox once (a trial run of this executable's `--version`) and
+/// say at startup what the children of read-only calls get.
+async fn probe_sandbox(disabled: bool) -> Sandbox {
+    if disabled {
+        tracing::warn!("--no-sandbox: read-only calls run without the read-only sandbox");
+        return Sandbox::disabled();
+    }
+    let program = std::env::current_exe()
+        .ok()
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("/bin/true"));
+    let args: &[&str] = if program.ends_with("true") {
+        &[]
+    } else {
+        &["--version"]
+    };
+    let sandbox = Sandbox::probe(&sandbox::Inputs::from_process(), &program, args).await;
+    match sandbox.state() {
+        sandbox::State::Active => {
+            tracing::debug!("read-only calls run in a read-only sandbox (private mount namespace)")
+        }
+        sandbox::State::Unavailable(reason) => tracing::warn!(
+            %reason,
+            "the read-only sandbox is unavailable; read-only calls run without it"
+        ),
+        sandbox::State::Disabled => {}
+    }
+    sandbox
+}
 
 /// A start from a baked snapshot.
 pub struct Fast {
     pub snapshot: &'static BakedSnapshot,
     /// The snapshot's discovery, localized to this target.
     pub discovery: Discovery,
-    pub reason: String,
 }
 
 /// Decide the start; `Err(reason)` means: wait for live discovery.
-pub fn fast_start(conda_exe: &Path, no_snapshot: bool) -> Result<Fast, String> {
+pub fn fast_start(conda_exe: &Path, no_snapshot: bool) -> Result<Fast, LiveReason> {
     if no_snapshot {
-        return Err("--no-snapshot".into());
+        return Err(LiveReason::NoSnapshotFlag);
     }
-    let located = stamp::locate(conda_exe)
-        .ok_or_else(|| "the target's site-packages were not found".to_owned())?;
-    let stamp = stamp::stamp(&located.site_dirs)
-        .ok_or_else(|| "the target's conda metadata was not found".to_owned())?;
+    let located = stamp::locate(conda_exe).ok_or(LiveReason::NoSitePackages)?;
+    let stamp = stamp::stamp(&located.site_dirs).ok_or(LiveReason::NoMetadata)?;
     let Some(snapshot) = baked::snapshots()
         .iter()
         .find(|s| s.stamp == Some(stamp.digest.as_str()))
@@ -40,17 +326,16 @@ pub fn fast_start(conda_exe: &Path, no_snapshot: bool) -> Result<Fast, String> {
                 .iter()
                 .find(|s| s.conda_version == stamp.conda_version)
             {
-                Some(s) => format!("plugins differ from the baked snapshot {}", s.file),
-                None => format!("no baked snapshot for conda {}", stamp.conda_version),
+                Some(s) => LiveReason::PluginsDiffer(s.file),
+                None => LiveReason::NoSnapshot(stamp.conda_version),
             },
         );
     };
-    let parsed = Snapshot::from_text(snapshot.json)
-        .map_err(|_| format!("the baked snapshot {} does not parse", snapshot.file))?;
+    let parsed =
+        Snapshot::from_text(snapshot.json).map_err(|_| LiveReason::Unparseable(snapshot.file))?;
     let catalog = localize(&parsed.catalog, &located.prefix);
     Ok(Fast {
         snapshot,
-        reason: format!("stamp matched the baked snapshot {}", snapshot.file),
         discovery: Discovery {
             catalog,
             plugins: parsed.plugins,
@@ -81,7 +366,7 @@ fn localize_value(value: &mut serde_json::Value, prefix: &str) {
     }
 }
 
-/// Compare live discovery with the snapshot that served the tools. `Err(reason)` when they
+/// Compare live discovery with the snapshot that served the tools. `Err` when they
 /// differ in what decides the tool surface (the served tools may not match the target: a
 /// restart is required); the reason names the command, argument and field.
 ///
@@ -92,171 +377,31 @@ fn localize_value(value: &mut serde_json::Value, prefix: &str) {
 /// Not compared: help texts, defaults and dynamic choice values — they differ between
 /// machines (home directory, working directory, installed solvers) without changing a
 /// tool's shape or its argv.
-pub fn confirm(snapshot: &BakedSnapshot, live: &Discovery) -> Result<(), String> {
+pub fn confirm(snapshot: &BakedSnapshot, live: &Discovery) -> Result<(), Mismatch> {
     if live.catalog.root.is_none() {
         let reason = live
             .catalog
             .diagnostics
             .first()
             .map_or("", |d| d.reason.as_str());
-        return Err(format!("live discovery failed: {reason}"));
+        return Err(Mismatch::LiveFailed(reason.to_owned()));
     }
-    let served = Snapshot::from_text(snapshot.json)
-        .map_err(|_| "the baked snapshot does not parse".to_owned())?;
+    let served = Snapshot::from_text(snapshot.json).map_err(|_| Mismatch::Unparseable)?;
     if live.fingerprint() != snapshot.fingerprint {
-        return Err(format!(
-            "the live plugin inventory differs from the baked snapshot {} (fingerprint {} live, {} baked)",
-            snapshot.file,
-            live.fingerprint(),
-            snapshot.fingerprint
-        ));
+        return Err(Mismatch::Plugins {
+            file: snapshot.file,
+            live: live.fingerprint(),
+            baked: snapshot.fingerprint,
+        });
     }
     match surface_difference(&served.catalog, &live.catalog) {
         None => Ok(()),
-        Some(differing) => Err(format!(
-            "the live catalog differs from the baked snapshot {} ({differing})",
-            snapshot.file
-        )),
+        Some(difference) => Err(Mismatch::Catalog {
+            file: snapshot.file,
+            difference,
+        }),
     }
 }
 
-/// The first difference between two catalogs in what decides the tool surface, if any.
-pub fn surface_difference(served: &Catalog, live: &Catalog) -> Option<String> {
-    if served.prog != live.prog {
-        return Some("the program name `prog` differs".into());
-    }
-    let (Some(served_root), Some(live_root)) = (&served.root, &live.root) else {
-        return (served.root.is_some() != live.root.is_some())
-            .then(|| "the root parser is missing on one side".into());
-    };
-    if let Some(difference) = command_difference(served_root, live_root, &mut Vec::new()) {
-        return Some(difference);
-    }
-    let blocked = |catalog: &Catalog| {
-        let mut paths: Vec<Vec<String>> = catalog
-            .diagnostics
-            .iter()
-            .filter(|d| d.blocking)
-            .map(|d| d.path.clone())
-            .collect();
-        paths.sort();
-        paths.dedup();
-        paths
-    };
-    let (served_blocked, live_blocked) = (blocked(served), blocked(live));
-    if let Some(path) = live_blocked.iter().find(|p| !served_blocked.contains(p)) {
-        return Some(format!(
-            "a blocking diagnostic is new at `{}`",
-            path.join(" ")
-        ));
-    }
-    if let Some(path) = served_blocked.iter().find(|p| !live_blocked.contains(p)) {
-        return Some(format!(
-            "a blocking diagnostic is gone at `{}`",
-            path.join(" ")
-        ));
-    }
-    None
-}
-
-fn command_difference(served: &Command, live: &Command, path: &mut Vec<String>) -> Option<String> {
-    let at = if path.is_empty() {
-        "the root parser".to_owned()
-    } else {
-        format!("command `{}`", path.join(" "))
-    };
-    let fields: [(&str, bool); 5] = [
-        ("aliases", served.aliases == live.aliases),
-        ("terminal", served.terminal == live.terminal),
-        ("passthrough", served.passthrough == live.passthrough),
-        ("raw_only", served.raw_only == live.raw_only),
-        (
-            "exclusive_groups",
-            served.exclusive_groups == live.exclusive_groups,
-        ),
-    ];
-    if let Some((field, _)) = fields.iter().find(|(_, same)| !same) {
-        return Some(format!("{at}: `{field}` differs"));
-    }
-    let find = |list: &[Argument], id: &str| list.iter().position(|a| a.id == id);
-    for argument in &live.arguments {
-        let Some(index) = find(&served.arguments, &argument.id) else {
-            return Some(format!("{at}: argument `{}` is new", argument.id));
-        };
-        if let Some(field) = argument_difference(&served.arguments[index], argument) {
-            return Some(format!(
-                "{at}: argument `{}` differs in `{field}`",
-                argument.id
-            ));
-        }
-    }
-    if let Some(gone) = served
-        .arguments
-        .iter()
-        .find(|a| find(&live.arguments, &a.id).is_none())
-    {
-        return Some(format!("{at}: argument `{}` is gone", gone.id));
-    }
-    if served
-        .arguments
-        .iter()
-        .map(|a| &a.id)
-        .ne(live.arguments.iter().map(|a| &a.id))
-    {
-        return Some(format!("{at}: the order of its arguments differs"));
-    }
-    for live_child in &live.children {
-        let name = live_child.name.clone().unwrap_or_default();
-        path.push(name);
-        let difference = match child(&served.children, &live_child.name) {
-            None => Some(format!("command `{}` is new", path.join(" "))),
-            Some(served_child) => command_difference(served_child, live_child, path),
-        };
-        path.pop();
-        if difference.is_some() {
-            return difference;
-        }
-    }
-    if let Some(gone) = served
-        .children
-        .iter()
-        .find(|c| child(&live.children, &c.name).is_none())
-    {
-        path.push(gone.name.clone().unwrap_or_default());
-        let text = format!("command `{}` is gone", path.join(" "));
-        path.pop();
-        return Some(text);
-    }
-    None
-}
-
-/// The first signature field in which two arguments with the same id differ.
-fn argument_difference(served: &Argument, live: &Argument) -> Option<&'static str> {
-    let static_choices = |a: &Argument| {
-        if a.dynamic_choices {
-            None
-        } else {
-            Some(a.choices.clone())
-        }
-    };
-    [
-        ("flags", served.flags == live.flags),
-        ("action", served.action == live.action),
-        ("nargs", served.nargs == live.nargs),
-        ("value_type", served.value_type == live.value_type),
-        ("required", served.required == live.required),
-        ("hidden", served.hidden == live.hidden),
-        (
-            "dynamic_choices",
-            served.dynamic_choices == live.dynamic_choices,
-        ),
-        ("choices", static_choices(served) == static_choices(live)),
-    ]
-    .into_iter()
-    .find(|(_, same)| !same)
-    .map(|(field, _)| field)
-}
-
-fn child<'a>(list: &'a [Command], name: &Option<String>) -> Option<&'a Command> {
-    list.iter().find(|c| &c.name == name)
-}
+#[cfg(test)]
+mod tests;

@@ -2,7 +2,8 @@
 //! (`layout`), their JSON Schemas and validation (`schema`), the argv compilers (`argv`),
 //! the policy on the final argv (`policy`), the assembled toolset (`toolset`), the
 //! operator's surface (`surface`), `ccm tools` (`report`) and `conda_cli_command`
-//! payloads (`completion`). Pure: no I/O, no environment.
+//! payloads (`completion`), and the execution result every executing tool returns
+//! (`result`, its output schema derived from the same type). Pure: no I/O, no environment.
 
 pub mod argv;
 pub mod completion;
@@ -10,6 +11,7 @@ pub mod error;
 pub mod layout;
 pub mod policy;
 pub mod report;
+pub mod result;
 pub mod schema;
 pub mod surface;
 pub mod toolset;

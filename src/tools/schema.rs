@@ -361,34 +361,6 @@ fn active_schema(property: &Property) -> Value {
     }
 }
 
-/// The output schema shared by every executing tool: the 10-field execution result.
-pub fn execution_output_schema() -> Map<String, Value> {
-    let schema = json!({
-        "type": "object",
-        "properties": {
-            "exit_code": {"type": ["integer", "null"], "minimum": MIN_INTEGER, "maximum": MAX_INTEGER},
-            "stdout": {"type": "string"},
-            "stderr": {"type": "string"},
-            "duration_ms": {"type": "integer", "minimum": 0, "maximum": MAX_SAFE_INTEGER},
-            "parsed_json": {},
-            "timed_out": {"type": "boolean"},
-            "cancelled": {"type": "boolean"},
-            "stdout_truncated": {"type": "boolean"},
-            "stderr_truncated": {"type": "boolean"},
-            "restart_required": {"type": "boolean"},
-        },
-        "required": [
-            "exit_code", "stdout", "stderr", "duration_ms", "parsed_json", "timed_out",
-            "cancelled", "stdout_truncated", "stderr_truncated", "restart_required"
-        ],
-        "additionalProperties": false,
-    });
-    match schema {
-        Value::Object(map) => map,
-        _ => unreachable!("literal object"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,7 @@ use crate::model::catalog::{Catalog, Command, Diagnostic, Plugin, normalize_dist
 use crate::tools::error::SchemaError;
 use crate::tools::layout::Layout;
 use crate::tools::policy::{self, Classification};
+use crate::tools::result;
 use crate::tools::schema::{self, MAX_ITEMS, MAX_STRING, Validator};
 
 pub const EXECUTE_TOOL: &str = "conda_execute";
@@ -137,7 +138,7 @@ impl Toolset {
                 None => unknown_classified.push(tool.clone()),
             }
         }
-        let output = Arc::new(schema::execution_output_schema());
+        let output = Arc::new(result::output_schema());
         let described: Vec<_> = candidates
             .into_iter()
             .zip(names)

@@ -1,0 +1,279 @@
+//! One tool call after routing: validate → compile → policy (grants, path confinement)
+//! → capacity → execute → result, for the generated tools, `conda_execute` and
+//! `conda_cli_command`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rmcp::ErrorData;
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::result::execution_result;
+use super::{Ready, Refusal, Server, internal, invalid_arguments, invalid_params};
+use crate::host::exec;
+use crate::host::sandbox;
+use crate::model::catalog::canonical_json;
+use crate::tools::policy::{self, Classification, Grants, Origin};
+use crate::tools::toolset::{Compiler, Tool};
+use crate::tools::{argv, completion};
+
+impl Server {
+    /// A generated tool (`conda_<command path>`).
+    pub(super) async fn call_generated(
+        &self,
+        ready: &Ready,
+        name: &str,
+        tool: &Tool,
+        arguments: &Value,
+        ct: CancellationToken,
+    ) -> Result<CallToolResult, Refusal> {
+        tool.validator
+            .validate(arguments)
+            .map_err(|e| invalid_arguments(&e))?;
+        let input = arguments.as_object().expect("validated as an object");
+        let argv = match tool.compiler {
+            Compiler::Generic => argv::compile(&tool.layout, input),
+            Compiler::Baked(baked) => (baked.compile)(input),
+        }
+        .map_err(|e| invalid_arguments(&e))?;
+        let root = ready.discovery.catalog.root.as_ref();
+        let mut class = policy::classify(
+            &ready.toolset.rules,
+            root,
+            &argv,
+            Origin::Generated {
+                opaque: tool.opaque,
+            },
+        );
+        if sandbox::forced_read_only(name) {
+            class.read_only = true;
+            class.requires_write = false;
+            class.requires_exec = false;
+        }
+        self.enforce(&class)?;
+        self.confine(ready, &class, &argv, None)?;
+        self.execute(
+            ready,
+            argv,
+            None,
+            None,
+            self.shared.config.timeout,
+            class,
+            ct,
+        )
+        .await
+    }
+
+    fn enforce(&self, class: &Classification) -> Result<(), Refusal> {
+        let config = &self.shared.config;
+        let missing = class.missing(Grants {
+            write: config.allow_write,
+            exec: config.allow_exec,
+            credentials: config.allow_credentials,
+        });
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(ErrorData::invalid_request(Classification::refusal(&missing), None).into())
+        }
+    }
+
+    /// Path confinement for calls that do not need `--allow-exec` (those may run any
+    /// program, which can read anything anyway).
+    fn confine(
+        &self,
+        ready: &Ready,
+        class: &Classification,
+        argv: &[String],
+        cwd: Option<&Path>,
+    ) -> Result<(), Refusal> {
+        if class.requires_exec || ready.confinement.is_unrestricted() {
+            return Ok(());
+        }
+        let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        // An explicit working directory is a path the call names too.
+        let named_cwd = cwd.map(|c| here.join(c));
+        let cwd_outside = named_cwd.as_ref().is_some_and(|c| {
+            let token = [c.to_string_lossy().into_owned()];
+            ready.confinement.check(&token, &here, None).is_err()
+        });
+        let cwd = named_cwd.unwrap_or(here);
+        if cwd_outside
+            || ready
+                .confinement
+                .check(argv, &cwd, home.as_deref())
+                .is_err()
+        {
+            return Err(ErrorData::invalid_request(
+                "Operation names a path outside the allowed directories (see --allow-paths)",
+                None,
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    pub(super) async fn call_execute(
+        &self,
+        ready: &Ready,
+        arguments: &Value,
+        ct: CancellationToken,
+    ) -> Result<CallToolResult, Refusal> {
+        ready
+            .toolset
+            .execute_validator
+            .validate(arguments)
+            .map_err(|e| invalid_arguments(&e))?;
+        let invalid_options = || Refusal::from(invalid_params("Invalid execution options"));
+        let argv = strings(arguments.get("argv"));
+        let cwd = match arguments.get("cwd").and_then(Value::as_str) {
+            None => None,
+            Some(text) => {
+                let path = if text.is_empty() {
+                    PathBuf::from(".")
+                } else {
+                    PathBuf::from(text)
+                };
+                if !path.is_dir() {
+                    return Err(invalid_options());
+                }
+                Some(path)
+            }
+        };
+        let stdin = match arguments.get("stdin").and_then(Value::as_str) {
+            None => None,
+            Some(text) if text.len() > self.shared.config.stdin_limit => {
+                return Err(invalid_options());
+            }
+            Some(text) => Some(text.as_bytes().to_vec()),
+        };
+        let timeout = match arguments.get("timeout_seconds").and_then(Value::as_f64) {
+            None => self.shared.config.timeout,
+            Some(seconds) => Duration::try_from_secs_f64(seconds)
+                .map_err(|_| invalid_options())?
+                .min(self.shared.config.timeout),
+        };
+        let class = policy::classify(
+            &ready.toolset.rules,
+            ready.discovery.catalog.root.as_ref(),
+            &argv,
+            Origin::Raw,
+        );
+        self.enforce(&class)?;
+        self.confine(ready, &class, &argv, cwd.as_deref())?;
+        self.execute(ready, argv, cwd, stdin, timeout, class, ct)
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn execute(
+        &self,
+        ready: &Ready,
+        argv: Vec<String>,
+        cwd: Option<PathBuf>,
+        stdin: Option<Vec<u8>>,
+        timeout: Duration,
+        class: Classification,
+        ct: CancellationToken,
+    ) -> Result<CallToolResult, Refusal> {
+        let sandbox = match self.shared.sandbox.get() {
+            Some(sandbox)
+                if sandbox::applies(&class, self.shared.config.allow_write)
+                    && *sandbox.state() == sandbox::State::Active =>
+            {
+                // Fail closed: an active sandbox that cannot be planned runs nothing.
+                let plan = sandbox.plan(ready.discovery.prefix.as_deref());
+                if plan.is_none() {
+                    tracing::error!("the sandbox could not be prepared for a read-only call");
+                    return Err(internal().into());
+                }
+                plan
+            }
+            _ => None,
+        };
+        let spec = exec::Spec {
+            program: self.shared.config.conda_exe.clone(),
+            args: argv.into_iter().map(Into::into).collect(),
+            cwd,
+            stdin,
+            timeout,
+            stdout_limit: self.shared.config.output_limit,
+            stderr_limit: self.shared.config.output_limit,
+            env_remove: Vec::new(),
+            limits: exec::Limits::current(),
+            sandbox,
+        };
+        // Refused before anything spawns (and before it takes a place in the queue).
+        exec::check_size(&spec).map_err(|why| {
+            let message = match why {
+                exec::TooLarge::Argument => format!(
+                    "Invalid arguments: one argument is longer than {} bytes",
+                    exec::MAX_ARG_BYTES
+                ),
+                exec::TooLarge::Total(_) => format!(
+                    "Invalid arguments: the command line and environment would exceed {} bytes",
+                    exec::MAX_COMMAND_BYTES
+                ),
+            };
+            ErrorData::invalid_params(message, Some(json!({"limit": exec::MAX_COMMAND_BYTES})))
+        })?;
+        let _admitted = self.admit(&ct).await?;
+        let outcome = match exec::run(&spec, &ct).await {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                let why = exec::plain_os_error(&error);
+                tracing::error!(%why, "conda could not be started");
+                return Err(ErrorData::internal_error("conda could not be started", None).into());
+            }
+        };
+        if outcome.cancelled {
+            return Err(Refusal::Cancelled);
+        }
+        let succeeded = outcome.exit_code == Some(0) && !outcome.timed_out;
+        if succeeded && !class.read_only && !self.restart_required() {
+            self.check_restart(ready).await;
+        }
+        Ok(execution_result(&outcome, self.restart_required()))
+    }
+
+    pub(super) async fn call_completion(
+        &self,
+        ready: &Ready,
+        arguments: &Value,
+        ct: CancellationToken,
+    ) -> Result<CallToolResult, Refusal> {
+        ready
+            .toolset
+            .completion_validator
+            .validate(arguments)
+            .map_err(|e| invalid_arguments(&e))?;
+        let requested = strings(arguments.get("command_path"));
+        let document = self.completion_document(ready, &ct).await?;
+        let payload = completion::answer(&document, &requested).map_err(|e| match e {
+            completion::QueryError::UnknownCommand => invalid_params("Unknown conda command path"),
+            completion::QueryError::InvalidMetadata => {
+                ErrorData::invalid_request("Conda completion returned invalid metadata", None)
+            }
+        })?;
+        let text = canonical_json(&payload);
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        result.structured_content = Some(payload);
+        Ok(result)
+    }
+}
+
+/// The strings of a (validated) JSON array; empty when absent.
+fn strings(value: Option<&Value>) -> Vec<String> {
+    value
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,149 @@
+//! The `conda://capabilities` document: the fixed parts (catalog, plugins, fingerprint,
+//! generated tools and their compilers, the baked snapshot's status, path confinement),
+//! serialized once when the tools are built, and the parts read when it is served
+//! (sandbox, restart, startup, limits).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use rmcp::model::Resource;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use super::{Ready, Server};
+use crate::host::confine::Confinement;
+use crate::host::discovery::Discovery;
+use crate::host::exec;
+use crate::model::catalog::{Command, Diagnostic, canonical_json};
+use crate::tools::toolset::Toolset;
+
+pub const CAPABILITIES_URI: &str = "conda://capabilities";
+
+/// The fixed parts of the document, as JSON text (the catalog alone is hundreds of
+/// kilobytes; it is serialized once and never held as a tree).
+pub(super) type Fixed = BTreeMap<&'static str, Box<RawValue>>;
+
+/// The resource as listed.
+pub(super) fn resource(size: usize) -> Resource {
+    Resource::new(CAPABILITIES_URI, "conda_capabilities")
+        .with_title("Conda CLI capabilities")
+        .with_description("Startup command catalog and external plugin metadata.")
+        .with_mime_type("application/json")
+        .with_size(size as u64)
+}
+
+/// The fixed parts for these tools.
+pub(super) fn fixed(
+    found: &Discovery,
+    toolset: &Toolset,
+    conda_exe: &Path,
+    confinement: &Confinement,
+) -> Fixed {
+    // The catalog's structs serialize to canonical JSON directly (fields are declared in
+    // sorted order); the toolset's own diagnostics join discovery's.
+    #[derive(serde::Serialize)]
+    struct CatalogView<'a> {
+        conda_version: &'a str,
+        diagnostics: Vec<&'a Diagnostic>,
+        prog: &'a str,
+        root: &'a Option<Command>,
+    }
+    let catalog = &found.catalog;
+    let view = CatalogView {
+        conda_version: &catalog.conda_version,
+        diagnostics: catalog
+            .diagnostics
+            .iter()
+            .chain(&toolset.diagnostics)
+            .collect(),
+        prog: &catalog.prog,
+        root: &catalog.root,
+    };
+    let catalog_text = serde_json::to_string(&view).expect("catalogs serialize");
+    let compilers: BTreeMap<&str, &str> = toolset
+        .generated
+        .iter()
+        .map(|t| (t.name.as_str(), t.compiler.label()))
+        .collect();
+    let mut capabilities: Fixed = BTreeMap::new();
+    capabilities.insert(
+        "catalog",
+        RawValue::from_string(catalog_text).expect("valid JSON"),
+    );
+    capabilities.insert("conda_version", raw(&found.catalog.conda_version));
+    capabilities.insert("discovery_fingerprint", raw(&found.fingerprint()));
+    capabilities.insert("generated_tools", raw(&toolset.generated_names()));
+    capabilities.insert("plugins", raw(&found.plugins));
+    capabilities.insert("target_executable", raw(&conda_exe));
+    capabilities.insert("compilers", raw(&compilers));
+    capabilities.insert("snapshot", raw(&snapshot_status(found)));
+    capabilities.insert(
+        "paths",
+        raw(&serde_json::json!({
+            "confined": !confinement.is_unrestricted(),
+            "allowed": confinement.dirs(),
+        })),
+    );
+    capabilities
+}
+
+impl Server {
+    /// The capabilities document as served now.
+    pub(super) fn capabilities_text(&self, ready: &Ready) -> String {
+        let mut document: BTreeMap<&str, &RawValue> = ready
+            .capabilities
+            .iter()
+            .map(|(k, v)| (*k, v.as_ref()))
+            .collect();
+        let (restart, startup) = match self.shared.status.lock() {
+            Ok(status) => (status.restart.describe(), status.start.describe()),
+            Err(_) => (json!({"required": true}), Value::Null),
+        };
+        let restart = raw(&restart);
+        let startup = raw(&startup);
+        let limits = raw(&exec::Limits::current().describe());
+        let sandbox = raw(&match self.shared.sandbox.get() {
+            Some(sandbox) => sandbox.describe(ready.discovery.prefix.as_deref()),
+            None => Value::Null,
+        });
+        document.insert("sandbox", &sandbox);
+        document.insert("restart", &restart);
+        document.insert("startup", &startup);
+        document.insert("limits", &limits);
+        serde_json::to_string(&document).expect("raw JSON parts serialize")
+    }
+}
+
+/// Canonical JSON text as a raw value.
+fn raw(value: &impl serde::Serialize) -> Box<RawValue> {
+    RawValue::from_string(canonical_json(value)).expect("canonical JSON is valid JSON")
+}
+
+/// The baked snapshot of the live conda version, compared with the live catalog.
+fn snapshot_status(found: &Discovery) -> Value {
+    let live_version = &found.catalog.conda_version;
+    let live_fingerprint = found.fingerprint();
+    let Some(snapshot) = crate::baked::snapshots()
+        .iter()
+        .find(|s| s.conda_version == live_version)
+    else {
+        return Value::Null;
+    };
+    let stale = snapshot.fingerprint != live_fingerprint;
+    if stale {
+        // Expected whenever optional plugins are installed, hence not a warning.
+        tracing::info!(
+            snapshot = snapshot.file,
+            "the live conda's plugins differ from the baked snapshot of the same version; \
+             commands whose signature changed use the generic interpreter"
+        );
+    }
+    json!({
+        "file": snapshot.file,
+        "conda_version": snapshot.conda_version,
+        "fingerprint": snapshot.fingerprint,
+        "live_conda_version": live_version,
+        "live_fingerprint": live_fingerprint,
+        "snapshot_stale": stale,
+    })
+}

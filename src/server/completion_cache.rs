@@ -1,0 +1,100 @@
+//! The `conda_cli_command` cache: conda-completion's converted manifest, asked of the
+//! helper once and reused while the manifest file and the target's plugin distributions
+//! (a disk scan, no process) are unchanged.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rmcp::ErrorData;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{Ready, Refusal, Server};
+use crate::host::{discovery, stamp};
+
+/// The last completion document and what it was read from.
+pub(super) struct CompletionCache {
+    /// The helper's converted manifest, shared by every answer while it is current.
+    document: Arc<Value>,
+    manifest_path: Option<PathBuf>,
+    identity: Option<Value>,
+    scan: stamp::Scan,
+}
+
+impl Server {
+    /// The helper's completion document: from the cache while the manifest file and the
+    /// plugin distributions are unchanged, else fresh.
+    pub(super) async fn completion_document(
+        &self,
+        ready: &Ready,
+        ct: &CancellationToken,
+    ) -> Result<Arc<Value>, Refusal> {
+        let unavailable =
+            || ErrorData::invalid_request("Conda completion metadata is unavailable", None);
+        let scan = stamp::scan(&ready.discovery.site_dirs);
+        let mut cache = self.shared.completion.lock().await;
+        if let Some(cached) = cache.as_ref()
+            && cached.scan == scan
+            && manifest_identity(cached.manifest_path.as_deref()) == cached.identity
+        {
+            return Ok(Arc::clone(&cached.document));
+        }
+        let interpreter = ready
+            .discovery
+            .interpreter
+            .as_deref()
+            .ok_or_else(unavailable)?;
+        let document = {
+            let _admitted = self.admit(ct).await?;
+            discovery::run_helper::<Value>(
+                interpreter,
+                "completion",
+                &[],
+                self.shared.config.timeout,
+                None,
+            )
+            .await
+            .map_err(|f| {
+                tracing::warn!(reason = %f.0, "completion helper failed");
+                unavailable()
+            })?
+        };
+        let manifest_path = document
+            .get("manifest_path")
+            .and_then(Value::as_str)
+            .map(PathBuf::from);
+        let document = Arc::new(document);
+        *cache = Some(CompletionCache {
+            identity: manifest_identity(manifest_path.as_deref()),
+            manifest_path,
+            scan,
+            document: Arc::clone(&document),
+        });
+        Ok(document)
+    }
+}
+
+/// (device, inode, size, mtime ns) of the manifest file, `null` when absent.
+fn manifest_identity(path: Option<&Path>) -> Option<Value> {
+    let path = path?;
+    match std::fs::metadata(path) {
+        Ok(meta) => {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::MetadataExt;
+                Some(json!([
+                    meta.dev(),
+                    meta.ino(),
+                    meta.size(),
+                    meta.mtime(),
+                    meta.mtime_nsec()
+                ]))
+            }
+            #[cfg(not(unix))]
+            {
+                Some(json!([meta.len(), format!("{:?}", meta.modified().ok())]))
+            }
+        }
+        Err(_) => Some(Value::Null),
+    }
+}

@@ -1,0 +1,103 @@
+//! What is served once the tools are obtained: the toolset, the listed and hidden tools
+//! in rmcp's form (the operator's surface applied once), the routes, the fixed parts of
+//! the capabilities document and the path confinement.
+
+use std::collections::HashMap;
+
+use rmcp::model::Tool as McpTool;
+use serde_json::Value;
+
+use super::capabilities;
+use crate::config::Config;
+use crate::host::confine::Confinement;
+use crate::host::discovery::Discovery;
+use crate::model::catalog::Catalog;
+use crate::tools::surface::Surface;
+use crate::tools::toolset::{Settings, Toolset};
+
+/// Everything that exists once the tools are obtained.
+pub struct Ready {
+    pub discovery: Discovery,
+    pub toolset: Toolset,
+    /// The listed tools, built once.
+    pub(super) tools: Vec<McpTool>,
+    /// Hidden tools (served form): callable, never listed.
+    pub(super) unlisted: Vec<McpTool>,
+    /// Served name → canonical name.
+    pub(super) routes: HashMap<String, String>,
+    /// The fixed parts of the capabilities document.
+    pub(super) capabilities: capabilities::Fixed,
+    /// Where paths in calls that do not need `--allow-exec` may point.
+    pub(super) confinement: Confinement,
+}
+
+/// Why the tools cannot be served with the operator's settings.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("--classify names no tool of this conda: {0} (see 'ccm tools' for the names)")]
+    UnknownClassified(String),
+    /// The surface settings do not apply (a name collision).
+    #[error(transparent)]
+    Surface(#[from] crate::tools::error::SurfaceError),
+}
+
+/// Everything served for these tools; `Err` when the operator's settings cannot apply to
+/// them (a `--classify` naming no tool, a name collision).
+pub(super) fn build(
+    found: Discovery,
+    settings: &Settings,
+    surface: &Surface,
+    config: &Config,
+) -> Result<Ready, BuildError> {
+    let mut toolset = crate::baked::toolset(&found.catalog, &found.plugins, settings);
+    if let Some(unknown) = toolset.unknown_classified.first() {
+        return Err(BuildError::UnknownClassified(unknown.clone()));
+    }
+    // The descriptors move into the served list: one copy of every schema, not two.
+    let applied = surface.apply(toolset.take_descriptors())?;
+    for warning in &applied.warnings {
+        tracing::warn!(%warning, "tool surface setting ignored");
+    }
+    let convert = |list: Vec<Value>| -> Vec<McpTool> {
+        list.into_iter()
+            .filter_map(|d| serde_json::from_value::<McpTool>(d).ok())
+            .collect()
+    };
+    let tools = convert(applied.listed);
+    let unlisted = convert(applied.unlisted);
+    let confinement = match (&config.allow_paths, config.http.is_some()) {
+        (Some(dirs), _) => Confinement::to(dirs),
+        (None, true) => Confinement::default_scope(found.prefix.as_deref()),
+        (None, false) => Confinement::unrestricted(),
+    };
+    let capabilities = capabilities::fixed(&found, &toolset, &config.conda_exe, &confinement);
+    Ok(Ready {
+        confinement,
+        discovery: found,
+        toolset,
+        tools,
+        unlisted,
+        routes: applied.routes,
+        capabilities,
+    })
+}
+
+/// An empty catalog, served should the startup task die (it cannot, short of a panic)
+/// rather than hanging every request.
+pub(super) fn unavailable(config: &Config) -> Ready {
+    let found = Discovery {
+        catalog: Catalog::unavailable("conda", "unknown", "conda catalog discovery failed"),
+        plugins: Vec::new(),
+        interpreter: None,
+        prefix: None,
+        python_version: None,
+        site_dirs: Vec::new(),
+        processes: 0,
+    };
+    let settings = Settings {
+        allow_exec: config.allow_exec,
+        classify: Vec::new(),
+        timeout: config.timeout,
+    };
+    build(found, &settings, &Surface::default(), config).expect("an empty surface always applies")
+}

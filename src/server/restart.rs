@@ -1,0 +1,127 @@
+//! Restart detection. The tool list never changes in place: when the target's conda or
+//! plugin inventory no longer matches the served tools, a sticky `restart_required` flag
+//! is set (every later result carries it) with the reason.
+//!
+//! After a successful call that may have changed the plugin set, the target's plugin
+//! distributions are scanned on disk first ([`stamp::scan`], no process); only when they
+//! differ from the last scan is the helper asked for the plugin inventory and its
+//! fingerprint compared. A snapshot start contradicted by live discovery also sets the
+//! flag ([`Restart::contradicted`]).
+
+use serde_json::{Value, json};
+
+use super::startup::Mismatch;
+use super::{Ready, Server};
+use crate::host::{discovery, stamp};
+use crate::model::catalog;
+
+/// Why a restart is required (the `reason` of the capabilities' `restart` object).
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum RestartReason {
+    /// Live discovery contradicts the baked snapshot the tools were served from.
+    #[error(transparent)]
+    Snapshot(#[from] Mismatch),
+    #[error(
+        "conda version or plugin inventory changed (fingerprint {startup} at startup, {now} now)"
+    )]
+    Changed { startup: String, now: String },
+    #[error("conda plugin discovery failed: no target interpreter")]
+    NoInterpreter,
+    /// The helper failed (its fixed reason text).
+    #[error("{0}")]
+    Plugins(String),
+}
+
+/// Restart detection state (sticky once set).
+#[derive(Debug, Default)]
+pub(super) struct Restart {
+    required: bool,
+    reason: Option<RestartReason>,
+    current_fingerprint: Option<String>,
+    /// What the target's plugin distributions looked like when last checked.
+    baseline: Option<stamp::Scan>,
+}
+
+impl Restart {
+    /// The tools are served: remember what the target looked like.
+    pub(super) fn started(&mut self, ready: &Ready) {
+        self.baseline = Some(stamp::scan(&ready.discovery.site_dirs));
+        self.current_fingerprint = Some(ready.discovery.fingerprint());
+    }
+
+    /// Live discovery differs from the snapshot that served the tools.
+    pub(super) fn contradicted(&mut self, mismatch: Mismatch, live_fingerprint: String) {
+        self.current_fingerprint = Some(live_fingerprint);
+        if !self.required {
+            self.required = true;
+            self.reason = Some(mismatch.into());
+        }
+    }
+
+    /// The capabilities document's `restart` object.
+    pub(super) fn describe(&self) -> Value {
+        json!({
+            "required": self.required,
+            "reason": self.reason.as_ref().map(ToString::to_string),
+            "current_fingerprint": self.current_fingerprint,
+        })
+    }
+}
+
+impl Server {
+    pub(super) fn restart_required(&self) -> bool {
+        self.shared
+            .status
+            .lock()
+            .map(|s| s.restart.required)
+            .unwrap_or(true)
+    }
+
+    /// After a successful operation that may have changed the plugin set: compare the
+    /// target's plugin distributions on disk, and only when they changed ask the helper
+    /// for the plugin inventory and compare fingerprints. Runs inside the execution slot.
+    pub(super) async fn check_restart(&self, ready: &Ready) {
+        let scan = stamp::scan(&ready.discovery.site_dirs);
+        let unchanged = self
+            .shared
+            .status
+            .lock()
+            .map(|s| s.restart.baseline.as_ref() == Some(&scan))
+            .unwrap_or(false);
+        if unchanged {
+            return;
+        }
+        let verdict = match ready.discovery.interpreter.as_deref() {
+            None => Err(RestartReason::NoInterpreter),
+            Some(interpreter) => discovery::plugins(interpreter, self.shared.config.timeout)
+                .await
+                .map_err(|f| RestartReason::Plugins(f.0)),
+        };
+        let Ok(mut status) = self.shared.status.lock() else {
+            return;
+        };
+        let restart = &mut status.restart;
+        match verdict {
+            Ok((version, plugins)) => {
+                let fingerprint = catalog::discovery_fingerprint(&version, &plugins);
+                restart.current_fingerprint = Some(fingerprint.clone());
+                if fingerprint != ready.discovery.fingerprint() {
+                    restart.required = true;
+                    restart.reason = Some(RestartReason::Changed {
+                        startup: ready.discovery.fingerprint(),
+                        now: fingerprint,
+                    });
+                    tracing::warn!(
+                        "the installed conda plugins changed; restart the server to refresh its tools"
+                    );
+                } else {
+                    restart.baseline = Some(scan);
+                }
+            }
+            Err(reason) => {
+                restart.required = true;
+                restart.reason = Some(reason);
+            }
+        }
+    }
+}
