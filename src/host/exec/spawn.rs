@@ -60,10 +60,7 @@ fn contain(command: &mut Command, prepared: Arc<limits::Prepared>) {
 /// Start `spec`'s program under its limits (what the child needs after `fork` is
 /// prepared here, returned with the child); the child carries `marker`. On failure the
 /// execution's cgroup is removed again.
-pub(super) fn start(
-    spec: &Spec,
-    marker: &str,
-) -> std::io::Result<(Child, Arc<limits::Prepared>)> {
+pub(super) fn start(spec: &Spec, marker: &str) -> std::io::Result<(Child, Arc<limits::Prepared>)> {
     not_a_script_or_binary(&spec.program)?;
     let prepared = Arc::new(spec.limits.prepare());
     let mut command = Command::new(&spec.program);
