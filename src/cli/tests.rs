@@ -120,14 +120,14 @@ fn discover_subcommand_takes_global_options() {
     assert!(matches!(action, Action::Discover { pretty: true, .. }));
 }
 
-fn serve(args: &[&str], env: &[(&str, &str)]) -> Result<Config, String> {
+fn serve(args: &[&str], env: &[(&str, &str)]) -> Result<Config, UsageError> {
     let (_dir, conda) = fake_conda();
     let mut argv = vec!["ccm", "--conda-exe", &conda];
     argv.extend_from_slice(args);
     match parse(argv, &Environment::from_pairs(env.iter().copied())) {
         Ok(Action::Serve(config)) => Ok(config),
         Ok(other) => panic!("expected serve, got {other:?}"),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e),
     }
 }
 
@@ -175,13 +175,16 @@ fn limit_flags_and_variables() {
         assert!(parse_size(bad).is_err(), "{bad}");
     }
     assert_eq!(
-        serve(&["--memory-limit", "lots"], &[]).unwrap_err(),
+        serve(&["--memory-limit", "lots"], &[])
+            .unwrap_err()
+            .to_string(),
         "ccm: error: argument --memory-limit: 'lots' is not a size; give bytes, a number \
          with KiB, MiB, GiB or TiB, or 'unlimited'"
     );
     assert!(
         serve(&[], &[(FILE_SIZE_LIMIT_VAR, "10")])
             .unwrap_err()
+            .to_string()
             .contains("CCM_FILE_SIZE_LIMIT: must be at least 1MiB")
     );
     assert!(serve(&["--process-limit", "0"], &[]).is_err());
@@ -195,12 +198,15 @@ fn capacity_flags() {
     let config = serve(&["--max-queue", "0", "--max-session-calls", "1"], &[]).unwrap();
     assert_eq!((config.max_queue, config.max_session_calls), (0, 1));
     assert_eq!(
-        serve(&["--max-session-calls", "0"], &[]).unwrap_err(),
+        serve(&["--max-session-calls", "0"], &[])
+            .unwrap_err()
+            .to_string(),
         "ccm: error: argument --max-session-calls: must be greater than zero"
     );
     assert!(
         serve(&["--max-queue", "-1"], &[])
             .unwrap_err()
+            .to_string()
             .contains("not a whole number")
     );
 }
@@ -281,9 +287,12 @@ fn http_addresses_and_hosts() {
     assert!(
         serve(&["--http", "nowhere"], &[])
             .unwrap_err()
+            .to_string()
             .contains("is not an address")
     );
-    let remote = serve(&["--http", "0.0.0.0:8089"], &[]).unwrap_err();
+    let remote = serve(&["--http", "0.0.0.0:8089"], &[])
+        .unwrap_err()
+        .to_string();
     assert!(remote.contains("--allow-remote"), "{remote}");
     let http = serve(
         &[
@@ -307,6 +316,7 @@ fn http_addresses_and_hosts() {
         assert!(
             serve(flag, &[])
                 .unwrap_err()
+                .to_string()
                 .contains("applies only with --http"),
             "{flag:?}"
         );
@@ -342,18 +352,22 @@ fn tokens_from_environment_and_file() {
         "has a space in the middle",
         "tab\tinside-0123456789",
     ] {
-        let message = serve(&["--http"], &[(TOKEN_VAR, bad)]).unwrap_err();
+        let message = serve(&["--http"], &[(TOKEN_VAR, bad)])
+            .unwrap_err()
+            .to_string();
         assert!(message.contains("visible ASCII"), "{message}");
         assert!(bad.is_empty() || !message.contains(bad));
     }
     assert!(
         serve(&["--http", "--token-file", "/nonexistent/t"], &[])
             .unwrap_err()
+            .to_string()
             .contains("cannot read")
     );
     assert!(
         serve(&["--http"], &[(QUERY_PARAM_VAR, "a&b")])
             .unwrap_err()
+            .to_string()
             .contains(QUERY_PARAM_VAR)
     );
     // Without --http the token variables are not consulted.
@@ -362,7 +376,9 @@ fn tokens_from_environment_and_file() {
 
 #[test]
 fn surface_errors_are_usage_errors() {
-    let message = serve(&[], &[("CCM_MCP_TOOL_CONDA_INFO_COLOUR", "x")]).unwrap_err();
+    let message = serve(&[], &[("CCM_MCP_TOOL_CONDA_INFO_COLOUR", "x")])
+        .unwrap_err()
+        .to_string();
     assert!(
         message.starts_with("ccm: error: CCM_MCP_TOOL_CONDA_INFO_COLOUR: unknown tool override")
     );

@@ -195,7 +195,7 @@ impl Cgroups {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let v2 = self.v2.join(n.to_string());
         if let Err(error) = fs::create_dir(&v2) {
-            tracing::warn!(kind = ?error.kind(), "cannot create an execution cgroup");
+            tracing::warn!(kind = %error.kind(), "cannot create an execution cgroup");
             return None;
         }
         let mut group = ExecutionGroup {
