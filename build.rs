@@ -9,8 +9,11 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-/// Snapshots of the test fixture conda (`tests/fixtures/`): baked only for the tests.
-const FIXTURES: &[&str] = &["conda-0.99.json"];
+/// Naming shared with the generator, so the two cannot disagree.
+#[path = "codegen/src/naming.rs"]
+mod naming;
+
+use naming::FIXTURES;
 
 fn main() {
     let test_snapshots = std::env::var_os("CARGO_FEATURE_TEST_SNAPSHOTS").is_some();
@@ -18,6 +21,7 @@ fn main() {
         PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let snapshots = root.join("snapshots");
     println!("cargo:rerun-if-changed=snapshots");
+    println!("cargo:rerun-if-changed=codegen/src/naming.rs");
     let mut names: Vec<String> = std::fs::read_dir(&snapshots)
         .map(|entries| {
             entries
@@ -33,8 +37,8 @@ fn main() {
     let mut entries = String::new();
     for json in names {
         let stem = json.trim_end_matches(".json");
-        let module = stem.replace(['-', '.'], "_");
-        let rust = snapshots.join(format!("{module}.rs"));
+        let module = naming::module_name(stem);
+        let rust = snapshots.join(naming::rust_file_name(stem));
         if !rust.exists() {
             println!(
                 "cargo:warning=snapshots/{json} has no rendered {module}.rs; run `cargo run -p codegen`"

@@ -3,6 +3,7 @@
 //! the freshness test share one path, [`ensure`].
 
 pub mod docs;
+pub mod naming;
 pub mod render;
 
 use std::path::{Path, PathBuf};

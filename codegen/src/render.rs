@@ -17,10 +17,7 @@ use ccm::tools::toolset::{Settings, Toolset};
 use proc_macro2::{Ident, Literal, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote};
 
-/// The file name of the rendered code for a snapshot stem (`conda-26.7` → `conda_26_7.rs`).
-pub fn rust_file_name(stem: &str) -> String {
-    format!("{}.rs", stem.replace(['-', '.'], "_"))
-}
+pub use crate::naming::rust_file_name;
 
 /// Render one snapshot.
 pub fn render(snapshot: &Snapshot, json_file: &str) -> String {

@@ -26,7 +26,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ServerCapabilities, ServerConfig, Tool as McpTool,
+    ResourceContents, ResourcesCapability, ServerCapabilities, ServerConfig, Tool as McpTool,
+    ToolsCapability,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -1128,11 +1129,16 @@ fn decode(bytes: &[u8], truncated: bool) -> String {
 
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
-        let capabilities: ServerCapabilities = serde_json::from_value(json!({
-            "tools": {"listChanged": false},
-            "resources": {"listChanged": false, "subscribe": false},
-        }))
-        .expect("fixed capabilities deserialize");
+        // Advertised as false, not left out: the tool list and the resource never change.
+        let mut tools = ToolsCapability::default();
+        tools.list_changed = Some(false);
+        let mut resources = ResourcesCapability::default();
+        resources.list_changed = Some(false);
+        resources.subscribe = Some(false);
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools_with(tools)
+            .enable_resources_with(resources)
+            .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
             .with_instructions(self.instructions())

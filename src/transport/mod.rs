@@ -15,12 +15,30 @@ pub mod http;
 pub mod lines;
 
 /// Why serving stopped.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum Failure {
-    /// The operator's configuration cannot be served (exit status 2).
+    /// The operator's configuration cannot be served (exit status 2): the server's reason.
+    #[error("{0}")]
     Config(String),
     /// The transport failed (exit status 1).
-    Io(String),
+    #[error(transparent)]
+    Io(#[from] TransportError),
+}
+
+/// How a transport failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    #[error("MCP session failed to start: {0}")]
+    Start(Box<rmcp::service::ServerInitializeError>),
+    #[error("MCP session ended with an error: {0}")]
+    Ended(tokio::task::JoinError),
+    #[error("cannot listen on {addr}: {error}")]
+    Listen {
+        addr: std::net::SocketAddr,
+        error: std::io::Error,
+    },
+    #[error("cannot generate a token: {0}")]
+    Token(std::io::Error),
 }
 
 /// Serve one MCP session over stdin/stdout until the client goes away (stdin EOF) or
@@ -36,7 +54,7 @@ pub async fn stdio(server: Server) -> Result<(), Failure> {
             Ok(running) => running,
             // The client closed stdin before initializing: nothing to serve.
             Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
-            Err(error) => return Err(Failure::Io(format!("MCP session failed to start: {error}"))),
+            Err(error) => return Err(TransportError::Start(Box::new(error)).into()),
         },
         reason = watch.failed() => return Err(Failure::Config(reason)),
         () = signalled() => return Ok(()),
@@ -44,7 +62,7 @@ pub async fn stdio(server: Server) -> Result<(), Failure> {
     tokio::select! {
         ended = running.waiting() => ended
             .map(|_| ())
-            .map_err(|error| Failure::Io(format!("MCP session ended with an error: {error}"))),
+            .map_err(|error| TransportError::Ended(error).into()),
         reason = watch.failed() => Err(Failure::Config(reason)),
         () = signalled() => {
             tracing::info!("shutting down");
@@ -99,5 +117,27 @@ pub(crate) async fn signalled() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_say_what_failed() {
+        let listen = Failure::from(TransportError::Listen {
+            addr: "127.0.0.1:9".parse().unwrap(),
+            error: std::io::Error::other("address in use"),
+        });
+        assert_eq!(
+            listen.to_string(),
+            "cannot listen on 127.0.0.1:9: address in use"
+        );
+        assert!(matches!(listen, Failure::Io(_)));
+        let token = Failure::from(TransportError::Token(std::io::Error::other("no entropy")));
+        assert_eq!(token.to_string(), "cannot generate a token: no entropy");
+        let config = Failure::Config("two tools are served as conda_x".into());
+        assert_eq!(config.to_string(), "two tools are served as conda_x");
     }
 }

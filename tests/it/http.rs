@@ -441,6 +441,28 @@ fn listening_beyond_loopback_needs_a_flag() {
 }
 
 #[test]
+fn an_address_in_use_is_a_one_line_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let output = support::ccm()
+        .arg("--conda-exe")
+        .arg(&support::fixture().conda)
+        .args(["--http", &addr])
+        .env("CCM_MCP_TOKEN", TOKEN)
+        .env_remove("CCM_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let err = String::from_utf8(output.stderr).unwrap();
+    let prefix = format!("ccm: error: cannot listen on {addr}: ");
+    assert!(err.lines().any(|line| line.starts_with(&prefix)), "{err}");
+    assert!(!err.contains("listening on"), "{err}");
+    assert!(output.stdout.is_empty());
+    drop(taken);
+}
+
+#[test]
 fn sessions_have_their_own_execution_limit() {
     let server = HttpServer::start(
         &[

@@ -109,6 +109,30 @@ fn initialize_and_listing() {
     ] {
         assert!(caps.get(key).is_some(), "{key}");
     }
+    // docs/compatibility.md lists every key of the document, and no other.
+    let compatibility = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/compatibility.md"
+    ))
+    .unwrap();
+    let section = compatibility
+        .split("### The `conda://capabilities` document")
+        .nth(1)
+        .expect("docs/compatibility.md has the capabilities section");
+    let section = section.split("\n## ").next().unwrap();
+    let mut documented: Vec<&str> = section
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `")?.split('`').next())
+        .collect();
+    documented.sort_unstable();
+    let mut served: Vec<&str> = caps
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    served.sort_unstable();
+    assert_eq!(served, documented);
     assert_eq!(caps["target_executable"], json!(conda()));
     assert_eq!(caps["discovery_fingerprint"], json!(found.fingerprint()));
     assert_eq!(caps["conda_version"], "0.99.0");

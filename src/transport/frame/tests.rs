@@ -1,0 +1,181 @@
+use super::*;
+use rmcp::model::ErrorData;
+
+fn answer(frame: &str) -> Value {
+    match inspect(frame.as_bytes()) {
+        Verdict::Answer(v) => v,
+        other => panic!("{frame}: {other:?}"),
+    }
+}
+
+#[test]
+fn not_json_is_a_parse_error_with_a_null_id() {
+    for frame in [
+        &b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"x\":NaN}"[..],
+        b"Infinity",
+        b"{\"id\":1,\"method\":\"ping\"\xff}",
+        b"{\"jsonrpc\":\"2.0\",\"id\":1",
+    ] {
+        let v = match inspect(frame) {
+            Verdict::Answer(v) => v,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(v["id"], Value::Null);
+        assert_eq!(v["error"]["code"], PARSE_ERROR);
+    }
+}
+
+#[test]
+fn valid_json_serde_cannot_take_keeps_its_id() {
+    let v = answer(r#"{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":1e400}}"#);
+    assert_eq!(
+        (v["id"].clone(), v["error"]["code"].clone()),
+        (json!(5), json!(INVALID_PARAMS))
+    );
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":"d","method":"tools/call","params":{{"name":"x","arguments":{{"a":{}{}}}}}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let v = answer(&deep);
+    assert_eq!(
+        (v["id"].clone(), v["error"]["code"].clone()),
+        (json!("d"), json!(INVALID_PARAMS))
+    );
+    let v = answer(r#"{"jsonrpc":"2.0","id":6,"method":"ping","x":-1e999}"#);
+    assert_eq!(
+        (v["id"].clone(), v["error"]["code"].clone()),
+        (json!(6), json!(INVALID_REQUEST))
+    );
+    let v = answer(r#"{"jsonrpc":"2.0","id":1e400,"method":"ping"}"#);
+    assert_eq!(v["id"], Value::Null);
+}
+
+#[test]
+fn invalid_requests_keep_their_id() {
+    for (frame, id, code) in [
+        (r#"{"id":1,"method":"ping"}"#, json!(1), INVALID_REQUEST),
+        (
+            r#"{"jsonrpc":"1.0","id":"a","method":"ping"}"#,
+            json!("a"),
+            INVALID_REQUEST,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+            json!(1.5),
+            INVALID_REQUEST,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            Value::Null,
+            INVALID_REQUEST,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#,
+            Value::Null,
+            INVALID_REQUEST,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":2,"method":7}"#,
+            json!(2),
+            INVALID_REQUEST,
+        ),
+        (r#"{"jsonrpc":"2.0","id":3}"#, json!(3), INVALID_REQUEST),
+        (r#"[1]"#, Value::Null, INVALID_REQUEST),
+        (r#"7"#, Value::Null, INVALID_REQUEST),
+        (
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/list","params":[1]}"#,
+            json!(4),
+            INVALID_PARAMS,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"x","arguments":[1,2]}}"#,
+            json!(5),
+            INVALID_PARAMS,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{}}"#,
+            json!(6),
+            INVALID_PARAMS,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":7,"method":"nope"}"#,
+            json!(7),
+            METHOD_NOT_FOUND,
+        ),
+    ] {
+        let v = if frame.starts_with('[') {
+            answer(frame)[0].clone()
+        } else {
+            answer(frame)
+        };
+        assert_eq!(v["id"], id, "{frame}");
+        assert_eq!(v["error"]["code"], code, "{frame}");
+        assert!(
+            v["error"].get("data").is_none_or(Value::is_object),
+            "{frame}"
+        );
+    }
+}
+
+#[test]
+fn batches_are_answered_element_by_element() {
+    let v = answer(
+        r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":"b","method":"tools/list"},3]"#,
+    );
+    let ids: Vec<Value> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].clone())
+        .collect();
+    assert_eq!(ids, [json!(1), json!("b"), Value::Null]);
+    assert_eq!(answer("[]")["error"]["code"], INVALID_REQUEST);
+    assert!(matches!(
+        inspect(br#"[{"jsonrpc":"2.0","method":"notifications/initialized"}]"#),
+        Verdict::Drop
+    ));
+}
+
+#[test]
+fn good_frames_are_forwarded_and_bad_notifications_dropped() {
+    for frame in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"conda_info","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\r",
+    ] {
+        assert!(
+            matches!(inspect(frame.trim_end().as_bytes()), Verdict::Forward(_)),
+            "{frame}"
+        );
+    }
+    assert!(matches!(inspect(b"  \t"), Verdict::Skip));
+    assert!(matches!(
+        inspect(br#"{"jsonrpc":"2.0","method":"nope","params":[1]}"#),
+        Verdict::Drop
+    ));
+}
+
+#[test]
+fn nothing_long_is_echoed() {
+    let method = format!("m\n{}", "x".repeat(10_000));
+    let frame = json!({"jsonrpc": "2.0", "id": 1, "method": method}).to_string();
+    let v = answer(&frame);
+    let text = v.to_string();
+    assert!(text.len() < 400, "{text}");
+    assert!(!text.contains('\n'));
+    let mut e = ErrorData::invalid_params(
+        format!("bad {}", "y\u{1b}".repeat(5000)),
+        Some(json!("z".repeat(1000))),
+    );
+    sanitize(&mut e);
+    assert!(e.message.len() < 2000 && !e.message.contains('\u{1b}'));
+    let data = e.data.unwrap();
+    assert!(data.is_object() && data.to_string().len() < 200);
+    let mut v = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32020,
+        "message": format!("header `{}`", "x".repeat(5000)), "data": [1, "y".repeat(100)]}});
+    sanitize_json(&mut v);
+    assert!(v.to_string().len() < 500, "{v}");
+    assert!(v["error"]["data"].is_object());
+}
