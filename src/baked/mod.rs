@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::model::catalog::{Catalog, Plugin};
-use crate::tools::schema::Invalid;
+use crate::tools::error::{Invalid, Keyword};
 use crate::tools::toolset::{Compiler, Settings, Toolset};
 
 pub use crate::tools::toolset::{BakedCommand, CompileFn};
@@ -162,17 +162,12 @@ pub mod rt {
 
     /// A flag repeated `count` times (count and append_const actions).
     pub fn repeat(flag: &str, count: &Int, path: &str) -> Result<Vec<Occurrence>, Invalid> {
-        let n: u64 = count.0.parse().map_err(|_| Invalid {
-            path: path.to_owned(),
-            keyword: "type".into(),
-            property: None,
-        })?;
+        let n: u64 = count
+            .0
+            .parse()
+            .map_err(|_| Invalid::at(path, Keyword::Type))?;
         if n > crate::tools::schema::MAX_REPEAT {
-            return Err(Invalid {
-                path: path.to_owned(),
-                keyword: "maximum".into(),
-                property: None,
-            });
+            return Err(Invalid::at(path, Keyword::Maximum));
         }
         Ok(vec![argv::flag(flag); n as usize])
     }
@@ -194,12 +189,8 @@ pub mod rt {
         input: &Map<String, Value>,
         argv: fn(&T) -> Result<Vec<String>, Invalid>,
     ) -> Result<Vec<String>, Invalid> {
-        let typed: T =
-            serde_json::from_value(Value::Object(input.clone())).map_err(|_| Invalid {
-                path: "$".into(),
-                keyword: "type".into(),
-                property: None,
-            })?;
+        let typed: T = serde_json::from_value(Value::Object(input.clone()))
+            .map_err(|_| Invalid::at("$", Keyword::Type))?;
         argv(&typed)
     }
 }

@@ -934,7 +934,9 @@ fn build_ready(
         ));
     }
     // The descriptors move into the served list: one copy of every schema, not two.
-    let applied = surface.apply(toolset.take_descriptors())?;
+    let applied = surface
+        .apply(toolset.take_descriptors())
+        .map_err(|e| e.to_string())?;
     for warning in &applied.warnings {
         tracing::warn!(%warning, "tool surface setting ignored");
     }

@@ -25,8 +25,9 @@
 use serde_json::{Map, Number, Value};
 
 use crate::model::catalog::{ActionKind, Argument, Nargs, ValueType};
+use crate::tools::error::{Invalid, Keyword};
 use crate::tools::layout::{Layout, Property};
-use crate::tools::schema::{Invalid, boolean_flags};
+use crate::tools::schema::boolean_flags;
 
 // ---------------------------------------------------------------------------------------
 // Primitives shared by the generic and the typed compilers
@@ -59,7 +60,7 @@ pub fn bare(flag: &str) -> Occurrence {
 /// or starting with `=`) two tokens.
 pub fn single(flag: &str, value: String, path: &str) -> Result<Occurrence, Invalid> {
     if value == "--" {
-        return Err(invalid(path, "unrepresentable", None));
+        return Err(invalid(path, Keyword::Unrepresentable, None));
     }
     let tokens = if flag.starts_with("--") {
         vec![format!("{flag}={value}")]
@@ -161,7 +162,7 @@ pub fn assemble(levels: Vec<Level>, passthrough: Vec<String>) -> Result<Vec<Stri
             terminator = Some(
                 bounded
                     .pop()
-                    .ok_or_else(|| invalid(&format!("$.{id}"), "unrepresentable", None))?,
+                    .ok_or_else(|| invalid(&format!("$.{id}"), Keyword::Unrepresentable, None))?,
             );
         }
         let mut options: Vec<String> = bounded.into_iter().flatten().collect();
@@ -180,10 +181,10 @@ pub fn assemble(levels: Vec<Level>, passthrough: Vec<String>) -> Result<Vec<Stri
     Ok(argv)
 }
 
-fn invalid(path: &str, keyword: &str, property: Option<&str>) -> Invalid {
+fn invalid(path: &str, keyword: Keyword, property: Option<&str>) -> Invalid {
     Invalid {
         path: path.to_owned(),
-        keyword: keyword.to_owned(),
+        keyword,
         property: property.map(str::to_owned),
     }
 }
@@ -225,7 +226,7 @@ fn check_positional_split(positionals: &[(String, Nargs, Vec<String>)]) -> Resul
         })
         .map(|(_, ((id, _, _), _))| format!("$.{id}"))
         .unwrap_or_else(|| "$".into());
-    Err(invalid(&culprit, "order", None))
+    Err(invalid(&culprit, Keyword::Order, None))
 }
 
 /// argparse's positional matching: the patterns of consecutive positionals are matched
@@ -256,7 +257,7 @@ pub fn compile(layout: &Layout, input: &Map<String, Value>) -> Result<Vec<String
     for key in input.keys() {
         let known = layout.property(key).is_some() || layout.passthrough.as_deref() == Some(key);
         if !known {
-            return Err(invalid("$", "additionalProperties", Some(key)));
+            return Err(invalid("$", Keyword::AdditionalProperties, Some(key)));
         }
     }
     let mut levels = Vec::with_capacity(layout.levels.len());
@@ -289,7 +290,7 @@ pub fn compile(layout: &Layout, input: &Map<String, Value>) -> Result<Vec<String
 }
 
 fn type_error(path: &str) -> Invalid {
-    invalid(path, "type", None)
+    invalid(path, Keyword::Type, None)
 }
 
 /// The text of one scalar value as argparse's `type=` expects it.
@@ -329,7 +330,7 @@ fn positional_tokens(property: &Property, value: &Value) -> Result<Vec<String>, 
     let argument = &property.argument;
     let path = format!("$.{}", property.id);
     if argument.action != ActionKind::Store && argument.action != ActionKind::Extend {
-        return Err(invalid(&path, "unrepresentable", None));
+        return Err(invalid(&path, Keyword::Unrepresentable, None));
     }
     match argument.nargs {
         Nargs::One | Nargs::Optional => Ok(vec![scalar_text(argument, value, &path)?]),
@@ -345,7 +346,7 @@ fn repeat(value: &Value, path: &str) -> Result<usize, Invalid> {
     }
     .ok_or_else(|| type_error(path))?;
     if n > crate::tools::schema::MAX_REPEAT {
-        return Err(invalid(path, "maximum", None));
+        return Err(invalid(path, Keyword::Maximum, None));
     }
     Ok(n as usize)
 }
@@ -391,7 +392,7 @@ fn option_tokens(property: &Property, value: &Value) -> Result<Vec<Occurrence>, 
     let argument = &property.argument;
     let path = format!("$.{}", property.id);
     let Some(name) = argument.preferred_flag() else {
-        return Err(invalid(&path, "unrepresentable", None));
+        return Err(invalid(&path, Keyword::Unrepresentable, None));
     };
     Ok(match argument.action {
         ActionKind::StoreTrue | ActionKind::StoreConst => {
@@ -415,7 +416,9 @@ fn option_tokens(property: &Property, value: &Value) -> Result<Vec<Occurrence>, 
             } else {
                 negative
             };
-            vec![flag(chosen.ok_or_else(|| invalid(&path, "const", None))?)]
+            vec![flag(
+                chosen.ok_or_else(|| invalid(&path, Keyword::Const, None))?,
+            )]
         }
         ActionKind::Count | ActionKind::AppendConst => vec![flag(name); repeat(value, &path)?],
         ActionKind::Store => vec![occurrence(name, argument, value, &path)?],

@@ -48,6 +48,25 @@ pub fn answer(document: &Value, requested: &[String]) -> Result<Value, QueryErro
         .get("manifest")
         .and_then(Value::as_object)
         .ok_or(QueryError::InvalidMetadata)?;
+    let (resolved, alias_target) = resolve(manifest, requested)?;
+    let command = command(manifest, &resolved)?;
+    Ok(json!({
+        "availability": "available",
+        "requested_command_path": requested,
+        "resolved_command_path": resolved,
+        "alias_target": alias_target,
+        "command": command,
+        "manifest": manifest_info(doc, manifest),
+        "hint": null,
+    }))
+}
+
+/// The command path after conda-completion's aliases (`e` → `env`), and the alias's
+/// target (null when the first part is no alias).
+fn resolve(
+    manifest: &Map<String, Value>,
+    requested: &[String],
+) -> Result<(Vec<String>, Value), QueryError> {
     let mut resolved: Vec<String> = requested.to_vec();
     let mut alias_target = Value::Null;
     if let Some(first) = requested.first()
@@ -70,6 +89,11 @@ pub fn answer(document: &Value, requested: &[String]) -> Result<Value, QueryErro
             .collect();
         alias_target = json!(target);
     }
+    Ok((resolved, alias_target))
+}
+
+/// The manifest's entry for a resolved command path.
+fn command(manifest: &Map<String, Value>, resolved: &[String]) -> Result<Value, QueryError> {
     let empty = Map::new();
     let mut summary = Value::Null;
     let mut options = manifest.get("root_options").cloned().unwrap_or(json!([]));
@@ -79,7 +103,7 @@ pub fn answer(document: &Value, requested: &[String]) -> Result<Value, QueryErro
         .get("commands")
         .and_then(Value::as_object)
         .unwrap_or(&empty);
-    for part in &resolved {
+    for part in resolved {
         let command = subcommands
             .get(part)
             .and_then(Value::as_object)
@@ -100,6 +124,17 @@ pub fn answer(document: &Value, requested: &[String]) -> Result<Value, QueryErro
         .iter()
         .map(|(name, c)| json!({"name": name, "summary": c.get("summary").cloned().unwrap_or(Value::Null)}))
         .collect();
+    Ok(json!({
+        "summary": summary,
+        "options": options,
+        "positionals": positionals,
+        "subcommands": subcommand_list,
+        "exclusive_groups": exclusive_groups,
+    }))
+}
+
+/// What the payload says about the manifest itself (version, plugin hashes, staleness).
+fn manifest_info(doc: &Map<String, Value>, manifest: &Map<String, Value>) -> Value {
     let stored = manifest
         .get("plugin_hash")
         .cloned()
@@ -113,29 +148,15 @@ pub fn answer(document: &Value, requested: &[String]) -> Result<Value, QueryErro
         (Value::String(a), Value::String(b)) => json!(a != b),
         _ => Value::Null,
     };
-    Ok(json!({
-        "availability": "available",
-        "requested_command_path": requested,
-        "resolved_command_path": resolved,
-        "alias_target": alias_target,
-        "command": {
-            "summary": summary,
-            "options": options,
-            "positionals": positionals,
-            "subcommands": subcommand_list,
-            "exclusive_groups": exclusive_groups,
-        },
-        "manifest": {
-            "version": manifest.get("version").cloned().unwrap_or(Value::Null),
-            "generated_at": manifest.get("generated_at").cloned().unwrap_or(Value::Null),
-            "stored_plugin_hash": stored,
-            "current_plugin_hash": current,
-            "stale": stale,
-            "conda_completion_version": doc.get("conda_completion_version").cloned().unwrap_or(Value::Null),
-            "runtime_sources": manifest.get("runtime_sources").cloned().unwrap_or(json!({})),
-        },
-        "hint": null,
-    }))
+    json!({
+        "version": manifest.get("version").cloned().unwrap_or(Value::Null),
+        "generated_at": manifest.get("generated_at").cloned().unwrap_or(Value::Null),
+        "stored_plugin_hash": stored,
+        "current_plugin_hash": current,
+        "stale": stale,
+        "conda_completion_version": doc.get("conda_completion_version").cloned().unwrap_or(Value::Null),
+        "runtime_sources": manifest.get("runtime_sources").cloned().unwrap_or(json!({})),
+    })
 }
 
 #[cfg(test)]

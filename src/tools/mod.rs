@@ -6,6 +6,7 @@
 
 pub mod argv;
 pub mod completion;
+pub mod error;
 pub mod layout;
 pub mod policy;
 pub mod report;

@@ -5,6 +5,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::tools::error::SurfaceError;
 use crate::tools::surface::Surface;
 use crate::tools::toolset::{
     COMPLETION_TOOL, EXEC_SENTENCE, EXECUTE_TOOL, Toolset, WRITE_SENTENCE,
@@ -32,7 +33,7 @@ pub struct Row {
 }
 
 /// The rows for a toolset under an operator's surface settings.
-pub fn rows(toolset: &Toolset, surface: &Surface) -> Result<Vec<Row>, String> {
+pub fn rows(toolset: &Toolset, surface: &Surface) -> Result<Vec<Row>, SurfaceError> {
     let applied = surface.apply(toolset.descriptors())?;
     let mut rows = Vec::new();
     for (descriptors, listed) in [(&applied.listed, true), (&applied.unlisted, false)] {

@@ -16,6 +16,11 @@ use serde_json::{Map, Value, json};
 use crate::model::catalog::{ActionKind, Argument, Nargs, ValueType, sha256_hex};
 use crate::tools::layout::{Layout, Property};
 
+mod validate;
+
+pub use crate::tools::error::{Invalid, Keyword, Unrepresentable};
+pub use validate::{ECHO_LIMIT, Validator, clip, json_path};
+
 /// Bounds of every integer value a tool accepts (a 32-bit signed range: argparse's `int`
 /// has none, but nothing conda takes as an integer needs more, and a bound keeps values
 /// out of the range where JSON parsers lose precision).
@@ -103,16 +108,10 @@ pub fn tool_names(paths: &[Vec<String>]) -> Vec<String> {
 // ---------------------------------------------------------------------------------------
 // Input schemas
 
-/// Why a command cannot have a schema.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Unrepresentable(pub &'static str);
-
 /// The input schema of a tool.
 pub fn input_schema(layout: &Layout) -> Result<Map<String, Value>, Unrepresentable> {
     if layout.unsatisfiable_group() {
-        return Err(Unrepresentable(
-            "required exclusive group has no visible members",
-        ));
+        return Err(Unrepresentable::EmptyRequiredGroup);
     }
     let mut properties = Map::new();
     let mut required = Vec::new();
@@ -387,182 +386,6 @@ pub fn execution_output_schema() -> Map<String, Value> {
     match schema {
         Value::Object(map) => map,
         _ => unreachable!("literal object"),
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Validation
-
-/// A compiled input schema.
-#[derive(Clone, Debug)]
-pub struct Validator(jsonschema::Validator);
-
-/// An input that failed validation: where and which rule, never the value.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Invalid {
-    /// JSONPath-style location (`$`, `$.packages[1]`).
-    pub path: String,
-    /// The failed JSON Schema keyword (`type`, `required`, `pattern`, …) or `nul`.
-    pub keyword: String,
-    /// For object-level failures: the property concerned (a name, never a value).
-    pub property: Option<String>,
-}
-
-impl std::fmt::Display for Invalid {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Invalid arguments at {}: {}", self.path, self.explain())
-    }
-}
-
-impl Invalid {
-    fn explain(&self) -> String {
-        let property = self.property.as_deref().unwrap_or("?");
-        match self.keyword.as_str() {
-            "additionalProperties" => format!("unexpected property '{property}'"),
-            "required" => format!("missing required property '{property}'"),
-            "type" => "wrong type".into(),
-            "enum" => "not one of the allowed values".into(),
-            "const" => "not the only allowed value".into(),
-            "pattern" => "must not start with '-' (option-like values need conda_execute)".into(),
-            "maxLength" => format!("string longer than {MAX_STRING} characters"),
-            "minItems" => "too few items".into(),
-            "maxItems" => "too many items".into(),
-            "minimum" | "exclusiveMinimum" => "number too small".into(),
-            "maximum" | "exclusiveMaximum" => "number too large".into(),
-            "not" => "arguments that conda does not allow together".into(),
-            "anyOf" | "oneOf" if self.path == "$" => {
-                "one of the arguments of a required group is missing".into()
-            }
-            "anyOf" | "oneOf" => "no allowed form of the value matches".into(),
-            "nul" => "NUL characters are not allowed".into(),
-            "order" => "a later positional argument needs the earlier one".into(),
-            "unrepresentable" => {
-                "cannot be expressed as conda arguments (use conda_execute)".into()
-            }
-            other => format!("violates '{other}'"),
-        }
-    }
-}
-
-impl Validator {
-    pub fn new(schema: &Value) -> Result<Self, String> {
-        jsonschema::draft202012::options()
-            .build(schema)
-            .map(Validator)
-            .map_err(|e| e.masked().to_string())
-    }
-
-    /// Check an input; the first (best) error otherwise.
-    pub fn validate(&self, input: &Value) -> Result<(), Invalid> {
-        if let Some(path) = find_nul(input, &mut String::from("$")) {
-            return Err(Invalid {
-                path: clip(&path, ECHO_LIMIT),
-                keyword: "nul".into(),
-                property: None,
-            });
-        }
-        match self.0.iter_errors(input).next() {
-            None => Ok(()),
-            Some(error) => {
-                // Paths and property names come from the client: bounded, escaped.
-                let mut invalid = describe(&error);
-                invalid.path = clip(&invalid.path, ECHO_LIMIT);
-                invalid.property = invalid.property.map(|p| clip(&p, ECHO_LIMIT));
-                Err(invalid)
-            }
-        }
-    }
-}
-
-/// The error worth reporting: for a value that fails every branch of a property's `anyOf`
-/// (`[S, null]`), the error of the branch whose type matched says more than "no branch
-/// matched". Object-level `anyOf` (a required group) is reported as such.
-fn describe(error: &jsonschema::ValidationError<'_>) -> Invalid {
-    use jsonschema::error::ValidationErrorKind;
-    let path = json_path(error.instance_path().as_str());
-    match error.kind() {
-        ValidationErrorKind::AnyOf { context } if path != "$" => {
-            if let Some(inner) = context
-                .iter()
-                .filter_map(|errors| errors.first())
-                .find(|e| e.kind().keyword() != "type")
-            {
-                return describe(inner);
-            }
-        }
-        _ => {}
-    }
-    let property = match error.kind() {
-        ValidationErrorKind::AdditionalProperties { unexpected } => unexpected.first().cloned(),
-        ValidationErrorKind::Required { property } => property.as_str().map(str::to_owned),
-        _ => None,
-    };
-    Invalid {
-        path,
-        keyword: error.kind().keyword().to_owned(),
-        property,
-    }
-}
-
-/// Most characters of client text (a property name, a path) an error may echo.
-pub const ECHO_LIMIT: usize = 64;
-
-/// At most `limit` characters of client text, control characters escaped (`\n`,
-/// `\u{1b}`), `…` appended when cut.
-pub fn clip(text: &str, limit: usize) -> String {
-    let mut out = String::new();
-    for (n, c) in text.chars().enumerate() {
-        if n == limit {
-            out.push('…');
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// JSON Pointer → `$.a[0].b`.
-pub fn json_path(pointer: &str) -> String {
-    let mut out = String::from("$");
-    for token in pointer.split('/').skip(1) {
-        let token = token.replace("~1", "/").replace("~0", "~");
-        if !token.is_empty() && token.bytes().all(|b| b.is_ascii_digit()) {
-            out.push_str(&format!("[{token}]"));
-        } else {
-            out.push('.');
-            out.push_str(&token);
-        }
-    }
-    out
-}
-
-/// The path of the first string (or object key) containing a NUL character.
-fn find_nul(value: &Value, path: &mut String) -> Option<String> {
-    match value {
-        Value::String(s) if s.contains('\0') => Some(path.clone()),
-        Value::Array(items) => items.iter().enumerate().find_map(|(i, v)| {
-            let len = path.len();
-            path.push_str(&format!("[{i}]"));
-            let found = find_nul(v, path);
-            path.truncate(len);
-            found
-        }),
-        Value::Object(map) => map.iter().find_map(|(k, v)| {
-            if k.contains('\0') {
-                return Some(path.clone());
-            }
-            let len = path.len();
-            path.push('.');
-            path.push_str(k);
-            let found = find_nul(v, path);
-            path.truncate(len);
-            found
-        }),
-        _ => None,
     }
 }
 

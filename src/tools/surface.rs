@@ -22,12 +22,13 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
+use crate::tools::error::SurfaceError;
 use crate::tools::schema::RESERVED_NAMES;
 
 pub const HIDDEN_TOOLS_VAR: &str = "CCM_HIDDEN_TOOLS";
 pub const TOOL_VAR_PREFIX: &str = "CCM_MCP_TOOL_";
 /// The longest tool name MCP allows.
-const MAX_NAME: usize = 128;
+pub const MAX_NAME: usize = 128;
 
 /// What an override variable sets.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +47,9 @@ struct Override {
     field: Field,
     value: String,
 }
+
+/// A variable matched to its tool: the override, and the parameter it describes.
+type Setting<'a> = (&'a Override, Option<String>);
 
 /// The validated configuration (from the environment at startup).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -95,7 +99,7 @@ impl Surface {
     /// and name variables, never tokens.
     pub fn from_env<'a>(
         vars: impl IntoIterator<Item = (&'a str, &'a str)>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, SurfaceError> {
         let mut surface = Surface::default();
         for (var, value) in vars {
             if var == HIDDEN_TOOLS_VAR {
@@ -117,18 +121,19 @@ impl Surface {
             } else if let Some(t) = rest.strip_suffix("_DESCRIPTION") {
                 (t, Field::Description)
             } else {
-                return Err(format!(
-                    "{var}: unknown tool override; use {TOOL_VAR_PREFIX}<TOOL>_NAME, _TITLE, \
-                     _DESCRIPTION or _PARAM_<PARAM>_DESCRIPTION"
-                ));
+                return Err(SurfaceError::UnknownField {
+                    var: var.to_owned(),
+                });
             };
             if target.is_empty() {
-                return Err(format!("{var}: the variable names no tool"));
+                return Err(SurfaceError::NoTool {
+                    var: var.to_owned(),
+                });
             }
             if field == Field::Name && !valid_tool_name(value) {
-                return Err(format!(
-                    "{var}: a tool name must be 1 to {MAX_NAME} characters of A-Z, a-z, 0-9, '_', '.', '-'"
-                ));
+                return Err(SurfaceError::BadName {
+                    var: var.to_owned(),
+                });
             }
             surface.overrides.push(Override {
                 var: var.to_owned(),
@@ -141,18 +146,19 @@ impl Surface {
         let mut names: BTreeMap<&str, &str> = BTreeMap::new();
         for o in surface.overrides.iter().filter(|o| o.field == Field::Name) {
             if let Some(other) = names.insert(&o.value, &o.var) {
-                return Err(format!(
-                    "{other} and {} give two tools the same name '{}'",
-                    o.var, o.value
-                ));
+                return Err(SurfaceError::SameName {
+                    first: (*other).to_owned(),
+                    second: o.var.clone(),
+                    name: o.value.clone(),
+                });
             }
             if let Some(reserved) = RESERVED_NAMES.iter().find(|r| **r == o.value)
                 && env_key(reserved) != o.target
             {
-                return Err(format!(
-                    "{}: '{reserved}' is reserved for the server's own tool",
-                    o.var
-                ));
+                return Err(SurfaceError::Reserved {
+                    var: o.var.clone(),
+                    name: reserved,
+                });
             }
         }
         Ok(surface)
@@ -165,19 +171,64 @@ impl Surface {
 
     /// Apply the configuration to the tool descriptors (in list order). Fails when a
     /// served name collides with another tool's, or a variable matches two tools.
-    pub fn apply(&self, descriptors: Vec<Value>) -> Result<Applied, String> {
+    pub fn apply(&self, descriptors: Vec<Value>) -> Result<Applied, SurfaceError> {
         let mut applied = Applied::default();
         let canonical: Vec<String> = descriptors
             .iter()
             .map(|d| d["name"].as_str().unwrap_or_default().to_owned())
             .collect();
+        let settings = self.settings(&descriptors, &canonical, &mut applied.warnings)?;
+        let hidden: HashSet<&str> = self.hidden.iter().map(String::as_str).collect();
+        for name in &self.hidden {
+            if !canonical.contains(name) {
+                applied.warnings.push(format!(
+                    "{HIDDEN_TOOLS_VAR}: no tool named '{name}'; the entry is ignored"
+                ));
+            }
+        }
+        let mut served_by: HashMap<String, (usize, Option<&str>)> = HashMap::new();
+        for (index, (mut descriptor, overrides)) in
+            descriptors.into_iter().zip(settings).enumerate()
+        {
+            let renamed_by = override_descriptor(&mut descriptor, overrides);
+            let served = descriptor["name"].as_str().unwrap_or_default().to_owned();
+            if let Some((other, other_var)) = served_by.get(&served) {
+                let mut ours = describe(&canonical[index], renamed_by);
+                let mut theirs = describe(&canonical[*other], *other_var);
+                // The renamed tool first: its variable is what to change.
+                if renamed_by.is_none() {
+                    std::mem::swap(&mut ours, &mut theirs);
+                }
+                return Err(SurfaceError::Collision {
+                    ours,
+                    theirs,
+                    served,
+                });
+            }
+            served_by.insert(served.clone(), (index, renamed_by));
+            applied.routes.insert(served, canonical[index].clone());
+            if hidden.contains(canonical[index].as_str()) {
+                applied.unlisted.push(descriptor);
+            } else {
+                applied.listed.push(descriptor);
+            }
+        }
+        Ok(applied)
+    }
+
+    /// Match every variable to one (tool, parameter) — the only step that needs the
+    /// tools: the settings of each tool, in list order.
+    fn settings(
+        &self,
+        descriptors: &[Value],
+        canonical: &[String],
+        warnings: &mut Vec<String>,
+    ) -> Result<Vec<Vec<Setting<'_>>>, SurfaceError> {
         let mut by_key: HashMap<String, Vec<usize>> = HashMap::new();
         for (index, name) in canonical.iter().enumerate() {
             by_key.entry(env_key(name)).or_default().push(index);
         }
-        // Match every variable to one (tool, parameter) — the only step that needs the tools.
-        let mut settings: Vec<Vec<(&Override, Option<String>)>> =
-            vec![Vec::new(); descriptors.len()];
+        let mut settings: Vec<Vec<Setting>> = vec![Vec::new(); descriptors.len()];
         for o in &self.overrides {
             let mut matches: Vec<(usize, Option<String>)> = Vec::new();
             for (tool, param) in candidates(o) {
@@ -199,7 +250,7 @@ impl Surface {
                 }
             }
             match matches.len() {
-                0 => applied.warnings.push(format!(
+                0 => warnings.push(format!(
                     "{}: no such tool or parameter; the setting is ignored",
                     o.var
                 )),
@@ -216,78 +267,47 @@ impl Surface {
                         })
                         .collect();
                     which.dedup();
-                    return Err(format!(
-                        "{} matches more than one tool or parameter: {}",
-                        o.var,
-                        which.join(", ")
-                    ));
+                    return Err(SurfaceError::Ambiguous {
+                        var: o.var.clone(),
+                        which: which.join(", "),
+                    });
                 }
             }
         }
-        let hidden: HashSet<&str> = self.hidden.iter().map(String::as_str).collect();
-        for name in &self.hidden {
-            if !canonical.contains(name) {
-                applied.warnings.push(format!(
-                    "{HIDDEN_TOOLS_VAR}: no tool named '{name}'; the entry is ignored"
-                ));
-            }
-        }
-        let mut served_by: HashMap<String, (usize, Option<&str>)> = HashMap::new();
-        for (index, (mut descriptor, overrides)) in
-            descriptors.into_iter().zip(settings).enumerate()
-        {
-            let mut hidden_params = Vec::new();
-            let mut renamed_by = None;
-            for (o, param) in overrides {
-                match (&o.field, param) {
-                    (Field::Name, None) => {
-                        descriptor["name"] = Value::String(o.value.clone());
-                        renamed_by = Some(o.var.as_str());
-                    }
-                    (Field::Title, None) => set_or_remove(&mut descriptor, "title", &o.value),
-                    (Field::Description, None) => {
-                        set_or_remove(&mut descriptor, "description", &o.value)
-                    }
-                    (Field::Description, Some(param)) => {
-                        let properties = descriptor["inputSchema"]["properties"]
-                            .as_object_mut()
-                            .expect("matched parameters exist");
-                        if o.value.is_empty() {
-                            properties.remove(&param);
-                            hidden_params.push(param);
-                        } else if let Some(Value::Object(property)) = properties.get_mut(&param) {
-                            property.insert("description".into(), Value::String(o.value.clone()));
-                        }
-                    }
-                    (_, Some(_)) => unreachable!("only descriptions have a parameter form"),
-                }
-            }
-            if !hidden_params.is_empty() {
-                hide_parameters(&mut descriptor, &hidden_params);
-            }
-            let served = descriptor["name"].as_str().unwrap_or_default().to_owned();
-            if let Some((other, other_var)) = served_by.get(&served) {
-                let mut ours = describe(&canonical[index], renamed_by);
-                let mut theirs = describe(&canonical[*other], *other_var);
-                // The renamed tool first: its variable is what to change.
-                if renamed_by.is_none() {
-                    std::mem::swap(&mut ours, &mut theirs);
-                }
-                return Err(format!(
-                    "tool name collision: {ours} and {theirs} would both be served as '{served}'; \
-                     choose another name"
-                ));
-            }
-            served_by.insert(served.clone(), (index, renamed_by));
-            applied.routes.insert(served, canonical[index].clone());
-            if hidden.contains(canonical[index].as_str()) {
-                applied.unlisted.push(descriptor);
-            } else {
-                applied.listed.push(descriptor);
-            }
-        }
-        Ok(applied)
+        Ok(settings)
     }
+}
+
+/// Apply one tool's settings to its descriptor; the variable that renamed it, if any.
+fn override_descriptor<'o>(descriptor: &mut Value, overrides: Vec<Setting<'o>>) -> Option<&'o str> {
+    let mut hidden_params = Vec::new();
+    let mut renamed_by = None;
+    for (o, param) in overrides {
+        match (&o.field, param) {
+            (Field::Name, None) => {
+                descriptor["name"] = Value::String(o.value.clone());
+                renamed_by = Some(o.var.as_str());
+            }
+            (Field::Title, None) => set_or_remove(descriptor, "title", &o.value),
+            (Field::Description, None) => set_or_remove(descriptor, "description", &o.value),
+            (Field::Description, Some(param)) => {
+                let properties = descriptor["inputSchema"]["properties"]
+                    .as_object_mut()
+                    .expect("matched parameters exist");
+                if o.value.is_empty() {
+                    properties.remove(&param);
+                    hidden_params.push(param);
+                } else if let Some(Value::Object(property)) = properties.get_mut(&param) {
+                    property.insert("description".into(), Value::String(o.value.clone()));
+                }
+            }
+            (_, Some(_)) => unreachable!("only descriptions have a parameter form"),
+        }
+    }
+    if !hidden_params.is_empty() {
+        hide_parameters(descriptor, &hidden_params);
+    }
+    renamed_by
 }
 
 /// How a collision names a tool: its canonical name, and the variable that renamed it.
@@ -361,203 +381,4 @@ fn mentions(value: &Value, params: &[String]) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::{Map, json};
-
-    fn tool(name: &str, params: &[&str], required: &[&str]) -> Value {
-        let properties: Map<String, Value> = params
-            .iter()
-            .map(|p| {
-                (
-                    (*p).to_owned(),
-                    json!({"type": "string", "description": format!("{p} help")}),
-                )
-            })
-            .collect();
-        json!({
-            "name": name,
-            "title": format!("title of {name}"),
-            "description": format!("about {name}"),
-            "inputSchema": {"type": "object", "properties": properties, "required": required,
-                            "additionalProperties": false},
-        })
-    }
-
-    fn tools() -> Vec<Value> {
-        vec![
-            tool("conda_execute", &["argv"], &["argv"]),
-            tool("conda_info", &["json", "envs"], &[]),
-            tool("conda_shell-in", &["shell"], &[]),
-            tool("conda_env_list", &["json"], &[]),
-            tool("conda_install", &["packages", "dry_run"], &["packages"]),
-        ]
-    }
-
-    fn surface(vars: &[(&str, &str)]) -> Result<Surface, String> {
-        Surface::from_env(vars.iter().copied())
-    }
-
-    fn names(list: &[Value]) -> Vec<&str> {
-        list.iter().map(|d| d["name"].as_str().unwrap()).collect()
-    }
-
-    #[test]
-    fn env_keys() {
-        assert_eq!(env_key("conda_shell-in"), "CONDA_SHELL_IN");
-        assert_eq!(env_key("conda_a.b"), "CONDA_A_B");
-        assert_eq!(env_key("dry_run"), "DRY_RUN");
-    }
-
-    #[test]
-    fn nothing_configured_changes_nothing() {
-        let s = surface(&[("PATH", "/bin"), ("CCM_LOG", "debug")]).unwrap();
-        assert!(s.is_empty());
-        let applied = s.apply(tools()).unwrap();
-        assert_eq!(Value::Array(applied.listed), Value::Array(tools()));
-        assert!(applied.unlisted.is_empty() && applied.warnings.is_empty());
-        assert_eq!(applied.routes["conda_info"], "conda_info");
-    }
-
-    #[test]
-    fn hidden_tools_are_routed_but_not_listed() {
-        let s = surface(&[(HIDDEN_TOOLS_VAR, " conda_info, ,conda_nope,conda_shell-in")]).unwrap();
-        let applied = s.apply(tools()).unwrap();
-        assert_eq!(
-            names(&applied.listed),
-            ["conda_execute", "conda_env_list", "conda_install"]
-        );
-        assert_eq!(names(&applied.unlisted), ["conda_info", "conda_shell-in"]);
-        assert_eq!(applied.routes["conda_info"], "conda_info");
-        assert_eq!(applied.warnings.len(), 1);
-        assert!(
-            applied.warnings[0].contains("conda_nope"),
-            "{:?}",
-            applied.warnings
-        );
-    }
-
-    #[test]
-    fn every_override_kind() {
-        let s = surface(&[
-            ("CCM_MCP_TOOL_CONDA_INFO_NAME", "about_conda"),
-            ("CCM_MCP_TOOL_CONDA_INFO_TITLE", "About"),
-            ("CCM_MCP_TOOL_CONDA_INFO_DESCRIPTION", "Says what conda is."),
-            (
-                "CCM_MCP_TOOL_CONDA_INFO_PARAM_JSON_DESCRIPTION",
-                "Answer in JSON.",
-            ),
-            ("CCM_MCP_TOOL_CONDA_INFO_PARAM_ENVS_DESCRIPTION", ""),
-            ("CCM_MCP_TOOL_CONDA_SHELL_IN_TITLE", ""),
-            (HIDDEN_TOOLS_VAR, "conda_info"),
-        ])
-        .unwrap();
-        let applied = s.apply(tools()).unwrap();
-        assert!(applied.warnings.is_empty(), "{:?}", applied.warnings);
-        let info = &applied.unlisted[0];
-        assert_eq!(info["name"], "about_conda");
-        assert_eq!(info["title"], "About");
-        assert_eq!(info["description"], "Says what conda is.");
-        let schema = &info["inputSchema"];
-        assert_eq!(
-            schema["properties"]["json"]["description"],
-            "Answer in JSON."
-        );
-        assert!(schema["properties"].get("envs").is_none());
-        assert_eq!(schema["additionalProperties"], true);
-        assert_eq!(applied.routes["about_conda"], "conda_info");
-        assert!(!applied.routes.contains_key("conda_info"));
-        let shell = applied
-            .listed
-            .iter()
-            .find(|d| d["name"] == "conda_shell-in")
-            .unwrap();
-        assert!(shell.get("title").is_none());
-        // Untouched tools keep additionalProperties: false.
-        assert_eq!(
-            applied.listed[0]["inputSchema"]["additionalProperties"],
-            false
-        );
-    }
-
-    #[test]
-    fn hiding_a_required_parameter_drops_it_from_required() {
-        let s = surface(&[("CCM_MCP_TOOL_CONDA_INSTALL_PARAM_PACKAGES_DESCRIPTION", "")]).unwrap();
-        let applied = s.apply(tools()).unwrap();
-        let install = applied
-            .listed
-            .iter()
-            .find(|d| d["name"] == "conda_install")
-            .unwrap();
-        assert!(install["inputSchema"].get("required").is_none());
-        assert_eq!(
-            install["inputSchema"]["properties"],
-            json!({"dry_run": {"type": "string", "description": "dry_run help"}})
-        );
-    }
-
-    #[test]
-    fn startup_errors() {
-        let err = |vars: &[(&str, &str)]| surface(vars).unwrap_err();
-        assert!(err(&[("CCM_MCP_TOOL_CONDA_INFO_COLOR", "x")]).contains("unknown tool override"));
-        assert!(err(&[("CCM_MCP_TOOL__NAME", "x")]).contains("names no tool"));
-        assert!(err(&[("CCM_MCP_TOOL_CONDA_INFO_NAME", "")]).contains("1 to 128"));
-        assert!(err(&[("CCM_MCP_TOOL_CONDA_INFO_NAME", "a b")]).contains("1 to 128"));
-        let twice = err(&[
-            ("CCM_MCP_TOOL_CONDA_INFO_NAME", "same"),
-            ("CCM_MCP_TOOL_CONDA_LIST_NAME", "same"),
-        ]);
-        assert_eq!(
-            twice,
-            "CCM_MCP_TOOL_CONDA_INFO_NAME and CCM_MCP_TOOL_CONDA_LIST_NAME give two tools the same name 'same'"
-        );
-        assert!(err(&[("CCM_MCP_TOOL_CONDA_INFO_NAME", "conda_execute")]).contains("reserved"));
-        // Renaming a reserved tool to its own name is fine.
-        surface(&[("CCM_MCP_TOOL_CONDA_EXECUTE_NAME", "conda_execute")]).unwrap();
-    }
-
-    #[test]
-    fn collisions_with_discovered_tools() {
-        let s = surface(&[("CCM_MCP_TOOL_CONDA_ENV_LIST_NAME", "conda_info")]).unwrap();
-        let message = s.apply(tools()).unwrap_err();
-        assert_eq!(
-            message,
-            "tool name collision: conda_env_list (renamed by CCM_MCP_TOOL_CONDA_ENV_LIST_NAME) and \
-             the tool conda_info would both be served as 'conda_info'; choose another name"
-        );
-        // Swapping two names is fine.
-        let s = surface(&[
-            ("CCM_MCP_TOOL_CONDA_ENV_LIST_NAME", "conda_info"),
-            ("CCM_MCP_TOOL_CONDA_INFO_NAME", "conda_env_list"),
-        ])
-        .unwrap();
-        let applied = s.apply(tools()).unwrap();
-        assert_eq!(applied.routes["conda_info"], "conda_env_list");
-        assert_eq!(applied.routes["conda_env_list"], "conda_info");
-    }
-
-    #[test]
-    fn ambiguous_and_unknown_variables() {
-        let mut list = tools();
-        list.push(tool("conda_shell_in", &[], &[]));
-        let s = surface(&[("CCM_MCP_TOOL_CONDA_SHELL_IN_TITLE", "x")]).unwrap();
-        let message = s.apply(list).unwrap_err();
-        assert!(message.contains("matches more than one"), "{message}");
-        assert!(message.contains("conda_shell-in") && message.contains("conda_shell_in"));
-        let s = surface(&[
-            ("CCM_MCP_TOOL_CONDA_NOPE_TITLE", "x"),
-            ("CCM_MCP_TOOL_CONDA_INFO_PARAM_NOPE_DESCRIPTION", "x"),
-        ])
-        .unwrap();
-        let applied = s.apply(tools()).unwrap();
-        assert_eq!(applied.warnings.len(), 2, "{:?}", applied.warnings);
-    }
-
-    #[test]
-    fn a_tool_named_like_a_parameter_override_is_ambiguous() {
-        let mut list = tools();
-        list.push(tool("conda_info_param_json", &[], &[]));
-        let s = surface(&[("CCM_MCP_TOOL_CONDA_INFO_PARAM_JSON_DESCRIPTION", "x")]).unwrap();
-        assert!(s.apply(list).unwrap_err().contains("matches more than one"));
-    }
-}
+mod tests;

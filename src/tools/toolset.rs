@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use crate::model::catalog::{Catalog, Command, Diagnostic, Plugin, normalize_distribution};
+use crate::tools::error::SchemaError;
 use crate::tools::layout::Layout;
 use crate::tools::policy::{self, Classification};
 use crate::tools::schema::{self, MAX_ITEMS, MAX_STRING, Validator};
@@ -125,23 +126,7 @@ impl Toolset {
         pick: impl Fn(&[String], &[&Command]) -> Compiler,
     ) -> Toolset {
         let mut diagnostics = Vec::new();
-        type Candidate<'a> = (Vec<String>, Vec<&'a Command>, Layout, Map<String, Value>);
-        let mut candidates: Vec<Candidate> = Vec::new();
-        for (branch, path) in catalog.commands() {
-            if !is_tool(catalog, &branch, &path) {
-                continue;
-            }
-            let layout = Layout::new(&branch);
-            match schema::input_schema(&layout) {
-                Ok(input) => candidates.push((path, branch, layout, input)),
-                Err(schema::Unrepresentable(reason)) => diagnostics.push(Diagnostic {
-                    path,
-                    reason: reason.to_owned(),
-                    action_type: None,
-                    blocking: true,
-                }),
-            }
-        }
+        let candidates = candidates(catalog, &mut diagnostics);
         let paths: Vec<Vec<String>> = candidates.iter().map(|c| c.0.clone()).collect();
         let names = schema::tool_names(&paths);
         let mut rules = policy::Rules::new(plugins);
@@ -201,30 +186,10 @@ impl Toolset {
         Toolset {
             rules,
             unknown_classified,
-            execute: settings.allow_exec.then(|| {
-                json!({
-                    "name": EXECUTE_TOOL,
-                    "description": "Run raw conda argv with arbitrary arguments. Mutations also require --allow-write.",
-                    "inputSchema": execute_schema,
-                    "outputSchema": *output,
-                    "annotations": annotations(&Classification::STRICT),
-                })
-            }),
-            completion: has_completion(plugins).then(|| {
-                json!({
-                    "name": COMPLETION_TOOL,
-                    "title": "Conda completion command metadata",
-                    "description": "Read one command from conda-completion's generated metadata.",
-                    "inputSchema": completion_schema,
-                    "outputSchema": completion_output_schema(),
-                    "annotations": {
-                        "readOnlyHint": true,
-                        "destructiveHint": false,
-                        "idempotentHint": true,
-                        "openWorldHint": false,
-                    },
-                })
-            }),
+            execute: settings
+                .allow_exec
+                .then(|| execute_descriptor(execute_schema, &output)),
+            completion: has_completion(plugins).then(|| completion_descriptor(completion_schema)),
             execute_validator: Validator::new(&execute_input_schema(settings.timeout))
                 .expect("the fixed conda_execute schema is valid"),
             completion_validator: Validator::new(&completion_input_schema())
@@ -270,8 +235,32 @@ impl Toolset {
     }
 }
 
+/// One representable command: its path, branch, layout and input schema.
+type Candidate<'a> = (Vec<String>, Vec<&'a Command>, Layout, Map<String, Value>);
+
+/// The commands that become tools; a diagnostic for each that has no schema.
+fn candidates<'a>(catalog: &'a Catalog, diagnostics: &mut Vec<Diagnostic>) -> Vec<Candidate<'a>> {
+    let mut candidates: Vec<Candidate> = Vec::new();
+    for (branch, path) in catalog.commands() {
+        if !is_tool(catalog, &branch, &path) {
+            continue;
+        }
+        let layout = Layout::new(&branch);
+        match schema::input_schema(&layout) {
+            Ok(input) => candidates.push((path, branch, layout, input)),
+            Err(why) => diagnostics.push(Diagnostic {
+                path,
+                reason: why.to_string(),
+                action_type: None,
+                blocking: true,
+            }),
+        }
+    }
+    candidates
+}
+
 /// Compile validators for every schema, on as many threads as there are cores.
-fn compile_all(schemas: &[&Value]) -> Vec<Result<Validator, String>> {
+fn compile_all(schemas: &[&Value]) -> Vec<Result<Validator, SchemaError>> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(schemas.len().max(1));
@@ -294,7 +283,7 @@ fn compile_all(schemas: &[&Value]) -> Vec<Result<Validator, String>> {
                 // A panicking compiler costs its chunk's tools, never the alignment.
                 handle
                     .join()
-                    .unwrap_or_else(|_| vec![Err("validator compilation panicked".to_owned()); len])
+                    .unwrap_or_else(|_| vec![Err(SchemaError::Panicked); len])
             })
             .collect()
     })
@@ -369,6 +358,34 @@ fn descriptor(
         "outputSchema": output,
         "annotations": annotations(class),
         "_meta": meta,
+    })
+}
+
+/// The `conda_execute` descriptor.
+fn execute_descriptor(input: Value, output: &Map<String, Value>) -> Value {
+    json!({
+        "name": EXECUTE_TOOL,
+        "description": "Run raw conda argv with arbitrary arguments. Mutations also require --allow-write.",
+        "inputSchema": input,
+        "outputSchema": output,
+        "annotations": annotations(&Classification::STRICT),
+    })
+}
+
+/// The `conda_cli_command` descriptor.
+fn completion_descriptor(input: Value) -> Value {
+    json!({
+        "name": COMPLETION_TOOL,
+        "title": "Conda completion command metadata",
+        "description": "Read one command from conda-completion's generated metadata.",
+        "inputSchema": input,
+        "outputSchema": completion_output_schema(),
+        "annotations": {
+            "readOnlyHint": true,
+            "destructiveHint": false,
+            "idempotentHint": true,
+            "openWorldHint": false,
+        },
     })
 }
 
