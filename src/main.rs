@@ -41,108 +41,128 @@ fn main() -> ExitCode {
     };
     match action {
         Action::Print(text) => print_stdout(&text),
-        Action::Discover { config, pretty } => {
-            let target = discovery::Target {
-                conda_exe: config.conda_exe.clone(),
-                timeout: config.timeout,
-            };
-            let found = runtime.block_on(discovery::discover(&target));
-            runtime.block_on(ccm::host::exec::shutdown(ccm::host::exec::SHUTDOWN_BOUND));
-            if let Some(line) = found.not_a_conda(&config.conda_exe) {
-                eprintln!("ccm: error: {line}");
-                return exit(cli::EXIT_USAGE);
-            }
-            let document = serde_json::json!({
-                "catalog": found.catalog,
-                "conda_version": found.catalog.conda_version,
-                "discovery_fingerprint": found.fingerprint(),
-                "plugins": found.plugins,
-                "target_executable": config.conda_exe,
-            });
-            let text = if pretty {
-                serde_json::to_string_pretty(&document)
+        Action::Discover { config, pretty } => discover(&runtime, &config, pretty),
+        Action::Tools { config, json } => tools(&runtime, &config, json),
+        Action::Serve(config) => serve(runtime, config),
+    }
+}
+
+/// Live discovery of the target for a one-shot command, with every execution ended
+/// afterwards; the exit code when the target is not a working conda.
+fn discover_target(
+    runtime: &tokio::runtime::Runtime,
+    config: &ccm::config::Config,
+) -> Result<discovery::Discovery, ExitCode> {
+    let target = discovery::Target {
+        conda_exe: config.conda_exe.clone(),
+        timeout: config.timeout,
+    };
+    let found = runtime.block_on(discovery::discover(&target));
+    runtime.block_on(ccm::host::exec::shutdown(ccm::host::exec::SHUTDOWN_BOUND));
+    if let Some(line) = found.not_a_conda(&config.conda_exe) {
+        eprintln!("ccm: error: {line}");
+        return Err(exit(cli::EXIT_USAGE));
+    }
+    Ok(found)
+}
+
+/// `ccm discover`: the catalog as JSON.
+fn discover(
+    runtime: &tokio::runtime::Runtime,
+    config: &ccm::config::Config,
+    pretty: bool,
+) -> ExitCode {
+    let found = match discover_target(runtime, config) {
+        Ok(found) => found,
+        Err(code) => return code,
+    };
+    let document = serde_json::json!({
+        "catalog": found.catalog,
+        "conda_version": found.catalog.conda_version,
+        "discovery_fingerprint": found.fingerprint(),
+        "plugins": found.plugins,
+        "target_executable": config.conda_exe,
+    });
+    let text = if pretty {
+        serde_json::to_string_pretty(&document)
+    } else {
+        serde_json::to_string(&document)
+    }
+    .expect("a JSON value always serializes");
+    print_stdout(&format!("{text}\n"))
+}
+
+/// `ccm tools`: the tools an agent will get, as a table or JSON.
+fn tools(runtime: &tokio::runtime::Runtime, config: &ccm::config::Config, json: bool) -> ExitCode {
+    let found = match discover_target(runtime, config) {
+        Ok(found) => found,
+        Err(code) => return code,
+    };
+    for d in found.catalog.diagnostics.iter().filter(|d| d.blocking) {
+        eprintln!(
+            "ccm: {}: {}",
+            if d.path.is_empty() {
+                "conda".to_owned()
             } else {
-                serde_json::to_string(&document)
-            }
-            .expect("a JSON value always serializes");
-            print_stdout(&format!("{text}\n"))
+                d.path.join(" ")
+            },
+            d.reason
+        );
+    }
+    let settings = ccm::tools::toolset::Settings {
+        allow_exec: config.allow_exec,
+        classify: config.classify.clone(),
+        timeout: config.timeout,
+    };
+    let toolset = ccm::baked::toolset(&found.catalog, &found.plugins, &settings);
+    if let Some(unknown) = toolset.unknown_classified.first() {
+        eprintln!(
+            "ccm: error: --classify names no tool of this conda: {unknown} (see 'ccm tools' for the names)"
+        );
+        std::process::exit(ccm::cli::EXIT_USAGE);
+    }
+    let rows = match ccm::tools::report::rows(&toolset, &config.surface) {
+        Ok(rows) => rows,
+        Err(message) => {
+            eprintln!("ccm: error: {message}");
+            return exit(cli::EXIT_USAGE);
         }
-        Action::Tools { config, json } => {
-            let target = discovery::Target {
-                conda_exe: config.conda_exe.clone(),
-                timeout: config.timeout,
-            };
-            let found = runtime.block_on(discovery::discover(&target));
-            runtime.block_on(ccm::host::exec::shutdown(ccm::host::exec::SHUTDOWN_BOUND));
-            if let Some(line) = found.not_a_conda(&config.conda_exe) {
-                eprintln!("ccm: error: {line}");
-                return exit(cli::EXIT_USAGE);
-            }
-            for d in found.catalog.diagnostics.iter().filter(|d| d.blocking) {
-                eprintln!(
-                    "ccm: {}: {}",
-                    if d.path.is_empty() {
-                        "conda".to_owned()
-                    } else {
-                        d.path.join(" ")
-                    },
-                    d.reason
-                );
-            }
-            let settings = ccm::tools::toolset::Settings {
-                allow_exec: config.allow_exec,
-                classify: config.classify.clone(),
-                timeout: config.timeout,
-            };
-            let toolset = ccm::baked::toolset(&found.catalog, &found.plugins, &settings);
-            if let Some(unknown) = toolset.unknown_classified.first() {
-                eprintln!(
-                    "ccm: error: --classify names no tool of this conda: {unknown} (see 'ccm tools' for the names)"
-                );
-                std::process::exit(ccm::cli::EXIT_USAGE);
-            }
-            let rows = match ccm::tools::report::rows(&toolset, &config.surface) {
-                Ok(rows) => rows,
-                Err(message) => {
-                    eprintln!("ccm: error: {message}");
-                    return exit(cli::EXIT_USAGE);
-                }
-            };
-            let text = if json {
-                format!(
-                    "{}\n",
-                    serde_json::to_string_pretty(&rows).expect("rows serialize")
-                )
-            } else {
-                ccm::tools::report::table(&rows)
-            };
-            print_stdout(&text)
+    };
+    let text = if json {
+        format!(
+            "{}\n",
+            serde_json::to_string_pretty(&rows).expect("rows serialize")
+        )
+    } else {
+        ccm::tools::report::table(&rows)
+    };
+    print_stdout(&text)
+}
+
+/// Serve MCP over stdio or HTTP until the transport stops, then end every execution.
+fn serve(runtime: tokio::runtime::Runtime, config: ccm::config::Config) -> ExitCode {
+    let http = config.http.clone();
+    let served = runtime.block_on(async move {
+        let server = ccm::server::Server::start(config);
+        match http {
+            None => ccm::transport::stdio(server).await,
+            Some(http) => ccm::transport::http::serve(server, http).await,
         }
-        Action::Serve(config) => {
-            let http = config.http.clone();
-            let served = runtime.block_on(async move {
-                let server = ccm::server::Server::start(config);
-                match http {
-                    None => ccm::transport::stdio(server).await,
-                    Some(http) => ccm::transport::http::serve(server, http).await,
-                }
-            });
-            // Cancel every execution still running (a session that went away) and let its
-            // termination sweep finish: nothing the server started outlives it.
-            runtime.block_on(ccm::host::exec::shutdown(ccm::host::exec::SHUTDOWN_BOUND));
-            // Only the blocking stdin reader can be left (it cannot be cancelled): do not wait for it.
-            runtime.shutdown_timeout(std::time::Duration::from_millis(20));
-            match served {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(Failure::Config(message)) => {
-                    eprintln!("ccm: error: {message}");
-                    exit(cli::EXIT_USAGE)
-                }
-                Err(Failure::Io(message)) => {
-                    eprintln!("ccm: error: {message}");
-                    exit(cli::EXIT_FAILURE)
-                }
-            }
+    });
+    // Cancel every execution still running (a session that went away) and let its
+    // termination sweep finish: nothing the server started outlives it.
+    runtime.block_on(ccm::host::exec::shutdown(ccm::host::exec::SHUTDOWN_BOUND));
+    // Only the blocking stdin reader can be left (it cannot be cancelled): do not wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(20));
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Config(message)) => {
+            eprintln!("ccm: error: {message}");
+            exit(cli::EXIT_USAGE)
+        }
+        Err(Failure::Io(message)) => {
+            eprintln!("ccm: error: {message}");
+            exit(cli::EXIT_FAILURE)
         }
     }
 }

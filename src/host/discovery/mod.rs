@@ -9,26 +9,22 @@
 //! (independent of `--output-limit-bytes`). Every failure becomes a diagnostic with a fixed
 //! reason: discovery never panics and never aborts the server.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-
-use crate::model::snapshot::{PREFIX, Replacements};
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
-use crate::host::exec;
 use crate::model::catalog::{self, Catalog, Diagnostic, Plugin};
+use crate::model::snapshot::{PREFIX, Replacements};
 
-/// The helper's source, run with `python -I -c`.
-pub const HELPER_SOURCE: &str = include_str!("helper.py");
+mod helper;
+mod resolve;
+
+pub use helper::{HELPER_SOURCE, Info, conda_info, plugins, run_helper};
+pub use resolve::{ResolveError, interpreter_candidates, resolve_executable, shebang_interpreter};
+
 /// Cap on a helper's (or `conda info`'s) JSON document.
 pub const DOCUMENT_LIMIT: usize = 64 * 1024 * 1024;
-/// Stderr kept from helper runs, for logs only.
-const HELPER_STDERR_LIMIT: usize = 64 * 1024;
-const PROTOCOL: u64 = 1;
 
 /// Where the target conda lives and how long discovery may take.
 #[derive(Clone, Debug)]
@@ -102,7 +98,8 @@ impl Discovery {
 }
 
 /// A failed helper or `conda info` run, as a fixed reason text.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct Failure(pub String);
 
 /// The helper's catalog-mode document.
@@ -130,7 +127,7 @@ pub async fn discover(target: &Target) -> Discovery {
     let mut last_failure = None;
     for interpreter in interpreter_candidates(&target.conda_exe) {
         processes += 1;
-        match catalog_run(target, &interpreter).await {
+        match helper::catalog_run(target, &interpreter).await {
             Ok((document, facts)) if owns(&facts.prefix, &target.conda_exe) => {
                 return finish(document, facts, interpreter, processes);
             }
@@ -156,7 +153,7 @@ pub async fn discover(target: &Target) -> Discovery {
         );
     }
     processes += 1;
-    match catalog_run(target, &info.interpreter).await {
+    match helper::catalog_run(target, &info.interpreter).await {
         Ok((document, _)) if document.catalog.conda_version != info.version => Discovery::failed(
             target,
             Some(&info.version),
@@ -201,330 +198,6 @@ fn owns(prefix: &Path, conda_exe: &Path) -> bool {
     conda_exe.starts_with(&prefix)
 }
 
-/// Interpreters worth trying before asking `conda info`, best first.
-pub fn interpreter_candidates(conda_exe: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Some(python) = shebang_interpreter(conda_exe) {
-        out.push(python);
-    }
-    if let Some(bin) = conda_exe.parent() {
-        let mut guesses = vec![bin.join("python"), bin.join("python3")];
-        if let Some(prefix) = bin.parent() {
-            guesses.push(prefix.join("bin").join("python"));
-            guesses.push(prefix.join("python.exe"));
-        }
-        out.extend(guesses);
-    }
-    let mut seen = Vec::new();
-    out.retain(|p| {
-        let keep = p.is_file() && !seen.contains(p);
-        seen.push(p.clone());
-        keep
-    });
-    out
-}
-
-/// The interpreter named by a script's `#!` line (also pip's `/bin/sh` trampoline for long
-/// paths, and `#!/usr/bin/env python`).
-pub fn shebang_interpreter(script: &Path) -> Option<PathBuf> {
-    use std::io::Read;
-    let mut head = Vec::with_capacity(512);
-    std::fs::File::open(script)
-        .ok()?
-        .take(1024)
-        .read_to_end(&mut head)
-        .ok()?;
-    let text = String::from_utf8_lossy(&head);
-    let mut lines = text.lines();
-    let first = lines.next()?.strip_prefix("#!")?.trim();
-    let mut words = first.split_whitespace();
-    let program = words.next()?;
-    if program.ends_with("/sh") {
-        // pip: #!/bin/sh \n '''exec' "/long/path/python" "$0" "$@"
-        let second = lines.next()?;
-        let rest = second.strip_prefix("'''exec' ")?;
-        let quoted = rest.strip_prefix('"')?;
-        let end = quoted.find('"')?;
-        return Some(PathBuf::from(&quoted[..end]));
-    }
-    if program.ends_with("/env") {
-        let name = words.find(|w| !w.starts_with('-'))?;
-        return which::which(name).ok();
-    }
-    Some(PathBuf::from(program))
-}
-
-async fn catalog_run(
-    target: &Target,
-    interpreter: &Path,
-) -> Result<(CatalogDocument, InterpreterFacts), Failure> {
-    let mut document: CatalogDocument =
-        run_helper(interpreter, "catalog", &[], target.timeout, None).await?;
-    if document.protocol != PROTOCOL {
-        return Err(Failure(
-            "conda catalog discovery returned invalid JSON: protocol".into(),
-        ));
-    }
-    if document.catalog.prog.is_empty() || document.catalog.root.is_none() {
-        return Err(Failure(
-            "conda catalog discovery returned invalid program fields".into(),
-        ));
-    }
-    let facts = std::mem::replace(
-        &mut document.interpreter,
-        InterpreterFacts {
-            prefix: PathBuf::new(),
-            version: None,
-            site_dirs: Vec::new(),
-        },
-    );
-    Ok((document, facts))
-}
-
-fn invalid_json(purpose: &str, error: &serde_json::Error) -> Failure {
-    let class = match error.classify() {
-        serde_json::error::Category::Io => "IoError",
-        serde_json::error::Category::Syntax => "SyntaxError",
-        serde_json::error::Category::Data => "DataError",
-        serde_json::error::Category::Eof => "EofError",
-    };
-    Failure(format!("{purpose} returned invalid JSON: {class}"))
-}
-
-/// Run the embedded helper in `mode` under `interpreter`; its document parsed straight
-/// into `T` (no intermediate JSON tree), or why not.
-pub async fn run_helper<T: serde::de::DeserializeOwned>(
-    interpreter: &Path,
-    mode: &str,
-    extra: &[String],
-    timeout: Duration,
-    stdin: Option<Vec<u8>>,
-) -> Result<T, Failure> {
-    let purpose = match mode {
-        "catalog" => "conda catalog discovery",
-        "plugins" => "conda plugin discovery",
-        "completion" => "conda completion metadata",
-        _ => "conda helper",
-    };
-    let mut args: Vec<OsString> = vec!["-I".into(), "-c".into(), HELPER_SOURCE.into(), mode.into()];
-    args.extend(extra.iter().map(OsString::from));
-    let spec = exec::Spec {
-        program: interpreter.to_path_buf(),
-        args,
-        cwd: None,
-        stdin,
-        timeout,
-        stdout_limit: DOCUMENT_LIMIT,
-        stderr_limit: HELPER_STDERR_LIMIT,
-        env_remove: Vec::new(),
-        limits: exec::Limits::current(),
-        sandbox: None,
-    };
-    let outcome = exec::run(&spec, &CancellationToken::new())
-        .await
-        .map_err(|e| {
-            Failure(format!(
-                "conda target interpreter could not start: {}",
-                exec::plain_os_error(&e)
-            ))
-        })?;
-    if !outcome.stderr.is_empty() {
-        tracing::debug!(
-            purpose,
-            stderr = %String::from_utf8_lossy(&outcome.stderr),
-            "helper stderr"
-        );
-    }
-    if outcome.timed_out {
-        return Err(Failure(format!("{purpose} timed out")));
-    }
-    if outcome.stdout_truncated {
-        return Err(Failure(format!(
-            "{purpose} output exceeds the {} MiB limit",
-            DOCUMENT_LIMIT / (1024 * 1024)
-        )));
-    }
-    /// The error fields of a document; everything else is skipped without being kept.
-    #[derive(Deserialize)]
-    struct Probe {
-        #[serde(default)]
-        error: Option<String>,
-        #[serde(default)]
-        detail: Option<String>,
-    }
-    let probe: Option<Probe> = serde_json::from_slice(&outcome.stdout).ok();
-    if let Some(Probe {
-        error: Some(error),
-        detail,
-    }) = &probe
-    {
-        let detail = detail.as_deref().unwrap_or("");
-        return Err(Failure(match error.as_str() {
-            "import" => format!("{purpose} could not import conda: {detail}"),
-            "parser" => format!("{purpose} could not build conda's parser: {detail}"),
-            _ => format!("{purpose} failed: {error} {detail}")
-                .trim_end()
-                .to_owned(),
-        }));
-    }
-    match (outcome.exit_code, probe) {
-        (Some(0), Some(_)) => {
-            serde_json::from_slice(&outcome.stdout).map_err(|e| invalid_json(purpose, &e))
-        }
-        (Some(0), None) => Err(Failure(format!(
-            "{purpose} returned invalid JSON: SyntaxError"
-        ))),
-        (code, _) => Err(Failure(format!(
-            "{purpose} exited with status {}",
-            code.unwrap_or(-1)
-        ))),
-    }
-}
-
-/// What `conda info --json` says about the target.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Info {
-    pub version: String,
-    pub interpreter: PathBuf,
-}
-
-/// Ask conda itself for its version and interpreter (the slow path).
-pub async fn conda_info(target: &Target) -> Result<Info, Failure> {
-    let spec = exec::Spec {
-        program: target.conda_exe.clone(),
-        args: vec!["info".into(), "--json".into()],
-        cwd: None,
-        stdin: None,
-        timeout: target.timeout,
-        stdout_limit: DOCUMENT_LIMIT,
-        stderr_limit: HELPER_STDERR_LIMIT,
-        env_remove: Vec::new(),
-        limits: exec::Limits::current(),
-        sandbox: None,
-    };
-    let outcome = exec::run(&spec, &CancellationToken::new())
-        .await
-        .map_err(|e| {
-            Failure(format!(
-                "conda info could not start: {}",
-                exec::plain_os_error(&e)
-            ))
-        })?;
-    if outcome.timed_out {
-        return Err(Failure("conda info timed out".into()));
-    }
-    match outcome.exit_code {
-        Some(0) => {}
-        code => {
-            return Err(Failure(format!(
-                "conda info exited with status {}",
-                code.unwrap_or(-1)
-            )));
-        }
-    }
-    let Ok(Value::Object(info)) = serde_json::from_slice::<Value>(&outcome.stdout) else {
-        return Err(Failure("conda info did not return a JSON object".into()));
-    };
-    let version = match info.get("conda_version").and_then(Value::as_str) {
-        Some(v) if !v.is_empty() => v.to_owned(),
-        _ => {
-            return Err(Failure(
-                "conda info field 'conda_version' is missing or invalid".into(),
-            ));
-        }
-    };
-    let interpreter = match info.get("sys.executable").and_then(Value::as_str) {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => {
-            return Err(Failure(
-                "conda info field 'sys.executable' is missing or invalid".into(),
-            ));
-        }
-    };
-    Ok(Info {
-        version,
-        interpreter,
-    })
-}
-
-/// The target's plugin inventory, fresh (restart checks).
-pub async fn plugins(
-    interpreter: &Path,
-    timeout: Duration,
-) -> Result<(String, Vec<Plugin>), Failure> {
-    #[derive(Deserialize)]
-    struct Doc {
-        conda_version: String,
-        plugins: Vec<Plugin>,
-    }
-    let doc: Doc = run_helper(interpreter, "plugins", &[], timeout, None).await?;
-    Ok((doc.conda_version, doc.plugins))
-}
-
-/// Why a conda executable could not be selected.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ResolveError {
-    NotFound(String),
-    BatchLauncher,
-}
-
-/// Select the target conda: `--conda-exe`, then `CONDA_EXE`, then `conda` on `PATH`.
-/// The result is absolute, symlink-free, a regular executable file, not a batch launcher.
-pub fn resolve_executable(
-    explicit: Option<&str>,
-    conda_exe_env: Option<&str>,
-) -> Result<PathBuf, ResolveError> {
-    let (candidate, source) = match (explicit, conda_exe_env) {
-        (Some(path), _) if !path.is_empty() => (path.to_owned(), "--conda-exe"),
-        (_, Some(path)) if !path.is_empty() => (path.to_owned(), "CONDA_EXE"),
-        _ => (
-            if cfg!(windows) { "conda.exe" } else { "conda" }.to_owned(),
-            "PATH",
-        ),
-    };
-    let expanded = expand_home(&candidate);
-    let found = if expanded.components().count() > 1 || expanded.is_absolute() {
-        Some(expanded)
-    } else {
-        which::which(&candidate).ok()
-    };
-    let Some(found) = found else {
-        return Err(ResolveError::NotFound(format!(
-            "no conda executable on {source}"
-        )));
-    };
-    let resolved = std::fs::canonicalize(&found).map_err(|_| {
-        ResolveError::NotFound(format!(
-            "{} (from {source}) does not exist",
-            found.display()
-        ))
-    })?;
-    let extension = resolved
-        .extension()
-        .map(|e| e.to_string_lossy().to_lowercase())
-        .unwrap_or_default();
-    if extension == "bat" || extension == "cmd" {
-        return Err(ResolveError::BatchLauncher);
-    }
-    // `resolved` is absolute, so `which` checks this very file: regular and executable.
-    if which::which(&resolved).is_err() {
-        return Err(ResolveError::NotFound(format!(
-            "{} (from {source}) is not an executable file",
-            resolved.display()
-        )));
-    }
-    Ok(resolved)
-}
-
-fn expand_home(path: &str) -> PathBuf {
-    if let Some(rest) = path.strip_prefix("~/")
-        && let Some(home) = std::env::var_os("HOME")
-    {
-        return PathBuf::from(home).join(rest);
-    }
-    PathBuf::from(path)
-}
-
 /// What a snapshot of this target normalizes for this process: the target's prefix, the
 /// home directory and the working directory (the helper runs here, so defaults such as
 /// `conda run --cwd` carry it).
@@ -535,81 +208,4 @@ pub fn replacements(prefix: Option<&Path>) -> Replacements {
         (std::env::var("HOME").ok(), "~"),
         (std::env::current_dir().ok().as_deref().map(text), "<cwd>"),
     ])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::Write;
-
-    fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
-        let path = dir.join(name);
-        let mut f = std::fs::File::create(&path).unwrap();
-        f.write_all(body.as_bytes()).unwrap();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-        path
-    }
-
-    #[test]
-    fn shebang_forms() {
-        let dir = tempfile::tempdir().unwrap();
-        let plain = script(dir.path(), "a", "#!/opt/conda/bin/python -E\nimport x\n");
-        assert_eq!(
-            shebang_interpreter(&plain),
-            Some("/opt/conda/bin/python".into())
-        );
-        let tramp = script(
-            dir.path(),
-            "b",
-            "#!/bin/sh\n'''exec' \"/very/long/path/bin/python\" \"$0\" \"$@\"\n' '''\n",
-        );
-        assert_eq!(
-            shebang_interpreter(&tramp),
-            Some("/very/long/path/bin/python".into())
-        );
-        let binary = script(dir.path(), "c", "\x7fELF....");
-        assert_eq!(shebang_interpreter(&binary), None);
-    }
-
-    #[test]
-    fn resolution_rules() {
-        let dir = tempfile::tempdir().unwrap();
-        let conda = script(dir.path(), "conda", "#!/bin/sh\n");
-        let link = dir.path().join("link");
-        #[cfg(unix)]
-        std::os::unix::fs::symlink(&conda, &link).unwrap();
-        let canonical = std::fs::canonicalize(&conda).unwrap();
-        assert_eq!(
-            resolve_executable(Some(link.to_str().unwrap()), None).unwrap(),
-            canonical
-        );
-        // --conda-exe wins over CONDA_EXE; an empty one falls through to CONDA_EXE.
-        assert_eq!(
-            resolve_executable(Some(""), Some(conda.to_str().unwrap())).unwrap(),
-            canonical
-        );
-        assert!(matches!(
-            resolve_executable(Some("/nonexistent/conda"), Some(conda.to_str().unwrap())),
-            Err(ResolveError::NotFound(_))
-        ));
-        let bat = script(dir.path(), "conda.BAT", "@echo off\n");
-        assert_eq!(
-            resolve_executable(Some(bat.to_str().unwrap()), None),
-            Err(ResolveError::BatchLauncher)
-        );
-        let plain = dir.path().join("not-exec");
-        std::fs::write(&plain, "x").unwrap();
-        assert!(matches!(
-            resolve_executable(Some(plain.to_str().unwrap()), None),
-            Err(ResolveError::NotFound(_))
-        ));
-        assert!(matches!(
-            resolve_executable(Some(dir.path().to_str().unwrap()), None),
-            Err(ResolveError::NotFound(_))
-        ));
-    }
 }

@@ -23,6 +23,45 @@ pub fn unavailable_reason() -> Option<&'static str> {
     UNAVAILABLE.get().map(String::as_str)
 }
 
+/// Why the server has no per-execution cgroups.
+#[derive(Debug, thiserror::Error)]
+pub enum Unavailable {
+    #[error("cannot read /proc/self/mountinfo: {0}")]
+    Mountinfo(std::io::ErrorKind),
+    #[error("cannot read /proc/self/cgroup: {0}")]
+    Membership(std::io::ErrorKind),
+    #[error("no cgroup v2 hierarchy is mounted")]
+    NoV2,
+    #[error("this process is not in a cgroup v2 hierarchy")]
+    NotInV2,
+    #[error("cannot create a cgroup under {}: {kind}", base.display())]
+    Create {
+        base: PathBuf,
+        kind: std::io::ErrorKind,
+    },
+}
+
+/// Why the process-count limit does not hold.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum NoProcessLimit {
+    #[error("disabled")]
+    Disabled,
+    #[error(
+        "the pids controller is not delegated to the server's cgroup v2 and no v1 pids \
+         hierarchy is mounted"
+    )]
+    NoV1,
+    #[error(
+        "the pids controller is not delegated to the server's cgroup v2, and creating a v1 \
+         pids cgroup under {} failed: {kind}",
+        base.display()
+    )]
+    CreateV1 {
+        base: PathBuf,
+        kind: std::io::ErrorKind,
+    },
+}
+
 /// The server's cgroup containers.
 #[derive(Debug)]
 pub struct Cgroups {
@@ -32,7 +71,7 @@ pub struct Cgroups {
     v2_pids: bool,
     /// `<own v1 pids cgroup>/ccm-<pid>`, used when the v2 controller is not delegated.
     v1_pids: Option<PathBuf>,
-    process_limit: Result<&'static str, String>,
+    process_limit: Result<&'static str, NoProcessLimit>,
     next: AtomicU64,
 }
 
@@ -45,104 +84,109 @@ pub struct ExecutionGroup {
     v1: Option<PathBuf>,
 }
 
+/// What `/proc/self` says about the server's cgroups.
+struct Own {
+    mountinfo: String,
+    membership: String,
+}
+
 impl Cgroups {
     /// Find the server's own cgroups and create its containers.
-    pub fn detect(want_process_limit: bool) -> Result<Cgroups, String> {
+    pub fn detect(want_process_limit: bool) -> Result<Cgroups, Unavailable> {
         let detected = Self::detect_inner(want_process_limit);
         if let Err(reason) = &detected {
-            let _ = UNAVAILABLE.set(reason.clone());
+            let _ = UNAVAILABLE.set(reason.to_string());
         }
         detected
     }
 
-    fn detect_inner(want_process_limit: bool) -> Result<Cgroups, String> {
-        let mountinfo = fs::read_to_string("/proc/self/mountinfo")
-            .map_err(|e| format!("cannot read /proc/self/mountinfo: {}", e.kind()))?;
-        let membership = fs::read_to_string("/proc/self/cgroup")
-            .map_err(|e| format!("cannot read /proc/self/cgroup: {}", e.kind()))?;
-        let (v2_mount, v2_root) = find_mount(&mountinfo, |fstype, _| fstype == "cgroup2")
-            .ok_or("no cgroup v2 hierarchy is mounted")?;
-        let v2_own = own_path(&membership, |hid, controllers| {
+    fn detect_inner(want_process_limit: bool) -> Result<Cgroups, Unavailable> {
+        let own = Own {
+            mountinfo: fs::read_to_string("/proc/self/mountinfo")
+                .map_err(|e| Unavailable::Mountinfo(e.kind()))?,
+            membership: fs::read_to_string("/proc/self/cgroup")
+                .map_err(|e| Unavailable::Membership(e.kind()))?,
+        };
+        let (v2_mount, v2_root) =
+            find_mount(&own.mountinfo, |fstype, _| fstype == "cgroup2").ok_or(Unavailable::NoV2)?;
+        let v2_own = own_path(&own.membership, |hid, controllers| {
             hid == "0" && controllers.is_empty()
         })
-        .ok_or("this process is not in a cgroup v2 hierarchy")?;
+        .ok_or(Unavailable::NotInV2)?;
         let base = join(&v2_mount, &v2_root, &v2_own);
-        let pid = std::process::id();
-        let v2 = base.join(format!("ccm-{pid}"));
+        let v2 = base.join(format!("ccm-{}", std::process::id()));
         remove_stale(&base);
         match fs::create_dir(&v2) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => {
-                return Err(format!(
-                    "cannot create a cgroup under {}: {}",
-                    base.display(),
-                    e.kind()
-                ));
+                return Err(Unavailable::Create {
+                    base,
+                    kind: e.kind(),
+                });
             }
         }
         let mut cgroups = Cgroups {
             v2,
             v2_pids: false,
             v1_pids: None,
-            process_limit: Err("disabled".into()),
+            process_limit: Err(NoProcessLimit::Disabled),
             next: AtomicU64::new(0),
         };
-        if !want_process_limit {
-            return Ok(cgroups);
+        if want_process_limit {
+            cgroups.enable_process_limit(&base, &own);
         }
+        Ok(cgroups)
+    }
+
+    /// The pids controller: delegated v2 where the server's cgroup allows it, else a v1
+    /// pids hierarchy; records which one holds, or why none does.
+    fn enable_process_limit(&mut self, base: &Path, own: &Own) {
         // Delegate the pids controller down to the container, when the server's cgroup
         // allows it (it fails with EBUSY where the server's cgroup has other members).
         let _ = write_file(&base.join("cgroup.subtree_control"), "+pids");
-        let delegated = fs::read_to_string(cgroups.v2.join("cgroup.controllers"))
+        let delegated = fs::read_to_string(self.v2.join("cgroup.controllers"))
             .map(|c| c.split_whitespace().any(|c| c == "pids"))
             .unwrap_or(false);
-        if delegated && write_file(&cgroups.v2.join("cgroup.subtree_control"), "+pids").is_ok() {
-            cgroups.v2_pids = true;
-            cgroups.process_limit = Ok("cgroup v2 pids controller");
-            return Ok(cgroups);
+        if delegated && write_file(&self.v2.join("cgroup.subtree_control"), "+pids").is_ok() {
+            self.v2_pids = true;
+            self.process_limit = Ok("cgroup v2 pids controller");
+            return;
         }
-        let v1 = find_mount(&mountinfo, |fstype, options| {
+        let v1 = find_mount(&own.mountinfo, |fstype, options| {
             fstype == "cgroup" && options.split(',').any(|o| o == "pids")
         })
         .and_then(|(mount, root)| {
-            let own = own_path(&membership, |_, controllers| {
+            let own = own_path(&own.membership, |_, controllers| {
                 controllers.split(',').any(|c| c == "pids")
             })?;
             Some(join(&mount, &root, &own))
         });
-        cgroups.process_limit = match v1 {
-            None => Err(
-                "the pids controller is not delegated to the server's cgroup v2 and no v1 pids \
-                 hierarchy is mounted"
-                    .into(),
-            ),
+        self.process_limit = match v1 {
+            None => Err(NoProcessLimit::NoV1),
             Some(base1) => {
                 remove_stale(&base1);
-                let container = base1.join(format!("ccm-{pid}"));
+                let container = base1.join(format!("ccm-{}", std::process::id()));
                 match fs::create_dir(&container) {
                     Ok(()) => {
-                        cgroups.v1_pids = Some(container);
+                        self.v1_pids = Some(container);
                         Ok("cgroup v1 pids controller")
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                        cgroups.v1_pids = Some(container);
+                        self.v1_pids = Some(container);
                         Ok("cgroup v1 pids controller")
                     }
-                    Err(e) => Err(format!(
-                        "the pids controller is not delegated to the server's cgroup v2, and \
-                         creating a v1 pids cgroup under {} failed: {}",
-                        base1.display(),
-                        e.kind()
-                    )),
+                    Err(e) => Err(NoProcessLimit::CreateV1 {
+                        base: base1,
+                        kind: e.kind(),
+                    }),
                 }
             }
         };
-        Ok(cgroups)
     }
 
     /// How the process-count limit is enforced, or why it is not.
-    pub fn process_limit(&self) -> Result<&'static str, String> {
+    pub fn process_limit(&self) -> Result<&'static str, NoProcessLimit> {
         self.process_limit.clone()
     }
 
@@ -151,7 +195,7 @@ impl Cgroups {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let v2 = self.v2.join(n.to_string());
         if let Err(error) = fs::create_dir(&v2) {
-            tracing::warn!(kind = ?error.kind(), "cannot create an execution cgroup");
+            tracing::warn!(kind = %error.kind(), "cannot create an execution cgroup");
             return None;
         }
         let mut group = ExecutionGroup {

@@ -107,7 +107,7 @@ impl Limits {
             }),
             (Some(c), Some(_)) => serde_json::json!({
                 "enforced": false,
-                "reason": c.process_limit().err(),
+                "reason": c.process_limit().err().map(|e| e.to_string()),
             }),
             (None, Some(_)) => serde_json::json!({
                 "enforced": false,

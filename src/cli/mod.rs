@@ -1,0 +1,202 @@
+//! The command line: flags, environment variables, validation and exit codes.
+//!
+//! Parsing never spawns anything. Every bad value becomes a one-line `ccm: error: …`
+//! message that says what to do, with exit status 2; `--help` and `--version` exit 0.
+
+use clap::Parser;
+
+use crate::host::discovery::{self, ResolveError};
+use crate::tools::surface::Surface;
+
+use crate::config::Config;
+
+mod flags;
+mod http;
+mod numbers;
+mod settings;
+#[cfg(test)]
+mod tests;
+
+use http::http_config;
+use numbers::{positive_int, positive_seconds, whole};
+use settings::{allowed_paths, classifications, limit_settings};
+
+pub use flags::{Cli, Command, Options};
+pub use settings::{
+    CHILD_ENV_REMOVE_VAR, FILE_SIZE_LIMIT_VAR, MEMORY_LIMIT_VAR, PROCESS_LIMIT_VAR, SizeError,
+    parse_size,
+};
+
+/// Exit status for usage errors (bad flags, no conda).
+pub const EXIT_USAGE: i32 = 2;
+/// Exit status for runtime failures (I/O on the transport, a server that could not start).
+pub const EXIT_FAILURE: i32 = 1;
+/// The default `--http` address.
+pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:8089";
+/// Environment variables read besides `CONDA_EXE`.
+pub use crate::TOKEN_VAR;
+pub const QUERY_PARAM_VAR: &str = "CCM_MCP_TOKEN_QUERY_PARAM";
+pub const CLASSIFY_VAR: &str = "CCM_CLASSIFY";
+pub const ALLOW_PATHS_VAR: &str = "CCM_ALLOW_PATHS";
+/// Set to 1/true/yes/on: same as `--no-sandbox`.
+pub const NO_SANDBOX_VAR: &str = "CCM_NO_SANDBOX";
+/// Shortest accepted bearer token.
+pub const MIN_TOKEN_LEN: usize = 16;
+const MAX_TOKEN_LEN: usize = 4096;
+
+/// The environment variables `ccm` reads, captured once so parsing stays a pure function.
+#[derive(Clone, Debug, Default)]
+pub struct Environment {
+    vars: Vec<(String, String)>,
+}
+
+impl Environment {
+    /// This process's environment (variables that are not UTF-8 are skipped).
+    pub fn from_process() -> Self {
+        Environment {
+            vars: std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect(),
+        }
+    }
+
+    pub fn from_pairs<K: Into<String>, V: Into<String>>(
+        pairs: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        Environment {
+            vars: pairs
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.vars
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.vars.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+/// What `main` should do.
+#[derive(Debug)]
+pub enum Action {
+    /// Print this text to stdout and exit 0 (help, version).
+    Print(String),
+    Serve(Config),
+    Discover {
+        config: Config,
+        pretty: bool,
+    },
+    Tools {
+        config: Config,
+        json: bool,
+    },
+}
+
+/// A usage error: print `ccm: error: <message>` and exit 2.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("ccm: error: {0}")]
+pub struct UsageError(pub String);
+
+/// Parse argv (including the program name) and the relevant environment.
+pub fn parse<I, T>(args: I, env: &Environment) -> Result<Action, UsageError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(error) => {
+            use clap::error::ErrorKind;
+            return match error.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                    Ok(Action::Print(error.render().to_string()))
+                }
+                _ => Err(UsageError(one_line(&error.to_string()))),
+            };
+        }
+    };
+    if cli.version {
+        return Ok(Action::Print(format!("{}\n", env!("CARGO_PKG_VERSION"))));
+    }
+    let config = validate(&cli.options, env)?;
+    Ok(match cli.command {
+        None | Some(Command::Serve) => Action::Serve(config),
+        Some(Command::Discover { .. }) if config.http.is_some() => {
+            return Err(UsageError(
+                "--http applies to serving, not to 'discover'".into(),
+            ));
+        }
+        Some(Command::Discover { pretty }) => Action::Discover { config, pretty },
+        Some(Command::Tools { json }) => Action::Tools { config, json },
+    })
+}
+
+/// clap's first line, without its `error: ` prefix, plus where to look.
+fn one_line(text: &str) -> String {
+    let first = text.lines().next().unwrap_or("invalid arguments");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    format!("{first} (see 'ccm --help')")
+}
+
+fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> {
+    let timeout = positive_seconds("--timeout", &options.timeout)?;
+    let output_limit = positive_int("--output-limit-bytes", &options.output_limit_bytes)?;
+    let stdin_limit = positive_int("--stdin-limit-bytes", &options.stdin_limit_bytes)?;
+    let max_queue = whole("--max-queue", &options.max_queue)?;
+    let max_session_calls = positive_int("--max-session-calls", &options.max_session_calls)?;
+    let surface = Surface::from_env(env.pairs()).map_err(|e| UsageError(e.to_string()))?;
+    let http = http_config(options, env)?;
+    let limits = limit_settings(options, env)?;
+    let classify = classifications(options, env)?;
+    let allow_paths = allowed_paths(options, env)?;
+    let conda_exe = discovery::resolve_executable(
+        options.conda_exe.as_deref(),
+        env.get("CONDA_EXE"),
+    )
+    .map_err(|error| match error {
+        ResolveError::NotFound(why) => UsageError(format!(
+            "could not find conda: {why}. Use --conda-exe PATH, set CONDA_EXE, or add conda to PATH"
+        )),
+        ResolveError::BatchLauncher => UsageError(
+            "conda batch launchers are not supported. Select conda.exe with --conda-exe".into(),
+        ),
+    })?;
+    Ok(Config {
+        conda_exe,
+        timeout,
+        output_limit,
+        stdin_limit,
+        allow_write: options.allow_write,
+        allow_exec: options.allow_exec,
+        allow_credentials: options.allow_credentials
+            || env.get("CCM_ALLOW_CREDENTIALS").is_some_and(truthy),
+        classify,
+        allow_paths,
+        no_snapshot: options.no_snapshot,
+        no_sandbox: options.no_sandbox
+            || env
+                .get(NO_SANDBOX_VAR)
+                .is_some_and(|v| matches!(v, "1" | "true" | "yes" | "on")),
+        max_queue,
+        max_session_calls,
+        surface,
+        http,
+        limits,
+    })
+}
+
+/// `1`, `true`, `yes`, `on` (any case).
+fn truthy(value: &str) -> bool {
+    matches!(
+        value.trim().to_ascii_lowercase().as_str(),
+        "1" | "true" | "yes" | "on"
+    )
+}

@@ -1,0 +1,201 @@
+//! Which conda, and which interpreter: the target executable from `--conda-exe`,
+//! `CONDA_EXE` or `PATH`, and the interpreters worth trying before asking `conda info`.
+
+use std::path::{Path, PathBuf};
+
+/// Interpreters worth trying before asking `conda info`, best first.
+pub fn interpreter_candidates(conda_exe: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(python) = shebang_interpreter(conda_exe) {
+        out.push(python);
+    }
+    if let Some(bin) = conda_exe.parent() {
+        let mut guesses = vec![bin.join("python"), bin.join("python3")];
+        if let Some(prefix) = bin.parent() {
+            guesses.push(prefix.join("bin").join("python"));
+            guesses.push(prefix.join("python.exe"));
+        }
+        out.extend(guesses);
+    }
+    let mut seen = Vec::new();
+    out.retain(|p| {
+        let keep = p.is_file() && !seen.contains(p);
+        seen.push(p.clone());
+        keep
+    });
+    out
+}
+
+/// The interpreter named by a script's `#!` line (also pip's `/bin/sh` trampoline for long
+/// paths, and `#!/usr/bin/env python`).
+pub fn shebang_interpreter(script: &Path) -> Option<PathBuf> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(512);
+    std::fs::File::open(script)
+        .ok()?
+        .take(1024)
+        .read_to_end(&mut head)
+        .ok()?;
+    let text = String::from_utf8_lossy(&head);
+    let mut lines = text.lines();
+    let first = lines.next()?.strip_prefix("#!")?.trim();
+    let mut words = first.split_whitespace();
+    let program = words.next()?;
+    if program.ends_with("/sh") {
+        // pip: #!/bin/sh \n '''exec' "/long/path/python" "$0" "$@"
+        let second = lines.next()?;
+        let rest = second.strip_prefix("'''exec' ")?;
+        let quoted = rest.strip_prefix('"')?;
+        let end = quoted.find('"')?;
+        return Some(PathBuf::from(&quoted[..end]));
+    }
+    if program.ends_with("/env") {
+        let name = words.find(|w| !w.starts_with('-'))?;
+        return which::which(name).ok();
+    }
+    Some(PathBuf::from(program))
+}
+
+/// Why a conda executable could not be selected.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    /// Nothing usable where the source points (why, naming the source).
+    #[error("{0}")]
+    NotFound(String),
+    #[error("conda batch launchers are not supported")]
+    BatchLauncher,
+}
+
+/// Select the target conda: `--conda-exe`, then `CONDA_EXE`, then `conda` on `PATH`.
+/// The result is absolute, symlink-free, a regular executable file, not a batch launcher.
+pub fn resolve_executable(
+    explicit: Option<&str>,
+    conda_exe_env: Option<&str>,
+) -> Result<PathBuf, ResolveError> {
+    let (candidate, source) = match (explicit, conda_exe_env) {
+        (Some(path), _) if !path.is_empty() => (path.to_owned(), "--conda-exe"),
+        (_, Some(path)) if !path.is_empty() => (path.to_owned(), "CONDA_EXE"),
+        _ => (
+            if cfg!(windows) { "conda.exe" } else { "conda" }.to_owned(),
+            "PATH",
+        ),
+    };
+    let expanded = expand_home(&candidate);
+    let found = if expanded.components().count() > 1 || expanded.is_absolute() {
+        Some(expanded)
+    } else {
+        which::which(&candidate).ok()
+    };
+    let Some(found) = found else {
+        return Err(ResolveError::NotFound(format!(
+            "no conda executable on {source}"
+        )));
+    };
+    let resolved = std::fs::canonicalize(&found).map_err(|_| {
+        ResolveError::NotFound(format!(
+            "{} (from {source}) does not exist",
+            found.display()
+        ))
+    })?;
+    let extension = resolved
+        .extension()
+        .map(|e| e.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    if extension == "bat" || extension == "cmd" {
+        return Err(ResolveError::BatchLauncher);
+    }
+    // `resolved` is absolute, so `which` checks this very file: regular and executable.
+    if which::which(&resolved).is_err() {
+        return Err(ResolveError::NotFound(format!(
+            "{} (from {source}) is not an executable file",
+            resolved.display()
+        )));
+    }
+    Ok(resolved)
+}
+
+fn expand_home(path: &str) -> PathBuf {
+    if let Some(rest) = path.strip_prefix("~/")
+        && let Some(home) = std::env::var_os("HOME")
+    {
+        return PathBuf::from(home).join(rest);
+    }
+    PathBuf::from(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+        let path = dir.join(name);
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(body.as_bytes()).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        path
+    }
+
+    #[test]
+    fn shebang_forms() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = script(dir.path(), "a", "#!/opt/conda/bin/python -E\nimport x\n");
+        assert_eq!(
+            shebang_interpreter(&plain),
+            Some("/opt/conda/bin/python".into())
+        );
+        let tramp = script(
+            dir.path(),
+            "b",
+            "#!/bin/sh\n'''exec' \"/very/long/path/bin/python\" \"$0\" \"$@\"\n' '''\n",
+        );
+        assert_eq!(
+            shebang_interpreter(&tramp),
+            Some("/very/long/path/bin/python".into())
+        );
+        let binary = script(dir.path(), "c", "\x7fELF....");
+        assert_eq!(shebang_interpreter(&binary), None);
+    }
+
+    #[test]
+    fn resolution_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let conda = script(dir.path(), "conda", "#!/bin/sh\n");
+        let link = dir.path().join("link");
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(&conda, &link).unwrap();
+        let canonical = std::fs::canonicalize(&conda).unwrap();
+        assert_eq!(
+            resolve_executable(Some(link.to_str().unwrap()), None).unwrap(),
+            canonical
+        );
+        // --conda-exe wins over CONDA_EXE; an empty one falls through to CONDA_EXE.
+        assert_eq!(
+            resolve_executable(Some(""), Some(conda.to_str().unwrap())).unwrap(),
+            canonical
+        );
+        assert!(matches!(
+            resolve_executable(Some("/nonexistent/conda"), Some(conda.to_str().unwrap())),
+            Err(ResolveError::NotFound(_))
+        ));
+        let bat = script(dir.path(), "conda.BAT", "@echo off\n");
+        assert_eq!(
+            resolve_executable(Some(bat.to_str().unwrap()), None),
+            Err(ResolveError::BatchLauncher)
+        );
+        let plain = dir.path().join("not-exec");
+        std::fs::write(&plain, "x").unwrap();
+        assert!(matches!(
+            resolve_executable(Some(plain.to_str().unwrap()), None),
+            Err(ResolveError::NotFound(_))
+        ));
+        assert!(matches!(
+            resolve_executable(Some(dir.path().to_str().unwrap()), None),
+            Err(ResolveError::NotFound(_))
+        ));
+    }
+}

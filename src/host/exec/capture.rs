@@ -1,0 +1,55 @@
+//! Output capture: each stream keeps its first bytes up to a cap and drains the rest, so
+//! a child never blocks on a full pipe; stdin gets its bytes from a task of its own.
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+const CHUNK: usize = 64 * 1024;
+
+#[derive(Default)]
+pub(super) struct Captured {
+    pub(super) bytes: Vec<u8>,
+    pub(super) truncated: bool,
+}
+
+/// Keep the first `limit` bytes, drain the rest. Stopped early, the capture counts as
+/// truncated: output may have been lost.
+pub(super) async fn capture<R: AsyncRead + Unpin>(
+    stream: Option<R>,
+    limit: usize,
+    stop: CancellationToken,
+) -> Captured {
+    let mut captured = Captured::default();
+    let Some(mut stream) = stream else {
+        return captured;
+    };
+    let mut chunk = vec![0u8; CHUNK];
+    loop {
+        let read = tokio::select! {
+            read = stream.read(&mut chunk) => read,
+            _ = stop.cancelled() => {
+                captured.truncated = true;
+                return captured;
+            }
+        };
+        match read {
+            Ok(0) | Err(_) => return captured,
+            Ok(n) => {
+                let room = limit.saturating_sub(captured.bytes.len());
+                if n > room {
+                    captured.truncated = true;
+                }
+                captured.bytes.extend_from_slice(&chunk[..n.min(room)]);
+            }
+        }
+    }
+}
+
+/// Write `bytes` to the child's stdin and close it. A child that exits without reading its
+/// input is not an error.
+pub(super) fn feed(mut writer: tokio::process::ChildStdin, bytes: Vec<u8>) {
+    tokio::spawn(async move {
+        let _ = writer.write_all(&bytes).await;
+        let _ = writer.shutdown().await;
+    });
+}

@@ -1,0 +1,133 @@
+//! Starting a child: the command line and environment, the child-side confinement hooks
+//! (cgroup membership and rlimits first, then the sandbox), and the registration of the
+//! leader before anything can reap it.
+
+use std::process::Stdio;
+use std::sync::Arc;
+
+use tokio::process::{Child, Command};
+
+use super::{Spec, limits, reap};
+
+/// Why a process could not be started, in plain words (`std::io::ErrorKind`'s debug names,
+/// such as `Uncategorized` for `ENOEXEC`, say nothing to an operator).
+pub fn plain_os_error(error: &std::io::Error) -> String {
+    #[cfg(unix)]
+    if let Some(code) = error.raw_os_error() {
+        let words = match code {
+            libc::ENOENT => {
+                Some("it does not exist, or the interpreter its #! line names does not exist")
+            }
+            libc::EACCES => Some(
+                "permission denied: it is not executable, or a directory on its path (or its \
+                 #! interpreter) is not accessible",
+            ),
+            libc::ENOEXEC => Some(
+                "it is not a program this system can run (exec format error: not a binary for \
+                 this machine, nor a script with a #! line)",
+            ),
+            libc::E2BIG => Some("its arguments and environment are too long"),
+            libc::ETXTBSY => Some("it is being written by another process (text file busy)"),
+            libc::ELOOP => Some("its path has too many symbolic links"),
+            libc::ENOTDIR => Some("a component of its path is not a directory"),
+            libc::EISDIR => Some("it is a directory"),
+            libc::ENOMEM | libc::EAGAIN => Some("the system is out of memory or processes"),
+            libc::EMFILE | libc::ENFILE => Some("too many open files"),
+            _ => None,
+        };
+        if let Some(words) = words {
+            return words.to_owned();
+        }
+    }
+    // The system's own message, without Rust's "(os error N)" suffix.
+    let text = error.to_string();
+    match text.rfind(" (os error ") {
+        Some(at) => text[..at].to_owned(),
+        None => text,
+    }
+}
+
+/// Register the child-side confinement: join the execution's cgroups, set the rlimits.
+/// Everything was prepared before `fork`; the hook only makes async-signal-safe calls.
+#[cfg(unix)]
+fn contain(command: &mut Command, prepared: Arc<limits::Prepared>) {
+    // SAFETY: the hook only calls write(2) and setrlimit(2) on data prepared before fork.
+    unsafe {
+        command.pre_exec(move || prepared.apply_in_child());
+    }
+}
+
+/// Start `spec`'s program under its limits (what the child needs after `fork` is
+/// prepared here, returned with the child); the child carries `marker`. On failure the
+/// execution's cgroup is removed again.
+pub(super) fn start(spec: &Spec, marker: &str) -> std::io::Result<(Child, Arc<limits::Prepared>)> {
+    not_a_script_or_binary(&spec.program)?;
+    let prepared = Arc::new(spec.limits.prepare());
+    let mut command = Command::new(&spec.program);
+    command
+        .args(&spec.args)
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    command.process_group(0);
+    if let Some(cwd) = &spec.cwd {
+        command.current_dir(cwd);
+    }
+    for name in &spec.env_remove {
+        command.env_remove(name);
+    }
+    for name in spec.limits.env_remove.iter() {
+        command.env_remove(name);
+    }
+    command.env(reap::MARKER_VAR, marker);
+    // Join the cgroup and set the limits first: the sandbox's namespaces come after.
+    #[cfg(unix)]
+    contain(&mut command, Arc::clone(&prepared));
+    if let Some(plan) = &spec.sandbox {
+        crate::host::sandbox::install(&mut command, plan);
+    }
+    let spawned = {
+        // Registered before anything can reap it: orphan reaping skips registered pids.
+        let mut registry = reap::registry();
+        let spawned = command.spawn();
+        if let Some(pid) = spawned.as_ref().ok().and_then(|c| c.id()) {
+            registry.insert(pid as i32);
+        }
+        spawned
+    };
+    match spawned {
+        Ok(child) => Ok((child, prepared)),
+        Err(error) => {
+            if let Some(group) = &prepared.group {
+                group.remove();
+            }
+            Err(error)
+        }
+    }
+}
+
+/// A child with a `pre_exec` hook is started with `execvp`, which runs a file the kernel
+/// refuses (`ENOEXEC`: no `#!`, no binary format) with `/bin/sh` instead. Refuse such a file
+/// as the kernel does, so nothing that is not a program is ever run as a shell script.
+fn not_a_script_or_binary(program: &std::path::Path) -> std::io::Result<()> {
+    use std::io::Read;
+    let mut head = [0u8; 4];
+    let Ok(mut file) = std::fs::File::open(program) else {
+        // Not readable (or not there): let the spawn say why.
+        return Ok(());
+    };
+    let Ok(n) = file.read(&mut head) else {
+        return Ok(());
+    };
+    let head = &head[..n];
+    if head.starts_with(b"#!") || head == b"\x7fELF" || file.metadata().is_ok_and(|m| m.is_dir()) {
+        return Ok(());
+    }
+    Err(std::io::Error::from_raw_os_error(libc::ENOEXEC))
+}

@@ -1,0 +1,264 @@
+//! The read-only sandbox: children of calls that need no `--allow-write` cannot write.
+//!
+//! Every execution the policy judges read-only, and every one admitted by `--allow-exec`
+//! without `--allow-write`, runs in a private mount namespace (plus a user namespace when
+//! the server is not root) in which every mount is read-only, except:
+//!
+//! - a private tmpfs, fresh for each call, over `/dev/shm` (POSIX shared memory and
+//!   semaphores; where there is none, over an empty directory the server makes): the
+//!   child's `TMPDIR` points into it, and it holds the upper layers below;
+//! - the caches conda legitimately updates on reads, bound writable from the real
+//!   filesystem so that they keep working across calls: the repodata cache
+//!   `<pkgs_dir>/cache` of every package cache directory, and the notices cache
+//!   (`$XDG_CACHE_HOME/conda/notices`, else `~/.cache/conda/notices`);
+//! - copy-on-write overlays whose upper layer lies in the call's tmpfs (writes succeed,
+//!   then vanish with the call) on `~/.conda`, every envs and package cache directory and
+//!   every other known environment's `conda-meta`, so that conda's writability probes
+//!   (`conda-meta/history`, `<pkgs_dir>/urls.txt`, `<envs_dir>/.conda_envs_dir_test`)
+//!   see what they see outside, with the caller's own permissions.
+//!
+//! The namespace is set up in the forked child before `exec` ([`install`]): everything
+//! is prepared in the parent ([`Sandbox::plan`]), the child only makes raw system calls.
+//! Setting up the namespaces, the read-only remount and the tmpfs are mandatory (the child
+//! does not start when one fails); overlays and writable binds are best effort (a failure
+//! leaves that directory read-only). A child cannot undo the sandbox: a non-root child has
+//! no capabilities after `exec`, a root child loses the dangerous ones from its bounding
+//! set, and a user namespace either makes locks the read-only mounts. At startup [`Sandbox::probe`] runs one trivial child
+//! in the sandbox; when that fails the server says why and runs children as before.
+//!
+//! Linux ≥ 5.12 (`mount_setattr`); overlays in user namespaces need Linux ≥ 5.11.
+
+use std::ffi::{CString, OsString};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::tools::policy::Classification;
+
+mod enter;
+mod plan;
+mod probe;
+#[cfg(all(test, target_os = "linux"))]
+mod tests;
+
+pub use enter::install;
+pub use probe::Unavailable;
+
+/// Most writable directories inside one overlay.
+const MAX_KEEPS: usize = 8;
+
+/// The environment variable that selects where children's `TMPDIR` points.
+pub const TMPDIR: &str = "TMPDIR";
+
+/// Where the sandbox stands on this machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Read-only calls run sandboxed.
+    Active,
+    /// Namespaces are unavailable here (the reason, one line); children run unsandboxed.
+    Unavailable(String),
+    /// The operator turned the sandbox off (`--no-sandbox`).
+    Disabled,
+}
+
+/// Does this verdict run sandboxed? Every read-only verdict, and, on a server without
+/// `--allow-write`, every other call that needs no `--allow-write` (admitted by
+/// `--allow-exec` alone: it may run programs, not write).
+pub fn applies(class: &Classification, allow_write: bool) -> bool {
+    class.read_only || (!class.requires_write && !allow_write)
+}
+
+/// The server's sandbox: its state, and what it needs to plan a call.
+#[derive(Debug)]
+pub struct Sandbox {
+    state: State,
+    facts: Option<Facts>,
+}
+
+/// Everything fixed at startup.
+#[derive(Debug)]
+struct Facts {
+    /// Where the per-call tmpfs is mounted.
+    base: Base,
+    /// `(uid, gid)` to map in a user namespace; `None` when the server is root.
+    ids: Option<(u32, u32)>,
+    home: Option<PathBuf>,
+    /// Extra package cache directories (`CONDA_PKGS_DIRS`).
+    pkgs_dirs: Vec<PathBuf>,
+    /// Extra environment directories (`CONDA_ENVS_PATH`, `CONDA_ENVS_DIRS`).
+    envs_dirs: Vec<PathBuf>,
+    /// The notices cache, when it exists.
+    notices: Option<PathBuf>,
+}
+
+/// Where the per-call tmpfs goes: over `/dev/shm` (which then also serves as the
+/// call's private shared memory), or, where there is none, over an empty directory the
+/// server makes (and removes again when its sandbox goes away).
+#[derive(Debug)]
+enum Base {
+    Shm,
+    Dir(PathBuf),
+}
+
+const SHM: &str = "/dev/shm";
+
+impl Base {
+    fn path(&self) -> &Path {
+        match self {
+            Base::Shm => Path::new(SHM),
+            Base::Dir(path) => path,
+        }
+    }
+}
+
+impl Drop for Base {
+    fn drop(&mut self) {
+        if let Base::Dir(path) = self {
+            let _ = std::fs::remove_dir(path);
+        }
+    }
+}
+
+/// What the probe and the plans read from the server's environment (the children inherit
+/// the same environment, so they see the same directories).
+#[derive(Clone, Debug, Default)]
+pub struct Inputs {
+    pub home: Option<PathBuf>,
+    pub xdg_cache_home: Option<PathBuf>,
+    pub conda_pkgs_dirs: Option<OsString>,
+    pub conda_envs_dirs: Vec<OsString>,
+    pub temp_dir: PathBuf,
+}
+
+impl Inputs {
+    /// From this process's environment.
+    pub fn from_process() -> Self {
+        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        Inputs {
+            home: var("HOME").map(PathBuf::from),
+            xdg_cache_home: var("XDG_CACHE_HOME").map(PathBuf::from),
+            conda_pkgs_dirs: var("CONDA_PKGS_DIRS"),
+            conda_envs_dirs: ["CONDA_ENVS_PATH", "CONDA_ENVS_DIRS"]
+                .into_iter()
+                .filter_map(var)
+                .collect(),
+            temp_dir: std::env::temp_dir(),
+        }
+    }
+}
+
+/// One call's sandbox, prepared before the fork (cheap to clone).
+#[derive(Clone, Debug)]
+pub struct Plan(Arc<Prepared>);
+
+#[derive(Debug)]
+struct Prepared {
+    /// `setgroups`, `uid_map`, `gid_map` contents when a user namespace is needed.
+    ids: Option<(Vec<u8>, Vec<u8>)>,
+    base: CString,
+    /// tmpfs options of the base.
+    base_options: CString,
+    /// Directories to make in the tmpfs, parents first.
+    mkdirs: Vec<CString>,
+    tmpdir: PathBuf,
+    overlays: Vec<Overlay>,
+    writable: Vec<CString>,
+}
+
+#[derive(Debug)]
+struct Overlay {
+    target: CString,
+    options: CString,
+    /// The same with `userxattr` (needed for overlays inside a user namespace).
+    options_userxattr: CString,
+    /// Subdirectories of `target` that stay the real, writable directories (at most
+    /// [`MAX_KEEPS`]).
+    keeps: Vec<CString>,
+}
+
+impl Plan {
+    /// The child's `TMPDIR`.
+    pub fn tmpdir(&self) -> &Path {
+        &self.0.tmpdir
+    }
+}
+
+impl Sandbox {
+    /// A sandbox the operator turned off.
+    pub fn disabled() -> Sandbox {
+        Sandbox {
+            state: State::Disabled,
+            facts: None,
+        }
+    }
+
+    /// An unavailable sandbox.
+    pub fn unavailable(reason: impl Into<String>) -> Sandbox {
+        Sandbox {
+            state: State::Unavailable(reason.into()),
+            facts: None,
+        }
+    }
+
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// The `sandbox` field of the capabilities document.
+    pub fn describe(&self, root_prefix: Option<&Path>) -> Value {
+        match &self.state {
+            State::Active => {
+                let mut writable = vec![
+                    json!({"path": self.facts.as_ref().map(|f| f.base.path().join("tmp")),
+                           "kind": "tmpfs", "why": "TMPDIR: a private tmpfs, new for each call"}),
+                ];
+                if matches!(self.facts.as_ref().map(|f| &f.base), Some(Base::Shm)) {
+                    writable.push(json!({"path": SHM, "kind": "tmpfs",
+                        "why": "POSIX shared memory and semaphores, private to the call \
+                                (the same tmpfs as TMPDIR)"}));
+                }
+                let areas = self.areas(root_prefix);
+                for dir in &areas.caches {
+                    writable.push(json!({"path": dir, "kind": "bind",
+                        "why": "repodata cache (conda writes it on reads: create_cache_dir)"}));
+                }
+                if let Some(notices) = self.facts.as_ref().and_then(|f| f.notices.as_ref()) {
+                    writable.push(json!({"path": notices, "kind": "bind",
+                        "why": "notices cache (conda writes it on reads: get_notices_cache_dir)"}));
+                }
+                for dir in &areas.overlays {
+                    writable.push(json!({"path": dir, "kind": "overlay",
+                        "why": "writes land in the call's tmpfs and are discarded; conda's \
+                                writability probes see the caller's permissions"}));
+                }
+                json!({"state": "active", "writable": writable})
+            }
+            State::Unavailable(reason) => json!({"state": "unavailable", "reason": reason}),
+            State::Disabled => json!({"state": "disabled", "reason": "--no-sandbox"}),
+        }
+    }
+}
+
+/// Debug builds only: the canonical tool names listed in `CCM_TEST_FORCE_READ_ONLY`
+/// (comma-separated) are treated as read-only by the policy, so that tests can prove the
+/// sandbox stops a writing command. Release builds ignore the variable.
+pub fn forced_read_only(tool: &str) -> bool {
+    #[cfg(debug_assertions)]
+    {
+        static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+        NAMES
+            .get_or_init(|| {
+                std::env::var("CCM_TEST_FORCE_READ_ONLY")
+                    .map(|v| v.split(',').map(str::to_owned).collect())
+                    .unwrap_or_default()
+            })
+            .iter()
+            .any(|n| n == tool)
+    }
+    #[cfg(not(debug_assertions))]
+    {
+        let _ = tool;
+        false
+    }
+}
