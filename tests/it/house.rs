@@ -132,3 +132,148 @@ fn the_scan_sees_grouped_and_inline_paths() {
         .collect();
     assert_eq!(names, ["tools", "host", "server", "cli"]);
 }
+
+/// Lines of a function starting at `lines[start]` (its signature line) through its
+/// closing brace; `None` for a declaration without a body.
+fn function_length(lines: &[&str], start: usize) -> Option<usize> {
+    let mut depth = 0i32;
+    let mut opened = false;
+    for (offset, line) in lines[start..].iter().enumerate() {
+        let code = strip_literals(line);
+        for c in code.chars() {
+            match c {
+                '{' => {
+                    depth += 1;
+                    opened = true;
+                }
+                '}' => depth -= 1,
+                _ => {}
+            }
+        }
+        if opened && depth <= 0 {
+            return Some(offset + 1);
+        }
+        if !opened && code.trim_end().ends_with(';') {
+            return None;
+        }
+    }
+    None
+}
+
+/// A line without its string and char literals and its `//` comment.
+fn strip_literals(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                while let Some(d) = chars.next() {
+                    match d {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+            }
+            '\'' if chars.clone().nth(1) == Some('\'') => {
+                chars.next();
+                chars.next();
+            }
+            '\'' if chars.peek() == Some(&'\\') => {
+                while let Some(d) = chars.next() {
+                    if d == '\'' {
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'/') => break,
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// `fn name` at the start of a line (after visibility and qualifiers).
+fn function_name(line: &str) -> Option<&str> {
+    let mut rest = line.trim_start();
+    for qualifier in [
+        "pub(crate) ",
+        "pub(super) ",
+        "pub ",
+        "const ",
+        "async ",
+        "unsafe ",
+        "extern \"C\" ",
+    ] {
+        rest = rest.strip_prefix(qualifier).unwrap_or(rest);
+    }
+    let rest = rest.strip_prefix("fn ")?;
+    let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+    Some(&rest[..end])
+}
+
+/// Files and functions stay small enough to read in one sitting: no file in `src/` over
+/// 500 lines (inline tests count), no function over 80 lines. A function that is a table
+/// says so with `// A table` on the line before its signature (or among its attributes).
+#[test]
+fn rooms_are_small() {
+    const MAX_FILE: usize = 500;
+    const MAX_FUNCTION: usize = 80;
+    let mut files = Vec::new();
+    rust_files(&Path::new(ROOT).join("src"), &mut files);
+    files.sort();
+    let mut too_big = Vec::new();
+    let mut functions = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        if lines.len() > MAX_FILE {
+            too_big.push(format!("{}: {} lines", file.display(), lines.len()));
+        }
+        for (at, line) in lines.iter().enumerate() {
+            let Some(name) = function_name(line) else {
+                continue;
+            };
+            functions += 1;
+            let table = lines[..at]
+                .iter()
+                .rev()
+                .take_while(|l| {
+                    l.trim_start().starts_with("#[") || l.trim_start().starts_with("//")
+                })
+                .any(|l| l.trim_start().starts_with("// A table"));
+            match function_length(&lines, at) {
+                Some(n) if n > MAX_FUNCTION && !table => too_big.push(format!(
+                    "{}:{}: fn {name}: {n} lines",
+                    file.display(),
+                    at + 1
+                )),
+                _ => {}
+            }
+        }
+    }
+    assert!(
+        functions > 500,
+        "only {functions} functions found: the scan is broken"
+    );
+    assert!(
+        too_big.is_empty(),
+        "too big to read in one sitting:\n{}",
+        too_big.join("\n")
+    );
+}
+
+#[test]
+fn the_size_scan_measures_functions() {
+    let text = "fn a() {\n    let s = \"}\";\n    if x { y('{') }\n}\nfn b();\n";
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(function_name(lines[0]), Some("a"));
+    assert_eq!(function_length(&lines, 0), Some(4));
+    assert_eq!(function_length(&lines, 4), None);
+    assert_eq!(
+        function_name("    pub(crate) async fn run_it(x: u8) {"),
+        Some("run_it")
+    );
+}

@@ -15,7 +15,7 @@ mod clients;
 mod codegen;
 /// Live discovery against the fixture conda (and a real conda with CCM_TEST_CONDA).
 mod discovery;
-/// House rules: the layer order of `src/`.
+/// House rules: the layer order of `src/`, files and functions that fit one sitting.
 mod house;
 /// `ccm --http`: authentication, methods and paths, sessions, the Python SDK over HTTP.
 mod http;

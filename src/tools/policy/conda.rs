@@ -34,6 +34,7 @@ pub(super) fn mutating_options() -> impl Iterator<Item = &'static str> {
 }
 
 /// The verdict for one of conda's own command paths; `None` when the path is not one.
+// A table: one arm per command path, each citing conda's source line.
 pub(super) fn judge(path: &[&str], facts: &Facts) -> Option<Classification> {
     let read = |network: bool| Access::Read.classification(network);
     let write = |network: bool| Access::Write.classification(network);
