@@ -182,7 +182,10 @@ fn strip_literals(line: &str) -> String {
                 chars.next();
             }
             '\'' if chars.peek() == Some(&'\\') => {
-                while let Some(d) = chars.next() {
+                // An escape (`'\''`, `'\n'`, `'\u{1f}'`): skip it, then up to the quote.
+                chars.next();
+                chars.next();
+                for d in chars.by_ref() {
                     if d == '\'' {
                         break;
                     }
@@ -267,7 +270,7 @@ fn rooms_are_small() {
 
 #[test]
 fn the_size_scan_measures_functions() {
-    let text = "fn a() {\n    let s = \"}\";\n    if x { y('{') }\n}\nfn b();\n";
+    let text = "fn a() {\n    let s = \"}\";\n    if x { y('{', '\\'', '}') }\n}\nfn b();\n";
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(function_name(lines[0]), Some("a"));
     assert_eq!(function_length(&lines, 0), Some(4));
