@@ -397,6 +397,29 @@ pub fn execution_output_schema() -> Map<String, Value> {
 #[derive(Clone, Debug)]
 pub struct Validator(jsonschema::Validator);
 
+/// A validator compiled on first use: a session calls few of its tools, and a compiled
+/// schema is far larger than the layout it is made from. The schema is rebuilt from its
+/// source when needed (a pure function), so the checks and their errors are the ones an
+/// eagerly compiled validator gives.
+#[derive(Clone, Debug, Default)]
+pub struct LazyValidator(std::sync::OnceLock<Option<Validator>>);
+
+impl LazyValidator {
+    /// Validate `input` against the schema `source` makes, compiling it the first time. A
+    /// schema the validator rejects (never one this module generates; tested) refuses
+    /// every input as unrepresentable.
+    pub fn validate(&self, input: &Value, source: impl FnOnce() -> Value) -> Result<(), Invalid> {
+        match self.0.get_or_init(|| Validator::new(&source()).ok()) {
+            Some(validator) => validator.validate(input),
+            None => Err(Invalid {
+                path: "$".into(),
+                keyword: "unrepresentable".into(),
+                property: None,
+            }),
+        }
+    }
+}
+
 /// An input that failed validation: where and which rule, never the value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Invalid {

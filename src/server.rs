@@ -264,7 +264,8 @@ impl Server {
                     let ready = Arc::new(ready);
                     let _ = sender.send(Some(Arc::clone(&ready)));
                     let found = discovery::discover(&target).await;
-                    let verdict = crate::startup::confirm(snapshot, &found);
+                    let verdict =
+                        crate::startup::confirm(snapshot, &ready.discovery.catalog, &found);
                     state.record_confirmation(verdict, &found);
                 }
                 Err(reason) => {
@@ -471,8 +472,7 @@ impl Server {
         let Some(tool) = ready.toolset.get(name) else {
             return Err(invalid_params("Unknown tool").into());
         };
-        tool.validator
-            .validate(&arguments)
+        tool.validate(&arguments)
             .map_err(|e| invalid_arguments(&e))?;
         let input = arguments.as_object().expect("validated as an object");
         let argv = match tool.compiler {
@@ -566,8 +566,7 @@ impl Server {
     ) -> Result<CallToolResult, Refusal> {
         ready
             .toolset
-            .execute_validator
-            .validate(arguments)
+            .validate_execute(arguments)
             .map_err(|e| invalid_arguments(&e))?;
         let invalid_options = || Refusal::from(invalid_params("Invalid execution options"));
         let argv = strings(arguments.get("argv"));
@@ -772,8 +771,7 @@ impl Server {
     ) -> Result<CallToolResult, Refusal> {
         ready
             .toolset
-            .completion_validator
-            .validate(arguments)
+            .validate_completion(arguments)
             .map_err(|e| invalid_arguments(&e))?;
         let requested = strings(arguments.get("command_path"));
         let document = self.completion_document(ready, &ct).await?;
@@ -934,9 +932,20 @@ fn build_ready(
     for warning in &applied.warnings {
         tracing::warn!(%warning, "tool surface setting ignored");
     }
-    let convert = |list: Vec<Value>| -> Vec<McpTool> {
+    // Every generated tool has the same output schema: the served tools share one copy.
+    let mut outputs: Vec<Arc<rmcp::model::JsonObject>> = Vec::new();
+    let mut convert = |list: Vec<Value>| -> Vec<McpTool> {
         list.into_iter()
             .filter_map(|d| serde_json::from_value::<McpTool>(d).ok())
+            .map(|mut tool| {
+                if let Some(output) = &mut tool.output_schema {
+                    match outputs.iter().find(|o| *o == output) {
+                        Some(shared) => *output = Arc::clone(shared),
+                        None => outputs.push(Arc::clone(output)),
+                    }
+                }
+                tool
+            })
             .collect()
     };
     let tools = convert(applied.listed);

@@ -44,9 +44,9 @@ pub fn fast_start(conda_exe: &Path, no_snapshot: bool) -> Result<Fast, String> {
             },
         );
     };
-    let parsed = Snapshot::from_text(snapshot.json)
+    let parsed = Snapshot::from_text(&localize(snapshot.json, &located.prefix))
         .map_err(|_| format!("the baked snapshot {} does not parse", snapshot.file))?;
-    let catalog = localize(&parsed.catalog, &located.prefix);
+    let catalog = parsed.catalog;
     Ok(Fast {
         snapshot,
         reason: format!("stamp matched the baked snapshot {}", snapshot.file),
@@ -62,25 +62,15 @@ pub fn fast_start(conda_exe: &Path, no_snapshot: bool) -> Result<Fast, String> {
     })
 }
 
-/// Put this target's prefix back where the snapshot says `<prefix>`.
-fn localize(catalog: &Catalog, prefix: &Path) -> Catalog {
-    let mut value = serde_json::to_value(catalog).expect("catalogs serialize");
-    localize_value(&mut value, &prefix.to_string_lossy());
-    serde_json::from_value(value).expect("localized catalogs deserialize")
+/// Put this target's prefix back where the snapshot's text says `<prefix>` (only ever
+/// inside a JSON string), so the document is parsed once, straight into the typed model.
+fn localize(text: &str, prefix: &Path) -> String {
+    let quoted = serde_json::to_string(&prefix.to_string_lossy()).expect("strings serialize");
+    text.replace(crate::snapshot::PREFIX, &quoted[1..quoted.len() - 1])
 }
 
-fn localize_value(value: &mut serde_json::Value, prefix: &str) {
-    match value {
-        serde_json::Value::String(s) if s.contains("<prefix>") => {
-            *s = s.replace("<prefix>", prefix)
-        }
-        serde_json::Value::Array(items) => items.iter_mut().for_each(|v| localize_value(v, prefix)),
-        serde_json::Value::Object(map) => map.values_mut().for_each(|v| localize_value(v, prefix)),
-        _ => {}
-    }
-}
-
-/// Compare live discovery with the snapshot that served the tools. `Err(reason)` when they
+/// Compare live discovery with the snapshot that served the tools (`served`: its catalog,
+/// as localized at startup). `Err(reason)` when they
 /// differ in what decides the tool surface (the served tools may not match the target: a
 /// restart is required); the reason names the command, argument and field.
 ///
@@ -91,7 +81,7 @@ fn localize_value(value: &mut serde_json::Value, prefix: &str) {
 /// Not compared: help texts, defaults and dynamic choice values — they differ between
 /// machines (home directory, working directory, installed solvers) without changing a
 /// tool's shape or its argv.
-pub fn confirm(snapshot: &BakedSnapshot, live: &Discovery) -> Result<(), String> {
+pub fn confirm(snapshot: &BakedSnapshot, served: &Catalog, live: &Discovery) -> Result<(), String> {
     if live.catalog.root.is_none() {
         let reason = live
             .catalog
@@ -100,8 +90,6 @@ pub fn confirm(snapshot: &BakedSnapshot, live: &Discovery) -> Result<(), String>
             .map_or("", |d| d.reason.as_str());
         return Err(format!("live discovery failed: {reason}"));
     }
-    let served = Snapshot::from_text(snapshot.json)
-        .map_err(|_| "the baked snapshot does not parse".to_owned())?;
     if live.fingerprint() != snapshot.fingerprint {
         return Err(format!(
             "the live plugin inventory differs from the baked snapshot {} (fingerprint {} live, {} baked)",
@@ -110,7 +98,7 @@ pub fn confirm(snapshot: &BakedSnapshot, live: &Discovery) -> Result<(), String>
             snapshot.fingerprint
         ));
     }
-    match surface_difference(&served.catalog, &live.catalog) {
+    match surface_difference(served, &live.catalog) {
         None => Ok(()),
         Some(differing) => Err(format!(
             "the live catalog differs from the baked snapshot {} ({differing})",

@@ -28,7 +28,6 @@ pub fn validate(tools: &Toolset, name: &str, input: Value) -> Result<(), String>
     tools
         .get(name)
         .unwrap()
-        .validator
         .validate(&input)
         .map_err(|e| e.to_string())
 }
