@@ -67,8 +67,9 @@ pub struct Ready {
     unlisted: Vec<McpTool>,
     /// Served name → canonical name.
     routes: HashMap<String, String>,
-    /// The fixed parts of the capabilities document, as JSON text (the catalog alone is
-    /// hundreds of kilobytes; it is serialized once and never held as a tree).
+    /// The fixed parts of the capabilities document, as JSON text, but the catalog:
+    /// hundreds of kilobytes as text, it is serialized from the typed catalog on each
+    /// read (never held as a tree or kept as text).
     capabilities: BTreeMap<&'static str, Box<RawValue>>,
     /// Where paths in calls that do not need `--allow-exec` may point.
     confinement: Confinement,
@@ -441,6 +442,8 @@ impl Server {
         let restart = raw(&restart);
         let startup = raw(&startup);
         let limits = raw(&exec::Limits::current().describe());
+        let catalog = catalog_text(&ready.discovery.catalog, &ready.toolset);
+        document.insert("catalog", &catalog);
         let sandbox = raw(&match self.shared.sandbox.get() {
             Some(sandbox) => sandbox.describe(ready.discovery.prefix.as_deref()),
             None => Value::Null,
@@ -951,37 +954,12 @@ fn build_ready(
     let tools = convert(applied.listed);
     let unlisted = convert(applied.unlisted);
     let routes = applied.routes;
-    // The catalog's structs serialize to canonical JSON directly (fields are declared in
-    // sorted order); the toolset's own diagnostics join discovery's.
-    #[derive(serde::Serialize)]
-    struct CatalogView<'a> {
-        conda_version: &'a str,
-        diagnostics: Vec<&'a crate::catalog::Diagnostic>,
-        prog: &'a str,
-        root: &'a Option<crate::catalog::Command>,
-    }
-    let catalog = &found.catalog;
-    let view = CatalogView {
-        conda_version: &catalog.conda_version,
-        diagnostics: catalog
-            .diagnostics
-            .iter()
-            .chain(&toolset.diagnostics)
-            .collect(),
-        prog: &catalog.prog,
-        root: &catalog.root,
-    };
-    let catalog_text = serde_json::to_string(&view).expect("catalogs serialize");
     let compilers: BTreeMap<&str, &str> = toolset
         .generated
         .iter()
         .map(|t| (t.name.as_str(), t.compiler.label()))
         .collect();
     let mut capabilities: BTreeMap<&'static str, Box<RawValue>> = BTreeMap::new();
-    capabilities.insert(
-        "catalog",
-        RawValue::from_string(catalog_text).expect("valid JSON"),
-    );
     capabilities.insert("conda_version", raw(&found.catalog.conda_version));
     capabilities.insert("discovery_fingerprint", raw(&found.fingerprint()));
     capabilities.insert("generated_tools", raw(&toolset.generated_names()));
@@ -1010,6 +988,31 @@ fn build_ready(
         routes,
         capabilities,
     })
+}
+
+/// The capabilities `catalog` field: the catalog with the toolset's diagnostics joined to
+/// discovery's. Its structs serialize to canonical JSON directly (fields are declared in
+/// sorted order).
+fn catalog_text(catalog: &catalog::Catalog, toolset: &Toolset) -> Box<RawValue> {
+    #[derive(serde::Serialize)]
+    struct CatalogView<'a> {
+        conda_version: &'a str,
+        diagnostics: Vec<&'a crate::catalog::Diagnostic>,
+        prog: &'a str,
+        root: &'a Option<crate::catalog::Command>,
+    }
+    let view = CatalogView {
+        conda_version: &catalog.conda_version,
+        diagnostics: catalog
+            .diagnostics
+            .iter()
+            .chain(&toolset.diagnostics)
+            .collect(),
+        prog: &catalog.prog,
+        root: &catalog.root,
+    };
+    let text = serde_json::to_string(&view).expect("catalogs serialize");
+    RawValue::from_string(text).expect("valid JSON")
 }
 
 /// The baked snapshot of the live conda version, compared with the live catalog.
