@@ -67,9 +67,8 @@ pub struct Ready {
     unlisted: Vec<McpTool>,
     /// Served name → canonical name.
     routes: HashMap<String, String>,
-    /// The fixed parts of the capabilities document, as JSON text, but the catalog:
-    /// hundreds of kilobytes as text, it is serialized from the typed catalog on each
-    /// read (never held as a tree or kept as text).
+    /// The fixed parts of the capabilities document, as JSON text; the catalog (hundreds
+    /// of kilobytes as text) is written from the typed catalog on each read.
     capabilities: BTreeMap<&'static str, Box<RawValue>>,
     /// Where paths in calls that do not need `--allow-exec` may point.
     confinement: Confinement,
@@ -419,10 +418,10 @@ impl Server {
 
     /// The capabilities document as served now.
     fn capabilities_text(&self, ready: &Ready) -> String {
-        let mut document: BTreeMap<&str, &RawValue> = ready
+        let mut document: BTreeMap<&str, Part> = ready
             .capabilities
             .iter()
-            .map(|(k, v)| (*k, v.as_ref()))
+            .map(|(k, v)| (*k, Part::Raw(v)))
             .collect();
         let (restart, startup) = match self.shared.restart.lock() {
             Ok(status) => (
@@ -442,16 +441,16 @@ impl Server {
         let restart = raw(&restart);
         let startup = raw(&startup);
         let limits = raw(&exec::Limits::current().describe());
-        let catalog = catalog_text(&ready.discovery.catalog, &ready.toolset);
-        document.insert("catalog", &catalog);
+        let catalog = catalog_view(&ready.discovery.catalog, &ready.toolset);
+        document.insert("catalog", Part::Catalog(catalog));
         let sandbox = raw(&match self.shared.sandbox.get() {
             Some(sandbox) => sandbox.describe(ready.discovery.prefix.as_deref()),
             None => Value::Null,
         });
-        document.insert("sandbox", &sandbox);
-        document.insert("restart", &restart);
-        document.insert("startup", &startup);
-        document.insert("limits", &limits);
+        document.insert("sandbox", Part::Raw(&sandbox));
+        document.insert("restart", Part::Raw(&restart));
+        document.insert("startup", Part::Raw(&startup));
+        document.insert("limits", Part::Raw(&limits));
         serde_json::to_string(&document).expect("raw JSON parts serialize")
     }
 
@@ -990,18 +989,29 @@ fn build_ready(
     })
 }
 
-/// The capabilities `catalog` field: the catalog with the toolset's diagnostics joined to
-/// discovery's. Its structs serialize to canonical JSON directly (fields are declared in
-/// sorted order).
-fn catalog_text(catalog: &catalog::Catalog, toolset: &Toolset) -> Box<RawValue> {
-    #[derive(serde::Serialize)]
-    struct CatalogView<'a> {
-        conda_version: &'a str,
-        diagnostics: Vec<&'a crate::catalog::Diagnostic>,
-        prog: &'a str,
-        root: &'a Option<crate::catalog::Command>,
-    }
-    let view = CatalogView {
+/// One field of the capabilities document: JSON text, or the catalog, which is written
+/// straight into the document (hundreds of kilobytes: never held as a tree, nor as text
+/// of its own).
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Part<'a> {
+    Raw(&'a RawValue),
+    Catalog(CatalogView<'a>),
+}
+
+/// The capabilities `catalog` field. The catalog's structs serialize to canonical JSON
+/// directly (fields are declared in sorted order).
+#[derive(serde::Serialize)]
+struct CatalogView<'a> {
+    conda_version: &'a str,
+    diagnostics: Vec<&'a crate::catalog::Diagnostic>,
+    prog: &'a str,
+    root: &'a Option<crate::catalog::Command>,
+}
+
+/// The catalog with the toolset's own diagnostics joined to discovery's.
+fn catalog_view<'a>(catalog: &'a catalog::Catalog, toolset: &'a Toolset) -> CatalogView<'a> {
+    CatalogView {
         conda_version: &catalog.conda_version,
         diagnostics: catalog
             .diagnostics
@@ -1010,9 +1020,7 @@ fn catalog_text(catalog: &catalog::Catalog, toolset: &Toolset) -> Box<RawValue> 
             .collect(),
         prog: &catalog.prog,
         root: &catalog.root,
-    };
-    let text = serde_json::to_string(&view).expect("catalogs serialize");
-    RawValue::from_string(text).expect("valid JSON")
+    }
 }
 
 /// The baked snapshot of the live conda version, compared with the live catalog.
