@@ -161,7 +161,7 @@ impl Toolset {
             }
         }
         let output = Arc::new(schema::execution_output_schema());
-        let described: Vec<_> = candidates
+        let generated: Vec<Tool> = candidates
             .into_iter()
             .zip(names)
             .map(|((path, branch, layout, input), name)| {
@@ -169,13 +169,7 @@ impl Toolset {
                 let class = policy::describe(&rules, &path, opaque);
                 let compiler = pick(&path, &branch);
                 let descriptor = descriptor(&name, &path, &branch, &layout, input, &output, &class);
-                (name, path, layout, class, opaque, compiler, descriptor)
-            })
-            .collect();
-        let generated: Vec<Tool> = described
-            .into_iter()
-            .map(
-                |(name, path, layout, class, opaque, compiler, descriptor)| Tool {
+                Tool {
                     name,
                     path,
                     layout,
@@ -184,8 +178,8 @@ impl Toolset {
                     opaque,
                     compiler,
                     descriptor,
-                },
-            )
+                }
+            })
             .collect();
         let by_name = generated
             .iter()
