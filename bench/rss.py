@@ -9,6 +9,9 @@ confirmation no longer `pending`, read from conda://capabilities), then reads th
 grouped by mapping) before closing stdin.
 
 Usage: python3 bench/rss.py --conda-exe PATH [--ccm target/release/ccm] [--runs N] [--json]
+                            [--sections]
+--sections also reports, per section of the executable, how much is resident (the present
+bits of /proc/PID/pagemap; needs root and binutils' readelf).
 Several binaries may be given (--ccm A --ccm B): runs alternate A B A B ... so that
 machine noise hits each the same way. Python 3 standard library only.
 """
@@ -63,7 +66,40 @@ def smaps_breakdown(pid, exe):
     return groups
 
 
-def one_run(ccm, conda_exe, tmp):
+def section_residency(pid, exe):
+    """Resident KiB of each allocated section of the running executable."""
+    import struct, subprocess
+    listing = subprocess.run(["readelf", "-SW", exe], capture_output=True, text=True).stdout
+    sections = []
+    for line in listing.splitlines():
+        line = line.strip()
+        if not line.startswith("[") or "]" not in line:
+            continue
+        fields = line[line.index("]") + 1:].split()
+        if len(fields) < 5 or fields[0] == "Name":
+            continue
+        name, address, size = fields[0], int(fields[2], 16), int(fields[4], 16)
+        if address and size:
+            sections.append((name, address, size))
+    bias = None
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[5] == exe and int(fields[2], 16) == 0:
+            bias = int(fields[0].split("-")[0], 16)
+            break
+    out = {}
+    with open(f"/proc/{pid}/pagemap", "rb") as pagemap:
+        for name, address, size in sections:
+            first, last = (bias + address) // 4096, (bias + address + size - 1) // 4096
+            present = 0
+            for page in range(first, last + 1):
+                pagemap.seek(page * 8)
+                present += struct.unpack("Q", pagemap.read(8))[0] >> 63
+            out[name] = {"size_kib": size // 1024, "resident_kib": present * 4}
+    return out
+
+
+def one_run(ccm, conda_exe, tmp, sections=False):
     log = Path(tmp) / "server.log"
     session = Session([ccm, "--conda-exe", conda_exe], tmp, log)
     try:
@@ -91,6 +127,8 @@ def one_run(ccm, conda_exe, tmp):
             "vmrss_kib": status_kib(pid, "VmRSS"),
             "breakdown_kib": smaps_breakdown(pid, os.readlink(f"/proc/{pid}/exe")),
         }
+        if sections:
+            out["sections"] = section_residency(pid, os.readlink(f"/proc/{pid}/exe"))
     finally:
         session.close()
     return out
@@ -102,13 +140,14 @@ def main():
     parser.add_argument("--ccm", action="append", help="binary (repeatable); default target/release/ccm")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--sections", action="store_true", help="residency by ELF section")
     args = parser.parse_args()
     binaries = args.ccm or [str(Path(__file__).resolve().parent.parent / "target/release/ccm")]
     results = {b: [] for b in binaries}
     with tempfile.TemporaryDirectory(prefix="ccm-rss-") as tmp:
         for _ in range(args.runs):
             for binary in binaries:
-                results[binary].append(one_run(binary, args.conda_exe, tmp))
+                results[binary].append(one_run(binary, args.conda_exe, tmp, args.sections))
     if args.json:
         print(json.dumps(results, indent=1))
         return
@@ -126,6 +165,12 @@ def main():
             values = [r["breakdown_kib"].get(kind, 0) for r in runs]
             unit = "" if kind.startswith("(") else " KiB"
             print(f"    {kind}: {statistics.median(values):.0f}{unit} ({min(values)}-{max(values)})")
+        if args.sections:
+            print("  resident by section of the executable, KiB (median over runs):")
+            for name, first in runs[0]["sections"].items():
+                values = [r["sections"][name]["resident_kib"] for r in runs]
+                if max(values) >= 16:
+                    print(f"    {name}: {statistics.median(values):.0f} of {first['size_kib']}")
 
 
 if __name__ == "__main__":
