@@ -10,6 +10,7 @@ use ccm::transport::Failure;
 fn main() -> ExitCode {
     // Keep the identity bytes in the binary, whatever the optimizer thinks of them.
     std::hint::black_box(ccm::IDENTITY.as_bytes());
+    one_malloc_arena();
     let env = cli::Environment::from_process();
     let action = match cli::parse(std::env::args_os(), &env) {
         Ok(action) => action,
@@ -164,6 +165,18 @@ fn serve(runtime: tokio::runtime::Runtime, config: ccm::config::Config) -> ExitC
             eprintln!("ccm: error: {message}");
             exit(cli::EXIT_FAILURE)
         }
+    }
+}
+
+/// Before any thread starts: let every thread allocate from glibc's main arena. By default
+/// each thread that allocates may get an arena of its own, each keeping its own free pages
+/// and fragments; the server's threads mostly wait, so sharing one costs no contention
+/// that shows, and lowers the peak resident memory (see docs/performance.md).
+fn one_malloc_arena() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt with integer arguments, called before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
     }
 }
 

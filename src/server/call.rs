@@ -29,8 +29,7 @@ impl Server {
         arguments: &Value,
         ct: CancellationToken,
     ) -> Result<CallToolResult, Refusal> {
-        tool.validator
-            .validate(arguments)
+        tool.validate(arguments)
             .map_err(|e| invalid_arguments(&e))?;
         let input = arguments.as_object().expect("validated as an object");
         let argv = match tool.compiler {
@@ -124,8 +123,7 @@ impl Server {
     ) -> Result<CallToolResult, Refusal> {
         ready
             .toolset
-            .execute_validator
-            .validate(arguments)
+            .validate_execute(arguments)
             .map_err(|e| invalid_arguments(&e))?;
         let invalid_options = || Refusal::from(invalid_params("Invalid execution options"));
         let argv = strings(arguments.get("argv"));
@@ -247,8 +245,7 @@ impl Server {
     ) -> Result<CallToolResult, Refusal> {
         ready
             .toolset
-            .completion_validator
-            .validate(arguments)
+            .validate_completion(arguments)
             .map_err(|e| invalid_arguments(&e))?;
         let requested = strings(arguments.get("command_path"));
         let document = self.completion_document(ready, &ct).await?;

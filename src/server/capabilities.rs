@@ -14,7 +14,7 @@ use super::{Ready, Server};
 use crate::host::confine::Confinement;
 use crate::host::discovery::Discovery;
 use crate::host::exec;
-use crate::model::catalog::{Command, Diagnostic, canonical_json};
+use crate::model::catalog::{Catalog, Command, Diagnostic, canonical_json};
 use crate::tools::toolset::Toolset;
 
 pub const CAPABILITIES_URI: &str = "conda://capabilities";
@@ -39,37 +39,12 @@ pub(super) fn fixed(
     conda_exe: &Path,
     confinement: &Confinement,
 ) -> Fixed {
-    // The catalog's structs serialize to canonical JSON directly (fields are declared in
-    // sorted order); the toolset's own diagnostics join discovery's.
-    #[derive(serde::Serialize)]
-    struct CatalogView<'a> {
-        conda_version: &'a str,
-        diagnostics: Vec<&'a Diagnostic>,
-        prog: &'a str,
-        root: &'a Option<Command>,
-    }
-    let catalog = &found.catalog;
-    let view = CatalogView {
-        conda_version: &catalog.conda_version,
-        diagnostics: catalog
-            .diagnostics
-            .iter()
-            .chain(&toolset.diagnostics)
-            .collect(),
-        prog: &catalog.prog,
-        root: &catalog.root,
-    };
-    let catalog_text = serde_json::to_string(&view).expect("catalogs serialize");
     let compilers: BTreeMap<&str, &str> = toolset
         .generated
         .iter()
         .map(|t| (t.name.as_str(), t.compiler.label()))
         .collect();
     let mut capabilities: Fixed = BTreeMap::new();
-    capabilities.insert(
-        "catalog",
-        RawValue::from_string(catalog_text).expect("valid JSON"),
-    );
     capabilities.insert("conda_version", raw(&found.catalog.conda_version));
     capabilities.insert("discovery_fingerprint", raw(&found.fingerprint()));
     capabilities.insert("generated_tools", raw(&toolset.generated_names()));
@@ -90,10 +65,10 @@ pub(super) fn fixed(
 impl Server {
     /// The capabilities document as served now.
     pub(super) fn capabilities_text(&self, ready: &Ready) -> String {
-        let mut document: BTreeMap<&str, &RawValue> = ready
+        let mut document: BTreeMap<&str, Part> = ready
             .capabilities
             .iter()
-            .map(|(k, v)| (*k, v.as_ref()))
+            .map(|(k, v)| (*k, Part::Raw(v)))
             .collect();
         let (restart, startup) = match self.shared.status.lock() {
             Ok(status) => (status.restart.describe(), status.start.describe()),
@@ -106,11 +81,47 @@ impl Server {
             Some(sandbox) => sandbox.describe(ready.discovery.prefix.as_deref()),
             None => Value::Null,
         });
-        document.insert("sandbox", &sandbox);
-        document.insert("restart", &restart);
-        document.insert("startup", &startup);
-        document.insert("limits", &limits);
+        let catalog = catalog_view(&ready.discovery.catalog, &ready.toolset);
+        document.insert("catalog", Part::Catalog(catalog));
+        document.insert("sandbox", Part::Raw(&sandbox));
+        document.insert("restart", Part::Raw(&restart));
+        document.insert("startup", Part::Raw(&startup));
+        document.insert("limits", Part::Raw(&limits));
         serde_json::to_string(&document).expect("raw JSON parts serialize")
+    }
+}
+
+/// One field of the capabilities document: JSON text, or the catalog, which is written
+/// straight into the document (hundreds of kilobytes: never held as a tree, nor as text
+/// of its own).
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Part<'a> {
+    Raw(&'a RawValue),
+    Catalog(CatalogView<'a>),
+}
+
+/// The capabilities `catalog` field. The catalog's structs serialize to canonical JSON
+/// directly (fields are declared in sorted order).
+#[derive(serde::Serialize)]
+struct CatalogView<'a> {
+    conda_version: &'a str,
+    diagnostics: Vec<&'a Diagnostic>,
+    prog: &'a str,
+    root: &'a Option<Command>,
+}
+
+/// The catalog with the toolset's own diagnostics joined to discovery's.
+fn catalog_view<'a>(catalog: &'a Catalog, toolset: &'a Toolset) -> CatalogView<'a> {
+    CatalogView {
+        conda_version: &catalog.conda_version,
+        diagnostics: catalog
+            .diagnostics
+            .iter()
+            .chain(&toolset.diagnostics)
+            .collect(),
+        prog: &catalog.prog,
+        root: &catalog.root,
     }
 }
 

@@ -3,6 +3,7 @@
 //! the capabilities document and the path confinement.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use rmcp::model::Tool as McpTool;
 use serde_json::Value;
@@ -58,9 +59,20 @@ pub(super) fn build(
     for warning in &applied.warnings {
         tracing::warn!(%warning, "tool surface setting ignored");
     }
-    let convert = |list: Vec<Value>| -> Vec<McpTool> {
+    // Every generated tool has the same output schema: the served tools share one copy.
+    let mut outputs: Vec<Arc<rmcp::model::JsonObject>> = Vec::new();
+    let mut convert = |list: Vec<Value>| -> Vec<McpTool> {
         list.into_iter()
             .filter_map(|d| serde_json::from_value::<McpTool>(d).ok())
+            .map(|mut tool| {
+                if let Some(output) = &mut tool.output_schema {
+                    match outputs.iter().find(|o| *o == output) {
+                        Some(shared) => *output = Arc::clone(shared),
+                        None => outputs.push(Arc::clone(output)),
+                    }
+                }
+                tool
+            })
             .collect()
     };
     let tools = convert(applied.listed);

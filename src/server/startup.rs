@@ -76,8 +76,6 @@ pub enum LiveReason {
 pub enum Mismatch {
     #[error("live discovery failed: {0}")]
     LiveFailed(String),
-    #[error("the baked snapshot does not parse")]
-    Unparseable,
     #[error(
         "the live plugin inventory differs from the baked snapshot {file} (fingerprint {live} live, {baked} baked)"
     )]
@@ -189,9 +187,10 @@ async fn from_snapshot(
         confirmation: Confirmation::Pending,
     };
     shared.record_start(start, &ready);
-    let _ = sender.send(Some(Arc::new(ready)));
+    let ready = Arc::new(ready);
+    let _ = sender.send(Some(Arc::clone(&ready)));
     let found = discovery::discover(&target(shared)).await;
-    let verdict = confirm(snapshot, &found);
+    let verdict = confirm(snapshot, &ready.discovery.catalog, &found);
     shared.record_confirmation(verdict, &found);
 }
 
@@ -331,9 +330,9 @@ pub fn fast_start(conda_exe: &Path, no_snapshot: bool) -> Result<Fast, LiveReaso
             },
         );
     };
-    let parsed =
-        Snapshot::from_text(snapshot.json).map_err(|_| LiveReason::Unparseable(snapshot.file))?;
-    let catalog = localize(&parsed.catalog, &located.prefix);
+    let parsed = Snapshot::from_text(&localize(snapshot.json, &located.prefix))
+        .map_err(|_| LiveReason::Unparseable(snapshot.file))?;
+    let catalog = parsed.catalog;
     Ok(Fast {
         snapshot,
         discovery: Discovery {
@@ -348,25 +347,15 @@ pub fn fast_start(conda_exe: &Path, no_snapshot: bool) -> Result<Fast, LiveReaso
     })
 }
 
-/// Put this target's prefix back where the snapshot says `<prefix>`.
-fn localize(catalog: &Catalog, prefix: &Path) -> Catalog {
-    let mut value = serde_json::to_value(catalog).expect("catalogs serialize");
-    localize_value(&mut value, &prefix.to_string_lossy());
-    serde_json::from_value(value).expect("localized catalogs deserialize")
+/// Put this target's prefix back where the snapshot's text says `<prefix>` (only ever
+/// inside a JSON string), so the document is parsed once, straight into the typed model.
+fn localize(text: &str, prefix: &Path) -> String {
+    let quoted = serde_json::to_string(&prefix.to_string_lossy()).expect("strings serialize");
+    text.replace(crate::model::snapshot::PREFIX, &quoted[1..quoted.len() - 1])
 }
 
-fn localize_value(value: &mut serde_json::Value, prefix: &str) {
-    match value {
-        serde_json::Value::String(s) if s.contains("<prefix>") => {
-            *s = s.replace("<prefix>", prefix)
-        }
-        serde_json::Value::Array(items) => items.iter_mut().for_each(|v| localize_value(v, prefix)),
-        serde_json::Value::Object(map) => map.values_mut().for_each(|v| localize_value(v, prefix)),
-        _ => {}
-    }
-}
-
-/// Compare live discovery with the snapshot that served the tools. `Err` when they
+/// Compare live discovery with the snapshot that served the tools (`served`: its catalog,
+/// as localized at startup). `Err` when they
 /// differ in what decides the tool surface (the served tools may not match the target: a
 /// restart is required); the reason names the command, argument and field.
 ///
@@ -377,7 +366,11 @@ fn localize_value(value: &mut serde_json::Value, prefix: &str) {
 /// Not compared: help texts, defaults and dynamic choice values — they differ between
 /// machines (home directory, working directory, installed solvers) without changing a
 /// tool's shape or its argv.
-pub fn confirm(snapshot: &BakedSnapshot, live: &Discovery) -> Result<(), Mismatch> {
+pub fn confirm(
+    snapshot: &BakedSnapshot,
+    served: &Catalog,
+    live: &Discovery,
+) -> Result<(), Mismatch> {
     if live.catalog.root.is_none() {
         let reason = live
             .catalog
@@ -386,7 +379,6 @@ pub fn confirm(snapshot: &BakedSnapshot, live: &Discovery) -> Result<(), Mismatc
             .map_or("", |d| d.reason.as_str());
         return Err(Mismatch::LiveFailed(reason.to_owned()));
     }
-    let served = Snapshot::from_text(snapshot.json).map_err(|_| Mismatch::Unparseable)?;
     if live.fingerprint() != snapshot.fingerprint {
         return Err(Mismatch::Plugins {
             file: snapshot.file,
@@ -394,7 +386,7 @@ pub fn confirm(snapshot: &BakedSnapshot, live: &Discovery) -> Result<(), Mismatc
             baked: snapshot.fingerprint,
         });
     }
-    match surface_difference(&served.catalog, &live.catalog) {
+    match surface_difference(served, &live.catalog) {
         None => Ok(()),
         Some(difference) => Err(Mismatch::Catalog {
             file: snapshot.file,

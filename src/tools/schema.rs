@@ -19,7 +19,7 @@ use crate::tools::layout::{Layout, Property};
 mod validate;
 
 pub use crate::tools::error::{Invalid, Keyword, Unrepresentable};
-pub use validate::{ECHO_LIMIT, Validator, clip, json_path};
+pub use validate::{ECHO_LIMIT, LazyValidator, Validator, clip, json_path};
 
 /// Bounds of every integer value a tool accepts (a 32-bit signed range: argparse's `int`
 /// has none, but nothing conda takes as an integer needs more, and a bound keeps values

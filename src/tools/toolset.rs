@@ -1,5 +1,5 @@
 //! The tools a server offers, built once from the catalog: names, schemas, annotations,
-//! `_meta`, compiled validators, and each tool's compiler.
+//! `_meta`, validators (compiled on a tool's first call), and each tool's compiler.
 //!
 //! Order of the list: `conda_execute` (only with `--allow-exec`), `conda_cli_command`
 //! (only when the target has conda-completion), then one tool per representable terminal
@@ -13,11 +13,10 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use crate::model::catalog::{Catalog, Command, Diagnostic, Plugin, normalize_distribution};
-use crate::tools::error::SchemaError;
 use crate::tools::layout::Layout;
 use crate::tools::policy::{self, Classification};
 use crate::tools::result;
-use crate::tools::schema::{self, MAX_ITEMS, MAX_STRING, Validator};
+use crate::tools::schema::{self, Invalid, LazyValidator, MAX_ITEMS, MAX_STRING};
 
 pub const EXECUTE_TOOL: &str = "conda_execute";
 pub const COMPLETION_TOOL: &str = "conda_cli_command";
@@ -69,7 +68,8 @@ pub struct Tool {
     pub name: String,
     pub path: Vec<String>,
     pub layout: Layout,
-    pub validator: Validator,
+    /// Compiled from the layout's schema on the first call ([`Tool::validate`]).
+    validator: LazyValidator,
     /// Tool-level classification (annotations, description sentences).
     pub class: Classification,
     /// Takes uninspected input: needs `--allow-exec`.
@@ -102,8 +102,21 @@ pub struct Toolset {
     pub diagnostics: Vec<Diagnostic>,
     pub execute: Option<Value>,
     pub completion: Option<Value>,
-    pub execute_validator: Validator,
-    pub completion_validator: Validator,
+    /// The server's `--timeout`: the bound in `conda_execute`'s schema.
+    timeout: Duration,
+    execute_validator: LazyValidator,
+    completion_validator: LazyValidator,
+}
+
+impl Tool {
+    /// Check a call's input against the tool's full input schema (the listed one may
+    /// hide parameters), compiling the validator on the first call.
+    pub fn validate(&self, input: &Value) -> Result<(), Invalid> {
+        self.validator.validate(input, || {
+            // The layout made a schema when the tool was built, so it makes one now.
+            schema::input_schema(&self.layout).map_or(Value::Null, Value::Object)
+        })
+    }
 }
 
 /// Whether the target has conda-completion (any spelling of its name).
@@ -139,7 +152,7 @@ impl Toolset {
             }
         }
         let output = Arc::new(result::output_schema());
-        let described: Vec<_> = candidates
+        let generated: Vec<Tool> = candidates
             .into_iter()
             .zip(names)
             .map(|((path, branch, layout, input), name)| {
@@ -147,36 +160,18 @@ impl Toolset {
                 let class = policy::describe(&rules, &path, opaque);
                 let compiler = pick(&path, &branch);
                 let descriptor = descriptor(&name, &path, &branch, &layout, input, &output, &class);
-                (name, path, layout, class, opaque, compiler, descriptor)
+                Tool {
+                    name,
+                    path,
+                    layout,
+                    validator: LazyValidator::default(),
+                    class,
+                    opaque,
+                    compiler,
+                    descriptor,
+                }
             })
             .collect();
-        // Compiling the validators is most of the startup cost: spread it over the cores.
-        let schemas: Vec<&Value> = described.iter().map(|d| &d.6["inputSchema"]).collect();
-        let validators = compile_all(&schemas);
-        let mut generated = Vec::new();
-        for ((name, path, layout, class, opaque, compiler, descriptor), validator) in
-            described.into_iter().zip(validators)
-        {
-            let Ok(validator) = validator else {
-                diagnostics.push(Diagnostic {
-                    path,
-                    reason: "generated schema was rejected by the validator".into(),
-                    action_type: None,
-                    blocking: true,
-                });
-                continue;
-            };
-            generated.push(Tool {
-                name,
-                path,
-                layout,
-                validator,
-                class,
-                opaque,
-                compiler,
-                descriptor,
-            });
-        }
         let by_name = generated
             .iter()
             .enumerate()
@@ -191,14 +186,25 @@ impl Toolset {
                 .allow_exec
                 .then(|| execute_descriptor(execute_schema, &output)),
             completion: has_completion(plugins).then(|| completion_descriptor(completion_schema)),
-            execute_validator: Validator::new(&execute_input_schema(settings.timeout))
-                .expect("the fixed conda_execute schema is valid"),
-            completion_validator: Validator::new(&completion_input_schema())
-                .expect("the fixed conda_cli_command schema is valid"),
+            timeout: settings.timeout,
+            execute_validator: LazyValidator::default(),
+            completion_validator: LazyValidator::default(),
             generated,
             by_name,
             diagnostics,
         }
+    }
+
+    /// Check `conda_execute`'s input.
+    pub fn validate_execute(&self, input: &Value) -> Result<(), Invalid> {
+        self.execute_validator
+            .validate(input, || execute_input_schema(self.timeout))
+    }
+
+    /// Check `conda_cli_command`'s input.
+    pub fn validate_completion(&self, input: &Value) -> Result<(), Invalid> {
+        self.completion_validator
+            .validate(input, completion_input_schema)
     }
 
     pub fn get(&self, name: &str) -> Option<&Tool> {
@@ -258,36 +264,6 @@ fn candidates<'a>(catalog: &'a Catalog, diagnostics: &mut Vec<Diagnostic>) -> Ve
         }
     }
     candidates
-}
-
-/// Compile validators for every schema, on as many threads as there are cores.
-fn compile_all(schemas: &[&Value]) -> Vec<Result<Validator, SchemaError>> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(schemas.len().max(1));
-    if threads <= 1 {
-        return schemas.iter().map(|s| Validator::new(s)).collect();
-    }
-    let chunk = schemas.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = schemas
-            .chunks(chunk)
-            .map(|part| {
-                let handle =
-                    scope.spawn(move || part.iter().map(|s| Validator::new(s)).collect::<Vec<_>>());
-                (part.len(), handle)
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|(len, handle)| {
-                // A panicking compiler costs its chunk's tools, never the alignment.
-                handle
-                    .join()
-                    .unwrap_or_else(|_| vec![Err(SchemaError::Panicked); len])
-            })
-            .collect()
-    })
 }
 
 /// A node becomes a tool iff it is terminal, nothing on its branch is raw-only, and no

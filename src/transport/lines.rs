@@ -209,13 +209,18 @@ fn outgoing(ids: &Mutex<Ids>, mut message: ServerJsonRpcMessage) -> Option<Vec<u
     if let JsonRpcMessage::Error(error) = &mut message {
         frame::sanitize(&mut error.error);
     }
-    let mut value = serde_json::to_value(&message).ok()?;
-    if let JsonRpcMessage::Error(_) = message
-        && let Some(object) = value.as_object_mut()
-    {
-        object.entry("id").or_insert(Value::Null);
-    }
-    let mut bytes = serde_json::to_vec(&value).ok()?;
+    // Only an error may need its id added; anything else (a tools/list result is hundreds
+    // of kilobytes) is written straight to bytes, without an intermediate JSON tree.
+    let mut bytes = match message {
+        JsonRpcMessage::Error(_) => {
+            let mut value = serde_json::to_value(&message).ok()?;
+            if let Some(object) = value.as_object_mut() {
+                object.entry("id").or_insert(Value::Null);
+            }
+            serde_json::to_vec(&value).ok()?
+        }
+        _ => serde_json::to_vec(&message).ok()?,
+    };
     bytes.push(b'\n');
     Some(bytes)
 }

@@ -16,7 +16,7 @@ fn tools(stem: &str) -> Toolset {
 /// Validate then compile; the argv joined by spaces, or the error message.
 fn compile(tools: &Toolset, name: &str, input: Value) -> String {
     let tool = tools.get(name).unwrap_or_else(|| panic!("no tool {name}"));
-    if let Err(e) = tool.validator.validate(&input) {
+    if let Err(e) = tool.validate(&input) {
         return format!("invalid: {e}");
     }
     match ccm::tools::argv::compile(&tool.layout, input.as_object().unwrap()) {

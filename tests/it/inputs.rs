@@ -203,11 +203,7 @@ pub fn valid_inputs(tool: &Tool, runner: &mut TestRunner, count: usize) -> Vec<M
             .new_tree(runner)
             .expect("strategies draw")
             .current();
-        if tool
-            .validator
-            .validate(&Value::Object(input.clone()))
-            .is_ok()
-        {
+        if tool.validate(&Value::Object(input.clone())).is_ok() {
             out.push(input);
         }
     }

@@ -51,7 +51,7 @@ fn generated(tool: &str, input: serde_json::Value) -> Classification {
     let snapshot = support::snapshot(REAL);
     let tools = support::toolset(&snapshot.catalog, &snapshot.plugins, true);
     let tool = tools.get(tool).unwrap();
-    tool.validator.validate(&input).unwrap();
+    tool.validate(&input).unwrap();
     let argv = ccm::tools::argv::compile(&tool.layout, input.as_object().unwrap()).unwrap();
     policy::classify(
         &tools.rules,

@@ -78,7 +78,9 @@ fn initialize_and_listing() {
     let found = support::fixture_discovery();
     let expected = support::toolset(&found.catalog, &found.plugins, false).descriptors();
     assert_eq!(Value::Array(tools.clone()), Value::Array(expected));
-    // The capabilities resource.
+    // The capabilities resource, once the snapshot start is confirmed (the document, and
+    // so the size resources/list reports, changes when it is).
+    crate::startup::settled(&mut s);
     let list = s.request("resources/list", json!({}));
     let resources = list["result"]["resources"].as_array().unwrap();
     assert_eq!(resources.len(), 1);

@@ -293,7 +293,7 @@ fn sensible_inputs(tool: &Tool, world: &World, exec: bool) -> Vec<Map<String, Va
             base.insert(property.id.clone(), sensible_value(property, world));
         }
     }
-    let valid = |i: &Map<String, Value>| tool.validator.validate(&Value::Object(i.clone())).is_ok();
+    let valid = |i: &Map<String, Value>| tool.validate(&Value::Object(i.clone())).is_ok();
     // The existing environment, a new one (for commands that make one), none; each with
     // and without a package of the local channel.
     let mut starts = Vec::new();

@@ -28,7 +28,6 @@ pub fn validate(tools: &Toolset, name: &str, input: Value) -> Result<(), String>
     tools
         .get(name)
         .unwrap()
-        .validator
         .validate(&input)
         .map_err(|e| e.to_string())
 }
@@ -42,6 +41,64 @@ fn golden_tool_lists() {
         text.push('\n');
         support::golden(&format!("tools-{stem}.json"), &text);
     }
+}
+
+/// Validators are compiled on a tool's first call, so nothing at startup proves that a
+/// generated schema compiles: this does, for every tool of both snapshots, and shows that
+/// the lazily compiled validator answers exactly as one compiled from the listed schema.
+#[test]
+fn every_schema_compiles_and_lazy_validation_matches() {
+    use ccm::tools::schema::Validator;
+    let inputs = [
+        json!({}),
+        json!({"no_such_property": true}),
+        json!({"json": "yes"}),
+        json!({"name": 7, "packages": ["-x"], "json": true}),
+        json!({"argv": [1]}),
+        json!({"argv": ["info"], "timeout_seconds": 1e9}),
+        json!({"command_path": ["-x"]}),
+        json!({"command_path": ["env", "list"]}),
+    ];
+    for stem in [REAL, FIXTURE] {
+        let snapshot = support::snapshot(stem);
+        let mut plugins = snapshot.plugins.clone();
+        plugins.push(ccm::model::catalog::Plugin {
+            distribution: "conda-completion".into(),
+            entry_point: "completion".into(),
+            hooks: vec!["conda_subcommands".into()],
+            value: "conda_completion.plugin".into(),
+            version: "0.3.2".into(),
+        });
+        let tools = support::toolset(&snapshot.catalog, &plugins, true);
+        assert!(tools.generated.len() > 20, "{stem}");
+        for tool in &tools.generated {
+            let eager = Validator::new(&tool.descriptor["inputSchema"])
+                .unwrap_or_else(|e| panic!("{stem} {}: {e}", tool.name));
+            for input in &inputs {
+                assert_eq!(tool.validate(input), eager.validate(input), "{}", tool.name);
+            }
+        }
+        let execute = tools
+            .execute
+            .as_ref()
+            .expect("allow_exec lists conda_execute");
+        let eager = Validator::new(&execute["inputSchema"]).expect("conda_execute compiles");
+        for input in &inputs {
+            assert_eq!(tools.validate_execute(input), eager.validate(input));
+        }
+        let completion = tools
+            .completion
+            .as_ref()
+            .expect("conda-completion is installed");
+        let eager = Validator::new(&completion["inputSchema"]).expect("conda_cli_command compiles");
+        for input in &inputs {
+            assert_eq!(tools.validate_completion(input), eager.validate(input));
+        }
+    }
+    assert!(
+        validate(&real(), "conda_info", json!({"json": "yes"})).is_err(),
+        "a wrong type is refused"
+    );
 }
 
 #[test]

@@ -78,10 +78,6 @@ fn mismatches_and_restart_reasons_read_as_before() {
             "live discovery failed: timed out",
         ),
         (
-            Mismatch::Unparseable.into(),
-            "the baked snapshot does not parse",
-        ),
-        (
             Mismatch::Plugins {
                 file: "conda-26.7.json",
                 live: "aa".into(),

@@ -35,6 +35,25 @@ impl Validator {
     }
 }
 
+/// A validator compiled on first use: a session calls few of its tools, and a compiled
+/// schema is far larger than the layout it is made from. The schema is rebuilt from its
+/// source when needed (a pure function), so the checks and their errors are the ones an
+/// eagerly compiled validator gives.
+#[derive(Clone, Debug, Default)]
+pub struct LazyValidator(std::sync::OnceLock<Option<Validator>>);
+
+impl LazyValidator {
+    /// Validate `input` against the schema `source` makes, compiling it the first time. A
+    /// schema the validator rejects (never one this module generates; tested) refuses
+    /// every input as unrepresentable.
+    pub fn validate(&self, input: &Value, source: impl FnOnce() -> Value) -> Result<(), Invalid> {
+        match self.0.get_or_init(|| Validator::new(&source()).ok()) {
+            Some(validator) => validator.validate(input),
+            None => Err(Invalid::at("$", Keyword::Unrepresentable)),
+        }
+    }
+}
+
 /// The error worth reporting: for a value that fails every branch of a property's `anyOf`
 /// (`[S, null]`), the error of the branch whose type matched says more than "no branch
 /// matched". Object-level `anyOf` (a required group) is reported as such.
