@@ -156,11 +156,11 @@ impl Server {
 
     /// Resolves when the server cannot serve its tools (the reason, one line); the
     /// transport then stops and `ccm` exits with status 2.
-    pub async fn failed(&self) -> String {
+    pub async fn failed(&self) -> startup::Fatal {
         let mut receiver = self.shared.fatal.subscribe();
         loop {
             if let Some(reason) = receiver.borrow_and_update().as_ref() {
-                return reason.to_string();
+                return reason.clone();
             }
             if receiver.changed().await.is_err() {
                 return std::future::pending().await;

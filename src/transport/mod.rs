@@ -18,8 +18,8 @@ pub mod lines;
 #[derive(Debug, thiserror::Error)]
 pub enum Failure {
     /// The operator's configuration cannot be served (exit status 2): the server's reason.
-    #[error("{0}")]
-    Config(String),
+    #[error(transparent)]
+    Config(crate::server::startup::Fatal),
     /// The transport failed (exit status 1).
     #[error(transparent)]
     Io(#[from] TransportError),
@@ -137,7 +137,7 @@ mod tests {
         assert!(matches!(listen, Failure::Io(_)));
         let token = Failure::from(TransportError::Token(std::io::Error::other("no entropy")));
         assert_eq!(token.to_string(), "cannot generate a token: no entropy");
-        let config = Failure::Config("two tools are served as conda_x".into());
-        assert_eq!(config.to_string(), "two tools are served as conda_x");
+        let not_conda = crate::server::startup::Fatal::NotAConda("no conda here".into());
+        assert_eq!(Failure::Config(not_conda).to_string(), "no conda here");
     }
 }
