@@ -461,7 +461,7 @@ where
         }
     };
     if cli.version {
-        return Ok(Action::Print(format!("{}\n", env!("CARGO_PKG_VERSION"))));
+        return Ok(Action::Print(format!("{}\n", crate::VERSION_TEXT)));
     }
     let config = validate(&cli.options, env)?;
     Ok(match cli.command {
@@ -1021,7 +1021,8 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!(text, format!("{}\n", env!("CARGO_PKG_VERSION")));
+        assert_eq!(text, format!("{}\n", crate::VERSION_TEXT));
+        assert!(text.starts_with(concat!(env!("CARGO_PKG_VERSION"), " (")));
         let Action::Print(help) = parse(["ccm", "--help"], &Environment::default()).unwrap() else {
             panic!()
         };
