@@ -111,7 +111,12 @@ fn git_describe(root: &Path) -> Option<String> {
         (out.status.success() && !text.is_empty()).then_some(text)
     };
     // The reflog of HEAD changes on every commit, checkout and reset (worktrees too).
-    let reflog = git(&["rev-parse", "--path-format=absolute", "--git-path", "logs/HEAD"])?;
+    let reflog = git(&[
+        "rev-parse",
+        "--path-format=absolute",
+        "--git-path",
+        "logs/HEAD",
+    ])?;
     println!("cargo:rerun-if-changed={reflog}");
     git(&["describe", "--always", "--abbrev=12"])
 }
