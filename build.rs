@@ -6,7 +6,8 @@
 //! The fixture conda's snapshots ([`FIXTURES`]) are baked only with the `test-snapshots`
 //! feature, which the test builds turn on.
 //!
-//! It also records which distribution and which build this is, for `ccm --version`:
+//! It also records which distribution and which build this is, for `ccm --version` (the
+//! only command it may run is `git`, to name the commit):
 //! `CCM_DISTRIBUTION` (`wheel`, `conda`; `source` when unset) and `CCM_BUILD` (when unset,
 //! `git describe --always` of the source tree, or `unknown` outside a git checkout).
 
