@@ -5,9 +5,15 @@
 //! module (the rendered file, included by path) and an entry with the snapshot's JSON.
 //! The fixture conda's snapshots ([`FIXTURES`]) are baked only with the `test-snapshots`
 //! feature, which the test builds turn on.
+//!
+//! It also records which distribution and which build this is, for `ccm --version` (the
+//! only command it may run is `git`, to name the commit):
+//! `CCM_DISTRIBUTION` (`wheel`, `conda`; `source` when unset) and `CCM_BUILD` (when unset,
+//! `git describe --always` of the source tree, or `unknown` outside a git checkout).
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// Naming shared with the generator, so the two cannot disagree.
 #[path = "codegen/src/naming.rs"]
@@ -16,9 +22,10 @@ mod naming;
 use naming::FIXTURES;
 
 fn main() {
-    let test_snapshots = std::env::var_os("CARGO_FEATURE_TEST_SNAPSHOTS").is_some();
     let root =
         PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    record_build(&root);
+    let test_snapshots = std::env::var_os("CARGO_FEATURE_TEST_SNAPSHOTS").is_some();
     let snapshots = root.join("snapshots");
     println!("cargo:rerun-if-changed=snapshots");
     println!("cargo:rerun-if-changed=codegen/src/naming.rs");
@@ -67,4 +74,54 @@ fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"))
         .join("baked_registry.rs");
     std::fs::write(out, registry).expect("write to OUT_DIR");
+}
+
+/// Sets `CCM_DISTRIBUTION` and `CCM_BUILD` for the crate (`ccm --version` prints both).
+fn record_build(root: &Path) {
+    println!("cargo:rerun-if-env-changed=CCM_DISTRIBUTION");
+    println!("cargo:rerun-if-env-changed=CCM_BUILD");
+    let label = |value: String| {
+        let ok = !value.is_empty()
+            && value.len() <= 64
+            && value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._+-".contains(c));
+        ok.then_some(value)
+    };
+    let distribution = match std::env::var("CCM_DISTRIBUTION") {
+        Ok(value) => label(value.clone()).unwrap_or_else(|| {
+            panic!("CCM_DISTRIBUTION={value:?}: expected a short label such as wheel or conda")
+        }),
+        Err(_) => "source".to_owned(),
+    };
+    let build = match std::env::var("CCM_BUILD") {
+        Ok(value) => label(value.clone()).unwrap_or_else(|| {
+            panic!("CCM_BUILD={value:?}: expected a short label such as a commit")
+        }),
+        Err(_) => git_describe(root).unwrap_or_else(|| "unknown".to_owned()),
+    };
+    println!("cargo:rustc-env=CCM_DISTRIBUTION={distribution}");
+    println!("cargo:rustc-env=CCM_BUILD={build}");
+}
+
+/// `git describe --always` of the checkout at `root`, rerun whenever HEAD moves.
+fn git_describe(root: &Path) -> Option<String> {
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .current_dir(root)
+            .args(args)
+            .output()
+            .ok()?;
+        let text = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+        (out.status.success() && !text.is_empty()).then_some(text)
+    };
+    // The reflog of HEAD changes on every commit, checkout and reset (worktrees too).
+    let reflog = git(&[
+        "rev-parse",
+        "--path-format=absolute",
+        "--git-path",
+        "logs/HEAD",
+    ])?;
+    println!("cargo:rerun-if-changed={reflog}");
+    git(&["describe", "--always", "--abbrev=12"])
 }

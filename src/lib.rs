@@ -14,12 +14,23 @@ pub mod server;
 pub mod tools;
 pub mod transport;
 
-/// Bytes every `ccm` binary contains, so the `conda ccm` launcher (`conda-plugin/`) can
+/// Bytes every `ccm` binary contains, so the `conda ccm` launcher (`python/`) can
 /// tell this program from another executable named `ccm` (conda-cli-mcp installs a
 /// Python script of that name) without running it. Keep in step with
-/// `conda-plugin/ccm_conda_plugin/plugin.py`.
+/// `python/ccm_conda_plugin/plugin.py`.
 pub const IDENTITY: &str = "ccm-identity:rust-mcp-server-for-the-conda-command-line:v1";
 
 /// The environment variable that carries the HTTP bearer token: read by `cli`, always
 /// withheld from child processes by `host::exec`.
 pub const TOKEN_VAR: &str = "CCM_MCP_TOKEN";
+
+/// What `ccm --version` prints: the version, then which distribution (`wheel`, `conda`,
+/// `source`) and which build (a `git describe` of the commit) this binary is.
+pub const VERSION_TEXT: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("CCM_DISTRIBUTION"),
+    "; ",
+    env!("CCM_BUILD"),
+    ")"
+);

@@ -124,7 +124,7 @@ where
         }
     };
     if cli.version {
-        return Ok(Action::Print(format!("{}\n", env!("CARGO_PKG_VERSION"))));
+        return Ok(Action::Print(format!("{}\n", crate::VERSION_TEXT)));
     }
     let config = validate(&cli.options, env)?;
     Ok(match cli.command {

@@ -93,7 +93,8 @@ fn version_and_help() {
     let Action::Print(text) = parse(["ccm", "--version"], &Environment::default()).unwrap() else {
         panic!()
     };
-    assert_eq!(text, format!("{}\n", env!("CARGO_PKG_VERSION")));
+    assert_eq!(text, format!("{}\n", crate::VERSION_TEXT));
+    assert!(text.starts_with(concat!(env!("CARGO_PKG_VERSION"), " (")));
     let Action::Print(help) = parse(["ccm", "--help"], &Environment::default()).unwrap() else {
         panic!()
     };

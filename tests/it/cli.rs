@@ -107,10 +107,20 @@ fn bad_values_exit_2() {
 }
 
 #[test]
-fn version_prints_the_bare_version() {
+fn version_prints_the_version_distribution_and_build() {
     let (code, out, _) = run(&["--version"]);
     assert_eq!(code, 0);
-    assert_eq!(out, format!("{}\n", env!("CARGO_PKG_VERSION")));
+    // The version, then the distribution and the build `build.rs` recorded (`source` and
+    // the checkout's commit for a plain cargo build).
+    assert_eq!(
+        out,
+        format!(
+            "{} ({}; {})\n",
+            env!("CARGO_PKG_VERSION"),
+            env!("CCM_DISTRIBUTION"),
+            env!("CCM_BUILD")
+        )
+    );
     let (code, out, _) = run(&["--help"]);
     assert_eq!(code, 0);
     assert!(out.contains("--allow-write") && out.contains("CONDA_EXE"));

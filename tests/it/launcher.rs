@@ -1,7 +1,8 @@
 //! `conda ccm` (and `conda mcp` where nothing else provides it): the conda plugin in
-//! `conda-plugin/` replaces conda with `ccm --conda-exe <that conda>`, through the fixture
-//! conda's real plugin mechanism, and next to conda-cli-mcp in a real conda.
-//! (`.ci/run` also installs it with pip from a built wheel.)
+//! `python/ccm_conda_plugin` (shipped in the `ccm-mcp` wheel with the binary) replaces conda
+//! with `ccm --conda-exe <that conda>`, through the fixture conda's real plugin mechanism,
+//! and next to conda-cli-mcp in a real conda. (`.ci/dist` also installs the built wheel
+//! into a real conda.)
 
 use std::path::Path;
 use std::process::Command;
@@ -12,23 +13,24 @@ use crate::mcp::Session;
 use crate::support::{self, Fixture};
 
 /// Install the plugin as pip would: the package plus a dist-info with its entry point,
-/// both read from the plugin's own files.
+/// both read from the project's own files (`pyproject.toml`, `python/`).
 fn install_plugin(fixture: &Fixture) {
-    install_plugin_into(&fixture.site_packages());
+    install_plugin_into(&fixture.site_packages(), None);
 }
 
-fn install_plugin_into(site: &Path) {
-    let source = support::repo().join("conda-plugin");
-    let pyproject = std::fs::read_to_string(source.join("pyproject.toml")).unwrap();
-    let field = |key: &str| {
-        pyproject
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{key} = \"")))
-            .and_then(|v| v.strip_suffix('"'))
-            .unwrap()
-            .to_owned()
-    };
-    let (name, version) = (field("name"), field("version"));
+/// `own_ccm`: a prefix-relative path to record in the dist-info's `RECORD` as the
+/// distribution's own `bin/ccm`, as pip does for the wheel's script (`None`: no RECORD).
+fn install_plugin_into(site: &Path, own_ccm: Option<&str>) {
+    let root = support::repo();
+    let pyproject = std::fs::read_to_string(root.join("pyproject.toml")).unwrap();
+    let name = pyproject
+        .split("[project]")
+        .nth(1)
+        .and_then(|rest| rest.lines().find_map(|l| l.strip_prefix("name = \"")))
+        .and_then(|v| v.strip_suffix('"'))
+        .unwrap()
+        .to_owned();
+    let version = env!("CARGO_PKG_VERSION");
     let entry_point = pyproject
         .split("[project.entry-points.conda]")
         .nth(1)
@@ -39,7 +41,7 @@ fn install_plugin_into(site: &Path) {
     std::fs::create_dir_all(&package).unwrap();
     for file in ["__init__.py", "plugin.py"] {
         std::fs::copy(
-            source.join("ccm_conda_plugin").join(file),
+            root.join("python/ccm_conda_plugin").join(file),
             package.join(file),
         )
         .unwrap();
@@ -56,6 +58,17 @@ fn install_plugin_into(site: &Path) {
         format!("[conda]\n{entry_point}\n"),
     )
     .unwrap();
+    if let Some(own) = own_ccm {
+        // RECORD paths are relative to site-packages (`<prefix>/lib/python3.X/...`), as pip
+        // writes them for the scripts it puts in `<prefix>/bin`.
+        std::fs::write(
+            dist.join("RECORD"),
+            format!(
+                "ccm_conda_plugin/__init__.py,,\nccm_conda_plugin/plugin.py,,\n../../../{own},,\n"
+            ),
+        )
+        .unwrap();
+    }
 }
 
 fn conda_mcp(conda: &Path, args: &[&str], ccm_bin: Option<&str>) -> std::process::Output {
@@ -85,7 +98,7 @@ fn conda_mcp_starts_ccm_against_the_invoking_conda() {
     assert!(version.status.success());
     assert_eq!(
         String::from_utf8_lossy(&version.stdout),
-        format!("{}\n", env!("CARGO_PKG_VERSION"))
+        format!("{}\n", ccm::VERSION_TEXT)
     );
     let help = conda_mcp(&fixture.conda, &["--help"], Some(ccm));
     assert!(help.status.success());
@@ -164,7 +177,7 @@ fn conda_ccm_starts_this_ccm_and_skips_another_program_named_ccm() {
         assert!(out.status.success(), "{name}: {out:?}");
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
-            format!("{}\n", env!("CARGO_PKG_VERSION")),
+            format!("{}\n", ccm::VERSION_TEXT),
             "{name}"
         );
     }
@@ -199,6 +212,58 @@ fn conda_ccm_starts_this_ccm_and_skips_another_program_named_ccm() {
     );
 }
 
+/// An executable that carries ccm's identity bytes but is another program: a copy of
+/// `/bin/echo` with them appended (it echoes its arguments).
+fn echo_with_identity(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let mut bytes = std::fs::read("/bin/echo").unwrap();
+    bytes.extend_from_slice(ccm::IDENTITY.as_bytes());
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, bytes).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The wheel installs the launcher and `ccm` together: the launcher starts the binary its
+/// own distribution recorded before the one next to conda or on PATH.
+#[test]
+fn conda_ccm_starts_the_binary_of_its_own_distribution_first() {
+    let fixture = support::build_fixture(&[]);
+    // Next to conda and on PATH: programs that pass the identity check but are not this ccm.
+    echo_with_identity(&fixture.prefix.join("bin/ccm"));
+    let dir = tempfile::tempdir().unwrap();
+    echo_with_identity(&dir.path().join("ccm"));
+    let path = dir.path().to_str().unwrap();
+    // Without a RECORD naming its own binary, the prefix's `ccm` is the first candidate.
+    install_plugin_into(&fixture.site_packages(), None);
+    let out = launch_with_path(&fixture.conda, "ccm", path);
+    assert!(out.status.success(), "{out:?}");
+    let echoed = String::from_utf8_lossy(&out.stdout);
+    assert!(echoed.starts_with("--conda-exe "), "{echoed}");
+    // The distribution's own binary, where pip put it, comes first.
+    let own = fixture.prefix.join("wheel-bin/bin/ccm");
+    std::fs::create_dir_all(own.parent().unwrap()).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_ccm"), &own).unwrap();
+    install_plugin_into(&fixture.site_packages(), Some("wheel-bin/bin/ccm"));
+    for name in ["ccm", "mcp"] {
+        let out = launch_with_path(&fixture.conda, name, path);
+        assert!(out.status.success(), "{name}: {out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{}\n", ccm::VERSION_TEXT),
+            "{name}"
+        );
+    }
+    // CCM_BIN still overrides it.
+    let out = conda_launch(
+        &fixture.conda,
+        "ccm",
+        &["--version"],
+        Some(fixture.prefix.join("bin/ccm").to_str().unwrap()),
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("--conda-exe "));
+}
+
 /// Another plugin that provides `conda mcp` (as conda-cli-mcp does): conda keeps working,
 /// `conda mcp` stays the other plugin's, and the launcher is `conda ccm`.
 #[test]
@@ -228,7 +293,7 @@ fn another_plugin_keeps_conda_mcp_and_conda_keeps_working() {
     assert!(ours.status.success(), "{ours:?}");
     assert_eq!(
         String::from_utf8_lossy(&ours.stdout),
-        format!("{}\n", env!("CARGO_PKG_VERSION"))
+        format!("{}\n", ccm::VERSION_TEXT)
     );
 }
 
@@ -312,7 +377,7 @@ fn real_conda_launcher_coexists_with_conda_cli_mcp() {
         .unwrap()
         .path()
         .join("site-packages");
-    install_plugin_into(&site);
+    install_plugin_into(&site, None);
     let bin = path_with_this_ccm(dir.path());
     let path = format!("{}:/usr/bin:/bin", bin.display());
     let run = |args: &[&str]| {
@@ -333,14 +398,14 @@ fn real_conda_launcher_coexists_with_conda_cli_mcp() {
     assert!(version.status.success(), "{version:?}");
     assert_eq!(
         String::from_utf8_lossy(&version.stdout),
-        format!("{}\n", env!("CARGO_PKG_VERSION"))
+        format!("{}\n", ccm::VERSION_TEXT)
     );
     // `conda mcp` is still conda-cli-mcp's (it prints its own version).
     let theirs = run(&["mcp", "--version"]);
     assert!(theirs.status.success(), "{theirs:?}");
     assert_ne!(
         String::from_utf8_lossy(&theirs.stdout),
-        format!("{}\n", env!("CARGO_PKG_VERSION"))
+        format!("{}\n", ccm::VERSION_TEXT)
     );
     // Without this ccm anywhere: conda-cli-mcp's script is skipped, and the message says so.
     let missing = Command::new(&private)

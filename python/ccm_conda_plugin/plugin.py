@@ -13,7 +13,9 @@ other installed plugin provides `mcp`.
 
 conda-cli-mcp also installs a Python script called `ccm`; the launcher only starts an
 executable that carries ccm's identity bytes (`IDENTITY`, compiled into every ccm
-binary), looked up as `$CCM_BIN`, next to this conda (`<prefix>/bin/ccm`,
+binary), looked up as `$CCM_BIN`, then the binary its own distribution installed (the
+`ccm-mcp` wheel ships both; pip's `RECORD` says where its `ccm` went: `<prefix>/bin/ccm`,
+or `~/.local/bin/ccm` for a `--user` install), then next to this conda (`<prefix>/bin/ccm`,
 `<prefix>/Scripts/ccm.exe`), then every `ccm` on `PATH`, and says which candidates it
 skipped when none is ccm.
 """
@@ -30,6 +32,9 @@ from conda.plugins.types import CondaSubcommand
 
 #: Bytes every ccm binary contains (`ccm::IDENTITY` in the Rust crate).
 IDENTITY = b"ccm-identity:rust-mcp-server-for-the-conda-command-line:v1"
+
+#: The Python distribution that ships this launcher together with the ccm binary.
+DISTRIBUTION = "ccm-mcp"
 
 #: Subcommand names: the launcher's own, and the established one when it is free.
 NAME = "ccm"
@@ -87,9 +92,33 @@ def why_not_ccm(path: str) -> str | None:
     return "is another program, not the ccm binary"
 
 
+def own_binary() -> str | None:
+    """The `ccm` that this launcher's own distribution installed, when pip recorded one.
+
+    Only the distribution whose `RECORD` lists this very module counts, so another
+    package's files (or a launcher copied in by hand) never name the binary.
+    """
+    try:
+        from importlib.metadata import distribution
+
+        files = list(distribution(DISTRIBUTION).files or ())
+    except Exception:
+        return None
+    here = os.path.realpath(__file__)
+    located = [(f, os.path.realpath(str(f.locate()))) for f in files]
+    if not any(path == here for _, path in located):
+        return None
+    for entry, path in located:
+        if entry.name in ("ccm", "ccm.exe") and entry.parent.name in ("bin", "Scripts"):
+            return path
+    return None
+
+
 def candidates() -> list[str]:
     """Where ccm may be, best first (CCM_BIN excepted)."""
-    found = [
+    own = own_binary()
+    found = [own] if own else []
+    found += [
         os.path.join(sys.prefix, "bin", "ccm"),
         os.path.join(sys.prefix, "Scripts", "ccm.exe"),
     ]
