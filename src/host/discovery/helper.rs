@@ -74,26 +74,14 @@ pub async fn run_helper<T: serde::de::DeserializeOwned>(
     };
     let mut args: Vec<OsString> = vec!["-I".into(), "-c".into(), HELPER_SOURCE.into(), mode.into()];
     args.extend(extra.iter().map(OsString::from));
-    let spec = exec::Spec {
-        program: interpreter.to_path_buf(),
+    let outcome = run_child(
+        interpreter.to_path_buf(),
         args,
-        cwd: None,
         stdin,
         timeout,
-        stdout_limit: DOCUMENT_LIMIT,
-        stderr_limit: HELPER_STDERR_LIMIT,
-        env_remove: Vec::new(),
-        limits: exec::Limits::current(),
-        sandbox: None,
-    };
-    let outcome = exec::run(&spec, &CancellationToken::new())
-        .await
-        .map_err(|e| {
-            Failure(format!(
-                "conda target interpreter could not start: {}",
-                exec::plain_os_error(&e)
-            ))
-        })?;
+        "conda target interpreter",
+    )
+    .await?;
     if !outcome.stderr.is_empty() {
         tracing::debug!(
             purpose,
@@ -156,6 +144,37 @@ fn read_document<T: serde::de::DeserializeOwned>(
     }
 }
 
+/// Run one discovery child (the helper, or `conda info --json`) with discovery's own output
+/// caps; `what` names it when it cannot start.
+async fn run_child(
+    program: PathBuf,
+    args: Vec<OsString>,
+    stdin: Option<Vec<u8>>,
+    timeout: Duration,
+    what: &str,
+) -> Result<exec::Outcome, Failure> {
+    let spec = exec::Spec {
+        program,
+        args,
+        cwd: None,
+        stdin,
+        timeout,
+        stdout_limit: DOCUMENT_LIMIT,
+        stderr_limit: HELPER_STDERR_LIMIT,
+        env_remove: Vec::new(),
+        limits: exec::Limits::current(),
+        sandbox: None,
+    };
+    exec::run(&spec, &CancellationToken::new())
+        .await
+        .map_err(|e| {
+            Failure(format!(
+                "{what} could not start: {}",
+                exec::plain_os_error(&e)
+            ))
+        })
+}
+
 /// What `conda info --json` says about the target.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Info {
@@ -165,26 +184,15 @@ pub struct Info {
 
 /// Ask conda itself for its version and interpreter (the slow path).
 pub async fn conda_info(target: &Target) -> Result<Info, Failure> {
-    let spec = exec::Spec {
-        program: target.conda_exe.clone(),
-        args: vec!["info".into(), "--json".into()],
-        cwd: None,
-        stdin: None,
-        timeout: target.timeout,
-        stdout_limit: DOCUMENT_LIMIT,
-        stderr_limit: HELPER_STDERR_LIMIT,
-        env_remove: Vec::new(),
-        limits: exec::Limits::current(),
-        sandbox: None,
-    };
-    let outcome = exec::run(&spec, &CancellationToken::new())
-        .await
-        .map_err(|e| {
-            Failure(format!(
-                "conda info could not start: {}",
-                exec::plain_os_error(&e)
-            ))
-        })?;
+    let args = vec!["info".into(), "--json".into()];
+    let outcome = run_child(
+        target.conda_exe.clone(),
+        args,
+        None,
+        target.timeout,
+        "conda info",
+    )
+    .await?;
     if outcome.timed_out {
         return Err(Failure("conda info timed out".into()));
     }
