@@ -67,6 +67,8 @@ pub struct Config {
     pub allow_write: bool,
     pub allow_exec: bool,
     pub allow_credentials: bool,
+    /// `--list-all`: list every tool with its full schema, whatever the policy admits.
+    pub list_all: bool,
     /// The operator's `--classify` entries, by canonical tool name.
     pub classify: Vec<(String, Access)>,
     /// `--allow-paths` directories (absolute); `None`: the transport's default scope.

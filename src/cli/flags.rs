@@ -113,6 +113,13 @@ pub struct Options {
     #[arg(long, global = true)]
     pub allow_credentials: bool,
 
+    /// List every tool with its full schema, as conda's CLI has it (also CCM_LIST_ALL=1).
+    /// By default tools/list shows only what the policy admits: tools no call of which it
+    /// admits are left out, and tools it admits only in some forms (dry runs, read-only
+    /// options) are listed with those forms. The policy judges every call either way.
+    #[arg(long, global = true)]
+    pub list_all: bool,
+
     /// Confine paths in calls that do not need --allow-exec to these directories
     /// (repeatable or comma-separated; also CCM_ALLOW_PATHS). Default: unrestricted over
     /// stdio; with --http the working directory, conda's root prefix and ~/.conda/envs.

@@ -178,6 +178,7 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
         allow_exec: options.allow_exec,
         allow_credentials: options.allow_credentials
             || env.get("CCM_ALLOW_CREDENTIALS").is_some_and(truthy),
+        list_all: options.list_all || env.get("CCM_LIST_ALL").is_some_and(truthy),
         classify,
         allow_paths,
         no_snapshot: options.no_snapshot,

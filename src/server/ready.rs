@@ -13,6 +13,8 @@ use crate::config::Config;
 use crate::host::confine::Confinement;
 use crate::host::discovery::Discovery;
 use crate::model::catalog::Catalog;
+use crate::tools::listing::{self, Shaped, Shown};
+use crate::tools::policy::Grants;
 use crate::tools::surface::Surface;
 use crate::tools::toolset::{Settings, Toolset};
 
@@ -30,6 +32,9 @@ pub struct Ready {
     pub(super) capabilities: capabilities::Fixed,
     /// Where paths in calls that do not need `--allow-exec` may point.
     pub(super) confinement: Confinement,
+    /// Tools listed in a restricted form, by canonical name: calls are validated against
+    /// the schema the session was shown (empty under `--list-all`).
+    pub(super) restricted: HashMap<String, Shown>,
 }
 
 /// Why the tools cannot be served with the operator's settings.
@@ -54,8 +59,14 @@ pub(super) fn build(
     if let Some(unknown) = toolset.unknown_classified.first() {
         return Err(BuildError::UnknownClassified(unknown.clone()));
     }
+    // The policy-shaped listing (unless --list-all): withheld tools stay routed.
+    let shaped = if config.list_all {
+        Shaped::default()
+    } else {
+        listing::shape(&mut toolset, grants(config))
+    };
     // The descriptors move into the served list: one copy of every schema, not two.
-    let applied = surface.apply(toolset.take_descriptors())?;
+    let applied = surface.apply_withholding(toolset.take_descriptors(), &shaped.withheld)?;
     for warning in &applied.warnings {
         tracing::warn!(%warning, "tool surface setting ignored");
     }
@@ -91,7 +102,17 @@ pub(super) fn build(
         unlisted,
         routes: applied.routes,
         capabilities,
+        restricted: shaped.restricted,
     })
+}
+
+/// The operator's grants.
+pub(super) fn grants(config: &Config) -> Grants {
+    Grants {
+        write: config.allow_write,
+        exec: config.allow_exec,
+        credentials: config.allow_credentials,
+    }
 }
 
 /// An empty catalog, served should the startup task die (it cannot, short of a panic)

@@ -230,6 +230,26 @@ pub fn toolset(
     )
 }
 
+/// The descriptors `tools/list` serves for a catalog under these grants (the
+/// policy-shaped listing: withheld tools left out, restricted ones in their listed form).
+pub fn listed(
+    catalog: &ccm::model::catalog::Catalog,
+    plugins: &[ccm::model::catalog::Plugin],
+    grants: ccm::tools::policy::Grants,
+) -> Vec<serde_json::Value> {
+    let mut toolset = toolset(catalog, plugins, grants.exec);
+    let shaped = ccm::tools::listing::shape(&mut toolset, grants);
+    toolset
+        .descriptors()
+        .into_iter()
+        .filter(|d| {
+            !shaped
+                .withheld
+                .contains(d["name"].as_str().unwrap_or_default())
+        })
+        .collect()
+}
+
 /// Compare `actual` with the golden file `tests/golden/<name>`; `UPDATE_GOLDEN=1` rewrites it.
 pub fn golden(name: &str, actual: &str) {
     let path = repo().join("tests/golden").join(name);
