@@ -66,5 +66,26 @@ fn python_sdk_over_stdio() {
         assert_eq!(seen["info_exit_code"], 0);
         assert_eq!(seen["info_conda_version"], "0.99.0");
         assert_eq!(seen["invalid"]["code"], -32602, "{mode}: {seen}");
+        // The policy-shaped listing: `conda_run` needs --allow-exec and is not listed;
+        // conda_install is listed for dry runs, and a call without dry_run says how to
+        // apply for real.
+        assert!(!tools.iter().any(|t| t == "conda_run"), "{mode}: {seen}");
+        let message = seen["dry_run_only"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("$")
+                && message.contains("dry_run")
+                && message.contains("--allow-write"),
+            "{mode}: {seen}"
+        );
+        // With --list-all, the full listing.
+        let all = run_sdk(&python, &["stdio", ccm, &conda, mode, "--list-all"]);
+        assert!(
+            all["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t == "conda_run"),
+            "{mode}: {all}"
+        );
     }
 }
