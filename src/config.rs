@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::host::exec;
 use crate::tools::policy::Access;
+use crate::tools::select::Spec;
 use crate::tools::surface::Surface;
 
 /// A secret that never shows in `Debug` output.
@@ -78,6 +79,10 @@ pub struct Config {
     pub max_session_calls: usize,
     /// Hidden tools and overrides.
     pub surface: Surface,
+    /// `--tools` / `CCM_TOOLS`: the selected tools; `None`: every tool.
+    pub tools: Option<Spec>,
+    /// `--list-all` / `CCM_LIST_ALL`: list every tool (no folding, nothing left out).
+    pub list_all: bool,
     /// Serve over HTTP instead of stdio.
     pub http: Option<HttpConfig>,
     /// Limits and withheld environment of every child process.

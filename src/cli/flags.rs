@@ -19,6 +19,8 @@ Over HTTP a bearer token is always required: CCM_MCP_TOKEN or --token-file, else
 random one printed once to stderr. Clients that cannot send headers may put it in the URL \
 (?token=…; the parameter name is CCM_MCP_TOKEN_QUERY_PARAM).
 
+--tools (or CCM_TOOLS) selects the tools a server offers, for clients that cap the number \
+of tools: e.g. --tools @core, --tools @read,conda_env_*; unselected tools cannot be called. \
 CCM_HIDDEN_TOOLS (comma-separated tool names) leaves tools out of tools/list; they stay \
 callable. CCM_MCP_TOOL_<TOOL>_NAME, _TITLE, _DESCRIPTION and _PARAM_<PARAM>_DESCRIPTION \
 override what clients see (<TOOL>/<PARAM>: the canonical name upper-cased, other \
@@ -125,6 +127,18 @@ pub struct Options {
     /// comma-separated). Governs the command through conda_execute too.
     #[arg(long = "classify", value_name = "TOOL=ACCESS", global = true)]
     pub classify: Vec<String>,
+    /// Offer only these tools (repeatable or comma-separated; also CCM_TOOLS, which the
+    /// flag replaces): canonical tool names, globs such as 'conda_env_*', and groups
+    /// @core, @read, @envs, @packages, @config, @plugin:NAME, @all. Unselected tools are
+    /// neither listed nor callable, not even as raw argv through conda_execute.
+    #[arg(long = "tools", value_name = "SPEC[,SPEC...]", global = true)]
+    pub tools: Vec<String>,
+
+    /// List every tool: no folding of commands registered under two names, nothing left
+    /// out for not working for an agent (also CCM_LIST_ALL=1).
+    #[arg(long, global = true)]
+    pub list_all: bool,
+
     /// Run read-only calls without the read-only sandbox (also CCM_NO_SANDBOX=1).
     #[arg(long, global = true)]
     pub no_sandbox: bool,

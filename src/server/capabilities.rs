@@ -1,5 +1,6 @@
 //! The `conda://capabilities` document: the fixed parts (catalog, plugins, fingerprint,
-//! generated tools and their compilers, the baked snapshot's status, path confinement),
+//! generated tools and their compilers, the baked snapshot's status, path confinement,
+//! the toolset: `--tools`, folded tools, tools left out of the listing and why),
 //! serialized once when the tools are built, and the parts read when it is served
 //! (sandbox, restart, startup, limits).
 
@@ -15,6 +16,7 @@ use crate::host::confine::Confinement;
 use crate::host::discovery::Discovery;
 use crate::host::exec;
 use crate::model::catalog::{Catalog, Command, Diagnostic, canonical_json};
+use crate::tools::select::Shaping;
 use crate::tools::toolset::Toolset;
 
 pub const CAPABILITIES_URI: &str = "conda://capabilities";
@@ -60,6 +62,12 @@ pub(super) fn fixed(
         })),
     );
     capabilities
+}
+
+/// The `toolset` field: the operator's selection, the folded tools and the tools left
+/// out of the listing with the reason.
+pub(super) fn add_toolset(capabilities: &mut Fixed, shaping: &Shaping) {
+    capabilities.insert("toolset", raw(&shaping.describe()));
 }
 
 impl Server {

@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::host::confine::Confinement;
 use crate::host::discovery::Discovery;
 use crate::model::catalog::Catalog;
+use crate::tools::select::Shaping;
 use crate::tools::surface::Surface;
 use crate::tools::toolset::{Settings, Toolset};
 
@@ -30,6 +31,8 @@ pub struct Ready {
     pub(super) capabilities: capabilities::Fixed,
     /// Where paths in calls that do not need `--allow-exec` may point.
     pub(super) confinement: Confinement,
+    /// The operator's selection (`--tools`), folded and left-out tools.
+    pub(super) shaping: Shaping,
 }
 
 /// Why the tools cannot be served with the operator's settings.
@@ -40,6 +43,9 @@ pub enum BuildError {
     /// The surface settings do not apply (a name collision).
     #[error(transparent)]
     Surface(#[from] crate::tools::error::SurfaceError),
+    /// `--tools` names something this conda does not have.
+    #[error(transparent)]
+    Select(#[from] crate::tools::select::SelectError),
 }
 
 /// Everything served for these tools; `Err` when the operator's settings cannot apply to
@@ -55,7 +61,15 @@ pub(super) fn build(
         return Err(BuildError::UnknownClassified(unknown.clone()));
     }
     // The descriptors move into the served list: one copy of every schema, not two.
-    let applied = surface.apply(toolset.take_descriptors())?;
+    // Toolsets (`--tools`), folding and left-out tools: `tools::select`.
+    let shaping = Shaping::new(
+        &toolset,
+        &found.catalog,
+        &found.plugins,
+        config.tools.as_ref(),
+        config.list_all,
+    )?;
+    let applied = shaping.apply(surface, toolset.take_descriptors())?;
     for warning in &applied.warnings {
         tracing::warn!(%warning, "tool surface setting ignored");
     }
@@ -82,7 +96,8 @@ pub(super) fn build(
         (None, true) => Confinement::default_scope(found.prefix.as_deref()),
         (None, false) => Confinement::unrestricted(),
     };
-    let capabilities = capabilities::fixed(&found, &toolset, &config.conda_exe, &confinement);
+    let mut capabilities = capabilities::fixed(&found, &toolset, &config.conda_exe, &confinement);
+    capabilities::add_toolset(&mut capabilities, &shaping);
     Ok(Ready {
         confinement,
         discovery: found,
@@ -91,6 +106,7 @@ pub(super) fn build(
         unlisted,
         routes: applied.routes,
         capabilities,
+        shaping,
     })
 }
 
