@@ -9,12 +9,13 @@
 //! an item that selects nothing is an error. An unselected tool is neither listed nor
 //! callable, not even as raw argv through `conda_execute` ([`Shaping::admits_path`]).
 //!
-//! Folding: two sibling commands whose whole subtrees are the same catalog data (every
-//! argument and descendant with its help text, the one-line help; only the name, aliases
-//! and long description may differ) are one command registered under two names
-//! (conda-workspaces' `workspace` and `ws`). Equal signatures alone are not enough:
-//! `env config vars set` and `unset` have the same arguments. Each
-//! tool under the longer name (equal lengths: the one that sorts first) is listed, with the
+//! Folding: two sibling command groups whose whole subtrees are the same catalog data
+//! (every argument and descendant with its help text; only the group's own name,
+//! aliases, one-line help and long description may differ) are one group registered
+//! under two names (conda-workspaces' `workspace` and `ws`). Terminal commands never
+//! fold, and equal signatures alone are not enough: `env config vars set` and `unset`
+//! have the same arguments. Each tool under the longer name (equal lengths: the one that
+//! sorts first) is listed, with the
 //! other names in its `_meta` ([`META_ALIAS_TOOLS`]); the others stay callable. Selecting
 //! either name selects both. `--list-all` turns folding and leaving out off. Pure; no I/O.
 
@@ -390,6 +391,7 @@ fn plugin_tools<'a>(
             .iter()
             .map(|p| normalize_distribution(&p.distribution))
             .collect();
+        installed.sort();
         installed.dedup();
         return Err(SelectError::UnknownPlugin {
             name: clip(name),

@@ -49,3 +49,5 @@ mod startup;
 mod surface;
 /// Tool names, schemas, annotations and validation (pure), with golden tool lists.
 mod tools;
+/// Toolsets (`--tools`), folded commands and tools left out of the listing.
+mod toolsets;

@@ -28,9 +28,12 @@ fn fold_level(
         .iter()
         .filter_map(|c| Some((c, c.name.as_ref()?)))
         .collect();
-    let shapes: Vec<Command> = children.iter().map(|(c, _)| anonymous(c)).collect();
+    let shapes: Vec<Option<Command>> = children.iter().map(|(c, _)| anonymous(c)).collect();
     let mut folded_here: HashSet<usize> = HashSet::new();
     for i in 0..children.len() {
+        if shapes[i].is_none() {
+            continue;
+        }
         let twins: Vec<usize> = (0..children.len())
             .filter(|j| shapes[*j] == shapes[i])
             .collect();
@@ -70,16 +73,18 @@ fn fold_level(
     }
 }
 
-/// A command without what only names or describes it as a whole (name, aliases, long
-/// description): two commands that are equal this way are one command under two names.
-/// Its one-line help, every argument (help texts included) and every descendant must
-/// match; equal signatures alone are not enough (conda's `env config vars set` and
-/// `unset` have the same arguments).
-fn anonymous(command: &Command) -> Command {
-    Command {
+/// A command group without what only names or describes it as a whole (name, aliases,
+/// one-line help, long description); `None` for a terminal command. Two groups that are
+/// equal this way (every argument and descendant, help texts included) are one group
+/// registered under two names. Terminal commands never fold: equal arguments are common
+/// among different commands (conda's `env config vars set` and `unset`, `commands` and
+/// `deactivate`; conda-workspaces' `platform add` and `remove`).
+fn anonymous(command: &Command) -> Option<Command> {
+    (!command.children.is_empty()).then(|| Command {
         aliases: Vec::new(),
+        help: None,
         name: None,
         summary: None,
         ..command.clone()
-    }
+    })
 }

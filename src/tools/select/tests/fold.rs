@@ -74,7 +74,8 @@ fn folding_is_decided_by_the_catalog_not_names() {
         "{:?}",
         shaping.folded
     );
-    // Another one-line help: another command.
+    // The group's own one-line help may differ (conda sets it from the plugin's
+    // summary); a subcommand's may not.
     let mut catalog = catalog_with_twin("ev");
     let root = catalog.root.as_mut().unwrap();
     let ev = root
@@ -82,7 +83,29 @@ fn folding_is_decided_by_the_catalog_not_names() {
         .iter_mut()
         .find(|c| c.name.as_deref() == Some("ev"))
         .unwrap();
-    ev.help = Some("something else".into());
+    ev.help = Some("Shorthand for 'conda env'.".into());
+    let (shaping, _) = super::shaping(&catalog, &[], None).unwrap();
+    assert_eq!(shaping.folded.len(), 11, "{:?}", shaping.folded);
+    let root = catalog.root.as_mut().unwrap();
+    let ev = root
+        .children
+        .iter_mut()
+        .find(|c| c.name.as_deref() == Some("ev"))
+        .unwrap();
+    ev.children[0].help = Some("something else".into());
+    let (shaping, _) = super::shaping(&catalog, &[], None).unwrap();
+    assert!(shaping.folded.is_empty(), "{:?}", shaping.folded);
+    // Terminal commands never fold, even with equal arguments and texts.
+    let mut catalog = super::catalog();
+    let root = catalog.root.as_mut().unwrap();
+    let mut copy = root
+        .children
+        .iter()
+        .find(|c| c.name.as_deref() == Some("list"))
+        .unwrap()
+        .clone();
+    copy.name = Some("lst".into());
+    root.children.push(copy);
     let (shaping, _) = super::shaping(&catalog, &[], None).unwrap();
     assert!(shaping.folded.is_empty(), "{:?}", shaping.folded);
 }
