@@ -343,3 +343,182 @@ fn commands_under_two_names_are_listed_once_and_launchers_not_at_all() {
     );
     assert_eq!(s.capabilities()["toolset"]["folded"], json!({}));
 }
+
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_toolsets_folding_and_left_out_tools() {
+    let conda = support::real_conda();
+    let found = support::real_discovery();
+    let has = |name: &str| {
+        found
+            .plugins
+            .iter()
+            .any(|p| ccm::model::catalog::normalize_distribution(&p.distribution) == name)
+    };
+    let mut s = Session::start(&conda, &[]);
+    let listed = names(&s.tools());
+    let toolset = s.capabilities()["toolset"].clone();
+    let left_out: Vec<&str> = toolset["left_out"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["tool"].as_str().unwrap())
+        .collect();
+    for name in ["conda_activate", "conda_deactivate", "conda_init"] {
+        assert!(!listed.contains(&name.to_owned()), "{name} listed");
+        assert!(left_out.contains(&name), "{name}: {toolset}");
+    }
+    // Left out, yet callable; the policy still decides.
+    let result = s.call("conda_deactivate", json!({}));
+    assert!(structured(&result).get("exit_code").is_some(), "{result}");
+
+    // Raw argv reaches only the selected commands, however it is spelled.
+    let mut raw = Session::start(
+        &conda,
+        &[
+            "--allow-exec",
+            "--allow-write",
+            "--tools",
+            "conda_info,conda_execute",
+        ],
+    );
+    let ok = raw.call("conda_execute", json!({"argv": ["info", "--json"]}));
+    assert_eq!(structured(&ok)["exit_code"], 0, "{ok}");
+    for argv in [
+        vec!["env", "remove", "-n", "victim", "--yes"],
+        vec!["env", "remov", "-n", "victim", "--yes"],
+        vec!["uninstall", "-n", "victim", "--all", "--yes"],
+        vec!["--no-plugins", "remove", "-n", "victim", "--all", "--yes"],
+        vec!["-v", "config", "--set", "channel_priority", "strict"],
+        vec!["run", "-n", "base", "true"],
+        vec![],
+    ] {
+        assert_eq!(
+            raw.call_error("conda_execute", json!({"argv": argv})),
+            (-32600, NOT_SELECTED.to_owned()),
+            "{argv:?}"
+        );
+    }
+    drop(raw);
+
+    let mut core = Session::start(&conda, &["--tools", "@core"]);
+    let mut expected = FIXTURE_CORE.to_vec();
+    expected.push("conda_env_export");
+    assert_eq!(names(&core.tools()), sorted(&expected));
+    drop(core);
+
+    if has("conda-cli-mcp") {
+        assert!(!listed.contains(&"conda_mcp".to_owned()), "{listed:?}");
+        assert!(left_out.contains(&"conda_mcp"), "{toolset}");
+    }
+    if has("conda-workspaces") {
+        let tools = s.tools();
+        assert!(
+            !listed.iter().any(|n| n.starts_with("conda_ws_")),
+            "{listed:?}"
+        );
+        let init = tools
+            .iter()
+            .find(|t| t["name"] == "conda_workspace_init")
+            .expect("conda_workspace_init listed");
+        assert_eq!(
+            init["_meta"]["conda-cli-mcp/alias_tools"],
+            json!(["conda_ws_init"])
+        );
+        let folded = toolset["folded"].as_object().unwrap();
+        let ws_tools = support::toolset(&found.catalog, &found.plugins, false)
+            .generated_names()
+            .into_iter()
+            .filter(|n| n == "conda_ws" || n.starts_with("conda_ws_"))
+            .count();
+        assert_eq!(folded.len(), ws_tools, "every ws tool: {toolset}");
+        assert!(
+            folded
+                .iter()
+                .all(|(alias, listed)| alias.starts_with("conda_ws")
+                    && *listed == alias.replacen("conda_ws", "conda_workspace", 1)),
+            "{toolset}"
+        );
+        // The folded name still routes (and reaches its own command).
+        let result = s.call("conda_ws_list", json!({}));
+        assert!(structured(&result).get("exit_code").is_some(), "{result}");
+        let mut plugin = Session::start(&conda, &["--tools", "@plugin:conda-workspaces"]);
+        let selected = names(&plugin.tools());
+        assert!(!selected.is_empty());
+        assert!(
+            selected
+                .iter()
+                .all(|n| n.starts_with("conda_workspace") || n.starts_with("conda_task")),
+            "{selected:?}"
+        );
+        assert!(
+            selected.contains(&"conda_task_list".to_owned()),
+            "{selected:?}"
+        );
+        assert_eq!(
+            plugin.call_error("conda_info", json!({})),
+            (-32602, "Unknown tool".to_owned())
+        );
+        // Both names callable under the selection.
+        let result = plugin.call("conda_ws_list", json!({}));
+        assert!(structured(&result).get("exit_code").is_some(), "{result}");
+    }
+}
+
+/// Every offered protocol revision sees the same selection: the handshake revisions after
+/// `initialize`, and 2026-07-28 with the revision in each request's `_meta`.
+#[test]
+fn the_selection_is_the_same_under_every_revision() {
+    let args = ["--allow-exec", "--tools", "@core,conda_execute"];
+    let mut expected = FIXTURE_CORE.to_vec();
+    expected.push("conda_execute");
+    for revision in ["2024-11-05", "2025-06-18", "2025-11-25", "2026-07-28"] {
+        let mut command = support::ccm();
+        command
+            .arg("--conda-exe")
+            .arg(&support::fixture().conda)
+            .args(args);
+        let mut s = Session::spawn(command);
+        let meta = if revision == "2026-07-28" {
+            json!({
+                "io.modelcontextprotocol/protocolVersion": revision,
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "ccm-tests", "version": "1"},
+            })
+        } else {
+            let init = s.request(
+                "initialize",
+                json!({"protocolVersion": revision, "capabilities": {},
+                       "clientInfo": {"name": "ccm-tests", "version": "1"}}),
+            );
+            assert_eq!(init["result"]["protocolVersion"], revision, "{init}");
+            s.notify("notifications/initialized", json!({}));
+            json!({})
+        };
+        let listed = s.request("tools/list", json!({"_meta": meta}));
+        let tools = listed["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{revision}: {listed}"));
+        assert_eq!(names(tools), sorted(&expected), "{revision}");
+        let call = |s: &mut Session, name: &str, arguments: Value| {
+            s.request(
+                "tools/call",
+                json!({"name": name, "arguments": arguments, "_meta": meta}),
+            )
+        };
+        let unselected = call(&mut s, "conda_rename", json!({}));
+        assert_eq!(
+            unselected["error"]["code"], -32602,
+            "{revision}: {unselected}"
+        );
+        assert_eq!(unselected["error"]["message"], "Unknown tool");
+        let raw = call(&mut s, "conda_execute", json!({"argv": ["tune"]}));
+        assert_eq!(raw["error"]["code"], -32600, "{revision}: {raw}");
+        assert_eq!(raw["error"]["message"], NOT_SELECTED);
+        let info = call(&mut s, "conda_info", json!({"json": true}));
+        assert_eq!(
+            info["result"]["structuredContent"]["exit_code"], 0,
+            "{revision}: {info}"
+        );
+    }
+}
