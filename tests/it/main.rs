@@ -33,6 +33,8 @@ mod oracle;
 mod policy;
 /// Hostile JSON-RPC frames over stdio: every frame answered.
 mod protocol;
+/// The README's client configurations, started as pasted.
+mod readme;
 /// Restart detection and its cost.
 mod restart;
 /// The argv round trip through the target's own parser.
