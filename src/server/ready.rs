@@ -127,5 +127,13 @@ pub(super) fn unavailable(config: &Config) -> Ready {
         classify: Vec::new(),
         timeout: config.timeout,
     };
-    build(found, &settings, &Surface::default(), config).expect("an empty surface always applies")
+    // A selection cannot be resolved against no commands: it selects nothing then.
+    let config = Config {
+        tools: config
+            .tools
+            .as_ref()
+            .map(|_| crate::tools::select::Spec { items: Vec::new() }),
+        ..config.clone()
+    };
+    build(found, &settings, &Surface::default(), &config).expect("an empty surface always applies")
 }

@@ -433,3 +433,14 @@ fn apply_filters_moves_and_annotates() {
         json!(["conda_ev_list"])
     );
 }
+
+#[test]
+fn an_empty_selection_selects_nothing() {
+    let catalog = catalog();
+    let toolset = Toolset::build(&catalog, &[], &settings(true, Vec::new()));
+    let nothing = Spec { items: Vec::new() };
+    let shaping = Shaping::new(&toolset, &catalog, &[], Some(&nothing), false).unwrap();
+    assert!(!shaping.selects(EXECUTE_TOOL) && !shaping.selects("conda_info"));
+    assert!(!shaping.admits_path(Some(&["info".to_owned()])));
+    assert!(!shaping.admits_path(None));
+}
