@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::host::exec;
 use crate::tools::policy::Access;
+use crate::tools::select::Spec;
 use crate::tools::surface::Surface;
 
 /// A secret that never shows in `Debug` output.
@@ -67,7 +68,8 @@ pub struct Config {
     pub allow_write: bool,
     pub allow_exec: bool,
     pub allow_credentials: bool,
-    /// `--list-all`: list every tool with its full schema, whatever the policy admits.
+    /// `--list-all` / `CCM_LIST_ALL`: list every tool with its full schema, whatever the
+    /// policy admits (no folding, nothing left out).
     pub list_all: bool,
     /// The operator's `--classify` entries, by canonical tool name.
     pub classify: Vec<(String, Access)>,
@@ -80,6 +82,8 @@ pub struct Config {
     pub max_session_calls: usize,
     /// Hidden tools and overrides.
     pub surface: Surface,
+    /// `--tools` / `CCM_TOOLS`: the selected tools; `None`: every tool.
+    pub tools: Option<Spec>,
     /// Serve over HTTP instead of stdio.
     pub http: Option<HttpConfig>,
     /// Limits and withheld environment of every child process.

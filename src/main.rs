@@ -122,13 +122,31 @@ fn tools(runtime: &tokio::runtime::Runtime, config: &ccm::config::Config, json: 
         );
         std::process::exit(ccm::cli::EXIT_USAGE);
     }
-    let rows = match ccm::tools::report::rows(&toolset, &config.surface) {
+    let shaping = match ccm::tools::select::Shaping::new(
+        &toolset,
+        &found.catalog,
+        &found.plugins,
+        config.tools.as_ref(),
+        config.list_all,
+    ) {
+        Ok(shaping) => shaping,
+        Err(message) => {
+            eprintln!("ccm: error: {message}");
+            return exit(cli::EXIT_USAGE);
+        }
+    };
+    let mut rows = match ccm::tools::report::rows(&toolset, &config.surface) {
         Ok(rows) => rows,
         Err(message) => {
             eprintln!("ccm: error: {message}");
             return exit(cli::EXIT_USAGE);
         }
     };
+    // `--tools`, folded and left-out tools (`tools::select`).
+    rows.retain(|row| shaping.selects(&row.canonical));
+    for row in &mut rows {
+        row.listed &= shaping.lists(&row.canonical);
+    }
     let text = if json {
         format!(
             "{}\n",

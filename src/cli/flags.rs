@@ -19,6 +19,8 @@ Over HTTP a bearer token is always required: CCM_MCP_TOKEN or --token-file, else
 random one printed once to stderr. Clients that cannot send headers may put it in the URL \
 (?token=…; the parameter name is CCM_MCP_TOKEN_QUERY_PARAM).
 
+--tools (or CCM_TOOLS) selects the tools a server offers, for clients that cap the number \
+of tools: e.g. --tools @core, --tools @read,conda_env_*; unselected tools cannot be called. \
 CCM_HIDDEN_TOOLS (comma-separated tool names) leaves tools out of tools/list; they stay \
 callable. CCM_MCP_TOOL_<TOOL>_NAME, _TITLE, _DESCRIPTION and _PARAM_<PARAM>_DESCRIPTION \
 override what clients see (<TOOL>/<PARAM>: the canonical name upper-cased, other \
@@ -115,8 +117,10 @@ pub struct Options {
 
     /// List every tool with its full schema, as conda's CLI has it (also CCM_LIST_ALL=1).
     /// By default tools/list shows only what the policy admits: tools no call of which it
-    /// admits are left out, and tools it admits only in some forms (dry runs, read-only
-    /// options) are listed with those forms. The policy judges every call either way.
+    /// admits are left out, tools it admits only in some forms (dry runs, read-only
+    /// options) are listed with those forms, commands registered under two names are
+    /// listed once, and tools that cannot work for an agent (activate, deactivate, init,
+    /// the mcp/ccm launchers) are left out. The policy judges every call either way.
     #[arg(long, global = true)]
     pub list_all: bool,
 
@@ -132,6 +136,13 @@ pub struct Options {
     /// comma-separated). Governs the command through conda_execute too.
     #[arg(long = "classify", value_name = "TOOL=ACCESS", global = true)]
     pub classify: Vec<String>,
+    /// Offer only these tools (repeatable or comma-separated; also CCM_TOOLS, which the
+    /// flag replaces): canonical tool names, globs such as 'conda_env_*', and groups
+    /// @core, @read, @envs, @packages, @config, @plugin:NAME, @all. Unselected tools are
+    /// neither listed nor callable, not even as raw argv through conda_execute.
+    #[arg(long = "tools", value_name = "SPEC[,SPEC...]", global = true)]
+    pub tools: Vec<String>,
+
     /// Run read-only calls without the read-only sandbox (also CCM_NO_SANDBOX=1).
     #[arg(long, global = true)]
     pub no_sandbox: bool,

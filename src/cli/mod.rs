@@ -19,7 +19,7 @@ mod tests;
 
 use http::http_config;
 use numbers::{positive_int, positive_seconds, whole};
-use settings::{allowed_paths, classifications, limit_settings};
+use settings::{allowed_paths, classifications, limit_settings, selection};
 
 pub use flags::{Cli, Command, Options};
 pub use settings::{
@@ -38,6 +38,10 @@ pub use crate::TOKEN_VAR;
 pub const QUERY_PARAM_VAR: &str = "CCM_MCP_TOKEN_QUERY_PARAM";
 pub const CLASSIFY_VAR: &str = "CCM_CLASSIFY";
 pub const ALLOW_PATHS_VAR: &str = "CCM_ALLOW_PATHS";
+/// The tools selected when `--tools` is not given.
+pub const TOOLS_VAR: &str = "CCM_TOOLS";
+/// Set to 1/true/yes/on: same as `--list-all`.
+pub const LIST_ALL_VAR: &str = "CCM_LIST_ALL";
 /// Set to 1/true/yes/on: same as `--no-sandbox`.
 pub const NO_SANDBOX_VAR: &str = "CCM_NO_SANDBOX";
 /// Shortest accepted bearer token.
@@ -178,7 +182,6 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
         allow_exec: options.allow_exec,
         allow_credentials: options.allow_credentials
             || env.get("CCM_ALLOW_CREDENTIALS").is_some_and(truthy),
-        list_all: options.list_all || env.get("CCM_LIST_ALL").is_some_and(truthy),
         classify,
         allow_paths,
         no_snapshot: options.no_snapshot,
@@ -189,6 +192,8 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
         max_queue,
         max_session_calls,
         surface,
+        tools: selection(options, env)?,
+        list_all: options.list_all || env.get(LIST_ALL_VAR).is_some_and(truthy),
         http,
         limits,
     })

@@ -4,8 +4,9 @@
 use std::path::PathBuf;
 
 use super::numbers::positive_int;
-use super::{ALLOW_PATHS_VAR, CLASSIFY_VAR, Environment, Options, UsageError};
+use super::{ALLOW_PATHS_VAR, CLASSIFY_VAR, Environment, Options, TOOLS_VAR, UsageError};
 use crate::tools::policy::Access;
+use crate::tools::select::Spec;
 
 /// Environment variables of the limit flags.
 pub const MEMORY_LIMIT_VAR: &str = "CCM_MEMORY_LIMIT";
@@ -203,4 +204,21 @@ pub(super) fn allowed_paths(
         dirs.push(path);
     }
     Ok(Some(dirs))
+}
+
+/// `--tools` (repeatable, comma-separated), else `CCM_TOOLS`; `None` when neither is given.
+pub(super) fn selection(options: &Options, env: &Environment) -> Result<Option<Spec>, UsageError> {
+    let (source, entries): (&str, Vec<&str>) = if !options.tools.is_empty() {
+        (
+            "--tools",
+            options.tools.iter().map(String::as_str).collect(),
+        )
+    } else if let Some(value) = env.get(TOOLS_VAR) {
+        (TOOLS_VAR, vec![value])
+    } else {
+        return Ok(None);
+    };
+    Spec::parse(entries)
+        .map(Some)
+        .map_err(|why| UsageError(format!("{source}: {why}")))
 }

@@ -398,3 +398,45 @@ fn surface_errors_are_usage_errors() {
     );
     assert!(discover.is_err());
 }
+
+#[test]
+fn tools_flag_and_variable() {
+    use crate::tools::select::{Group, Item};
+    let none = serve(&[], &[]).unwrap();
+    assert_eq!(none.tools, None);
+    assert!(!none.list_all);
+    let items = |config: Config| config.tools.expect("a selection").texts();
+    assert_eq!(
+        items(
+            serve(
+                &["--tools", "@core,conda_env_*", "--tools", "conda_info"],
+                &[]
+            )
+            .unwrap()
+        ),
+        ["@core", "conda_env_*", "conda_info"]
+    );
+    assert_eq!(
+        items(serve(&[], &[("CCM_TOOLS", "@read, conda_execute")]).unwrap()),
+        ["@read", "conda_execute"]
+    );
+    // The flag replaces the variable (it is not merged).
+    let flag_wins = serve(&["--tools", "@all"], &[("CCM_TOOLS", "@nope")]).unwrap();
+    assert_eq!(flag_wins.tools.unwrap().items, [Item::Group(Group::All)]);
+    assert_eq!(
+        serve(&["--tools", "@everything"], &[])
+            .unwrap_err()
+            .to_string(),
+        "ccm: error: --tools: unknown group '@everything' (groups: @core, @read, @envs, @packages, @config, @plugin:NAME, @all)"
+    );
+    assert!(
+        serve(&[], &[("CCM_TOOLS", "conda info")])
+            .unwrap_err()
+            .to_string()
+            .starts_with("ccm: error: CCM_TOOLS: 'conda info' is not a tool name")
+    );
+    assert!(serve(&["--tools", ","], &[]).is_err());
+    assert!(serve(&["--list-all"], &[]).unwrap().list_all);
+    assert!(serve(&[], &[("CCM_LIST_ALL", "1")]).unwrap().list_all);
+    assert!(!serve(&[], &[("CCM_LIST_ALL", "0")]).unwrap().list_all);
+}

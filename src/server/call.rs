@@ -19,6 +19,9 @@ use crate::tools::policy::{self, Classification, Origin};
 use crate::tools::toolset::{Compiler, Tool};
 use crate::tools::{argv, completion};
 
+/// `conda_execute` with an argv whose command is not a selected tool (never echoes it).
+pub const NOT_SELECTED: &str = "Operation names a command whose tool is not selected (see --tools)";
+
 impl Server {
     /// A generated tool (`conda_<command path>`).
     pub(super) async fn call_generated(
@@ -158,12 +161,15 @@ impl Server {
                 .map_err(|_| invalid_options())?
                 .min(self.shared.config.timeout),
         };
-        let class = policy::classify(
-            &ready.toolset.rules,
-            ready.discovery.catalog.root.as_ref(),
-            &argv,
-            Origin::Raw,
-        );
+        let root = ready.discovery.catalog.root.as_ref();
+        // `--tools`: raw argv reaches only the commands of selected tools.
+        if !ready
+            .shaping
+            .admits_path(policy::command_path(root, &argv).as_deref())
+        {
+            return Err(ErrorData::invalid_request(NOT_SELECTED, None).into());
+        }
+        let class = policy::classify(&ready.toolset.rules, root, &argv, Origin::Raw);
         self.enforce(&class)?;
         self.confine(ready, &class, &argv, cwd.as_deref())?;
         self.execute(ready, argv, cwd, stdin, timeout, class, ct)

@@ -15,6 +15,7 @@ use crate::host::discovery::Discovery;
 use crate::model::catalog::Catalog;
 use crate::tools::listing::{self, Shaped, Shown};
 use crate::tools::policy::Grants;
+use crate::tools::select::Shaping;
 use crate::tools::surface::Surface;
 use crate::tools::toolset::{Settings, Toolset};
 
@@ -35,6 +36,8 @@ pub struct Ready {
     /// Tools listed in a restricted form, by canonical name: calls are validated against
     /// the schema the session was shown (empty under `--list-all`).
     pub(super) restricted: HashMap<String, Shown>,
+    /// The operator's selection (`--tools`), folded and left-out tools.
+    pub(super) shaping: Shaping,
 }
 
 /// Why the tools cannot be served with the operator's settings.
@@ -45,6 +48,9 @@ pub enum BuildError {
     /// The surface settings do not apply (a name collision).
     #[error(transparent)]
     Surface(#[from] crate::tools::error::SurfaceError),
+    /// `--tools` names something this conda does not have.
+    #[error(transparent)]
+    Select(#[from] crate::tools::select::SelectError),
 }
 
 /// Everything served for these tools; `Err` when the operator's settings cannot apply to
@@ -66,7 +72,15 @@ pub(super) fn build(
         listing::shape(&mut toolset, grants(config))
     };
     // The descriptors move into the served list: one copy of every schema, not two.
-    let applied = surface.apply_withholding(toolset.take_descriptors(), &shaped.withheld)?;
+    // Toolsets (`--tools`), folding and left-out tools: `tools::select`.
+    let shaping = Shaping::new(
+        &toolset,
+        &found.catalog,
+        &found.plugins,
+        config.tools.as_ref(),
+        config.list_all,
+    )?;
+    let applied = shaping.apply(surface, toolset.take_descriptors(), &shaped.withheld)?;
     for warning in &applied.warnings {
         tracing::warn!(%warning, "tool surface setting ignored");
     }
@@ -93,7 +107,8 @@ pub(super) fn build(
         (None, true) => Confinement::default_scope(found.prefix.as_deref()),
         (None, false) => Confinement::unrestricted(),
     };
-    let capabilities = capabilities::fixed(&found, &toolset, &config.conda_exe, &confinement);
+    let mut capabilities = capabilities::fixed(&found, &toolset, &config.conda_exe, &confinement);
+    capabilities::add_toolset(&mut capabilities, &shaping, &shaped);
     Ok(Ready {
         confinement,
         discovery: found,
@@ -103,6 +118,7 @@ pub(super) fn build(
         routes: applied.routes,
         capabilities,
         restricted: shaped.restricted,
+        shaping,
     })
 }
 
@@ -132,5 +148,13 @@ pub(super) fn unavailable(config: &Config) -> Ready {
         classify: Vec::new(),
         timeout: config.timeout,
     };
-    build(found, &settings, &Surface::default(), config).expect("an empty surface always applies")
+    // A selection cannot be resolved against no commands: it selects nothing then.
+    let config = Config {
+        tools: config
+            .tools
+            .as_ref()
+            .map(|_| crate::tools::select::Spec { items: Vec::new() }),
+        ..config.clone()
+    };
+    build(found, &settings, &Surface::default(), &config).expect("an empty surface always applies")
 }

@@ -14,5 +14,6 @@ pub mod policy;
 pub mod report;
 pub mod result;
 pub mod schema;
+pub mod select;
 pub mod surface;
 pub mod toolset;

@@ -14,7 +14,7 @@ use crate::support::{self, Fixture};
 
 /// Install the plugin as pip would: the package plus a dist-info with its entry point,
 /// both read from the project's own files (`pyproject.toml`, `python/`).
-fn install_plugin(fixture: &Fixture) {
+pub(crate) fn install_plugin(fixture: &Fixture) {
     install_plugin_into(&fixture.site_packages(), None);
 }
 

@@ -35,6 +35,8 @@ mod oracle;
 mod policy;
 /// Hostile JSON-RPC frames over stdio: every frame answered.
 mod protocol;
+/// The README's client configurations, started as pasted.
+mod readme;
 /// Restart detection and its cost.
 mod restart;
 /// The argv round trip through the target's own parser.
@@ -51,3 +53,5 @@ mod startup;
 mod surface;
 /// Tool names, schemas, annotations and validation (pure), with golden tool lists.
 mod tools;
+/// Toolsets (`--tools`), folded commands and tools left out of the listing.
+mod toolsets;

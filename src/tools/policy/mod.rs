@@ -310,6 +310,32 @@ pub fn classify(
     verdict
 }
 
+/// The command path argparse reaches for an argv (aliases resolved to canonical names);
+/// `None` when the simulation cannot follow the argv (the strictest verdict's case).
+pub fn command_path(root: Option<&Command>, argv: &[String]) -> Option<Vec<String>> {
+    root.and_then(|root| simulate(root, argv))
+        .map(|parsed| parsed.path)
+}
+
+/// The top-level commands a reviewed plugin distribution adds (any reviewed version), by
+/// its normalized name; `None` for a distribution no table reviews.
+pub fn plugin_commands(distribution: &str) -> Option<Vec<&'static str>> {
+    let reviewed: Vec<&Reviewed> = plugins::REVIEWED
+        .iter()
+        .filter(|r| normalize_distribution(r.distribution) == distribution)
+        .collect();
+    if reviewed.is_empty() {
+        return None;
+    }
+    let mut commands: Vec<&'static str> = reviewed
+        .iter()
+        .flat_map(|r| r.rules.iter().filter_map(|rule| rule.path.first().copied()))
+        .collect();
+    commands.sort_unstable();
+    commands.dedup();
+    Some(commands)
+}
+
 /// Tool-level classification (annotations): the strictest verdict any call of the tool
 /// can get (every option-dependent command counts as writing).
 pub fn describe(rules: &Rules, path: &[String], opaque: bool) -> Classification {
