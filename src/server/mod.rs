@@ -27,7 +27,7 @@ use rmcp::model::{
     ReadResourceResponse, ReadResourceResult, ResourceContents, ResourcesCapability,
     ServerCapabilities, ServerConfig, Tool as McpTool, ToolsCapability,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -40,6 +40,7 @@ mod completion_cache;
 mod ready;
 mod restart;
 pub mod result;
+mod roots;
 pub mod startup;
 
 pub use capabilities::CAPABILITIES_URI;
@@ -85,11 +86,16 @@ pub struct Server {
     shared: Arc<Shared>,
     /// Executions of this session running or waiting.
     session_calls: Arc<AtomicUsize>,
+    /// The client's roots (handshake sessions that declared them).
+    roots: Arc<roots::Roots>,
 }
 
 /// How a tool call ends when it is not a result.
 enum Refusal {
     Protocol(ErrorData),
+    /// Invalid arguments (-32602): a JSON-RPC error before 2025-11-25, an `isError`
+    /// result the model can read from 2025-11-25 on.
+    Arguments(ErrorData),
     /// Over a capacity limit: an `isError` result with the code; nothing ran.
     Busy(CallToolResult),
     /// The client cancelled: no response is sent.
@@ -106,11 +112,11 @@ fn invalid_params(message: impl Into<Cow<'static, str>>) -> ErrorData {
     ErrorData::invalid_params(message, None)
 }
 
-fn invalid_arguments(error: &crate::tools::schema::Invalid) -> ErrorData {
-    ErrorData::invalid_params(
+fn invalid_arguments(error: &crate::tools::schema::Invalid) -> Refusal {
+    Refusal::Arguments(ErrorData::invalid_params(
         error.to_string(),
         Some(json!({"path": error.path, "keyword": error.keyword})),
-    )
+    ))
 }
 
 fn internal() -> ErrorData {
@@ -136,6 +142,7 @@ impl Server {
         Server {
             shared,
             session_calls: Arc::new(AtomicUsize::new(0)),
+            roots: Arc::default(),
         }
     }
 
@@ -144,6 +151,7 @@ impl Server {
         Server {
             shared: Arc::clone(&self.shared),
             session_calls: Arc::new(AtomicUsize::new(0)),
+            roots: Arc::default(),
         }
     }
 
@@ -219,6 +227,7 @@ impl Server {
     async fn call(
         &self,
         request: CallToolRequestParams,
+        caller: &roots::Caller,
         ct: CancellationToken,
     ) -> Result<CallToolResult, Refusal> {
         let ready = self.ready().await;
@@ -236,7 +245,7 @@ impl Server {
         let Some(tool) = ready.toolset.get(name) else {
             return Err(invalid_params("Unknown tool").into());
         };
-        self.call_generated(&ready, name, tool, &arguments, ct)
+        self.call_generated(&ready, name, tool, &arguments, caller, ct)
             .await
     }
 }
@@ -290,12 +299,16 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let ct = context.ct.clone();
-        let outcome = std::panic::AssertUnwindSafe(self.call(request, ct))
+        let caller = roots::Caller::of(&context);
+        let outcome = std::panic::AssertUnwindSafe(self.call(request, &caller, ct))
             .catch_unwind()
             .await;
         match outcome {
             Ok(Ok(result)) | Ok(Err(Refusal::Busy(result))) => Ok(result.into()),
-            Ok(Err(Refusal::Protocol(error))) => Err(error),
+            Ok(Err(Refusal::Arguments(error))) if caller.arguments_as_results() => {
+                Ok(result::invalid_arguments(error).into())
+            }
+            Ok(Err(Refusal::Protocol(error) | Refusal::Arguments(error))) => Err(error),
             // The client cancelled: rmcp drops whatever is returned for this request.
             Ok(Err(Refusal::Cancelled)) => {
                 Err(ErrorData::internal_error("Request cancelled", None))
@@ -305,6 +318,10 @@ impl ServerHandler for Server {
                 Err(internal())
             }
         }
+    }
+
+    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+        self.roots.forget().await;
     }
 
     async fn list_resources(

@@ -3,8 +3,8 @@
 Usage: python sdk_client.py stdio CCM CONDA [MODE]   (MODE: legacy | auto; default legacy)
        python sdk_client.py http URL [MODE]          (CCM_TEST_BEARER: send this bearer token)
 
-Lists tools, reads conda://capabilities, calls conda_info {"json": true} and a tool with an
-invalid argument. Exits non-zero on any unexpected failure.
+Lists tools, reads conda://capabilities, calls conda_info {"json": true}, a tool with an
+invalid argument and a tool that does not exist. Exits non-zero on any unexpected failure.
 """
 
 import asyncio
@@ -33,10 +33,20 @@ async def run(target, mode):
         document = json.loads(capabilities.contents[0].text)
         info = await client.call_tool("conda_info", {"json": True})
         try:
-            await client.call_tool("conda_info", {"bogus": 1})
-            invalid = None
+            # From 2025-11-25 on an invalid argument is a tool result the model can read.
+            refused = await client.call_tool("conda_info", {"bogus": 1})
+            invalid = {
+                "is_error": bool(refused.is_error),
+                "text": refused.content[0].text if refused.content else None,
+                "meta": refused.meta,
+            }
         except MCPError as error:
             invalid = {"code": error.error.code, "message": error.error.message}
+        try:
+            await client.call_tool("conda_no_such_tool", {})
+            unknown = None
+        except MCPError as error:
+            unknown = {"code": error.error.code, "message": error.error.message}
         return {
             "tools": [t.name for t in tools],
             "resources": [str(r.uri) for r in resources.resources],
@@ -45,6 +55,9 @@ async def run(target, mode):
             "info_exit_code": (info.structured_content or {}).get("exit_code"),
             "info_conda_version": ((info.structured_content or {}).get("parsed_json") or {}).get("conda_version"),
             "invalid": invalid,
+            "unknown": unknown,
+            "info_stdout": (info.structured_content or {}).get("stdout"),
+            "info_meta": info.meta,
         }
 
 

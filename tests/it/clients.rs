@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::support;
 
@@ -65,6 +65,86 @@ fn python_sdk_over_stdio() {
         assert_eq!(seen["info_is_error"], false);
         assert_eq!(seen["info_exit_code"], 0);
         assert_eq!(seen["info_conda_version"], "0.99.0");
-        assert_eq!(seen["invalid"]["code"], -32602, "{mode}: {seen}");
+        // Both modes negotiate 2025-11-25 or later: invalid arguments are a result the
+        // model reads; an unknown tool stays a protocol error.
+        assert_eq!(
+            seen["invalid"],
+            serde_json::json!({
+                "is_error": true,
+                "text": "Invalid arguments at $: unexpected property 'bogus'",
+                "meta": {"conda-cli-mcp/invalid_arguments": {"path": "$", "keyword": "additionalProperties"}},
+            }),
+            "{mode}: {seen}"
+        );
+        assert_eq!(seen["unknown"]["code"], -32602, "{mode}: {seen}");
+        assert_eq!(seen["info_stdout"], "", "{mode}: {seen}");
+        assert_eq!(
+            seen["info_meta"],
+            serde_json::json!({"conda-cli-mcp/stdout": "moved-to-parsed_json"}),
+            "{mode}: {seen}"
+        );
     }
+}
+
+/// The Python SDK as a client with roots: in a handshake session the working directory
+/// of a generated tool is in the first root by default, a relative one resolves there,
+/// one outside every root is refused, and a change notification is honoured; in the
+/// session-less 2026-07-28 era nobody is asked and the server's directory applies.
+#[test]
+fn python_sdk_roots() {
+    let Some(python) = sdk_python("python_sdk_roots") else {
+        return;
+    };
+    let ccm = env!("CARGO_BIN_EXE_ccm");
+    let conda = support::fixture().conda.to_str().unwrap().to_owned();
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let [root1, root2, outside] = [0, 1, 2].map(|i| {
+        std::fs::canonicalize(dirs[i].path())
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned()
+    });
+    std::fs::create_dir(format!("{root1}/sub")).unwrap();
+    let run = |mode: &str| -> Value {
+        let output = Command::new(&python)
+            .arg(support::repo().join("tests/clients/sdk_roots.py"))
+            .args([ccm, &conda, mode, &root1, &root2, &outside])
+            .output()
+            .expect("run the SDK client");
+        assert!(
+            output.status.success(),
+            "SDK client failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).expect("the SDK client prints JSON")
+    };
+    let ran = |dir: &str| json!({"is_error": false, "ran_in": dir, "named": dir, "text": "conda command exited with 0"});
+    let outside_roots =
+        json!({"code": -32600, "message": "The working directory lies outside the client's roots"});
+    let seen = run("legacy");
+    assert_eq!(seen["default"], ran(&root1), "{seen}");
+    assert_eq!(seen["relative"]["ran_in"], format!("{root1}/sub"), "{seen}");
+    assert_eq!(seen["second_root"], ran(&root2), "{seen}");
+    assert_eq!(seen["outside"], outside_roots, "{seen}");
+    assert_eq!(seen["escape"], outside_roots, "{seen}");
+    assert_eq!(
+        seen["missing"],
+        json!({"is_error": true, "ran_in": "", "named": null,
+               "text": "Invalid arguments at $.ccm_cwd: must name an existing directory"}),
+        "{seen}"
+    );
+    assert_eq!(seen["after_change"], ran(&root2), "{seen}");
+    assert_eq!(
+        seen["asked"], 2,
+        "asked once, then once after the change: {seen}"
+    );
+    // 2026-07-28: no server-to-client requests, so no roots.
+    let seen = run("auto");
+    assert_eq!(seen["asked"], 0, "{seen}");
+    assert_eq!(seen["default"]["ran_in"], outside.as_str(), "{seen}");
+    assert_eq!(seen["default"]["named"], Value::Null, "{seen}");
+    assert_eq!(seen["second_root"], ran(&root2), "{seen}");
+    assert_eq!(seen["outside"], ran(&outside), "{seen}");
+    assert_eq!(seen["missing"]["is_error"], true, "{seen}");
 }

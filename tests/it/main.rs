@@ -35,6 +35,8 @@ mod policy;
 mod protocol;
 /// Restart detection and its cost.
 mod restart;
+/// What a tool call answers under each protocol revision (invalid arguments, results).
+mod revisions;
 /// The argv round trip through the target's own parser.
 mod roundtrip;
 /// The read-only sandbox: children of read-only calls cannot write.
@@ -49,3 +51,5 @@ mod startup;
 mod surface;
 /// Tool names, schemas, annotations and validation (pure), with golden tool lists.
 mod tools;
+/// Where a generated tool's call runs: `ccm_cwd`, `ccm_timeout_seconds`, the reserved prefix.
+mod workdir;
