@@ -200,8 +200,8 @@ impl Server {
         let mut text = String::from(
             "Each conda command is one tool named conda_<command path> (for example conda_info, \
              conda_env_list); its input schema mirrors conda's own options. Prefer `json: true` \
-             where a tool offers it: stdout is then parsed into `parsed_json`. Every call runs conda \
-             once in a fresh process and returns exit_code, stdout, stderr and flags for timeouts \
+             where a tool offers it: stdout is then parsed into `parsed_json` (and `stdout` is \
+             left empty). Every call runs conda once in a fresh process and returns exit_code, stdout, stderr and flags for timeouts \
              and truncated output; a non-zero exit is an error result. The resource \
              conda://capabilities describes the discovered catalog.",
         );
@@ -216,6 +216,11 @@ impl Server {
         } else {
             " `conda run` and plugin passthrough are refused (the operator can start it with --allow-exec)."
         });
+        text.push_str(
+            " Every conda_<command> tool also takes ccm_cwd (the working directory; when the \
+             client has roots, a relative one is in the first root, none means the first root, \
+             and it must lie inside a root) and ccm_timeout_seconds (at most the server's).",
+        );
         text.push_str(
             " If a result says restart_required, the installed plugins changed: the tool list is \
              stale until the server restarts.",

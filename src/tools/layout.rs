@@ -79,16 +79,13 @@ pub fn is_reserved(id: &str) -> bool {
 }
 
 /// The schemas of ccm's own per-call properties, with the bounds of `conda_execute`'s
-/// `cwd` and `timeout_seconds` (kept short: every generated tool lists them).
+/// `cwd` and `timeout_seconds`. No descriptions: every generated tool lists them, so the
+/// server's instructions explain them once.
 pub fn reserved_properties(timeout: Duration) -> Map<String, Value> {
     let mut properties = Map::new();
     properties.insert(
         WORKDIR.into(),
-        json!({
-            "type": "string",
-            "maxLength": MAX_WORKDIR,
-            "description": "Working directory (a relative one is in the client's first root).",
-        }),
+        json!({"type": "string", "maxLength": MAX_WORKDIR}),
     );
     // A whole number of seconds is written as an integer (`900`, not `900.0`).
     let maximum = if timeout.subsec_nanos() == 0 {

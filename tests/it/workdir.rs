@@ -32,8 +32,7 @@ fn assert_reserved_rule(tools: &Toolset, what: &str) {
             .unwrap_or_else(|| panic!("{what} {}: no properties", tool.name));
         assert_eq!(
             properties[WORKDIR],
-            json!({"type": "string", "maxLength": 4096,
-                   "description": "Working directory (a relative one is in the client's first root)."}),
+            json!({"type": "string", "maxLength": 4096}),
             "{what} {}",
             tool.name
         );
