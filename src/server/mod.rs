@@ -201,9 +201,9 @@ impl Server {
             "Each conda command is one tool named conda_<command path> (for example conda_info, \
              conda_env_list); its input schema mirrors conda's own options. Prefer `json: true` \
              where a tool offers it: stdout is then parsed into `parsed_json` (and `stdout` is \
-             left empty). Every call runs conda once in a fresh process and returns exit_code, stdout, stderr and flags for timeouts \
-             and truncated output; a non-zero exit is an error result. The resource \
-             conda://capabilities describes the discovered catalog.",
+             left empty). Every call runs conda once in a fresh process and returns exit_code, \
+             stdout, stderr and flags for timeouts and truncated output; a non-zero exit is an \
+             error result. The resource conda://capabilities describes the discovered catalog.",
         );
         text.push_str(if c.allow_write {
             " Operations that change environments or files are allowed (--allow-write)."
