@@ -6,7 +6,7 @@
 //! roots). Roots are `file://` URIs; each is read as a directory and canonicalized, and
 //! one that is not a local, existing directory is left out. A client that does not
 //! answer within [`ASK_TIMEOUT`], or answers with an error, counts as having no roots
-//! for that call (asked again on the next one).
+//! until it says they changed.
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
@@ -78,26 +78,25 @@ impl Roots {
         if let Some(roots) = cached.as_ref() {
             return Arc::clone(roots);
         }
-        match tokio::time::timeout(ASK_TIMEOUT, peer.list_roots()).await {
-            Ok(Ok(answer)) => {
-                let roots: Vec<PathBuf> = answer
-                    .roots
-                    .iter()
-                    .filter_map(|root| directory(&root.uri))
-                    .collect();
-                let roots = Arc::new(roots);
-                *cached = Some(Arc::clone(&roots));
-                roots
-            }
+        let roots: Vec<PathBuf> = match tokio::time::timeout(ASK_TIMEOUT, peer.list_roots()).await {
+            Ok(Ok(answer)) => answer
+                .roots
+                .iter()
+                .filter_map(|root| directory(&root.uri))
+                .collect(),
             Ok(Err(error)) => {
                 tracing::debug!(%error, "roots/list failed");
-                Arc::default()
+                Vec::new()
             }
             Err(_) => {
                 tracing::debug!("roots/list was not answered in time");
-                Arc::default()
+                Vec::new()
             }
-        }
+        };
+        // Kept either way: a client that cannot answer is not asked on every call.
+        let roots = Arc::new(roots);
+        *cached = Some(Arc::clone(&roots));
+        roots
     }
 }
 

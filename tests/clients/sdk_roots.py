@@ -5,7 +5,7 @@ Usage: python sdk_roots.py CCM CONDA MODE ROOT1 ROOT2 OUTSIDE   (MODE: legacy | 
 
 The server runs with `--allow-write --classify conda_behave=write`; every call is
 `conda_behave` with `cwd: true` (it prints its working directory). The roots are ROOT1
-and ROOT2 (ROOT1 has a `sub` directory); after the first calls the roots change to ROOT2
+and ROOT2 (ROOT1 has a `sub` directory and a symbolic link `link` to OUTSIDE); after the first calls the roots change to ROOT2
 alone and the client says so with `notifications/roots/list_changed`. Exits non-zero on any
 unexpected failure.
 """
@@ -59,6 +59,7 @@ async def run(ccm, conda, mode, root1, root2, outside):
         seen["second_root"] = await call(client, {"ccm_cwd": root2})
         seen["outside"] = await call(client, {"ccm_cwd": outside})
         seen["escape"] = await call(client, {"ccm_cwd": "../.."})
+        seen["symlink"] = await call(client, {"ccm_cwd": "link"})
         seen["missing"] = await call(client, {"ccm_cwd": "no-such-dir"})
         roots[:] = [root2]
         if mode == "legacy":

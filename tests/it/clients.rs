@@ -106,6 +106,7 @@ fn python_sdk_roots() {
             .to_owned()
     });
     std::fs::create_dir(format!("{root1}/sub")).unwrap();
+    std::os::unix::fs::symlink(&outside, format!("{root1}/link")).unwrap();
     let run = |mode: &str| -> Value {
         let output = Command::new(&python)
             .arg(support::repo().join("tests/clients/sdk_roots.py"))
@@ -128,6 +129,7 @@ fn python_sdk_roots() {
     assert_eq!(seen["second_root"], ran(&root2), "{seen}");
     assert_eq!(seen["outside"], outside_roots, "{seen}");
     assert_eq!(seen["escape"], outside_roots, "{seen}");
+    assert_eq!(seen["symlink"], outside_roots, "{seen}");
     assert_eq!(
         seen["missing"],
         json!({"is_error": true, "ran_in": "", "named": null,
