@@ -1225,3 +1225,29 @@ fn invalid_arguments_follow_the_negotiated_revision_over_http() {
     assert_unknown_answer(&call(6, "conda_nothing", json!({})), "2026-07-28");
     assert_moved(&call(7, "conda_info", json!({"json": true})), "2026-07-28");
 }
+
+/// MCP roots over HTTP: the server asks the client's `roots/list` on the session's stream
+/// and honours it as over stdio (the Python SDK, handshake mode).
+#[test]
+fn python_sdk_roots_over_http() {
+    use crate::clients::{assert_roots_honoured, root_dirs, roots, run_roots};
+    let Some(python) = sdk_python("python_sdk_roots_over_http") else {
+        return;
+    };
+    let server = HttpServer::start(
+        &[
+            "--allow-write",
+            "--classify",
+            "conda_behave=write",
+            "--allow-paths",
+            "/",
+        ],
+        &[("CCM_MCP_TOKEN", TOKEN)],
+    );
+    let dirs = root_dirs();
+    let paths = roots(&dirs);
+    let mut args = vec!["http", server.url.as_str(), "legacy"];
+    args.extend(paths.iter().map(String::as_str));
+    let seen = run_roots(&python, &args, &[("CCM_TEST_BEARER", TOKEN)]);
+    assert_roots_honoured(&seen, &paths);
+}
