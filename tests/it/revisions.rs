@@ -124,3 +124,33 @@ fn invalid_arguments_follow_the_negotiated_revision_over_stdio() {
     let answer = call(&mut s, "conda_info", json!({"json": true}));
     assert_moved(&answer, "2026-07-28");
 }
+
+/// On a real conda, `conda_info {json: true}` carries its document once; text output
+/// stays where it is.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_json_stdout_is_carried_once() {
+    let conda = support::real_conda();
+    let mut s = Session::start(&conda, &[]);
+    let answer = s.request(
+        "tools/call",
+        json!({"name": "conda_info", "arguments": {"json": true}}),
+    );
+    let result = &answer["result"];
+    assert_eq!(result["structuredContent"]["stdout"], "", "{answer}");
+    assert!(
+        result["structuredContent"]["parsed_json"]["conda_version"].is_string(),
+        "{answer}"
+    );
+    assert_eq!(
+        result["_meta"]["conda-cli-mcp/stdout"], "moved-to-parsed_json",
+        "{answer}"
+    );
+    // Without `json`, conda prints text: nothing moves.
+    let answer = s.request("tools/call", json!({"name": "conda_info", "arguments": {}}));
+    assert_ne!(
+        answer["result"]["structuredContent"]["stdout"], "",
+        "{answer}"
+    );
+    assert_eq!(answer["result"].get("_meta"), None, "{answer}");
+}

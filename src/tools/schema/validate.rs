@@ -279,3 +279,70 @@ fn find_nul(value: &Value, path: &mut String) -> Option<String> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn message(schema: Value, input: Value) -> String {
+        Validator::new(&schema)
+            .unwrap()
+            .validate(&input)
+            .unwrap_err()
+            .to_string()
+    }
+
+    /// Exclusive groups in both encodings (pairs under `anyOf`, or one `required` list)
+    /// name the members the input uses; allowed values and limits come from the schema.
+    #[test]
+    fn expectations_come_from_the_schema() {
+        let pairs = json!({
+            "type": "object",
+            "properties": {"a": {"type": "boolean"}, "b": {"type": "string"}, "c": {}},
+            "allOf": [{"not": {"anyOf": [
+                {"allOf": [{"required": ["a"], "properties": {"a": {"const": true}}}, {"required": ["b"]}]},
+                {"allOf": [{"required": ["a"], "properties": {"a": {"const": true}}}, {"required": ["c"]}]},
+                {"allOf": [{"required": ["b"]}, {"required": ["c"]}]},
+            ]}}],
+        });
+        assert_eq!(
+            message(pairs.clone(), json!({"b": "SECRET", "c": 1})),
+            "Invalid arguments at $: 'b' conflicts with 'c' (conda allows only one of them)"
+        );
+        assert!(
+            Validator::new(&pairs)
+                .unwrap()
+                .validate(&json!({"a": false, "b": "x"}))
+                .is_ok()
+        );
+        let compact = json!({"type": "object", "not": {"required": ["x", "y"]}});
+        assert_eq!(
+            message(compact, json!({"x": "SECRET", "y": 2})),
+            "Invalid arguments at $: 'x' conflicts with 'y' (conda allows only one of them)"
+        );
+        let values = json!({"type": "object", "properties": {
+            "e": {"enum": [1, "two", null]},
+            "n": {"type": ["integer", "null"]},
+            "k": {"const": false},
+            "l": {"type": "array", "minItems": 2},
+        }});
+        for (input, expected) in [
+            (json!({"e": "SECRET"}), "$.e: must be one of: 1, two, null"),
+            (
+                json!({"n": "SECRET"}),
+                "$.n: must be of type null or integer",
+            ),
+            (json!({"k": true}), "$.k: must be false"),
+            (json!({"l": ["SECRET"]}), "$.l: must have at least 2 items"),
+        ] {
+            let text = message(values.clone(), input);
+            assert_eq!(text, format!("Invalid arguments at {expected}"));
+            assert!(!text.contains("SECRET"));
+        }
+        let long = json!({"enum": (0..200).map(|i| format!("value-{i}")).collect::<Vec<_>>()});
+        let text = message(json!({"properties": {"v": long}}), json!({"v": 0}));
+        assert!(text.ends_with('…') && text.len() < 400, "{text}");
+    }
+}
