@@ -35,7 +35,10 @@ pub fn render(snapshot: &Snapshot, json_file: &str) -> String {
          `--allow-write` (dry runs excepted), **exec** needs `--allow-exec`. Every tool also \
          returns the same execution result (`exit_code`, `stdout`, `stderr`, `duration_ms`, \
          `parsed_json`, `timed_out`, `cancelled`, `stdout_truncated`, `stderr_truncated`, \
-         `restart_required`).\n",
+         `restart_required`). Each `conda_<command>` tool also takes ccm's own `ccm_cwd` (the working \
+         directory, in the client's first MCP root when it has roots) and \
+         `ccm_timeout_seconds` (at most `--timeout`), left out of the tables below \
+         (docs/configuration.md).\n",
         snapshot.conda_version
     );
     out.push_str("| tool | access | network | summary |\n|---|---|---|---|\n");
@@ -82,7 +85,15 @@ pub fn render(snapshot: &Snapshot, json_file: &str) -> String {
             .as_array()
             .map(|r| r.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
-        let Some(properties) = schema["properties"].as_object().filter(|p| !p.is_empty()) else {
+        // ccm's own per-call properties are described once, above.
+        let properties: serde_json::Map<String, Value> = schema["properties"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(id, _)| !ccm::tools::layout::is_reserved(id))
+            .map(|(id, spec)| (id.clone(), spec.clone()))
+            .collect();
+        let Some(properties) = Some(&properties).filter(|p| !p.is_empty()) else {
             out.push_str("No parameters.\n");
             continue;
         };

@@ -39,7 +39,11 @@ pub fn render(snapshot: &Snapshot, json_file: &str) -> String {
             .branch(&tool.path)
             .expect("tool paths come from the catalog");
         let signature = snapshot::signature(&branch);
-        let schema = ccm::model::catalog::canonical_json(&tool.descriptor["inputSchema"]);
+        // The layout's schema: the listed one adds ccm's own per-call properties, which
+        // depend on the server's settings and are never argv.
+        let layout_schema =
+            ccm::tools::schema::input_schema(&tool.layout).expect("a tool's layout has a schema");
+        let schema = ccm::model::catalog::canonical_json(&serde_json::Value::Object(layout_schema));
         let summary = branch
             .last()
             .and_then(|c| c.help.clone().or_else(|| c.summary.clone()))

@@ -87,6 +87,7 @@ pub mod rt {
 
     use super::*;
     use crate::tools::argv::{self, Occurrence};
+    use crate::tools::layout;
 
     /// An integer value as its argv text (`2.0` is accepted and written `2`).
     #[derive(Clone, Debug, PartialEq, Eq)]
@@ -189,7 +190,13 @@ pub mod rt {
         input: &Map<String, Value>,
         argv: fn(&T) -> Result<Vec<String>, Invalid>,
     ) -> Result<Vec<String>, Invalid> {
-        let typed: T = serde_json::from_value(Value::Object(input.clone()))
+        // ccm's own per-call properties are not conda arguments.
+        let conda: Map<String, Value> = input
+            .iter()
+            .filter(|(key, _)| !layout::is_reserved(key))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        let typed: T = serde_json::from_value(Value::Object(conda))
             .map_err(|_| Invalid::at("$", Keyword::Type))?;
         argv(&typed)
     }

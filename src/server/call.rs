@@ -7,15 +7,18 @@ use std::time::Duration;
 
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, ContentBlock};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::result::execution_result;
+use super::result::{META_WORKDIR, execution_result};
+use super::roots::Caller;
 use super::{Ready, Refusal, Server, internal, invalid_arguments, invalid_params};
 use crate::host::exec;
 use crate::host::sandbox;
 use crate::model::catalog::canonical_json;
+use crate::tools::layout;
 use crate::tools::policy::{self, Classification, Origin};
+use crate::tools::schema::{Invalid, Keyword, Validator};
 use crate::tools::toolset::{Compiler, Tool};
 use crate::tools::{argv, completion};
 
@@ -30,17 +33,23 @@ impl Server {
         name: &str,
         tool: &Tool,
         arguments: &Value,
+        caller: &Caller,
         ct: CancellationToken,
     ) -> Result<CallToolResult, Refusal> {
-        tool.validate(arguments)
+        let (arguments, own) = split_reserved(arguments);
+        self.reserved_validator(&own)
+            .map_err(|e| invalid_arguments(&e))?;
+        tool.validate(&arguments)
             .map_err(|e| invalid_arguments(&e))?;
         // A call the full schema admits is validated against the schema the session was
         // shown; outside it, the error says what else needs which grant.
         if let Some(shown) = ready.restricted.get(&tool.name) {
-            shown.validate(arguments).map_err(|e| {
-                let mut error = invalid_arguments(&e);
-                error.message = format!("{} {}", error.message, shown.sentence).into();
-                error
+            shown.validate(&arguments).map_err(|e| {
+                let mut refusal = invalid_arguments(&e);
+                if let Refusal::Arguments(error) = &mut refusal {
+                    error.message = format!("{} {}", error.message, shown.sentence).into();
+                }
+                refusal
             })?;
         }
         let input = arguments.as_object().expect("validated as an object");
@@ -64,17 +73,79 @@ impl Server {
             class.requires_exec = false;
         }
         self.enforce(&class)?;
-        self.confine(ready, &class, &argv, None)?;
-        self.execute(
-            ready,
-            argv,
-            None,
-            None,
-            self.shared.config.timeout,
-            class,
-            ct,
-        )
-        .await
+        let cwd = self
+            .workdir(caller, own.get(layout::WORKDIR).and_then(Value::as_str))
+            .await?;
+        self.confine(ready, &class, &argv, cwd.as_deref())?;
+        let timeout = self.timeout(own.get(layout::TIMEOUT))?;
+        let used = cwd.as_ref().map(|c| c.to_string_lossy().into_owned());
+        let mut result = self
+            .execute(ready, argv, cwd, None, timeout, class, ct)
+            .await?;
+        if let Some(used) = used {
+            let meta = result.meta.get_or_insert_default();
+            meta.0.insert(META_WORKDIR.into(), Value::String(used));
+        }
+        Ok(result)
+    }
+
+    /// Check ccm's own per-call properties (`ccm_cwd`, `ccm_timeout_seconds`).
+    fn reserved_validator(&self, own: &Value) -> Result<(), Invalid> {
+        let schema = json!({
+            "type": "object",
+            "properties": layout::reserved_properties(self.shared.config.timeout),
+        });
+        match Validator::new(&schema) {
+            Ok(validator) => validator.validate(own),
+            Err(_) => Err(Invalid::at("$", Keyword::Unrepresentable)),
+        }
+    }
+
+    /// A call's timeout: the server's, or less when the call asks for less.
+    fn timeout(&self, requested: Option<&Value>) -> Result<Duration, Refusal> {
+        let limit = self.shared.config.timeout;
+        match requested.and_then(Value::as_f64) {
+            None => Ok(limit),
+            Some(seconds) => Duration::try_from_secs_f64(seconds)
+                .map(|t| t.min(limit))
+                .map_err(|_| {
+                    invalid_arguments(&Invalid::at("$.ccm_timeout_seconds", Keyword::Maximum))
+                }),
+        }
+    }
+
+    /// The working directory of a generated tool's call. Without roots: the one asked
+    /// for (relative to the server's), else the server's. With the client's roots: a
+    /// relative one (or none) is in the first root, and it must lie inside one of them.
+    async fn workdir(
+        &self,
+        caller: &Caller,
+        requested: Option<&str>,
+    ) -> Result<Option<PathBuf>, Refusal> {
+        let not_a_directory = || invalid_arguments(&Invalid::at("$.ccm_cwd", Keyword::Directory));
+        let roots = self.roots.get(caller).await;
+        let Some(first) = roots.first() else {
+            return match requested {
+                None => Ok(None),
+                Some(text) => {
+                    let path = PathBuf::from(if text.is_empty() { "." } else { text });
+                    if path.is_dir() {
+                        Ok(Some(path))
+                    } else {
+                        Err(not_a_directory())
+                    }
+                }
+            };
+        };
+        let path = first.join(requested.unwrap_or(""));
+        let canonical = std::fs::canonicalize(&path).map_err(|_| not_a_directory())?;
+        if !canonical.is_dir() {
+            return Err(not_a_directory());
+        }
+        if !roots.iter().any(|root| canonical.starts_with(root)) {
+            return Err(ErrorData::invalid_request(OUTSIDE_ROOTS, None).into());
+        }
+        Ok(Some(canonical))
     }
 
     fn enforce(&self, class: &Classification) -> Result<(), Refusal> {
@@ -132,7 +203,7 @@ impl Server {
             .toolset
             .validate_execute(arguments)
             .map_err(|e| invalid_arguments(&e))?;
-        let invalid_options = || Refusal::from(invalid_params("Invalid execution options"));
+        let invalid_options = || Refusal::Arguments(invalid_params("Invalid execution options"));
         let argv = strings(arguments.get("argv"));
         let cwd = match arguments.get("cwd").and_then(Value::as_str) {
             None => None,
@@ -215,7 +286,7 @@ impl Server {
             sandbox,
         };
         // Refused before anything spawns (and before it takes a place in the queue).
-        exec::check_size(&spec).map_err(|why| {
+        exec::check_size(&spec).map_err(|why| -> Refusal {
             let message = match why {
                 exec::TooLarge::Argument => format!(
                     "Invalid arguments: one argument is longer than {} bytes",
@@ -226,7 +297,10 @@ impl Server {
                     exec::MAX_COMMAND_BYTES
                 ),
             };
-            ErrorData::invalid_params(message, Some(json!({"limit": exec::MAX_COMMAND_BYTES})))
+            Refusal::Arguments(ErrorData::invalid_params(
+                message,
+                Some(json!({"limit": exec::MAX_COMMAND_BYTES})),
+            ))
         })?;
         let _admitted = self.admit(&ct).await?;
         let outcome = match exec::run(&spec, &ct).await {
@@ -260,16 +334,34 @@ impl Server {
         let requested = strings(arguments.get("command_path"));
         let document = self.completion_document(ready, &ct).await?;
         let payload = completion::answer(&document, &requested).map_err(|e| match e {
-            completion::QueryError::UnknownCommand => invalid_params("Unknown conda command path"),
-            completion::QueryError::InvalidMetadata => {
-                ErrorData::invalid_request("Conda completion returned invalid metadata", None)
+            completion::QueryError::UnknownCommand => {
+                Refusal::Arguments(invalid_params("Unknown conda command path"))
             }
+            completion::QueryError::InvalidMetadata => Refusal::from(ErrorData::invalid_request(
+                "Conda completion returned invalid metadata",
+                None,
+            )),
         })?;
         let text = canonical_json(&payload);
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         result.structured_content = Some(payload);
         Ok(result)
     }
+}
+
+/// The refusal of a working directory outside the client's roots (never the path).
+pub const OUTSIDE_ROOTS: &str = "The working directory lies outside the client's roots";
+
+/// The input without ccm's own per-call properties, and those properties on their own.
+fn split_reserved(arguments: &Value) -> (Value, Value) {
+    let Some(map) = arguments.as_object() else {
+        return (arguments.clone(), json!({}));
+    };
+    let (own, conda): (Map<String, Value>, Map<String, Value>) = map
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .partition(|(k, _)| layout::is_reserved(k));
+    (Value::Object(conda), Value::Object(own))
 }
 
 /// The strings of a (validated) JSON array; empty when absent.

@@ -27,7 +27,7 @@ use rmcp::model::{
     ReadResourceResponse, ReadResourceResult, ResourceContents, ResourcesCapability,
     ServerCapabilities, ServerConfig, Tool as McpTool, ToolsCapability,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -40,6 +40,7 @@ mod completion_cache;
 mod ready;
 mod restart;
 pub mod result;
+mod roots;
 pub mod startup;
 
 pub use capabilities::CAPABILITIES_URI;
@@ -85,11 +86,16 @@ pub struct Server {
     shared: Arc<Shared>,
     /// Executions of this session running or waiting.
     session_calls: Arc<AtomicUsize>,
+    /// The client's roots (handshake sessions that declared them).
+    roots: Arc<roots::Roots>,
 }
 
 /// How a tool call ends when it is not a result.
 enum Refusal {
     Protocol(ErrorData),
+    /// Invalid arguments (-32602): a JSON-RPC error before 2025-11-25, an `isError`
+    /// result the model can read from 2025-11-25 on.
+    Arguments(ErrorData),
     /// Over a capacity limit: an `isError` result with the code; nothing ran.
     Busy(CallToolResult),
     /// The client cancelled: no response is sent.
@@ -106,11 +112,11 @@ fn invalid_params(message: impl Into<Cow<'static, str>>) -> ErrorData {
     ErrorData::invalid_params(message, None)
 }
 
-fn invalid_arguments(error: &crate::tools::schema::Invalid) -> ErrorData {
-    ErrorData::invalid_params(
+fn invalid_arguments(error: &crate::tools::schema::Invalid) -> Refusal {
+    Refusal::Arguments(ErrorData::invalid_params(
         error.to_string(),
         Some(json!({"path": error.path, "keyword": error.keyword})),
-    )
+    ))
 }
 
 fn internal() -> ErrorData {
@@ -136,6 +142,7 @@ impl Server {
         Server {
             shared,
             session_calls: Arc::new(AtomicUsize::new(0)),
+            roots: Arc::default(),
         }
     }
 
@@ -144,6 +151,7 @@ impl Server {
         Server {
             shared: Arc::clone(&self.shared),
             session_calls: Arc::new(AtomicUsize::new(0)),
+            roots: Arc::default(),
         }
     }
 
@@ -192,10 +200,10 @@ impl Server {
         let mut text = String::from(
             "Each conda command is one tool named conda_<command path> (for example conda_info, \
              conda_env_list); its input schema mirrors conda's own options. Prefer `json: true` \
-             where a tool offers it: stdout is then parsed into `parsed_json`. Every call runs conda \
-             once in a fresh process and returns exit_code, stdout, stderr and flags for timeouts \
-             and truncated output; a non-zero exit is an error result. The resource \
-             conda://capabilities describes the discovered catalog.",
+             where a tool offers it: stdout is then parsed into `parsed_json` (and `stdout` is \
+             left empty). Every call runs conda once in a fresh process and returns exit_code, \
+             stdout, stderr and flags for timeouts and truncated output; a non-zero exit is an \
+             error result. The resource conda://capabilities describes the discovered catalog.",
         );
         text.push_str(if c.allow_write {
             " Operations that change environments or files are allowed (--allow-write)."
@@ -209,6 +217,11 @@ impl Server {
             " `conda run` and plugin passthrough are refused (the operator can start it with --allow-exec)."
         });
         text.push_str(
+            " Every conda_<command> tool also takes ccm_cwd (the working directory; when the \
+             client has roots, a relative one is in the first root, none means the first root, \
+             and it must lie inside a root) and ccm_timeout_seconds (at most the server's).",
+        );
+        text.push_str(
             " If a result says restart_required, the installed plugins changed: the tool list is \
              stale until the server restarts.",
         );
@@ -219,6 +232,7 @@ impl Server {
     async fn call(
         &self,
         request: CallToolRequestParams,
+        caller: &roots::Caller,
         ct: CancellationToken,
     ) -> Result<CallToolResult, Refusal> {
         let ready = self.ready().await;
@@ -236,7 +250,7 @@ impl Server {
         let Some(tool) = ready.toolset.get(name) else {
             return Err(invalid_params("Unknown tool").into());
         };
-        self.call_generated(&ready, name, tool, &arguments, ct)
+        self.call_generated(&ready, name, tool, &arguments, caller, ct)
             .await
     }
 }
@@ -290,12 +304,16 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let ct = context.ct.clone();
-        let outcome = std::panic::AssertUnwindSafe(self.call(request, ct))
+        let caller = roots::Caller::of(&context);
+        let outcome = std::panic::AssertUnwindSafe(self.call(request, &caller, ct))
             .catch_unwind()
             .await;
         match outcome {
             Ok(Ok(result)) | Ok(Err(Refusal::Busy(result))) => Ok(result.into()),
-            Ok(Err(Refusal::Protocol(error))) => Err(error),
+            Ok(Err(Refusal::Arguments(error))) if caller.arguments_as_results() => {
+                Ok(result::invalid_arguments(error).into())
+            }
+            Ok(Err(Refusal::Protocol(error) | Refusal::Arguments(error))) => Err(error),
             // The client cancelled: rmcp drops whatever is returned for this request.
             Ok(Err(Refusal::Cancelled)) => {
                 Err(ErrorData::internal_error("Request cancelled", None))
@@ -305,6 +323,10 @@ impl ServerHandler for Server {
                 Err(internal())
             }
         }
+    }
+
+    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+        self.roots.forget().await;
     }
 
     async fn list_resources(

@@ -1,13 +1,23 @@
 //! A finished execution as a tool result: the [`ExecutionResult`] (the type the tools'
 //! output schema is derived from) as `structuredContent` and as text, after a one-line
 //! summary; `isError` when conda failed, timed out, was cancelled or declined a prompt.
+//! When stdout is the JSON document (`parsed_json` is set), it is carried once: `stdout`
+//! is empty and the result's `_meta` says so ([`META_STDOUT`]).
 
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::ErrorData;
+use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
 use serde_json::Value;
 
 use crate::host::exec;
 use crate::model::catalog::canonical_json;
 use crate::tools::result::ExecutionResult;
+
+/// The result `_meta` key that says where stdout went, and its one value.
+pub const META_STDOUT: &str = "conda-cli-mcp/stdout";
+pub const STDOUT_MOVED: &str = "moved-to-parsed_json";
+/// The result `_meta` key naming the working directory a generated tool's call ran in,
+/// when one was chosen (`ccm_cwd`, or the client's first root).
+pub const META_WORKDIR: &str = "conda-cli-mcp/cwd";
 
 const RESTART_SUFFIX: &str = ". Restart the MCP server to refresh conda tools";
 
@@ -21,9 +31,11 @@ pub fn execution_result(outcome: &exec::Outcome, restart_required: bool) -> Call
         // serde_json rejects NaN/Infinity literals and numbers out of f64 range.
         serde_json::from_str::<Value>(&stdout).unwrap_or(Value::Null)
     };
+    // The document is carried once: a client that needs the text re-serializes it.
+    let moved = !parsed_json.is_null();
     let structured = ExecutionResult {
         exit_code: outcome.exit_code,
-        stdout,
+        stdout: if moved { String::new() } else { stdout },
         stderr,
         duration_ms: outcome.duration.as_millis() as u64,
         parsed_json,
@@ -64,6 +76,27 @@ pub fn execution_result(outcome: &exec::Outcome, restart_required: bool) -> Call
         CallToolResult::success(content)
     };
     result.structured_content = Some(structured);
+    if moved {
+        let mut meta = MetaObject::default();
+        meta.0.insert(META_STDOUT.into(), STDOUT_MOVED.into());
+        result.meta = Some(meta);
+    }
+    result
+}
+
+/// The result `_meta` key of an invalid-arguments result: the `path` and `keyword` a
+/// JSON-RPC -32602 error carries in its `data`, so that clients can still match them.
+pub const META_INVALID: &str = "conda-cli-mcp/invalid_arguments";
+
+/// Invalid arguments as a tool result the model can read and correct from (protocol
+/// revision 2025-11-25 and later): `isError`, the error's message as the only text, its
+/// data under [`META_INVALID`]; no `structuredContent` (nothing ran).
+pub fn invalid_arguments(error: ErrorData) -> CallToolResult {
+    let mut result = CallToolResult::error(vec![ContentBlock::text(error.message.into_owned())]);
+    let mut meta = MetaObject::default();
+    meta.0
+        .insert(META_INVALID.into(), error.data.unwrap_or(Value::Null));
+    result.meta = Some(meta);
     result
 }
 

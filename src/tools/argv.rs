@@ -26,7 +26,7 @@ use serde_json::{Map, Number, Value};
 
 use crate::model::catalog::{ActionKind, Argument, Nargs, ValueType};
 use crate::tools::error::{Invalid, Keyword};
-use crate::tools::layout::{Layout, Property};
+use crate::tools::layout::{self, Layout, Property};
 use crate::tools::schema::boolean_flags;
 
 // ---------------------------------------------------------------------------------------
@@ -186,6 +186,7 @@ fn invalid(path: &str, keyword: Keyword, property: Option<&str>) -> Invalid {
         path: path.to_owned(),
         keyword,
         property: property.map(str::to_owned),
+        expected: None,
     }
 }
 
@@ -255,7 +256,10 @@ pub fn greedy_prefix(limits: &[(usize, usize)], available: usize) -> Option<Vec<
 /// Compile a validated input to argv (without the conda executable).
 pub fn compile(layout: &Layout, input: &Map<String, Value>) -> Result<Vec<String>, Invalid> {
     for key in input.keys() {
-        let known = layout.property(key).is_some() || layout.passthrough.as_deref() == Some(key);
+        // ccm's own per-call properties are not conda arguments.
+        let known = layout.property(key).is_some()
+            || layout.passthrough.as_deref() == Some(key)
+            || layout::is_reserved(key);
         if !known {
             return Err(invalid("$", Keyword::AdditionalProperties, Some(key)));
         }

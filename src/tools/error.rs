@@ -40,6 +40,8 @@ pub enum Keyword {
     Order,
     /// The input is valid but cannot be written as conda arguments.
     Unrepresentable,
+    /// A working directory that is not an existing directory.
+    Directory,
     /// Any other JSON Schema keyword (none of ccm's schemas uses one; kept so the message
     /// still names it).
     Other(String),
@@ -69,6 +71,7 @@ impl Keyword {
             Keyword::Nul => "nul",
             Keyword::Order => "order",
             Keyword::Unrepresentable => "unrepresentable",
+            Keyword::Directory => "directory",
             Keyword::Other(other) => other,
         }
     }
@@ -100,7 +103,7 @@ impl Keyword {
         }
     }
 
-    /// What the rule means, for the error message (`at` is the failure's JSON path,
+    /// What the rule means when the schema says no more (`at` is the failure's JSON path,
     /// `property` the property an object-level failure concerns).
     fn explain(&self, at: &str, property: Option<&str>) -> String {
         let property = property.unwrap_or("?");
@@ -113,7 +116,7 @@ impl Keyword {
             Keyword::Pattern => {
                 "must not start with '-' (option-like values need conda_execute)".into()
             }
-            Keyword::MaxLength => format!("string longer than {MAX_STRING} characters"),
+            Keyword::MaxLength => format!("must have at most {MAX_STRING} characters"),
             Keyword::MinItems => "too few items".into(),
             Keyword::MaxItems => "too many items".into(),
             Keyword::Minimum | Keyword::ExclusiveMinimum => "number too small".into(),
@@ -128,6 +131,7 @@ impl Keyword {
             Keyword::Unrepresentable => {
                 "cannot be expressed as conda arguments (use conda_execute)".into()
             }
+            Keyword::Directory => "must name an existing directory".into(),
             Keyword::MinLength | Keyword::Other(_) => format!("violates '{}'", self.as_str()),
         }
     }
@@ -147,7 +151,7 @@ impl Serialize for Keyword {
 
 /// An input that failed validation: where and which rule, never the value.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("Invalid arguments at {path}: {}", self.keyword.explain(&self.path, self.property.as_deref()))]
+#[error("Invalid arguments at {path}: {}", self.rule())]
 pub struct Invalid {
     /// JSONPath-style location (`$`, `$.packages[1]`).
     pub path: String,
@@ -155,6 +159,10 @@ pub struct Invalid {
     pub keyword: Keyword,
     /// For object-level failures: the property concerned (a name, never a value).
     pub property: Option<String>,
+    /// What the schema expected, in words made from the schema alone (a type, a limit,
+    /// the allowed values, the names of conflicting properties); the keyword's generic
+    /// text when `None`.
+    pub expected: Option<String>,
 }
 
 impl Invalid {
@@ -164,6 +172,21 @@ impl Invalid {
             path: path.to_owned(),
             keyword,
             property: None,
+            expected: None,
+        }
+    }
+
+    /// The failure with what was expected, in words.
+    pub fn expecting(mut self, expected: impl Into<String>) -> Invalid {
+        self.expected = Some(expected.into());
+        self
+    }
+
+    /// The rule, in words: what was expected, else the keyword's generic text.
+    pub fn rule(&self) -> String {
+        match &self.expected {
+            Some(expected) => expected.clone(),
+            None => self.keyword.explain(&self.path, self.property.as_deref()),
         }
     }
 }
@@ -228,7 +251,7 @@ mod tests {
     use super::*;
 
     /// Every keyword ccm's schemas can fail on, with its wire text and message.
-    fn cases() -> [(Keyword, &'static str, &'static str); 21] {
+    fn cases() -> [(Keyword, &'static str, &'static str); 22] {
         [
             (
                 Keyword::AdditionalProperties,
@@ -251,7 +274,7 @@ mod tests {
             (
                 Keyword::MaxLength,
                 "maxLength",
-                "string longer than 32768 characters",
+                "must have at most 32768 characters",
             ),
             (Keyword::MinLength, "minLength", "violates 'minLength'"),
             (Keyword::MinItems, "minItems", "too few items"),
@@ -295,6 +318,11 @@ mod tests {
                 "cannot be expressed as conda arguments (use conda_execute)",
             ),
             (
+                Keyword::Directory,
+                "directory",
+                "must name an existing directory",
+            ),
+            (
                 Keyword::Other("uniqueItems".into()),
                 "uniqueItems",
                 "violates 'uniqueItems'",
@@ -312,6 +340,7 @@ mod tests {
                 path: "$.x".into(),
                 keyword,
                 property: Some("p".into()),
+                expected: None,
             };
             assert_eq!(
                 invalid.to_string(),

@@ -6,9 +6,18 @@
 //! root → terminal; an argument is exposed unless it is a hidden, optional option (so
 //! hidden positionals and required hidden arguments are exposed); each exposed argument
 //! keeps its catalog id, de-duplicated against earlier ids of the branch with `_2`, `_3`…;
-//! a greedy terminal parser adds an `args` passthrough array last. Pure; no I/O.
+//! a greedy terminal parser adds an `args` passthrough array last.
+//!
+//! Reserved names: ids that start with [`RESERVED_PREFIX`] (`ccm_`) belong to ccm's own
+//! per-call properties ([`WORKDIR`], [`TIMEOUT`]), which every generated tool takes and
+//! no compiler turns into argv. A conda argument whose id would take the prefix is
+//! renamed `conda_<id>` (then de-duplicated like the rest), so the two can never collide.
+//! Pure; no I/O.
+
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
 
 use crate::model::catalog::{Argument, Command};
 
@@ -55,6 +64,49 @@ pub struct Layout {
 /// The property id of a greedy command's passthrough array (de-duplicated like the rest).
 const PASSTHROUGH_ID: &str = "args";
 
+/// The prefix of ccm's own properties; no conda-derived id starts with it.
+pub const RESERVED_PREFIX: &str = "ccm_";
+/// The working directory of a generated tool's call (ccm's, not conda's).
+pub const WORKDIR: &str = "ccm_cwd";
+/// The timeout of a generated tool's call, in seconds (at most the server's `--timeout`).
+pub const TIMEOUT: &str = "ccm_timeout_seconds";
+/// The longest working directory accepted (the bound of `conda_execute`'s `cwd`).
+pub const MAX_WORKDIR: usize = 4096;
+
+/// Whether `id` is one of ccm's own per-call properties (never part of argv).
+pub fn is_reserved(id: &str) -> bool {
+    id == WORKDIR || id == TIMEOUT
+}
+
+/// The schemas of ccm's own per-call properties, with the bounds of `conda_execute`'s
+/// `cwd` and `timeout_seconds`. No descriptions: every generated tool lists them, so the
+/// server's instructions explain them once.
+pub fn reserved_properties(timeout: Duration) -> Map<String, Value> {
+    let mut properties = Map::new();
+    properties.insert(
+        WORKDIR.into(),
+        json!({"type": "string", "maxLength": MAX_WORKDIR}),
+    );
+    // A whole number of seconds is written as an integer (`900`, not `900.0`).
+    let maximum = if timeout.subsec_nanos() == 0 {
+        json!(timeout.as_secs())
+    } else {
+        json!(timeout.as_secs_f64())
+    };
+    properties.insert(
+        TIMEOUT.into(),
+        json!({"type": "number", "exclusiveMinimum": 0, "maximum": maximum}),
+    );
+    properties
+}
+
+/// Add ccm's own per-call properties to a generated tool's input schema.
+pub fn add_reserved(schema: &mut Map<String, Value>, timeout: Duration) {
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        properties.extend(reserved_properties(timeout));
+    }
+}
+
 impl Argument {
     /// Whether the argument becomes an input property. Hidden optional options are what
     /// argparse's `help=SUPPRESS` is for (debugging switches); hidden positionals and
@@ -82,7 +134,7 @@ impl Layout {
                 if !argument.is_exposed() {
                     continue;
                 }
-                let id = dedupe(&argument.id, &used);
+                let id = dedupe(&unreserved(&argument.id), &used);
                 used.push(id.clone());
                 local.push((argument.id.clone(), id.clone()));
                 properties.push(Property {
@@ -144,6 +196,15 @@ impl Layout {
         self.levels
             .iter()
             .any(|l| l.groups.iter().any(|g| g.required && g.members.is_empty()))
+    }
+}
+
+/// A conda-derived id, kept out of the reserved prefix.
+fn unreserved(id: &str) -> String {
+    if id.starts_with(RESERVED_PREFIX) {
+        format!("conda_{id}")
+    } else {
+        id.to_owned()
     }
 }
 

@@ -8,11 +8,12 @@
 //! the policy on the final argv stays the only gate. Pure; no I/O.
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::model::catalog::ActionKind;
-use crate::tools::layout::{Layout, Property};
+use crate::tools::layout::{self, Layout, Property};
 use crate::tools::policy::{self, Grants, PLAIN_SPEC, Restriction, Shape};
 use crate::tools::schema::{self, Invalid, LazyValidator};
 use crate::tools::toolset::{Tool, Toolset};
@@ -20,7 +21,8 @@ use crate::tools::toolset::{Tool, Toolset};
 /// The restricted form of one listed tool.
 #[derive(Debug)]
 pub struct Shown {
-    /// The listed input schema (before the operator's cosmetic parameter hiding).
+    /// The listed input schema without ccm's own `ccm_*` properties (validated apart, as
+    /// for every generated tool), before the operator's cosmetic parameter hiding.
     pub schema: Value,
     /// What is offered and what else needs which grant (also in the description).
     pub sentence: String,
@@ -47,6 +49,7 @@ pub struct Shaped {
 pub fn shape(toolset: &mut Toolset, grants: Grants) -> Shaped {
     let mut shaped = Shaped::default();
     let rules = toolset.rules.clone();
+    let timeout = toolset.timeout();
     for tool in &mut toolset.generated {
         match policy::shape(&rules, &tool.path, tool.opaque, grants) {
             Shape::Full => {}
@@ -55,7 +58,7 @@ pub fn shape(toolset: &mut Toolset, grants: Grants) -> Shaped {
             }
             Shape::Restricted(restriction) => match restricted(tool, &restriction) {
                 Some(shown) => {
-                    restrict_descriptor(&mut tool.descriptor, &shown);
+                    restrict_descriptor(&mut tool.descriptor, &shown, timeout);
                     shaped.restricted.insert(tool.name.clone(), shown);
                 }
                 None => {
@@ -163,11 +166,13 @@ fn plain_patterns(schema: &mut Value) {
 
 /// The listed descriptor of a restricted tool: its schema, one more sentence, and the
 /// annotations of what it now admits (read-only calls only).
-fn restrict_descriptor(descriptor: &mut Value, shown: &Shown) {
+fn restrict_descriptor(descriptor: &mut Value, shown: &Shown, timeout: Duration) {
     let Some(map) = descriptor.as_object_mut() else {
         return;
     };
-    map.insert("inputSchema".into(), shown.schema.clone());
+    let mut listed = shown.schema.as_object().cloned().unwrap_or_default();
+    layout::add_reserved(&mut listed, timeout);
+    map.insert("inputSchema".into(), Value::Object(listed));
     let description = map
         .get("description")
         .and_then(Value::as_str)

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use crate::model::catalog::{Catalog, Command, Diagnostic, Plugin, normalize_distribution};
-use crate::tools::layout::Layout;
+use crate::tools::layout::{self, Layout};
 use crate::tools::policy::{self, Classification};
 use crate::tools::result;
 use crate::tools::schema::{self, Invalid, LazyValidator, MAX_ITEMS, MAX_STRING};
@@ -155,7 +155,8 @@ impl Toolset {
         let generated: Vec<Tool> = candidates
             .into_iter()
             .zip(names)
-            .map(|((path, branch, layout, input), name)| {
+            .map(|((path, branch, layout, mut input), name)| {
+                layout::add_reserved(&mut input, settings.timeout);
                 let opaque = Layout::branch_is_opaque(&branch);
                 let class = policy::describe(&rules, &path, opaque);
                 let compiler = pick(&path, &branch);
@@ -205,6 +206,11 @@ impl Toolset {
     pub fn validate_completion(&self, input: &Value) -> Result<(), Invalid> {
         self.completion_validator
             .validate(input, completion_input_schema)
+    }
+
+    /// The server's `--timeout` (the bound of every `timeout_seconds`).
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     pub fn get(&self, name: &str) -> Option<&Tool> {

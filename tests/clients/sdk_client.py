@@ -5,8 +5,8 @@ Usage: python sdk_client.py stdio CCM CONDA [MODE] [ARG...]  (MODE: legacy | aut
        python sdk_client.py http URL [MODE]          (CCM_TEST_BEARER: send this bearer token)
 
 Lists tools, reads conda://capabilities, calls conda_info {"json": true}, a tool with an
-invalid argument and, when listed, the dry-run-only conda_install without dry_run. Exits
-non-zero on any unexpected failure.
+invalid argument, a tool that does not exist and, when listed, the dry-run-only
+conda_install without dry_run. Exits non-zero on any unexpected failure.
 """
 
 import asyncio
@@ -34,7 +34,21 @@ async def run(target, mode):
         capabilities = await client.read_resource("conda://capabilities")
         document = json.loads(capabilities.contents[0].text)
         info = await client.call_tool("conda_info", {"json": True})
-        invalid = await refusal(client, "conda_info", {"bogus": 1})
+        try:
+            # From 2025-11-25 on an invalid argument is a tool result the model can read.
+            refused = await client.call_tool("conda_info", {"bogus": 1})
+            invalid = {
+                "is_error": bool(refused.is_error),
+                "text": refused.content[0].text if refused.content else None,
+                "meta": refused.meta,
+            }
+        except MCPError as error:
+            invalid = {"code": error.error.code, "message": error.error.message}
+        try:
+            await client.call_tool("conda_no_such_tool", {})
+            unknown = None
+        except MCPError as error:
+            unknown = {"code": error.error.code, "message": error.error.message}
         names = [t.name for t in tools]
         dry_run_only = None
         if "conda_install" in names:
@@ -48,6 +62,9 @@ async def run(target, mode):
             "info_conda_version": ((info.structured_content or {}).get("parsed_json") or {}).get("conda_version"),
             "invalid": invalid,
             "dry_run_only": dry_run_only,
+            "unknown": unknown,
+            "info_stdout": (info.structured_content or {}).get("stdout"),
+            "info_meta": info.meta,
         }
 
 

@@ -186,7 +186,7 @@ fn fixture_argv() {
             (
                 "conda_rename",
                 json!({"destination": "d"}),
-                "invalid: Invalid arguments at $: one of the arguments of a required group is missing",
+                "invalid: Invalid arguments at $: one of 'name', 'prefix' is required",
             ),
             (
                 "conda_rename",

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::support;
 
@@ -63,7 +63,24 @@ fn python_sdk_over_stdio() {
         assert_eq!(seen["info_is_error"], false);
         assert_eq!(seen["info_exit_code"], 0);
         assert_eq!(seen["info_conda_version"], "0.99.0");
-        assert_eq!(seen["invalid"]["code"], -32602, "{mode}: {seen}");
+        // Both modes negotiate 2025-11-25 or later: invalid arguments are a result the
+        // model reads; an unknown tool stays a protocol error.
+        assert_eq!(
+            seen["invalid"],
+            serde_json::json!({
+                "is_error": true,
+                "text": "Invalid arguments at $: unexpected property 'bogus'",
+                "meta": {"conda-cli-mcp/invalid_arguments": {"path": "$", "keyword": "additionalProperties"}},
+            }),
+            "{mode}: {seen}"
+        );
+        assert_eq!(seen["unknown"]["code"], -32602, "{mode}: {seen}");
+        assert_eq!(seen["info_stdout"], "", "{mode}: {seen}");
+        assert_eq!(
+            seen["info_meta"],
+            serde_json::json!({"conda-cli-mcp/stdout": "moved-to-parsed_json"}),
+            "{mode}: {seen}"
+        );
         // The policy-shaped listing: `conda_run` needs --allow-exec and is not listed;
         // conda_install is listed for dry runs, and a call without dry_run says how to
         // apply for real.
@@ -86,4 +103,99 @@ fn python_sdk_over_stdio() {
             "{mode}: {all}"
         );
     }
+}
+
+/// The Python SDK as a client with roots: in a handshake session the working directory
+/// of a generated tool is in the first root by default, a relative one resolves there,
+/// one outside every root is refused, and a change notification is honoured; in the
+/// session-less 2026-07-28 era nobody is asked and the server's directory applies.
+#[test]
+#[ignore = "needs CCM_TEST_MCP_PYTHON"]
+fn python_sdk_roots() {
+    let python = sdk_python();
+    let ccm = env!("CARGO_BIN_EXE_ccm");
+    let conda = support::fixture().conda.to_str().unwrap().to_owned();
+    let dirs = root_dirs();
+    let paths = roots(&dirs);
+    let run = |mode: &str| -> Value {
+        let mut args = vec!["stdio", ccm, conda.as_str(), mode];
+        args.extend(paths.iter().map(String::as_str));
+        run_roots(&python, &args, &[])
+    };
+    assert_roots_honoured(&run("legacy"), &paths);
+    // 2026-07-28: no server-to-client requests, so no roots.
+    let [_, root2, outside] = &paths;
+    let seen = run("auto");
+    assert_eq!(seen["asked"], 0, "{seen}");
+    assert_eq!(seen["default"]["ran_in"], outside.as_str(), "{seen}");
+    assert_eq!(seen["default"]["named"], Value::Null, "{seen}");
+    assert_eq!(seen["second_root"], ran(root2), "{seen}");
+    assert_eq!(seen["outside"], ran(outside), "{seen}");
+    assert_eq!(seen["missing"]["is_error"], true, "{seen}");
+}
+
+/// Three directories for the roots tests: two roots (the first with `sub` and a symbolic
+/// link `link` to the third) and one outside both.
+pub(crate) fn root_dirs() -> Vec<tempfile::TempDir> {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let [root1, _, outside] = roots(&dirs);
+    std::fs::create_dir(format!("{root1}/sub")).unwrap();
+    std::os::unix::fs::symlink(&outside, format!("{root1}/link")).unwrap();
+    dirs
+}
+
+/// The canonical paths of [`root_dirs`]: root1, root2, outside.
+pub(crate) fn roots(dirs: &[tempfile::TempDir]) -> [String; 3] {
+    [0, 1, 2].map(|i| {
+        std::fs::canonicalize(dirs[i].path())
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned()
+    })
+}
+
+/// Run `tests/clients/sdk_roots.py`; what it printed.
+pub(crate) fn run_roots(python: &str, args: &[&str], env: &[(&str, &str)]) -> Value {
+    let output = Command::new(python)
+        .envs(env.iter().copied())
+        .arg(support::repo().join("tests/clients/sdk_roots.py"))
+        .args(args)
+        .output()
+        .expect("run the SDK client");
+    assert!(
+        output.status.success(),
+        "SDK client failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("the SDK client prints JSON")
+}
+
+/// A successful call that ran in `dir` and said so.
+fn ran(dir: &str) -> Value {
+    json!({"is_error": false, "ran_in": dir, "named": dir, "text": "conda command exited with 0"})
+}
+
+/// What a handshake session with roots must have seen (`sdk_roots.py`, legacy mode).
+pub(crate) fn assert_roots_honoured(seen: &Value, roots: &[String; 3]) {
+    let [root1, root2, _] = roots;
+    let outside_roots =
+        json!({"code": -32600, "message": "The working directory lies outside the client's roots"});
+    assert_eq!(seen["default"], ran(root1), "{seen}");
+    assert_eq!(seen["relative"], ran(&format!("{root1}/sub")), "{seen}");
+    assert_eq!(seen["second_root"], ran(root2), "{seen}");
+    assert_eq!(seen["outside"], outside_roots, "{seen}");
+    assert_eq!(seen["escape"], outside_roots, "{seen}");
+    assert_eq!(seen["symlink"], outside_roots, "{seen}");
+    assert_eq!(
+        seen["missing"],
+        json!({"is_error": true, "ran_in": "", "named": null,
+               "text": "Invalid arguments at $.ccm_cwd: must name an existing directory"}),
+        "{seen}"
+    );
+    assert_eq!(seen["after_change"], ran(root2), "{seen}");
+    assert_eq!(
+        seen["asked"], 2,
+        "asked once, then once after the change: {seen}"
+    );
 }

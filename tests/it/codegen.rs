@@ -83,7 +83,10 @@ fn typed_and_generic_compilers_agree() {
             );
             assert_eq!(
                 command.schema,
-                ccm::model::catalog::canonical_json(&tool.descriptor["inputSchema"]),
+                // The layout's schema (the listed one adds ccm's own per-call properties).
+                ccm::model::catalog::canonical_json(&Value::Object(
+                    ccm::tools::schema::input_schema(&tool.layout).unwrap()
+                )),
                 "{}: baked schema source",
                 tool.name
             );

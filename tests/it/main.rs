@@ -39,6 +39,8 @@ mod protocol;
 mod readme;
 /// Restart detection and its cost.
 mod restart;
+/// What a tool call answers under each protocol revision (invalid arguments, results).
+mod revisions;
 /// The argv round trip through the target's own parser.
 mod roundtrip;
 /// The read-only sandbox: children of read-only calls cannot write.
@@ -55,3 +57,5 @@ mod surface;
 mod tools;
 /// Toolsets (`--tools`), folded commands and tools left out of the listing.
 mod toolsets;
+/// Where a generated tool's call runs: `ccm_cwd`, `ccm_timeout_seconds`, the reserved prefix.
+mod workdir;

@@ -194,9 +194,12 @@ fn generated_call_result_shape() {
     assert_eq!(sc["exit_code"], 0);
     assert_eq!(sc["cancelled"], false);
     assert_eq!(sc["timed_out"], false);
-    assert!(
-        sc["stdout"].as_str().unwrap().contains("\"argv\""),
-        "original stdout is kept"
+    // The JSON document is carried once: in parsed_json, with stdout empty and a marker.
+    assert_eq!(sc["stdout"], "", "{result}");
+    assert!(sc["parsed_json"]["argv"].is_array(), "{result}");
+    assert_eq!(
+        result["_meta"],
+        json!({"conda-cli-mcp/stdout": "moved-to-parsed_json"})
     );
     assert_ne!(result["isError"], true);
     // Read-only calls need no flag; mutations are refused before anything runs: the
@@ -240,7 +243,7 @@ fn generated_call_result_shape() {
     let (code, message) = s.call_error("conda_info", json!({"verbose": 100000000}));
     assert_eq!(
         (code, message.as_str()),
-        (-32602, "Invalid arguments at $.verbose: number too large")
+        (-32602, "Invalid arguments at $.verbose: must be at most 16")
     );
     let (code, message) = s.call_error(
         "conda_tune",
@@ -302,13 +305,23 @@ fn exit_codes_output_limits_and_json_parsing() {
         (Some(true), Some(false))
     );
     assert_eq!(sc["parsed_json"], Value::Null);
+    // Truncated stdout is not moved: it stays where it is, with no marker.
+    assert_eq!(flood.get("_meta"), None, "{flood}");
     for flag in ["nonfinite", "overflow"] {
         let r = s.call("conda_behave", json!({flag: true}));
         assert_eq!(structured(&r)["parsed_json"], Value::Null, "{flag}");
         assert_ne!(r["isError"], true, "{flag}: conda succeeded");
+        // stdout that does not parse stays too.
+        assert_ne!(structured(&r)["stdout"], "", "{flag}");
+        assert_eq!(r.get("_meta"), None, "{flag}");
     }
     let text = s.call("conda_behave", json!({"text": "42"}));
     assert_eq!(structured(&text)["parsed_json"], 42);
+    assert_eq!(structured(&text)["stdout"], "");
+    assert_eq!(
+        text["_meta"]["conda-cli-mcp/stdout"],
+        "moved-to-parsed_json"
+    );
 }
 
 #[test]

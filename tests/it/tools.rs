@@ -309,7 +309,7 @@ fn validation_errors_name_path_and_keyword_never_the_value() {
         (
             "conda_info",
             json!({"json": "yes"}),
-            "Invalid arguments at $.json: wrong type",
+            "Invalid arguments at $.json: must be of type boolean",
         ),
         (
             "conda_list",
@@ -319,17 +319,17 @@ fn validation_errors_name_path_and_keyword_never_the_value() {
         (
             "conda_list",
             json!({"name": "a", "prefix": "/x"}),
-            "Invalid arguments at $: arguments that conda does not allow together",
+            "Invalid arguments at $: 'name' conflicts with 'prefix' (conda allows only one of them)",
         ),
         (
             "conda_info",
             json!({"verbose": 100000000}),
-            "Invalid arguments at $.verbose: number too large",
+            "Invalid arguments at $.verbose: must be at most 16",
         ),
         (
             "conda_info",
             json!({"verbose": -1}),
-            "Invalid arguments at $.verbose: number too small",
+            "Invalid arguments at $.verbose: must be at least 0",
         ),
         (
             "conda_install",
@@ -340,6 +340,21 @@ fn validation_errors_name_path_and_keyword_never_the_value() {
             "conda_run",
             json!({}),
             "Invalid arguments at $: missing required property 'executable_call'",
+        ),
+        (
+            "conda_info",
+            json!({"console": "secret"}),
+            "Invalid arguments at $.console: must be one of: classic, json",
+        ),
+        (
+            "conda_menuinst",
+            json!({}),
+            "Invalid arguments at $: one of 'install', 'remove' is required",
+        ),
+        (
+            "conda_list",
+            json!({"regex": "x".repeat(40000)}),
+            "Invalid arguments at $.regex: must have at most 32768 characters",
         ),
     ];
     for (tool, input, expected) in cases {

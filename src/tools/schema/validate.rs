@@ -78,9 +78,143 @@ fn describe(error: &jsonschema::ValidationError<'_>) -> Invalid {
         _ => None,
     };
     Invalid {
+        expected: expected(error, &path),
         path,
         keyword: Keyword::of(error.kind()),
         property,
+    }
+}
+
+/// Most characters of an expectation made from the schema (allowed values, names).
+const EXPECTED_LIMIT: usize = 256;
+
+/// What the failed rule expected, in words made from the schema alone: a type, a limit,
+/// the allowed values, or the names of the properties that conflict or of which one is
+/// required. `None` leaves the keyword's generic text.
+fn expected(error: &jsonschema::ValidationError<'_>, path: &str) -> Option<String> {
+    use jsonschema::error::{TypeKind, ValidationErrorKind as K};
+    let text = match error.kind() {
+        K::Type { kind } => {
+            let types: Vec<String> = match kind {
+                TypeKind::Single(one) => vec![one.to_string()],
+                TypeKind::Multiple(set) => set.iter().map(|t| t.to_string()).collect(),
+            };
+            format!("must be of type {}", types.join(" or "))
+        }
+        K::Enum { options } => format!("must be one of: {}", values(options)),
+        K::Constant { expected_value } => format!("must be {}", value_text(expected_value)),
+        K::Maximum { limit } => format!("must be at most {limit}"),
+        K::ExclusiveMaximum { limit } => format!("must be less than {limit}"),
+        K::Minimum { limit } => format!("must be at least {limit}"),
+        K::ExclusiveMinimum { limit } => format!("must be greater than {limit}"),
+        K::MaxLength { limit } => format!("must have at most {limit} characters"),
+        K::MinLength { limit } => format!("must have at least {limit} characters"),
+        K::MaxItems { limit } => format!("must have at most {limit} items"),
+        K::MinItems { limit } => format!("must have at least {limit} items"),
+        K::Not { schema } => {
+            let names = conflicting(schema, error.instance());
+            let (first, rest) = names.split_first()?;
+            if rest.is_empty() {
+                return None;
+            }
+            format!(
+                "'{first}' conflicts with {} (conda allows only one of them)",
+                quoted(rest)
+            )
+        }
+        K::AnyOf { context } | K::OneOfNotValid { context } if path == "$" => {
+            let names = group_names(context);
+            if names.is_empty() {
+                return None;
+            }
+            format!("one of {} is required", quoted(&names))
+        }
+        _ => return None,
+    };
+    Some(clip(&text, EXPECTED_LIMIT))
+}
+
+/// The members of a required group, from the errors of its branches: the property a
+/// branch requires (missing), or the property whose value the branch rejected (a schema
+/// property: the input has no others at this point).
+fn group_names(context: &[Vec<jsonschema::ValidationError<'static>>]) -> Vec<String> {
+    use jsonschema::error::ValidationErrorKind as K;
+    let mut names: Vec<String> = Vec::new();
+    for error in context.iter().filter_map(|errors| errors.first()) {
+        let name = match error.kind() {
+            K::Required { property } => property.as_str().map(str::to_owned),
+            _ => error
+                .instance_path()
+                .as_str()
+                .split('/')
+                .nth(1)
+                .map(|t| t.replace("~1", "/").replace("~0", "~")),
+        };
+        if let Some(name) = name.filter(|n| !names.contains(n)) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// Property names the schema requires anywhere below it (each once, in order).
+fn required_names(schema: &Value, names: &mut Vec<String>) {
+    match schema {
+        Value::Object(map) => {
+            for (key, value) in map {
+                if key == "required" {
+                    for name in value.as_array().into_iter().flatten() {
+                        if let Some(name) = name.as_str()
+                            && !names.iter().any(|n| n == name)
+                        {
+                            names.push(name.to_owned());
+                        }
+                    }
+                } else {
+                    required_names(value, names);
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| required_names(v, names)),
+        _ => {}
+    }
+}
+
+/// The names of an exclusive group's members that the input uses: the branch of the
+/// `not` schema the input matched (a pair under `anyOf`, or the whole schema), then the
+/// names that branch requires. Names come from the schema, never from the input.
+fn conflicting(schema: &Value, instance: &Value) -> Vec<String> {
+    let branches: Vec<&Value> = match schema.get("anyOf").and_then(Value::as_array) {
+        Some(branches) => branches.iter().collect(),
+        None => vec![schema],
+    };
+    let matched = branches
+        .into_iter()
+        .find(|branch| jsonschema::draft202012::is_valid(branch, instance));
+    let mut names = Vec::new();
+    if let Some(branch) = matched {
+        required_names(branch, &mut names);
+    }
+    names
+}
+
+fn quoted(names: &[String]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+    quoted.join(", ")
+}
+
+/// Allowed values from the schema: strings bare, anything else as JSON.
+fn values(options: &Value) -> String {
+    match options {
+        Value::Array(items) => items.iter().map(value_text).collect::<Vec<_>>().join(", "),
+        other => value_text(other),
+    }
+}
+
+fn value_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
     }
 }
 
@@ -143,5 +277,72 @@ fn find_nul(value: &Value, path: &mut String) -> Option<String> {
             found
         }),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn message(schema: Value, input: Value) -> String {
+        Validator::new(&schema)
+            .unwrap()
+            .validate(&input)
+            .unwrap_err()
+            .to_string()
+    }
+
+    /// Exclusive groups in both encodings (pairs under `anyOf`, or one `required` list)
+    /// name the members the input uses; allowed values and limits come from the schema.
+    #[test]
+    fn expectations_come_from_the_schema() {
+        let pairs = json!({
+            "type": "object",
+            "properties": {"a": {"type": "boolean"}, "b": {"type": "string"}, "c": {}},
+            "allOf": [{"not": {"anyOf": [
+                {"allOf": [{"required": ["a"], "properties": {"a": {"const": true}}}, {"required": ["b"]}]},
+                {"allOf": [{"required": ["a"], "properties": {"a": {"const": true}}}, {"required": ["c"]}]},
+                {"allOf": [{"required": ["b"]}, {"required": ["c"]}]},
+            ]}}],
+        });
+        assert_eq!(
+            message(pairs.clone(), json!({"b": "SECRET", "c": 1})),
+            "Invalid arguments at $: 'b' conflicts with 'c' (conda allows only one of them)"
+        );
+        assert!(
+            Validator::new(&pairs)
+                .unwrap()
+                .validate(&json!({"a": false, "b": "x"}))
+                .is_ok()
+        );
+        let compact = json!({"type": "object", "not": {"required": ["x", "y"]}});
+        assert_eq!(
+            message(compact, json!({"x": "SECRET", "y": 2})),
+            "Invalid arguments at $: 'x' conflicts with 'y' (conda allows only one of them)"
+        );
+        let values = json!({"type": "object", "properties": {
+            "e": {"enum": [1, "two", null]},
+            "n": {"type": ["integer", "null"]},
+            "k": {"const": false},
+            "l": {"type": "array", "minItems": 2},
+        }});
+        for (input, expected) in [
+            (json!({"e": "SECRET"}), "$.e: must be one of: 1, two, null"),
+            (
+                json!({"n": "SECRET"}),
+                "$.n: must be of type null or integer",
+            ),
+            (json!({"k": true}), "$.k: must be false"),
+            (json!({"l": ["SECRET"]}), "$.l: must have at least 2 items"),
+        ] {
+            let text = message(values.clone(), input);
+            assert_eq!(text, format!("Invalid arguments at {expected}"));
+            assert!(!text.contains("SECRET"));
+        }
+        let long = json!({"enum": (0..200).map(|i| format!("value-{i}")).collect::<Vec<_>>()});
+        let text = message(json!({"properties": {"v": long}}), json!({"v": 0}));
+        assert!(text.ends_with('…') && text.len() < 400, "{text}");
     }
 }

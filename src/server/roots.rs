@@ -1,0 +1,143 @@
+//! The client's MCP roots, per session: asked with `roots/list` the first time a
+//! generated tool's call needs them, kept until `notifications/roots/list_changed`.
+//!
+//! Only handshake sessions whose client declared the `roots` capability are asked (the
+//! session-less 2026-07-28 requests cannot be asked anything: they behave as without
+//! roots). Roots are `file://` URIs; each is read as a directory and canonicalized, and
+//! one that is not a local, existing directory is left out. A client that does not
+//! answer within [`ASK_TIMEOUT`], or answers with an error, counts as having no roots
+//! until it says they changed.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::RoleServer;
+use rmcp::model::ProtocolVersion;
+use rmcp::service::{Peer, RequestContext};
+
+/// How long a client may take to answer `roots/list`.
+pub const ASK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The roots of one session: `None` until asked (and after a change notification).
+#[derive(Default)]
+pub struct Roots(tokio::sync::Mutex<Option<Arc<Vec<PathBuf>>>>);
+
+/// Who called: what a tool call needs to know about its session.
+pub struct Caller {
+    /// The revision the request runs under (`None`: not negotiated, taken as the oldest).
+    pub revision: Option<ProtocolVersion>,
+    /// The peer to ask for roots, when the client declared them and can be asked.
+    pub roots_peer: Option<Peer<RoleServer>>,
+}
+
+impl Caller {
+    pub fn of(context: &RequestContext<RoleServer>) -> Caller {
+        let revision = context.protocol_version();
+        // A request that carries its revision in `_meta` is session-less: nobody to ask.
+        let askable = context.meta.protocol_version().is_none()
+            && revision
+                .as_ref()
+                .is_some_and(|v| v.as_str() < ProtocolVersion::V_2026_07_28.as_str());
+        let declared = context
+            .client_capabilities()
+            .is_some_and(|c| c.roots.is_some());
+        Caller {
+            revision,
+            roots_peer: (askable && declared).then(|| context.peer.clone()),
+        }
+    }
+
+    /// Whether invalid arguments are a tool result the model reads (2025-11-25 on), not
+    /// a JSON-RPC error.
+    pub fn arguments_as_results(&self) -> bool {
+        self.revision
+            .as_ref()
+            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2025_11_25.as_str())
+    }
+}
+
+impl Roots {
+    /// Forget the roots (the client said they changed).
+    pub async fn forget(&self) {
+        *self.0.lock().await = None;
+    }
+
+    /// The session's roots as canonical directories, asking the client once; empty when
+    /// it cannot be asked, declared none, or did not answer.
+    // Roots are deprecated from 2026-07-28 on (SEP-2577), which is never asked here; the
+    // handshake revisions still define them.
+    #[allow(deprecated)]
+    pub async fn get(&self, caller: &Caller) -> Arc<Vec<PathBuf>> {
+        let Some(peer) = &caller.roots_peer else {
+            return Arc::default();
+        };
+        let mut cached = self.0.lock().await;
+        if let Some(roots) = cached.as_ref() {
+            return Arc::clone(roots);
+        }
+        let roots: Vec<PathBuf> = match tokio::time::timeout(ASK_TIMEOUT, peer.list_roots()).await {
+            Ok(Ok(answer)) => answer
+                .roots
+                .iter()
+                .filter_map(|root| directory(&root.uri))
+                .collect(),
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "roots/list failed");
+                Vec::new()
+            }
+            Err(_) => {
+                tracing::debug!("roots/list was not answered in time");
+                Vec::new()
+            }
+        };
+        // Kept either way: a client that cannot answer is not asked on every call.
+        let roots = Arc::new(roots);
+        *cached = Some(Arc::clone(&roots));
+        roots
+    }
+}
+
+/// The canonical directory of a `file://` root URI (local host only); `None` otherwise.
+pub fn directory(uri: &str) -> Option<PathBuf> {
+    let rest = uri.strip_prefix("file://")?;
+    let path = rest.strip_prefix("localhost").unwrap_or(rest);
+    if !path.starts_with('/') || path.contains(['?', '#']) {
+        return None;
+    }
+    let bytes: Vec<u8> = percent_encoding::percent_decode_str(path).collect();
+    let path = PathBuf::from(OsString::from_vec(bytes));
+    let canonical = std::fs::canonicalize(path).ok()?;
+    canonical.is_dir().then_some(canonical)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_uris() {
+        let dir = tempfile::tempdir().unwrap();
+        let spaced = dir.path().join("a b");
+        std::fs::create_dir(&spaced).unwrap();
+        let canonical = std::fs::canonicalize(&spaced).unwrap();
+        let encoded = format!("file://{}", canonical.to_str().unwrap().replace(' ', "%20"));
+        assert_eq!(directory(&encoded), Some(canonical.clone()));
+        let local = format!("file://localhost{}", canonical.to_str().unwrap());
+        assert_eq!(directory(&local), Some(canonical));
+        for refused in [
+            "https://example.com/x",
+            "file://otherhost/tmp",
+            "file:relative",
+            "file:///does/not/exist/at/all",
+            "/tmp",
+        ] {
+            assert_eq!(directory(refused), None, "{refused}");
+        }
+        let file = dir.path().join("f");
+        std::fs::write(&file, "").unwrap();
+        assert_eq!(directory(&format!("file://{}", file.display())), None);
+    }
+}
