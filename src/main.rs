@@ -122,8 +122,8 @@ fn tools(runtime: &tokio::runtime::Runtime, config: &ccm::config::Config, json: 
         );
         std::process::exit(ccm::cli::EXIT_USAGE);
     }
-    let rows = match ccm::tools::report::rows(&toolset, &config.surface) {
-        Ok(rows) => rows,
+    let report = match ccm::tools::report::report(&toolset, &config.surface) {
+        Ok(report) => report,
         Err(message) => {
             eprintln!("ccm: error: {message}");
             return exit(cli::EXIT_USAGE);
@@ -132,10 +132,10 @@ fn tools(runtime: &tokio::runtime::Runtime, config: &ccm::config::Config, json: 
     let text = if json {
         format!(
             "{}\n",
-            serde_json::to_string_pretty(&rows).expect("rows serialize")
+            serde_json::to_string_pretty(&report).expect("the report serializes")
         )
     } else {
-        ccm::tools::report::table(&rows)
+        ccm::tools::report::table(&report)
     };
     print_stdout(&text)
 }
