@@ -199,7 +199,7 @@ fn descriptions_speak_in_parameter_names_and_mark_deprecations() {
     let install = &tools.get("conda_install").unwrap().descriptor;
     let description = install["description"].as_str().unwrap();
     assert!(
-        description.contains("use the freeze_installed option"),
+        description.contains("use the `freeze_installed` option"),
         "{description}"
     );
     assert!(!description.contains("--freeze-installed"));
@@ -225,7 +225,7 @@ fn descriptions_speak_in_parameter_names_and_mark_deprecations() {
         .unwrap();
     assert_eq!(
         override_channels,
-        "Do not search default or .condarc channels. Requires channel."
+        "Do not search default or .condarc channels. Requires `channel`."
     );
     // A flag in a conda command line names another tool's option: left alone.
     let urls = properties["show_channel_urls"]["description"]

@@ -34,7 +34,9 @@ pub fn is_deprecated(argument: &Argument) -> bool {
 /// parameter names; a stand-in for a hidden argument without help; `None` otherwise.
 pub fn argument(argument: &Argument, layout: &Layout, level: usize) -> Option<String> {
     if let Some(earlier) = same_as_earlier(argument, layout, level) {
-        return Some(format!("Same as {earlier}, given after the command name."));
+        return Some(format!(
+            "Same as `{earlier}`, given after the command name."
+        ));
     }
     match &argument.help {
         Some(help) if !help.trim().is_empty() => {
@@ -111,8 +113,9 @@ fn collapse(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// `text` with each `--long-flag` of this tool replaced by its parameter name (the
-/// property of `level` when two levels share the flag, else the only one). Left alone:
+/// `text` with each `--long-flag` of this tool replaced by its parameter name in
+/// backticks (the property of `level` when two levels share the flag, else the only
+/// one). Left alone:
 /// flags of no parameter (`--help`), flags written with a value (`--file=a`: command-line
 /// syntax), negative flags (`--no-x` of a `BooleanOptionalAction`) and flags in a conda
 /// command line (`conda config --show x` names another tool's option).
@@ -142,7 +145,15 @@ pub fn in_parameter_names(text: &str, layout: &Layout, level: usize) -> String {
             .then(|| parameter_of(flag, layout, level))
             .flatten();
         match id {
-            Some(id) => out.push_str(id),
+            // In backticks, unless the flag already stands in them.
+            Some(id) if out.ends_with('`') && from[flag.len()..].starts_with('`') => {
+                out.push_str(id);
+            }
+            Some(id) => {
+                out.push('`');
+                out.push_str(id);
+                out.push('`');
+            }
             None => out.push_str(flag),
         }
         rest = &from[flag.len()..];
@@ -245,12 +256,12 @@ mod tests {
         let said = |text: &str| in_parameter_names(text, &l, 1);
         assert_eq!(
             said("use the --freeze-installed option."),
-            "use the freeze_installed option."
+            "use the `freeze_installed` option."
         );
         assert_eq!(said("`--freeze-installed` is"), "`freeze_installed` is");
         // The leaf's own -v is `verbose_2`; the root's, seen from the root, `verbose`.
-        assert_eq!(said("see --verbose"), "see verbose_2");
-        assert_eq!(in_parameter_names("see --verbose", &l, 0), "see verbose");
+        assert_eq!(said("see --verbose"), "see `verbose_2`");
+        assert_eq!(in_parameter_names("see --verbose", &l, 0), "see `verbose`");
         // The leaf's -v with another help keeps it; with the root's help, it refers to it.
         let leaf_verbose = &l.properties[1];
         assert_eq!(argument(&leaf_verbose.argument, &l, 1).unwrap(), "leaf");
@@ -258,7 +269,7 @@ mod tests {
         same.help = Some("root".into());
         assert_eq!(
             argument(&same, &l, 1).unwrap(),
-            "Same as verbose, given after the command name."
+            "Same as `verbose`, given after the command name."
         );
         for kept in [
             "e.g. --file=a --file=b",
@@ -271,7 +282,7 @@ mod tests {
         ] {
             assert_eq!(said(kept), kept);
         }
-        assert_eq!(said("--pyc, or --file"), "pyc, or file");
+        assert_eq!(said("--pyc, or --file"), "`pyc`, or `file`");
     }
 
     #[test]
