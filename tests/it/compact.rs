@@ -99,42 +99,57 @@ fn colliding(layout: &Layout) -> Vec<Value> {
     out
 }
 
-/// For every tool of both snapshots, the compact schema and the verbose one accept and
-/// reject exactly the same inputs: generated ones (seeded; valid and invalid for the group
-/// constraints alike), and inputs that activate whole groups at once.
-#[test]
-fn compact_exclusive_groups_accept_exactly_what_the_verbose_encoding_did() {
-    let mut runner = inputs::runner("compact groups");
-    let (mut compared, mut refused_by_groups, mut differing) = (0usize, 0usize, 0usize);
-    for stem in [REAL, FIXTURE] {
-        let tools = snapshot_toolset(stem);
-        for tool in &tools.generated {
-            let compact = &tool.descriptor["inputSchema"];
-            let verbose = verbose_schema(compact, &tool.layout);
-            if verbose != *compact {
-                differing += 1;
-            }
-            let new = Validator::new(compact).unwrap();
-            let old = Validator::new(&verbose).unwrap();
-            let mut without_groups = verbose.clone();
-            without_groups.as_object_mut().unwrap().remove("allOf");
-            let plain = Validator::new(&without_groups).unwrap();
-            let strategy = inputs::input_strategy(tool);
-            let mut drawn: Vec<Value> = (0..200)
-                .map(|_| Value::Object(strategy.new_tree(&mut runner).unwrap().current()))
-                .collect();
-            drawn.extend(colliding(&tool.layout));
-            for input in drawn {
-                let (a, b) = (old.validate(&input).is_ok(), new.validate(&input).is_ok());
-                assert_eq!(a, b, "{}: {input} old {a}, compact {b}", tool.name);
-                compared += 1;
-                refused_by_groups += usize::from(plain.validate(&input).is_ok() && !a);
-            }
+/// Compare the compact and the verbose encoding over every tool of `toolsets`: generated
+/// inputs (seeded; valid and invalid for the group constraints alike), and inputs that
+/// activate whole groups at once. Returns (schemas that differ, inputs compared, inputs
+/// the group constraints refuse).
+fn compare_encodings(toolsets: &[Toolset], label: &str) -> (usize, usize, usize) {
+    let mut runner = inputs::runner(label);
+    let (mut differing, mut compared, mut refused_by_groups) = (0usize, 0usize, 0usize);
+    for tool in toolsets.iter().flat_map(|t| &t.generated) {
+        let compact = &tool.descriptor["inputSchema"];
+        let verbose = verbose_schema(compact, &tool.layout);
+        differing += usize::from(verbose != *compact);
+        let new = Validator::new(compact).unwrap();
+        let old = Validator::new(&verbose).unwrap();
+        let mut without_groups = verbose.clone();
+        without_groups.as_object_mut().unwrap().remove("allOf");
+        let plain = Validator::new(&without_groups).unwrap();
+        let strategy = inputs::input_strategy(tool);
+        let mut drawn: Vec<Value> = (0..200)
+            .map(|_| Value::Object(strategy.new_tree(&mut runner).unwrap().current()))
+            .collect();
+        drawn.extend(colliding(&tool.layout));
+        for input in drawn {
+            let (a, b) = (old.validate(&input).is_ok(), new.validate(&input).is_ok());
+            assert_eq!(a, b, "{}: {input} old {a}, compact {b}", tool.name);
+            compared += 1;
+            refused_by_groups += usize::from(plain.validate(&input).is_ok() && !a);
         }
     }
+    (differing, compared, refused_by_groups)
+}
+
+/// For every tool of both snapshots, the compact schema and the verbose one accept and
+/// reject exactly the same inputs.
+#[test]
+fn compact_exclusive_groups_accept_exactly_what_the_verbose_encoding_did() {
+    let toolsets = [snapshot_toolset(REAL), snapshot_toolset(FIXTURE)];
+    let (differing, compared, refused) = compare_encodings(&toolsets, "compact groups");
     // The comparison saw different encodings, and inputs the group constraints refuse.
     assert!(differing > 20, "only {differing} schemas changed");
-    assert!(refused_by_groups > 100, "{refused_by_groups} of {compared}");
+    assert!(refused > 100, "{refused} of {compared}");
+}
+
+/// The same over the live real conda's tools (plugins included with a plugin conda).
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_compact_exclusive_groups_accept_exactly_what_the_verbose_encoding_did() {
+    let found = support::real_discovery();
+    let toolsets = [support::toolset(&found.catalog, &found.plugins, true)];
+    let (differing, compared, refused) = compare_encodings(&toolsets, "compact groups (real)");
+    assert!(differing > 10, "only {differing} schemas changed");
+    assert!(refused > 50, "{refused} of {compared}");
 }
 
 /// The group constraints are the smallest exact form: one `not: {required: [a, b]}` for a
