@@ -214,7 +214,7 @@ fn scalar(argument: &Argument, positional_item: bool) -> Value {
             .collect();
         if !values.is_empty() {
             // The enum bounds every value: a `maxLength` next to it adds nothing.
-            if values.iter().all(|v| v.as_str().is_none_or(|t| fits(t))) {
+            if values.iter().all(|v| v.as_str().is_none_or(fits)) {
                 schema.remove("maxLength");
             }
             schema.insert("enum".into(), Value::Array(values));
