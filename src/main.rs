@@ -122,6 +122,19 @@ fn tools(runtime: &tokio::runtime::Runtime, config: &ccm::config::Config, json: 
         );
         std::process::exit(ccm::cli::EXIT_USAGE);
     }
+    // What a server with these settings serves: the policy-shaped listing (unless
+    // --list-all), `--tools`, folded and left-out tools, the operator's surface.
+    let mut toolset = toolset;
+    let grants = ccm::tools::policy::Grants {
+        write: config.allow_write,
+        exec: config.allow_exec,
+        credentials: config.allow_credentials,
+    };
+    let shaped = if config.list_all {
+        ccm::tools::listing::Shaped::default()
+    } else {
+        ccm::tools::listing::shape(&mut toolset, grants)
+    };
     let shaping = match ccm::tools::select::Shaping::new(
         &toolset,
         &found.catalog,
@@ -135,25 +148,21 @@ fn tools(runtime: &tokio::runtime::Runtime, config: &ccm::config::Config, json: 
             return exit(cli::EXIT_USAGE);
         }
     };
-    let mut rows = match ccm::tools::report::rows(&toolset, &config.surface) {
-        Ok(rows) => rows,
+    let applied = match shaping.apply(&config.surface, toolset.descriptors(), &shaped.withheld) {
+        Ok(applied) => applied,
         Err(message) => {
             eprintln!("ccm: error: {message}");
             return exit(cli::EXIT_USAGE);
         }
     };
-    // `--tools`, folded and left-out tools (`tools::select`).
-    rows.retain(|row| shaping.selects(&row.canonical));
-    for row in &mut rows {
-        row.listed &= shaping.lists(&row.canonical);
-    }
+    let report = ccm::tools::report::report(&toolset, &applied);
     let text = if json {
         format!(
             "{}\n",
-            serde_json::to_string_pretty(&rows).expect("rows serialize")
+            serde_json::to_string_pretty(&report).expect("the report serializes")
         )
     } else {
-        ccm::tools::report::table(&rows)
+        ccm::tools::report::table(&report)
     };
     print_stdout(&text)
 }

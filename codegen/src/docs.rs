@@ -10,6 +10,26 @@ use serde_json::Value;
 /// The snapshot the tool reference is rendered from.
 pub const DOCS_SNAPSHOT: &str = "conda-26.7.json";
 
+/// How the schemas are written, and why the logging options stay on every tool.
+const ENCODING: &str = "\
+Schemas are compact but exact: they accept precisely the inputs argparse would (every \
+bound stays; no `$ref`). Options that exclude each other are one \
+`{\"not\": {\"required\": [a, b]}}` per pair (with the `properties` condition that makes \
+a flag count, e.g. `const: true`, where one is needed), all pairs of a larger group under \
+one `not: {anyOf: [...]}`. Descriptions are conda's help texts in parameter names \
+(`` `freeze_installed` ``, not `--freeze-installed`; a flag of another command, as in \
+`conda config --show`, stays), without the sentences the schema already says (\"can be \
+used multiple times\" on a count or an array; a count's \"once for …, twice for …\" reads \
+\"1 for …, 2 for …\"); a subcommand option repeating a root option's help says \"Same as \
+`verbose`, given after the command name.\" Options conda marks for deprecation carry \
+`\"deprecated\": true` (and keep conda's notice).\n\n\
+The root options that only tune conda's own output (`verbose`, `no_plugins`; conda's \
+`--debug`, `--trace` and the root `--json` are hidden and not offered) are kept on every \
+tool: `conda -v install …` and `conda install -v …` are different argv, and a tool's \
+schema is the only way an agent reaches its argv without `conda_execute` (which needs \
+`--allow-exec`). Offering them once would leave those argv unreachable for the \
+default policy. Their descriptions are short instead.\n\n";
+
 /// The tool reference for one snapshot.
 pub fn render(snapshot: &Snapshot, json_file: &str) -> String {
     let tools = Toolset::build(
@@ -41,6 +61,7 @@ pub fn render(snapshot: &Snapshot, json_file: &str) -> String {
          (docs/configuration.md).\n",
         snapshot.conda_version
     );
+    out.push_str(ENCODING);
     out.push_str("| tool | access | network | summary |\n|---|---|---|---|\n");
     let descriptors = tools.descriptors();
     for d in &descriptors {
@@ -168,6 +189,9 @@ fn type_of(spec: &Value) -> String {
             .map(|v| format!("`{}`", v.as_str().map_or(v.to_string(), str::to_owned)))
             .collect();
         extras.push(format!("one of {}", list.join(", ")));
+    }
+    if spec["deprecated"] == true {
+        extras.push("deprecated".to_owned());
     }
     if let Some(c) = spec.get("const") {
         extras.push(format!("always `{c}`"));

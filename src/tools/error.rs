@@ -220,9 +220,7 @@ pub enum SurfaceError {
     UnknownField { var: String },
     #[error("{var}: the variable names no tool")]
     NoTool { var: String },
-    #[error(
-        "{var}: a tool name must be 1 to {MAX_NAME} characters of A-Z, a-z, 0-9, '_', '.', '-'"
-    )]
+    #[error("{var}: a tool name must be 1 to {MAX_NAME} characters of A-Z, a-z, 0-9, '_', '-'")]
     BadName { var: String },
     #[error("{first} and {second} give two tools the same name '{name}'")]
     SameName {

@@ -1,12 +1,14 @@
 //! `ccm tools`: what an agent will get from this target, for a human to check before
 //! wiring it up — every tool under its served name, whether it is listed, the startup
-//! options it needs, its compiler and a one-line summary. Pure; no I/O.
+//! options it needs, its compiler, a one-line summary, and what it costs in context: the
+//! bytes of its descriptor as `tools/list` sends it (compact JSON) and an estimated token
+//! count ([`tokens`]: bytes / 4, rounded up), with the total of the listed tools. Pure;
+//! no I/O.
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::tools::error::SurfaceError;
-use crate::tools::surface::Surface;
+use crate::tools::surface::Applied;
 use crate::tools::toolset::{
     COMPLETION_TOOL, EXEC_SENTENCE, EXECUTE_TOOL, Toolset, WRITE_SENTENCE,
 };
@@ -30,11 +32,66 @@ pub struct Row {
     /// with its source line, the operator's `--classify`, or the strict default).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<&'static str>,
+    /// Bytes of the descriptor as `tools/list` sends it (compact JSON, operator's surface
+    /// applied).
+    pub bytes: usize,
+    /// Estimated tokens of those bytes ([`tokens`]).
+    pub tokens: usize,
 }
 
-/// The rows for a toolset under an operator's surface settings.
-pub fn rows(toolset: &Toolset, surface: &Surface) -> Result<Vec<Row>, SurfaceError> {
-    let applied = surface.apply(toolset.descriptors())?;
+/// What the listed tools cost together.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Total {
+    /// Listed tools.
+    pub tools: usize,
+    /// Bytes of the `tools` array of a `tools/list` result (compact JSON): every listed
+    /// descriptor, the commas and brackets between them.
+    pub bytes: usize,
+    /// Estimated tokens of those bytes ([`tokens`]).
+    pub tokens: usize,
+    /// How `tokens` is estimated.
+    pub estimator: &'static str,
+}
+
+/// The `ccm tools --json` document.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Report {
+    pub tools: Vec<Row>,
+    pub total: Total,
+}
+
+/// The stated token estimate: one token per 4 bytes, rounded up (JSON of English text and
+/// identifiers runs at about 3.5–4.5 bytes per token in common tokenizers).
+pub const ESTIMATOR: &str = "bytes / 4, rounded up";
+
+/// Estimated tokens of `bytes` bytes ([`ESTIMATOR`]).
+pub fn tokens(bytes: usize) -> usize {
+    bytes.div_ceil(4)
+}
+
+/// Bytes of a value as compact JSON.
+fn compact_bytes(value: &Value) -> usize {
+    serde_json::to_vec(value).map_or(0, |bytes| bytes.len())
+}
+
+/// The rows and their total, from the served tool list (`applied`: the selected tools
+/// through the policy-shaped listing, folding and the operator's surface).
+pub fn report(toolset: &Toolset, applied: &Applied) -> Report {
+    let tools = rows(toolset, applied);
+    let listed: Vec<&Row> = tools.iter().filter(|r| r.listed).collect();
+    // `[` + descriptors joined by `,` + `]`.
+    let bytes = 2 + listed.iter().map(|r| r.bytes).sum::<usize>() + listed.len().saturating_sub(1);
+    let total = Total {
+        tools: listed.len(),
+        bytes,
+        tokens: tokens(bytes),
+        estimator: ESTIMATOR,
+    };
+    Report { tools, total }
+}
+
+/// The rows of the served tool list.
+pub fn rows(toolset: &Toolset, applied: &Applied) -> Vec<Row> {
     let mut rows = Vec::new();
     for (descriptors, listed) in [(&applied.listed, true), (&applied.unlisted, false)] {
         for descriptor in descriptors {
@@ -54,6 +111,7 @@ pub fn rows(toolset: &Toolset, surface: &Surface) -> Result<Vec<Row>, SurfaceErr
                 None if canonical == COMPLETION_TOOL => ("read-only", "builtin", None),
                 None => ("write", "generic", None),
             };
+            let bytes = compact_bytes(descriptor);
             rows.push(Row {
                 name,
                 canonical,
@@ -62,10 +120,12 @@ pub fn rows(toolset: &Toolset, surface: &Surface) -> Result<Vec<Row>, SurfaceErr
                 compiler,
                 summary: summary(descriptor),
                 policy,
+                bytes,
+                tokens: tokens(bytes),
             });
         }
     }
-    Ok(rows)
+    rows
 }
 
 fn access(write: bool, exec: bool) -> &'static str {
@@ -88,17 +148,20 @@ fn summary(descriptor: &Value) -> String {
         .to_owned()
 }
 
-/// The rows as an aligned text table.
-pub fn table(rows: &[Row]) -> String {
+/// The report as an aligned text table, the total last.
+pub fn table(report: &Report) -> String {
+    let rows = &report.tools;
     let width = |f: fn(&Row) -> usize, header: &str| {
         rows.iter().map(f).max().unwrap_or(0).max(header.len())
     };
     let name_w = width(|r| r.name.len() + usize::from(!r.listed) * 9, "tool");
     let access_w = width(|r| r.access.len(), "access");
     let compiler_w = width(|r| r.compiler.len(), "compiler");
+    let bytes_w = report.total.bytes.to_string().len().max("bytes".len());
+    let tokens_w = report.total.tokens.to_string().len().max("tokens".len());
     let mut out = format!(
-        "{:name_w$}  {:access_w$}  {:compiler_w$}  summary\n",
-        "tool", "access", "compiler"
+        "{:name_w$}  {:access_w$}  {:compiler_w$}  {:>bytes_w$}  {:>tokens_w$}  summary\n",
+        "tool", "access", "compiler", "bytes", "tokens"
     );
     for row in rows {
         let name = if row.listed {
@@ -108,9 +171,24 @@ pub fn table(rows: &[Row]) -> String {
         };
         let summary: String = row.summary.chars().take(100).collect();
         out.push_str(&format!(
-            "{name:name_w$}  {:access_w$}  {:compiler_w$}  {summary}\n",
-            row.access, row.compiler
+            "{name:name_w$}  {:access_w$}  {:compiler_w$}  {:>bytes_w$}  {:>tokens_w$}  {summary}\n",
+            row.access, row.compiler, row.bytes, row.tokens
         ));
     }
+    let total = &report.total;
+    out.push_str(&format!(
+        "total: {} listed tools, {} bytes of tools/list, ~{} tokens ({})\n",
+        total.tools, total.bytes, total.tokens, total.estimator
+    ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_bytes_over_four_rounded_up() {
+        assert_eq!([0, 1, 4, 5, 8, 1001].map(tokens), [0, 1, 1, 2, 2, 251]);
+    }
 }

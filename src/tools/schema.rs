@@ -2,8 +2,10 @@
 //! validation of call arguments against them.
 //!
 //! Naming: `conda_` + the canonical path joined with `_`; characters outside
-//! `[A-Za-z0-9_.-]` are replaced, names are capped at 128 characters, and a 10-hex SHA-256
-//! suffix of the path marks sanitised, over-long, colliding or reserved names.
+//! `[A-Za-z0-9_-]` are replaced, names are capped at [`MAX_NAME`] (48) characters, and a
+//! 10-hex SHA-256 suffix of the path marks sanitised, over-long, colliding or reserved
+//! names. Every name fits every client: 48 characters leave room for a `mcp__<server>__`
+//! prefix under the 60 characters some clients allow, and no client rejects the alphabet.
 //!
 //! Schemas follow argparse exactly (every action kind, nargs and choice), and add bounds
 //! argparse lacks: integers and repeat counts have a minimum and a maximum, strings a
@@ -15,10 +17,13 @@ use serde_json::{Map, Value, json};
 
 use crate::model::catalog::{ActionKind, Argument, Nargs, ValueType, sha256_hex};
 use crate::tools::layout::{Layout, Property};
+pub use crate::tools::surface::MAX_NAME;
 
+mod describe;
 mod validate;
 
 pub use crate::tools::error::{Invalid, Keyword, Unrepresentable};
+pub use describe::in_parameter_names;
 pub use validate::{ECHO_LIMIT, LazyValidator, Validator, clip, json_path};
 
 /// Bounds of every integer value a tool accepts (a 32-bit signed range: argparse's `int`
@@ -36,7 +41,6 @@ pub const MAX_STRING: u64 = 32 * 1024;
 pub const MAX_ITEMS: u64 = 1024;
 /// Names generated tools may never take.
 pub const RESERVED_NAMES: [&str; 2] = ["conda_execute", "conda_cli_command"];
-const MAX_NAME: usize = 128;
 const NOT_OPTION_LIKE: &str = "^(?!-)";
 pub const PASSTHROUGH_DESCRIPTION: &str = "Arguments passed unchanged to the plugin command.";
 
@@ -61,7 +65,7 @@ pub fn tool_name(path: &[String], disambiguate: bool) -> String {
     let path_json = serde_json::to_string(path).expect("strings always serialize");
     let suffix = &sha256_hex(path_json.as_bytes())[..10];
     let stem: String = natural.chars().take(MAX_NAME - 11).collect();
-    let stem = stem.trim_end_matches(['_', '.', '-']);
+    let stem = stem.trim_end_matches(['_', '-']);
     let stem = if stem.is_empty() { "conda" } else { stem };
     format!("{stem}_{suffix}")
 }
@@ -70,7 +74,7 @@ fn sanitize(part: &str) -> String {
     let mut out = String::with_capacity(part.len());
     let mut in_run = false;
     for c in part.chars() {
-        if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+        if c.is_ascii_alphanumeric() || matches!(c, '_' | '-') {
             out.push(c);
             in_run = false;
         } else if !in_run {
@@ -116,7 +120,7 @@ pub fn input_schema(layout: &Layout) -> Result<Map<String, Value>, Unrepresentab
     let mut properties = Map::new();
     let mut required = Vec::new();
     for property in &layout.properties {
-        properties.insert(property.id.clone(), property_schema(property));
+        properties.insert(property.id.clone(), property_schema(property, layout));
         if is_required(&property.argument) {
             required.push(Value::String(property.id.clone()));
         }
@@ -141,14 +145,8 @@ pub fn input_schema(layout: &Layout) -> Result<Map<String, Value>, Unrepresentab
                 .filter_map(|id| layout.property(id))
                 .map(active_schema)
                 .collect();
-            if active.len() >= 2 {
-                let mut pairs = Vec::new();
-                for (i, a) in active.iter().enumerate() {
-                    for b in &active[i + 1..] {
-                        pairs.push(json!({"allOf": [a, b]}));
-                    }
-                }
-                constraints.push(json!({"not": {"anyOf": pairs}}));
+            if let Some(exclusive) = exclusive(&active) {
+                constraints.push(exclusive);
             }
             if group.required {
                 constraints.push(json!({"anyOf": active}));
@@ -215,10 +213,19 @@ fn scalar(argument: &Argument, positional_item: bool) -> Value {
             })
             .collect();
         if !values.is_empty() {
+            // The enum bounds every value: a `maxLength` next to it adds nothing.
+            if values.iter().all(|v| v.as_str().is_none_or(fits)) {
+                schema.remove("maxLength");
+            }
             schema.insert("enum".into(), Value::Array(values));
         }
     }
     Value::Object(schema)
+}
+
+/// Whether a string is within `maxLength` (which counts characters).
+fn fits(text: &str) -> bool {
+    text.chars().count() as u64 <= MAX_STRING
 }
 
 fn array(items: Value, min: u64, max: u64) -> Value {
@@ -255,7 +262,7 @@ fn occurrence(argument: &Argument) -> Value {
     }
 }
 
-fn property_schema(property: &Property) -> Value {
+fn property_schema(property: &Property, layout: &Layout) -> Value {
     let argument = &property.argument;
     let required = argument.required;
     let mut schema = match argument.action {
@@ -301,21 +308,13 @@ fn property_schema(property: &Property) -> Value {
         ActionKind::ExtendConst => array(scalar(argument, true), 0, MAX_ITEMS),
         ActionKind::Store => occurrence(argument),
     };
-    if let Some(text) = description(argument) {
+    if let Some(text) = describe::argument(argument, layout, property.level) {
         schema["description"] = json!(text);
     }
-    schema
-}
-
-fn description(argument: &Argument) -> Option<String> {
-    match &argument.help {
-        Some(help) if !help.trim().is_empty() => Some(help.clone()),
-        _ if argument.hidden => Some(format!(
-            "Undocumented conda argument `{}`.",
-            argument.metavar.first().unwrap_or(&argument.dest)
-        )),
-        _ => None,
+    if describe::is_deprecated(argument) {
+        schema["deprecated"] = json!(true);
     }
+    schema
 }
 
 /// The `--x` and `--no-x` option strings of a `BooleanOptionalAction`.
@@ -334,8 +333,47 @@ pub fn boolean_flags(argument: &Argument) -> (Option<&str>, Option<&str>) {
     (positive, negative)
 }
 
-/// The sub-schema a group member satisfies exactly when argparse would see it.
-fn active_schema(property: &Property) -> Value {
+/// "At most one member active": `not` of the pairs of active members, each pair one
+/// `{required: [a, b], properties: {…}}` (the conjunction of the two active schemas,
+/// whose `required` and `properties` keywords combine by AND), a single pair without the
+/// `anyOf`. `None` for fewer than two members.
+fn exclusive(active: &[Value]) -> Option<Value> {
+    let mut pairs = Vec::new();
+    for (i, a) in active.iter().enumerate() {
+        for b in &active[i + 1..] {
+            pairs.push(conjunction(a, b));
+        }
+    }
+    match pairs.len() {
+        0 => None,
+        1 => Some(json!({"not": pairs.pop()})),
+        _ => Some(json!({"not": {"anyOf": pairs}})),
+    }
+}
+
+/// One schema equal to `allOf: [a, b]` for two active schemas of distinct properties.
+fn conjunction(a: &Value, b: &Value) -> Value {
+    let mut required = Vec::new();
+    let mut properties = Map::new();
+    for side in [a, b] {
+        if let Some(ids) = side["required"].as_array() {
+            required.extend(ids.iter().cloned());
+        }
+        if let Some(conditions) = side["properties"].as_object() {
+            properties.extend(conditions.clone());
+        }
+    }
+    let mut out = Map::new();
+    out.insert("required".into(), Value::Array(required));
+    if !properties.is_empty() {
+        out.insert("properties".into(), Value::Object(properties));
+    }
+    Value::Object(out)
+}
+
+/// The sub-schema a group member satisfies exactly when argparse would see it: either
+/// `{required: [id]}` or `{required: [id], properties: {id: condition}}`.
+pub fn active_schema(property: &Property) -> Value {
     let id = &property.id;
     let argument = &property.argument;
     let condition = match argument.action {
@@ -383,7 +421,20 @@ mod tests {
         assert_eq!(tool_name(&p(&["é"]), false), "conda_command_0b657be394");
         assert_eq!(tool_name(&p(&["a", "b"]), true), "conda_a_b_0473ef2dc0");
         let long = tool_name(&p(&[&"x".repeat(200)]), false);
-        assert!(long.len() <= 128 && long.starts_with("conda_xxx"), "{long}");
+        assert!(
+            long.len() == MAX_NAME && long.starts_with("conda_xxx"),
+            "{long}"
+        );
+        // A dot is not in every client's alphabet: replaced, and the name suffixed.
+        let dotted = tool_name(&p(&["conda.lock"]), false);
+        assert!(dotted.starts_with("conda_conda_lock_"), "{dotted}");
+        assert_eq!(dotted.len(), "conda_conda_lock_".len() + 10);
+        // 48 characters exactly keep the natural name; one more takes the suffix.
+        let fits = "y".repeat(MAX_NAME - "conda_".len());
+        assert_eq!(tool_name(&p(&[&fits]), false), format!("conda_{fits}"));
+        let over = tool_name(&p(&[&format!("{fits}y")]), false);
+        assert_eq!(over.len(), MAX_NAME);
+        assert_ne!(over, format!("conda_{fits}"));
     }
 
     #[test]

@@ -27,8 +27,9 @@ use crate::tools::schema::RESERVED_NAMES;
 
 pub const HIDDEN_TOOLS_VAR: &str = "CCM_HIDDEN_TOOLS";
 pub const TOOL_VAR_PREFIX: &str = "CCM_MCP_TOOL_";
-/// The longest tool name MCP allows.
-pub const MAX_NAME: usize = 128;
+/// The longest tool name served: 60 characters (the most some clients allow for a server
+/// prefix and a tool name together) minus a typical `mcp__<server>__` prefix.
+pub const MAX_NAME: usize = 48;
 
 /// What an override variable sets.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,13 +85,13 @@ pub fn env_key(name: &str) -> String {
         .collect()
 }
 
-/// Whether `name` is a valid MCP tool name (1–128 characters of `[A-Za-z0-9_.-]`).
+/// Whether `name` is a tool name every client accepts (1–48 characters of `[A-Za-z0-9_-]`).
 pub fn valid_tool_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_NAME
         && name
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
 }
 
 impl Surface {

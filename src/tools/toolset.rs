@@ -310,6 +310,9 @@ fn descriptor(
     let mut description = terminal
         .and_then(|c| c.summary.clone().or_else(|| c.help.clone()))
         .filter(|s| !s.trim().is_empty())
+        .map(|text| {
+            schema::in_parameter_names(&text, layout, layout.levels.len().saturating_sub(1))
+        })
         .unwrap_or_else(|| format!("Run conda {}.", path.join(" ")));
     if class.requires_write {
         description.push_str(WRITE_SENTENCE);

@@ -190,7 +190,7 @@ fn tools_lists_what_an_agent_gets() {
         !table.contains("conda_execute"),
         "not listed without --allow-exec"
     );
-    let rows: serde_json::Value = serde_json::from_str(&run(
+    let report: serde_json::Value = serde_json::from_str(&run(
         &["--json", "--allow-exec"],
         &[
             ("CCM_HIDDEN_TOOLS", "conda_tune"),
@@ -198,7 +198,36 @@ fn tools_lists_what_an_agent_gets() {
         ],
     ))
     .unwrap();
-    let rows = rows.as_array().unwrap();
+    let rows = report["tools"].as_array().unwrap();
+    // The budget: each tool's bytes and tokens (bytes / 4, rounded up); the total covers
+    // the listed tools only, as the tools array of a tools/list result.
+    let listed: Vec<&serde_json::Value> = rows.iter().filter(|r| r["listed"] == true).collect();
+    for row in rows {
+        let bytes = row["bytes"].as_u64().unwrap();
+        assert!(bytes > 100, "{row}");
+        assert_eq!(row["tokens"].as_u64().unwrap(), bytes.div_ceil(4), "{row}");
+    }
+    let total = &report["total"];
+    let sum: u64 = listed.iter().map(|r| r["bytes"].as_u64().unwrap()).sum();
+    assert_eq!(total["tools"].as_u64().unwrap(), listed.len() as u64);
+    assert_eq!(
+        total["bytes"].as_u64().unwrap(),
+        sum + listed.len() as u64 + 1
+    );
+    assert_eq!(
+        total["tokens"].as_u64().unwrap(),
+        total["bytes"].as_u64().unwrap().div_ceil(4)
+    );
+    assert_eq!(total["estimator"], "bytes / 4, rounded up");
+    assert!(
+        listed.len() < rows.len(),
+        "the hidden tool is not in the total"
+    );
+    assert!(
+        table.lines().last().unwrap().starts_with("total: ")
+            && table.contains("bytes of tools/list"),
+        "{table}"
+    );
     let find = |name: &str| {
         rows.iter()
             .find(|r| r["name"] == name)
@@ -218,13 +247,14 @@ fn tools_lists_what_an_agent_gets() {
             .unwrap()
             .starts_with("not in the policy's tables")
     );
-    let rows: serde_json::Value = serde_json::from_str(&run(
+    let report: serde_json::Value = serde_json::from_str(&run(
         &["--json", "--classify", "conda_behave=read"],
         &[("CCM_CLASSIFY", "conda_tune=exec")],
     ))
     .unwrap();
     let row = |name: &str| {
-        rows.as_array()
+        report["tools"]
+            .as_array()
             .unwrap()
             .iter()
             .find(|r| r["name"] == name)

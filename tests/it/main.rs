@@ -13,6 +13,8 @@ mod cli;
 mod clients;
 /// Baked typed compilers against the generic interpreter (pure).
 mod codegen;
+/// The compact tool surface: group encoding, descriptions, names for every client.
+mod compact;
 /// Live discovery against the fixture conda (and a real conda with CCM_TEST_CONDA).
 mod discovery;
 /// House rules: the layer order of `src/`, files and functions that fit one sitting.

@@ -206,8 +206,21 @@ fn override_errors_known_at_startup_exit_at_once() {
         ),
         (
             vec![("CCM_MCP_TOOL_CONDA_INFO_NAME", "has space")],
-            "ccm: error: CCM_MCP_TOOL_CONDA_INFO_NAME: a tool name must be 1 to 128 characters \
-             of A-Z, a-z, 0-9, '_', '.', '-'",
+            "ccm: error: CCM_MCP_TOOL_CONDA_INFO_NAME: a tool name must be 1 to 48 characters \
+             of A-Z, a-z, 0-9, '_', '-'",
+        ),
+        (
+            vec![("CCM_MCP_TOOL_CONDA_INFO_NAME", "conda.info")],
+            "ccm: error: CCM_MCP_TOOL_CONDA_INFO_NAME: a tool name must be 1 to 48 characters \
+             of A-Z, a-z, 0-9, '_', '-'",
+        ),
+        (
+            vec![(
+                "CCM_MCP_TOOL_CONDA_INFO_NAME",
+                "a_name_of_forty_nine_characters_is_one_too_many__",
+            )],
+            "ccm: error: CCM_MCP_TOOL_CONDA_INFO_NAME: a tool name must be 1 to 48 characters \
+             of A-Z, a-z, 0-9, '_', '-'",
         ),
         (
             vec![("CCM_MCP_TOOL_CONDA_INFO_SUMMARY", "x")],

@@ -261,8 +261,18 @@ fn ccm_tools_shows_the_selection() {
         .output()
         .unwrap();
     assert!(output.status.success(), "{output:?}");
-    let rows: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(names(&rows), sorted(FIXTURE_CORE));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let rows = report["tools"].as_array().unwrap();
+    // Every selected tool has a row; those the default policy admits no call of are not
+    // listed, and the total counts the listed ones.
+    assert_eq!(names(rows), sorted(FIXTURE_CORE));
+    let listed: Vec<Value> = rows
+        .iter()
+        .filter(|r| r["listed"] == true)
+        .cloned()
+        .collect();
+    assert_eq!(names(&listed), sorted(&core_by_default()));
+    assert_eq!(report["total"]["tools"], listed.len());
 }
 
 /// A plugin that registers one command under two names, and a launcher command.

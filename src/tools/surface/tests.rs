@@ -137,8 +137,13 @@ fn startup_errors() {
     let err = |vars: &[(&str, &str)]| surface(vars).unwrap_err();
     assert!(err(&[("CCM_MCP_TOOL_CONDA_INFO_COLOR", "x")]).contains("unknown tool override"));
     assert!(err(&[("CCM_MCP_TOOL__NAME", "x")]).contains("names no tool"));
-    assert!(err(&[("CCM_MCP_TOOL_CONDA_INFO_NAME", "")]).contains("1 to 128"));
-    assert!(err(&[("CCM_MCP_TOOL_CONDA_INFO_NAME", "a b")]).contains("1 to 128"));
+    assert!(err(&[("CCM_MCP_TOOL_CONDA_INFO_NAME", "")]).contains("1 to 48"));
+    assert!(err(&[("CCM_MCP_TOOL_CONDA_INFO_NAME", "a b")]).contains("1 to 48"));
+    // A dot or a 49th character would break some clients.
+    assert!(err(&[("CCM_MCP_TOOL_CONDA_INFO_NAME", "conda.info")]).contains("1 to 48"));
+    let long = "x".repeat(49);
+    assert!(err(&[("CCM_MCP_TOOL_CONDA_INFO_NAME", &long)]).contains("1 to 48"));
+    assert!(surface(&[("CCM_MCP_TOOL_CONDA_INFO_NAME", &long[..48])]).is_ok());
     let twice = err(&[
         ("CCM_MCP_TOOL_CONDA_INFO_NAME", "same"),
         ("CCM_MCP_TOOL_CONDA_LIST_NAME", "same"),
