@@ -68,6 +68,9 @@ pub struct Config {
     pub allow_write: bool,
     pub allow_exec: bool,
     pub allow_credentials: bool,
+    /// `--list-all` / `CCM_LIST_ALL`: list every tool with its full schema, whatever the
+    /// policy admits (no folding, nothing left out).
+    pub list_all: bool,
     /// The operator's `--classify` entries, by canonical tool name.
     pub classify: Vec<(String, Access)>,
     /// `--allow-paths` directories (absolute); `None`: the transport's default scope.
@@ -81,8 +84,6 @@ pub struct Config {
     pub surface: Surface,
     /// `--tools` / `CCM_TOOLS`: the selected tools; `None`: every tool.
     pub tools: Option<Spec>,
-    /// `--list-all` / `CCM_LIST_ALL`: list every tool (no folding, nothing left out).
-    pub list_all: bool,
     /// Serve over HTTP instead of stdio.
     pub http: Option<HttpConfig>,
     /// Limits and withheld environment of every child process.

@@ -115,6 +115,15 @@ pub struct Options {
     #[arg(long, global = true)]
     pub allow_credentials: bool,
 
+    /// List every tool with its full schema, as conda's CLI has it (also CCM_LIST_ALL=1).
+    /// By default tools/list shows only what the policy admits: tools no call of which it
+    /// admits are left out, tools it admits only in some forms (dry runs, read-only
+    /// options) are listed with those forms, commands registered under two names are
+    /// listed once, and tools that cannot work for an agent (activate, deactivate, init,
+    /// the mcp/ccm launchers) are left out. The policy judges every call either way.
+    #[arg(long, global = true)]
+    pub list_all: bool,
+
     /// Confine paths in calls that do not need --allow-exec to these directories
     /// (repeatable or comma-separated; also CCM_ALLOW_PATHS). Default: unrestricted over
     /// stdio; with --http the working directory, conda's root prefix and ~/.conda/envs.
@@ -133,11 +142,6 @@ pub struct Options {
     /// neither listed nor callable, not even as raw argv through conda_execute.
     #[arg(long = "tools", value_name = "SPEC[,SPEC...]", global = true)]
     pub tools: Vec<String>,
-
-    /// List every tool: no folding of commands registered under two names, nothing left
-    /// out for not working for an agent (also CCM_LIST_ALL=1).
-    #[arg(long, global = true)]
-    pub list_all: bool,
 
     /// Run read-only calls without the read-only sandbox (also CCM_NO_SANDBOX=1).
     #[arg(long, global = true)]

@@ -15,7 +15,7 @@ use super::{Ready, Refusal, Server, internal, invalid_arguments, invalid_params}
 use crate::host::exec;
 use crate::host::sandbox;
 use crate::model::catalog::canonical_json;
-use crate::tools::policy::{self, Classification, Grants, Origin};
+use crate::tools::policy::{self, Classification, Origin};
 use crate::tools::toolset::{Compiler, Tool};
 use crate::tools::{argv, completion};
 
@@ -34,6 +34,15 @@ impl Server {
     ) -> Result<CallToolResult, Refusal> {
         tool.validate(arguments)
             .map_err(|e| invalid_arguments(&e))?;
+        // A call the full schema admits is validated against the schema the session was
+        // shown; outside it, the error says what else needs which grant.
+        if let Some(shown) = ready.restricted.get(&tool.name) {
+            shown.validate(arguments).map_err(|e| {
+                let mut error = invalid_arguments(&e);
+                error.message = format!("{} {}", error.message, shown.sentence).into();
+                error
+            })?;
+        }
         let input = arguments.as_object().expect("validated as an object");
         let argv = match tool.compiler {
             Compiler::Generic => argv::compile(&tool.layout, input),
@@ -69,12 +78,7 @@ impl Server {
     }
 
     fn enforce(&self, class: &Classification) -> Result<(), Refusal> {
-        let config = &self.shared.config;
-        let missing = class.missing(Grants {
-            write: config.allow_write,
-            exec: config.allow_exec,
-            credentials: config.allow_credentials,
-        });
+        let missing = class.missing(super::ready::grants(&self.shared.config));
         if missing.is_empty() {
             Ok(())
         } else {

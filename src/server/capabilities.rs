@@ -16,6 +16,7 @@ use crate::host::confine::Confinement;
 use crate::host::discovery::Discovery;
 use crate::host::exec;
 use crate::model::catalog::{Catalog, Command, Diagnostic, canonical_json};
+use crate::tools::listing::Shaped;
 use crate::tools::select::Shaping;
 use crate::tools::toolset::Toolset;
 
@@ -64,10 +65,27 @@ pub(super) fn fixed(
     capabilities
 }
 
-/// The `toolset` field: the operator's selection, the folded tools and the tools left
-/// out of the listing with the reason.
-pub(super) fn add_toolset(capabilities: &mut Fixed, shaping: &Shaping) {
-    capabilities.insert("toolset", raw(&shaping.describe()));
+/// The `toolset` field: the operator's selection, the folded tools, the tools left out of
+/// the listing with the reason, and the policy-shaped listing: the selected tools the
+/// policy admits no call of (`withheld`) and those listed in a restricted form with the
+/// sentence that says what else needs which flag (`restricted`).
+pub(super) fn add_toolset(capabilities: &mut Fixed, shaping: &Shaping, shaped: &Shaped) {
+    let mut document = shaping.describe();
+    let mut withheld: Vec<&String> = shaped
+        .withheld
+        .iter()
+        .filter(|name| shaping.selects(name))
+        .collect();
+    withheld.sort();
+    let restricted: BTreeMap<&String, &String> = shaped
+        .restricted
+        .iter()
+        .filter(|(name, _)| shaping.selects(name))
+        .map(|(name, shown)| (name, &shown.sentence))
+        .collect();
+    document["withheld"] = json!(withheld);
+    document["restricted"] = json!(restricted);
+    capabilities.insert("toolset", raw(&document));
 }
 
 impl Server {

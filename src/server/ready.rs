@@ -13,6 +13,8 @@ use crate::config::Config;
 use crate::host::confine::Confinement;
 use crate::host::discovery::Discovery;
 use crate::model::catalog::Catalog;
+use crate::tools::listing::{self, Shaped, Shown};
+use crate::tools::policy::Grants;
 use crate::tools::select::Shaping;
 use crate::tools::surface::Surface;
 use crate::tools::toolset::{Settings, Toolset};
@@ -31,6 +33,9 @@ pub struct Ready {
     pub(super) capabilities: capabilities::Fixed,
     /// Where paths in calls that do not need `--allow-exec` may point.
     pub(super) confinement: Confinement,
+    /// Tools listed in a restricted form, by canonical name: calls are validated against
+    /// the schema the session was shown (empty under `--list-all`).
+    pub(super) restricted: HashMap<String, Shown>,
     /// The operator's selection (`--tools`), folded and left-out tools.
     pub(super) shaping: Shaping,
 }
@@ -60,6 +65,12 @@ pub(super) fn build(
     if let Some(unknown) = toolset.unknown_classified.first() {
         return Err(BuildError::UnknownClassified(unknown.clone()));
     }
+    // The policy-shaped listing (unless --list-all): withheld tools stay routed.
+    let shaped = if config.list_all {
+        Shaped::default()
+    } else {
+        listing::shape(&mut toolset, grants(config))
+    };
     // The descriptors move into the served list: one copy of every schema, not two.
     // Toolsets (`--tools`), folding and left-out tools: `tools::select`.
     let shaping = Shaping::new(
@@ -69,7 +80,7 @@ pub(super) fn build(
         config.tools.as_ref(),
         config.list_all,
     )?;
-    let applied = shaping.apply(surface, toolset.take_descriptors())?;
+    let applied = shaping.apply(surface, toolset.take_descriptors(), &shaped.withheld)?;
     for warning in &applied.warnings {
         tracing::warn!(%warning, "tool surface setting ignored");
     }
@@ -97,7 +108,7 @@ pub(super) fn build(
         (None, false) => Confinement::unrestricted(),
     };
     let mut capabilities = capabilities::fixed(&found, &toolset, &config.conda_exe, &confinement);
-    capabilities::add_toolset(&mut capabilities, &shaping);
+    capabilities::add_toolset(&mut capabilities, &shaping, &shaped);
     Ok(Ready {
         confinement,
         discovery: found,
@@ -106,8 +117,18 @@ pub(super) fn build(
         unlisted,
         routes: applied.routes,
         capabilities,
+        restricted: shaped.restricted,
         shaping,
     })
+}
+
+/// The operator's grants.
+pub(super) fn grants(config: &Config) -> Grants {
+    Grants {
+        write: config.allow_write,
+        exec: config.allow_exec,
+        credentials: config.allow_credentials,
+    }
 }
 
 /// An empty catalog, served should the startup task die (it cannot, short of a panic)

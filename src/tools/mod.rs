@@ -1,7 +1,7 @@
 //! From a catalog to the tools an agent calls: which arguments become input properties
 //! (`layout`), their JSON Schemas and validation (`schema`), the argv compilers (`argv`),
 //! the policy on the final argv (`policy`), the assembled toolset (`toolset`), the
-//! operator's surface (`surface`), `ccm tools` (`report`) and `conda_cli_command`
+//! policy-shaped listing (`listing`), the operator's surface (`surface`), `ccm tools` (`report`) and `conda_cli_command`
 //! payloads (`completion`), and the execution result every executing tool returns
 //! (`result`, its output schema derived from the same type). Pure: no I/O, no environment.
 
@@ -9,6 +9,7 @@ pub mod argv;
 pub mod completion;
 pub mod error;
 pub mod layout;
+pub mod listing;
 pub mod policy;
 pub mod report;
 pub mod result;

@@ -96,6 +96,12 @@ pub const UNFIT: &[(&[&str], &str)] = &[
     ),
 ];
 
+/// Why a command with subcommands is left out of the default listing: conda's own
+/// (`env`: conda/cli/main_env.py:40, `env config`: main_env_config.py:34, and `env config
+/// vars`, which argparse answers with `env config`'s usage) and the plugins' command
+/// groups (`workspace`, `task`, `completion`) print their usage and do nothing else.
+pub const COMMAND_GROUP: &str = "a command group: called without a subcommand it only prints its usage (each subcommand is its own tool)";
+
 /// A named group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Group {
@@ -225,6 +231,14 @@ impl Shaping {
                 shaping.left_out.insert((*name).to_owned(), reason);
             }
         }
+        for tool in &toolset.generated {
+            let group = catalog
+                .branch(&tool.path)
+                .and_then(|branch| branch.last().map(|c| !c.children.is_empty()));
+            if group == Some(true) {
+                shaping.left_out.insert(tool.name.clone(), COMMAND_GROUP);
+            }
+        }
         if let Some(spec) = spec {
             shaping.select(spec, &entries, plugins)?;
         }
@@ -320,13 +334,14 @@ impl Shaping {
         &self,
         surface: &Surface,
         descriptors: Vec<Value>,
+        withheld: &HashSet<String>,
     ) -> Result<Applied, SurfaceError> {
         let name = |d: &Value| d["name"].as_str().unwrap_or_default().to_owned();
         let kept: Vec<Value> = descriptors
             .into_iter()
             .filter(|d| self.selects(&name(d)))
             .collect();
-        let mut applied = surface.apply(kept)?;
+        let mut applied = surface.apply_withholding(kept, withheld)?;
         let canonical = |served: &str| applied.routes.get(served).cloned().unwrap_or_default();
         let served: HashMap<String, String> = applied
             .routes

@@ -172,6 +172,16 @@ impl Surface {
     /// Apply the configuration to the tool descriptors (in list order). Fails when a
     /// served name collides with another tool's, or a variable matches two tools.
     pub fn apply(&self, descriptors: Vec<Value>) -> Result<Applied, SurfaceError> {
+        self.apply_withholding(descriptors, &HashSet::new())
+    }
+
+    /// [`Surface::apply`], with the tools named in `withheld` (canonical names) unlisted
+    /// as hidden tools are: routed and callable, never listed.
+    pub fn apply_withholding(
+        &self,
+        descriptors: Vec<Value>,
+        withheld: &HashSet<String>,
+    ) -> Result<Applied, SurfaceError> {
         let mut applied = Applied::default();
         let canonical: Vec<String> = descriptors
             .iter()
@@ -207,7 +217,7 @@ impl Surface {
             }
             served_by.insert(served.clone(), (index, renamed_by));
             applied.routes.insert(served, canonical[index].clone());
-            if hidden.contains(canonical[index].as_str()) {
+            if hidden.contains(canonical[index].as_str()) || withheld.contains(&canonical[index]) {
                 applied.unlisted.push(descriptor);
             } else {
                 applied.listed.push(descriptor);

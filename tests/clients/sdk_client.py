@@ -1,10 +1,12 @@
 """Drive `ccm` with the official MCP Python SDK and print what it saw as one JSON line.
 
-Usage: python sdk_client.py stdio CCM CONDA [MODE]   (MODE: legacy | auto; default legacy)
+Usage: python sdk_client.py stdio CCM CONDA [MODE] [ARG...]  (MODE: legacy | auto; default legacy;
+                                                             ARGs go to the server)
        python sdk_client.py http URL [MODE]          (CCM_TEST_BEARER: send this bearer token)
 
-Lists tools, reads conda://capabilities, calls conda_info {"json": true} and a tool with an
-invalid argument. Exits non-zero on any unexpected failure.
+Lists tools, reads conda://capabilities, calls conda_info {"json": true}, a tool with an
+invalid argument and, when listed, the dry-run-only conda_install without dry_run. Exits
+non-zero on any unexpected failure.
 """
 
 import asyncio
@@ -32,11 +34,11 @@ async def run(target, mode):
         capabilities = await client.read_resource("conda://capabilities")
         document = json.loads(capabilities.contents[0].text)
         info = await client.call_tool("conda_info", {"json": True})
-        try:
-            await client.call_tool("conda_info", {"bogus": 1})
-            invalid = None
-        except MCPError as error:
-            invalid = {"code": error.error.code, "message": error.error.message}
+        invalid = await refusal(client, "conda_info", {"bogus": 1})
+        names = [t.name for t in tools]
+        dry_run_only = None
+        if "conda_install" in names:
+            dry_run_only = await refusal(client, "conda_install", {"packages": ["x"]})
         return {
             "tools": [t.name for t in tools],
             "resources": [str(r.uri) for r in resources.resources],
@@ -45,7 +47,18 @@ async def run(target, mode):
             "info_exit_code": (info.structured_content or {}).get("exit_code"),
             "info_conda_version": ((info.structured_content or {}).get("parsed_json") or {}).get("conda_version"),
             "invalid": invalid,
+            "dry_run_only": dry_run_only,
         }
+
+
+async def refusal(client, name, arguments):
+    """How a call the server refuses came back: a JSON-RPC error or an isError result."""
+    try:
+        result = await client.call_tool(name, arguments)
+    except MCPError as error:
+        return {"code": error.error.code, "message": error.error.message}
+    text = "".join(getattr(c, "text", "") for c in result.content)
+    return {"is_error": bool(result.is_error), "message": text}
 
 
 async def run_http(url, mode, bearer):
@@ -59,7 +72,8 @@ async def run_http(url, mode, bearer):
 def main():
     kind = sys.argv[1]
     if kind == "stdio":
-        target = StdioServerParameters(command=sys.argv[2], args=["--conda-exe", sys.argv[3]])
+        extra = sys.argv[5:]
+        target = StdioServerParameters(command=sys.argv[2], args=["--conda-exe", sys.argv[3], *extra])
         mode = sys.argv[4] if len(sys.argv) > 4 else "legacy"
         seen = asyncio.run(run(target, mode))
     else:

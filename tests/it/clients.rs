@@ -1,5 +1,5 @@
 //! Real MCP clients drive the server: the official Python SDK (`CCM_TEST_MCP_PYTHON` names a
-//! Python with `mcp` installed; `.ci/run` creates one).
+//! Python with `mcp` installed; `.ci/run` creates one and runs these ignored tests).
 
 use std::process::Command;
 
@@ -7,15 +7,14 @@ use serde_json::Value;
 
 use crate::support;
 
-pub(crate) fn sdk_python(test: &str) -> Option<String> {
+/// The Python with the `mcp` SDK; the tests that need it are ignored by default and fail
+/// without it.
+pub(crate) fn sdk_python() -> String {
     match std::env::var("CCM_TEST_MCP_PYTHON") {
-        Ok(p) if !p.is_empty() => Some(p),
-        _ => {
-            eprintln!(
-                "skipped {test}: set CCM_TEST_MCP_PYTHON to a Python with the `mcp` SDK (.ci/run does)"
-            );
-            None
-        }
+        Ok(p) if !p.is_empty() => p,
+        _ => panic!(
+            "this test needs CCM_TEST_MCP_PYTHON: a Python with the `mcp` SDK (.ci/run makes one)"
+        ),
     }
 }
 
@@ -40,10 +39,9 @@ pub(crate) fn run_sdk_with(python: &str, args: &[&str], env: &[(&str, &str)]) ->
 }
 
 #[test]
+#[ignore = "needs CCM_TEST_MCP_PYTHON"]
 fn python_sdk_over_stdio() {
-    let Some(python) = sdk_python("python_sdk_over_stdio") else {
-        return;
-    };
+    let python = sdk_python();
     let ccm = env!("CARGO_BIN_EXE_ccm");
     let conda = support::fixture().conda.to_str().unwrap().to_owned();
     // Both the handshake era (initialize) and the 2026-07-28 per-request era.
@@ -66,5 +64,26 @@ fn python_sdk_over_stdio() {
         assert_eq!(seen["info_exit_code"], 0);
         assert_eq!(seen["info_conda_version"], "0.99.0");
         assert_eq!(seen["invalid"]["code"], -32602, "{mode}: {seen}");
+        // The policy-shaped listing: `conda_run` needs --allow-exec and is not listed;
+        // conda_install is listed for dry runs, and a call without dry_run says how to
+        // apply for real.
+        assert!(!tools.iter().any(|t| t == "conda_run"), "{mode}: {seen}");
+        let message = seen["dry_run_only"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("$")
+                && message.contains("dry_run")
+                && message.contains("--allow-write"),
+            "{mode}: {seen}"
+        );
+        // With --list-all, the full listing.
+        let all = run_sdk(&python, &["stdio", ccm, &conda, mode, "--list-all"]);
+        assert!(
+            all["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t == "conda_run"),
+            "{mode}: {all}"
+        );
     }
 }

@@ -115,7 +115,9 @@ fn conda_mcp_starts_ccm_against_the_invoking_conda() {
 
     // An MCP session through `conda mcp --allow-write` targets this conda.
     let mut command = Command::new(&fixture.conda);
-    command.args(["mcp", "--allow-write"]).env("CCM_BIN", ccm);
+    command
+        .args(["mcp", "--allow-write", "--list-all"])
+        .env("CCM_BIN", ccm);
     let mut session = Session::spawn(command);
     session.initialize = session.request(
         "initialize",

@@ -25,6 +25,8 @@ mod inputs;
 mod launcher;
 /// Limits on every child, no surviving descendants, secrets withheld from children.
 mod limits;
+/// The policy-shaped listing (pure).
+mod listing;
 /// A minimal MCP client over stdio, for the end-to-end tests.
 mod mcp;
 /// The policy proven by conda's own code: argv oracle (real conda).

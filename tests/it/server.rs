@@ -72,11 +72,13 @@ fn initialize_and_listing() {
         !names.contains(&"conda_execute"),
         "conda_execute needs --allow-exec"
     );
-    assert!(names.contains(&"conda_info") && names.contains(&"conda_env_config_vars_set"));
+    // The policy-shaped listing: a command no call of which the default policy admits is
+    // left out; --list-all lists it.
+    assert!(names.contains(&"conda_info") && !names.contains(&"conda_env_config_vars_set"));
     // Listing is stable and equals the toolset built from the same catalog.
     assert_eq!(s.tools(), tools);
     let found = support::fixture_discovery();
-    let expected = support::toolset(&found.catalog, &found.plugins, false).descriptors();
+    let expected = support::listed(&found.catalog, &found.plugins, Default::default());
     assert_eq!(Value::Array(tools.clone()), Value::Array(expected));
     // The capabilities resource, once the snapshot start is confirmed (the document, and
     // so the size resources/list reports, changes when it is).
@@ -138,7 +140,9 @@ fn initialize_and_listing() {
     assert_eq!(caps["target_executable"], json!(conda()));
     assert_eq!(caps["discovery_fingerprint"], json!(found.fingerprint()));
     assert_eq!(caps["conda_version"], "0.99.0");
-    assert_eq!(caps["generated_tools"], json!(names));
+    // The capabilities keep the whole catalog, listed or not.
+    let all = support::toolset(&found.catalog, &found.plugins, false).generated_names();
+    assert_eq!(caps["generated_tools"], json!(all));
     assert_eq!(caps["restart"]["required"], false);
     assert!(
         !text.contains("PATH=") && !text.contains("\"env\":"),
@@ -195,11 +199,17 @@ fn generated_call_result_shape() {
         "original stdout is kept"
     );
     assert_ne!(result["isError"], true);
-    // Read-only calls need no flag; mutations are refused before anything runs.
+    // Read-only calls need no flag; mutations are refused before anything runs: the
+    // listed schema of a dry-run-only tool requires dry_run and says how to apply.
     let (code, message) = s.call_error("conda_install", json!({"packages": ["x"]}));
     assert_eq!(
         (code, message.as_str()),
-        (-32600, "Operation requires --allow-write")
+        (
+            -32602,
+            "Invalid arguments at $: missing required property 'dry_run' Here: only dry runs \
+             (dry_run: true); package specs must be plain match specs (no files or URLs); not \
+             offered: revision, name, prefix, file. Anything else needs --allow-write."
+        )
     );
     let dry = s.call("conda_install", json!({"packages": ["x"], "dry_run": true}));
     assert_eq!(reported_argv(&dry), ["install", "x", "--dry-run"]);

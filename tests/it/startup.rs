@@ -37,7 +37,7 @@ fn matching_target_starts_from_the_snapshot_and_is_confirmed() {
     assert_eq!(caps["restart"]["required"], false);
     // The snapshot's tools are the live catalog's tools.
     let found = support::fixture_discovery();
-    let live = support::toolset(&found.catalog, &found.plugins, false).descriptors();
+    let live = support::listed(&found.catalog, &found.plugins, Default::default());
     assert_eq!(Value::Array(tools), Value::Array(live));
     // Calls run at once, with the baked compilers.
     assert!(
@@ -86,7 +86,8 @@ fn a_parser_change_behind_the_stamp_requires_a_restart() {
 #[test]
 fn other_plugins_or_no_snapshot_start_live() {
     let fixture = support::build_fixture(&["--with-plugin", "extra"]);
-    let mut s = Session::start(&fixture.conda, &[]);
+    // An unreviewed plugin's command needs every grant: listed with --list-all.
+    let mut s = Session::start(&fixture.conda, &["--list-all"]);
     let names: Vec<String> = s
         .tools()
         .iter()

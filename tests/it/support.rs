@@ -230,6 +230,25 @@ pub fn toolset(
     )
 }
 
+/// The descriptors `tools/list` serves for a catalog under these grants without any
+/// operator setting: the policy-shaped listing (withheld tools left out, restricted ones
+/// in their listed form), folded and left-out tools unlisted.
+pub fn listed(
+    catalog: &ccm::model::catalog::Catalog,
+    plugins: &[ccm::model::catalog::Plugin],
+    grants: ccm::tools::policy::Grants,
+) -> Vec<serde_json::Value> {
+    let mut toolset = toolset(catalog, plugins, grants.exec);
+    let shaped = ccm::tools::listing::shape(&mut toolset, grants);
+    let shaping = ccm::tools::select::Shaping::new(&toolset, catalog, plugins, None, false)
+        .expect("no selection always applies");
+    let surface = ccm::tools::surface::Surface::default();
+    shaping
+        .apply(&surface, toolset.descriptors(), &shaped.withheld)
+        .expect("no surface settings always apply")
+        .listed
+}
+
 /// Compare `actual` with the golden file `tests/golden/<name>`; `UPDATE_GOLDEN=1` rewrites it.
 pub fn golden(name: &str, actual: &str) {
     let path = repo().join("tests/golden").join(name);

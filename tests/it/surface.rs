@@ -37,9 +37,13 @@ fn hidden_tools_are_unlisted_but_callable() {
     let info = s.call("conda_info", json!({"json": true}));
     assert_eq!(structured(&info)["exit_code"], 0);
     assert_eq!(s.call_error("conda_info", json!({"bogus": 1})).0, -32602);
-    assert_eq!(
-        s.call_error("conda_install", json!({"packages": ["x"]})),
-        (-32600, "Operation requires --allow-write".to_owned())
+    // A hidden tool keeps its policy-shaped schema: only dry runs without --allow-write.
+    let (code, message) = s.call_error("conda_install", json!({"packages": ["x"]}));
+    assert_eq!(code, -32602);
+    assert!(
+        message.starts_with("Invalid arguments at $: missing required property 'dry_run'")
+            && message.ends_with("Anything else needs --allow-write."),
+        "{message}"
     );
     let stderr = s.stderr.lock().unwrap().clone();
     assert!(
@@ -52,7 +56,7 @@ fn hidden_tools_are_unlisted_but_callable() {
 fn every_override_kind() {
     let mut s = Session::start_with(
         &support::fixture().conda,
-        &[],
+        &["--list-all"],
         &[
             ("CCM_MCP_TOOL_CONDA_INFO_NAME", "about_conda"),
             ("CCM_MCP_TOOL_CONDA_INFO_TITLE", "About this conda"),

@@ -32,6 +32,9 @@ pub fn validate(tools: &Toolset, name: &str, input: Value) -> Result<(), String>
         .map_err(|e| e.to_string())
 }
 
+/// The tool lists, reviewed: `tools-<snapshot>.json` is the full listing (`--list-all`
+/// with `--allow-exec`), `tools-<snapshot>-default.json` what a server with the default
+/// policy lists.
 #[test]
 fn golden_tool_lists() {
     for stem in [REAL, FIXTURE] {
@@ -40,6 +43,10 @@ fn golden_tool_lists() {
         let mut text = serde_json::to_string_pretty(&tools.descriptors()).unwrap();
         text.push('\n');
         support::golden(&format!("tools-{stem}.json"), &text);
+        let listed = support::listed(&snapshot.catalog, &snapshot.plugins, Default::default());
+        let mut text = serde_json::to_string_pretty(&listed).unwrap();
+        text.push('\n');
+        support::golden(&format!("tools-{stem}-default.json"), &text);
     }
 }
 

@@ -45,10 +45,33 @@ const FIXTURE_CORE: &[&str] = &[
     "conda_update",
 ];
 
+/// `@core` minus what the default policy admits no call of (`env create`, `run`).
+fn core_by_default() -> Vec<&'static str> {
+    FIXTURE_CORE
+        .iter()
+        .copied()
+        .filter(|n| !["conda_env_create", "conda_run"].contains(n))
+        .collect()
+}
+
 #[test]
 fn core_lists_only_its_tools_and_nothing_else_is_callable() {
+    let mut all = Session::start(
+        &support::fixture().conda,
+        &["--tools", "@core", "--allow-write", "--allow-exec"],
+    );
+    assert_eq!(names(&all.tools()), sorted(FIXTURE_CORE));
+    // With the default policy, the selected tools it admits no call of are not listed,
+    // yet routed: a call gets the policy's refusal.
     let mut s = Session::start(&support::fixture().conda, &["--tools", "@core"]);
-    assert_eq!(names(&s.tools()), sorted(FIXTURE_CORE));
+    assert_eq!(names(&s.tools()), sorted(&core_by_default()));
+    assert_eq!(
+        s.call_error(
+            "conda_run",
+            json!({"name": "base", "executable_call": ["true"]})
+        ),
+        (-32600, "Operation requires --allow-exec".to_owned())
+    );
     let info = s.call("conda_info", json!({"json": true}));
     assert_eq!(structured(&info)["exit_code"], 0);
     // An unselected tool does not exist for the client, whatever it sends.
@@ -65,9 +88,11 @@ fn core_lists_only_its_tools_and_nothing_else_is_callable() {
         );
     }
     // The policy still applies to the selected ones.
-    assert_eq!(
-        s.call_error("conda_install", json!({"packages": ["x"]})),
-        (-32600, "Operation requires --allow-write".to_owned())
+    let (code, message) = s.call_error("conda_install", json!({"packages": ["x"]}));
+    assert_eq!(code, -32602);
+    assert!(
+        message.ends_with("Anything else needs --allow-write."),
+        "{message}"
     );
     let toolset = &s.capabilities()["toolset"];
     assert_eq!(toolset["tools"], json!(["@core"]), "{toolset}");
@@ -307,16 +332,20 @@ fn commands_under_two_names_are_listed_once_and_launchers_not_at_all() {
         toolset["folded"]["conda_tw_drop"], "conda_twinset_drop",
         "{toolset}"
     );
-    assert_eq!(toolset["left_out"][0]["tool"], "conda_mcp", "{toolset}");
-    assert!(
-        toolset["left_out"][0]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("launcher")
-    );
+    let mcp = toolset["left_out"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry["tool"] == "conda_mcp")
+        .unwrap_or_else(|| panic!("{toolset}"));
+    assert!(mcp["reason"].as_str().unwrap().contains("launcher"));
 
     // Selecting either name selects both; the listing shows the longer one.
-    let mut s = Session::start(&fixture.conda, &["--tools", "conda_tw_*"]);
+    // (An unreviewed plugin's commands need every flag to be listed.)
+    let mut s = Session::start(
+        &fixture.conda,
+        &["--tools", "conda_tw_*", "--allow-write", "--allow-exec"],
+    );
     assert_eq!(
         names(&s.tools()),
         ["conda_twinset_drop", "conda_twinset_show"]
@@ -401,7 +430,10 @@ fn real_conda_toolsets_folding_and_left_out_tools() {
     }
     drop(raw);
 
-    let mut core = Session::start(&conda, &["--tools", "@core"]);
+    let mut core = Session::start(
+        &conda,
+        &["--tools", "@core", "--allow-write", "--allow-exec"],
+    );
     let mut expected = FIXTURE_CORE.to_vec();
     expected.push("conda_env_export");
     assert_eq!(names(&core.tools()), sorted(&expected));
@@ -470,7 +502,12 @@ fn real_conda_toolsets_folding_and_left_out_tools() {
 #[test]
 fn the_selection_is_the_same_under_every_revision() {
     let args = ["--allow-exec", "--tools", "@core,conda_execute"];
-    let mut expected = FIXTURE_CORE.to_vec();
+    // `env create` needs --allow-write: not listed under --allow-exec alone.
+    let mut expected: Vec<&str> = FIXTURE_CORE
+        .iter()
+        .copied()
+        .filter(|n| *n != "conda_env_create")
+        .collect();
     expected.push("conda_execute");
     for revision in ["2024-11-05", "2025-06-18", "2025-11-25", "2026-07-28"] {
         let mut command = support::ccm();

@@ -7,7 +7,7 @@ use super::{Access, Classification, Facts};
 
 /// `conda config`'s options that write: the "Config Modifiers" and `--write-default`
 /// (conda/cli/main_config.py:163-227).
-const CONFIG_MODIFIERS: &[&str] = &[
+pub(super) const CONFIG_MODIFIERS: &[&str] = &[
     "--add",
     "--append",
     "--prepend",
@@ -168,6 +168,12 @@ fn solve_dry_run(facts: &Facts) -> bool {
         && facts.positionals.iter().all(|s| plain_spec(s))
 }
 
+/// [`plain_spec`] as a JSON Schema (ECMA 262) pattern, for listed schemas: not option-like,
+/// none of the path or URL characters, colons only in `::` pairs, no alphabetic file
+/// extension at the end (whitespace around it ignored, as `plain_spec` trims).
+pub const PLAIN_SPEC: &str =
+    r"^(?!-)(?![\s\S]*[/\\~#@$%])(?![\s\S]*\.\s*[A-Za-z0-9]*[A-Za-z][A-Za-z0-9]*\s*$)(?:[^:]|::)*$";
+
 /// A package spec conda cannot read as a URL or a package file: no path or URL characters
 /// and no alphabetic file extension at the end (`numpy=1.26`, `python 3.11.*`,
 /// `conda-forge::numpy>=2` are plain; `pkg.conda`, `x.tar.bz2`, `y.whl` are not).
@@ -188,7 +194,72 @@ fn plain_spec(spec: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::plain_spec;
+    use super::{PLAIN_SPEC, plain_spec};
+    use proptest::prelude::*;
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+    /// The listed schemas' pattern admits a string only if `plain_spec` does (it may be
+    /// stricter: option-like values are refused anyway). Seeded; the seed is printed.
+    #[test]
+    fn plain_spec_pattern_implies_plain_spec() {
+        let schema = serde_json::json!({"type": "string", "pattern": PLAIN_SPEC});
+        let validator = crate::tools::schema::Validator::new(&schema).unwrap();
+        let seed: u64 = std::env::var("CCM_PROPTEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+                now.map_or(0, |d| d.as_nanos() as u64)
+            });
+        eprintln!("plain_spec_pattern_implies_plain_spec: CCM_PROPTEST_SEED={seed}");
+        let mut bytes = [0u8; 32];
+        bytes[..8].copy_from_slice(&seed.to_le_bytes());
+        let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
+        let mut runner = TestRunner::new_with_rng(Config::default(), rng);
+        let strategy = "[a-zA-Z0-9 .:/@#$%~=<>*,!\\\\\t\n-]{0,12}";
+        let (mut admitted, mut refused) = (0, 0);
+        for _ in 0..20_000 {
+            let spec = strategy.new_tree(&mut runner).unwrap().current();
+            let matches = validator.validate(&serde_json::json!(spec)).is_ok();
+            if matches {
+                admitted += 1;
+                assert!(
+                    plain_spec(&spec),
+                    "pattern admits {spec:?}, plain_spec does not"
+                );
+            } else {
+                refused += 1;
+            }
+        }
+        assert!(admitted > 1000 && refused > 1000, "{admitted} / {refused}");
+        for plain in [
+            "numpy",
+            "numpy=1.26",
+            "python 3.11.*",
+            "conda-forge::numpy>=2",
+            "a.1",
+        ] {
+            assert!(
+                validator.validate(&serde_json::json!(plain)).is_ok(),
+                "{plain}"
+            );
+        }
+        for explicit in [
+            "x.tar.bz2",
+            "pkg.conda ",
+            "a:b",
+            "a:::b",
+            "./x",
+            "a\n/b",
+            "-x",
+        ] {
+            assert!(
+                validator.validate(&serde_json::json!(explicit)).is_err(),
+                "{explicit}"
+            );
+        }
+    }
 
     #[test]
     fn package_files_and_urls_are_not_plain_specs() {

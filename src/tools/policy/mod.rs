@@ -26,12 +26,15 @@
 
 mod conda;
 mod plugins;
+mod shape;
 mod simulate;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::model::catalog::{Command, Plugin, normalize_distribution};
 
+pub use conda::PLAIN_SPEC;
+pub use shape::{Restriction, Shape, shape};
 use simulate::simulate;
 
 /// What an operation does, and which startup options it needs.

@@ -1,0 +1,185 @@
+//! The policy-shaped listing: each generated tool as the active policy admits it. A tool
+//! whose every call the policy refuses is withheld from `tools/list` (still routed, so a
+//! call gets the policy's refusal); a tool the policy admits only in some forms
+//! ([`policy::Shape::Restricted`]: dry runs only, options left out, one of some options
+//! required, plain package specs) is listed with that restricted schema, read-only
+//! annotations and one sentence saying what else needs which grant. Calls of a restricted
+//! tool are validated against the schema the session was shown ([`Shown::validate`]);
+//! the policy on the final argv stays the only gate. Pure; no I/O.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::{Value, json};
+
+use crate::model::catalog::ActionKind;
+use crate::tools::layout::{Layout, Property};
+use crate::tools::policy::{self, Grants, PLAIN_SPEC, Restriction, Shape};
+use crate::tools::schema::{self, Invalid, LazyValidator};
+use crate::tools::toolset::{Tool, Toolset};
+
+/// The restricted form of one listed tool.
+#[derive(Debug)]
+pub struct Shown {
+    /// The listed input schema (before the operator's cosmetic parameter hiding).
+    pub schema: Value,
+    /// What is offered and what else needs which grant (also in the description).
+    pub sentence: String,
+    validator: LazyValidator,
+}
+
+impl Shown {
+    /// Check a call against the schema the session was shown.
+    pub fn validate(&self, input: &Value) -> Result<(), Invalid> {
+        self.validator.validate(input, || self.schema.clone())
+    }
+}
+
+/// What the listing withholds and restricts.
+#[derive(Debug, Default)]
+pub struct Shaped {
+    /// Canonical names of tools no call of which the policy admits: not listed.
+    pub withheld: HashSet<String>,
+    /// Canonical name → the restricted form it is listed with.
+    pub restricted: HashMap<String, Shown>,
+}
+
+/// Shape every generated tool's descriptor (in place) for the operator's grants.
+pub fn shape(toolset: &mut Toolset, grants: Grants) -> Shaped {
+    let mut shaped = Shaped::default();
+    let rules = toolset.rules.clone();
+    for tool in &mut toolset.generated {
+        match policy::shape(&rules, &tool.path, tool.opaque, grants) {
+            Shape::Full => {}
+            Shape::Refused => {
+                shaped.withheld.insert(tool.name.clone());
+            }
+            Shape::Restricted(restriction) => match restricted(tool, &restriction) {
+                Some(shown) => {
+                    restrict_descriptor(&mut tool.descriptor, &shown);
+                    shaped.restricted.insert(tool.name.clone(), shown);
+                }
+                None => {
+                    shaped.withheld.insert(tool.name.clone());
+                }
+            },
+        }
+    }
+    shaped
+}
+
+/// The restricted schema of a tool; `None` when its layout cannot state the form (no
+/// dry-run property, a required group left empty): the tool is then withheld.
+pub fn restricted(tool: &Tool, restriction: &Restriction) -> Option<Shown> {
+    let layout = &tool.layout;
+    let has_flag =
+        |p: &Property, flags: &[&str]| p.argument.flags.iter().any(|f| flags.contains(&f.as_str()));
+    let omitted: Vec<String> = layout
+        .properties
+        .iter()
+        .filter(|p| has_flag(p, &restriction.without))
+        .map(|p| p.id.clone())
+        .collect();
+    let mut narrowed = layout.clone();
+    narrowed.properties.retain(|p| !omitted.contains(&p.id));
+    for level in &mut narrowed.levels {
+        for group in &mut level.groups {
+            group.members.retain(|m| !omitted.contains(m));
+        }
+    }
+    let mut input = schema::input_schema(&narrowed).ok()?;
+    if restriction.dry_run {
+        let id = &find(&narrowed, &["--dry-run"])?.id;
+        input["properties"][id]["const"] = json!(true);
+        let required = input.entry("required").or_insert_with(|| json!([]));
+        required.as_array_mut()?.push(json!(id));
+    }
+    let mut one_of = Vec::new();
+    if !restriction.one_of.is_empty() {
+        let mut alternatives = Vec::new();
+        for (flag, with_values) in &restriction.one_of {
+            if let Some(property) = find(&narrowed, &[flag]) {
+                alternatives.push(present(property, *with_values));
+                one_of.push(property.id.clone());
+            }
+        }
+        if alternatives.is_empty() {
+            return None;
+        }
+        let all = input.entry("allOf").or_insert_with(|| json!([]));
+        all.as_array_mut()?.push(json!({"anyOf": alternatives}));
+    }
+    if restriction.plain_specs {
+        let terminal = narrowed.levels.len().saturating_sub(1);
+        for property in &narrowed.properties {
+            if property.level == terminal && property.argument.is_positional() {
+                plain_patterns(&mut input["properties"][&property.id]);
+            }
+        }
+    }
+    let sentence = restriction.sentence(&omitted, &one_of);
+    Some(Shown {
+        schema: Value::Object(input),
+        sentence,
+        validator: LazyValidator::default(),
+    })
+}
+
+/// The property one of `flags` belongs to.
+fn find<'a>(layout: &'a Layout, flags: &[&str]) -> Option<&'a Property> {
+    layout
+        .properties
+        .iter()
+        .find(|p| p.argument.flags.iter().any(|f| flags.contains(&f.as_str())))
+}
+
+/// The condition under which argparse sees the option (with a value when asked).
+fn present(property: &Property, with_values: bool) -> Value {
+    let id = &property.id;
+    match property.argument.action {
+        ActionKind::StoreTrue | ActionKind::StoreConst => {
+            json!({"required": [id], "properties": {id: {"const": true}}})
+        }
+        _ if with_values => json!({"required": [id], "properties": {id: {"minItems": 1}}}),
+        _ => json!({"required": [id]}),
+    }
+}
+
+/// Every string pattern in a positional's schema becomes the plain-spec pattern (which
+/// also refuses option-like values).
+fn plain_patterns(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            if map.get("type") == Some(&json!("string")) {
+                map.insert("pattern".into(), json!(PLAIN_SPEC));
+            }
+            for value in map.values_mut() {
+                plain_patterns(value);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(plain_patterns),
+        _ => {}
+    }
+}
+
+/// The listed descriptor of a restricted tool: its schema, one more sentence, and the
+/// annotations of what it now admits (read-only calls only).
+fn restrict_descriptor(descriptor: &mut Value, shown: &Shown) {
+    let Some(map) = descriptor.as_object_mut() else {
+        return;
+    };
+    map.insert("inputSchema".into(), shown.schema.clone());
+    let description = map
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let description = if description.is_empty() {
+        shown.sentence.clone()
+    } else {
+        format!("{description} {}", shown.sentence)
+    };
+    map.insert("description".into(), json!(description));
+    if let Some(annotations) = map.get_mut("annotations").and_then(Value::as_object_mut) {
+        annotations.insert("readOnlyHint".into(), json!(true));
+        annotations.insert("destructiveHint".into(), json!(false));
+    }
+}
