@@ -131,17 +131,9 @@ fn conda_mcp_starts_ccm_against_the_invoking_conda() {
         .iter()
         .map(|t| t["name"].as_str().unwrap().to_owned())
         .collect();
-    // The launcher's own command is left out of the listing (it starts a server), with
-    // the reason in the capabilities.
-    assert!(!names.contains(&"conda_mcp".to_owned()), "{names:?}");
     assert!(
-        caps["toolset"]["left_out"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["tool"] == "conda_mcp"),
-        "{}",
-        caps["toolset"]
+        names.contains(&"conda_mcp".to_owned()),
+        "the plugin's own command is listed (--list-all)"
     );
     // --allow-write reached ccm: a mutation runs.
     let r = session.call("conda_install", json!({"packages": ["numpy"]}));

@@ -411,7 +411,11 @@ fn apply_filters_moves_and_annotates() {
     )
     .unwrap();
     let applied = shaping
-        .apply(&Surface::default(), toolset.take_descriptors(), &HashSet::new())
+        .apply(
+            &Surface::default(),
+            toolset.take_descriptors(),
+            &HashSet::new(),
+        )
         .unwrap();
     let names = |list: &[Value]| {
         list.iter()
