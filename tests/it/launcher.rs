@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::mcp::Session;
 use crate::support::{self, Fixture};
@@ -133,7 +133,7 @@ fn conda_mcp_starts_ccm_against_the_invoking_conda() {
         .collect();
     assert!(
         names.contains(&"conda_mcp".to_owned()),
-        "the plugin's own command is listed"
+        "the plugin's own command is listed (--list-all)"
     );
     // --allow-write reached ccm: a mutation runs.
     let r = session.call("conda_install", json!({"packages": ["numpy"]}));
@@ -441,6 +441,20 @@ fn real_conda_launcher_coexists_with_conda_cli_mcp() {
         .iter()
         .map(|t| t["name"].as_str().unwrap().to_owned())
         .collect();
-    assert!(names.contains(&"conda_ccm".to_owned()), "{names:?}");
-    assert!(names.contains(&"conda_mcp".to_owned()), "{names:?}");
+    // Both launchers are tools, left out of the listing (they start a server).
+    assert!(
+        !names.iter().any(|n| n == "conda_ccm" || n == "conda_mcp"),
+        "{names:?}"
+    );
+    let generated = caps["generated_tools"].as_array().unwrap();
+    let left_out: Vec<&Value> = caps["toolset"]["left_out"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["tool"])
+        .collect();
+    for launcher in ["conda_ccm", "conda_mcp"] {
+        assert!(generated.iter().any(|n| n == launcher), "{generated:?}");
+        assert!(left_out.iter().any(|n| *n == launcher), "{left_out:?}");
+    }
 }

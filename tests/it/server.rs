@@ -699,10 +699,11 @@ fn real_conda_end_to_end() {
         "conda_list",
         "conda_env_list",
         "conda_install",
-        "conda_run",
     ] {
         assert!(names.contains(&expected), "{expected}");
     }
+    // `conda run` needs --allow-exec: the default policy admits no call of it.
+    assert!(!names.contains(&"conda_run"), "{names:?}");
     let info = s.call("conda_info", json!({"json": true}));
     assert_eq!(structured(&info)["exit_code"], 0);
     assert!(
@@ -723,16 +724,38 @@ fn real_conda_end_to_end() {
         json!({"name": "ccm-dry", "dry_run": true, "offline": true, "json": true}),
     );
     assert_eq!(structured(&dry)["parsed_json"]["dry_run"], true, "{dry}");
-    let (code, _) = s.call_error(
+    // Listed in its dry-run form: anything else is a schema error that says what it needs.
+    let (code, message) = s.call_error(
         "conda_create",
         json!({"name": "ccm-dry", "offline": true, "yes": true}),
     );
-    assert_eq!(code, -32600);
+    assert_eq!(code, -32602);
+    assert!(
+        message.ends_with("Anything else needs --allow-write."),
+        "{message}"
+    );
     let caps = s.capabilities();
+    // Every generated tool is listed, or folded into another, left out with a reason or
+    // withheld by the policy (some are several of these).
+    let toolset = &caps["toolset"];
+    let mut unlisted: std::collections::BTreeSet<&str> = toolset["folded"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    for entry in toolset["left_out"].as_array().unwrap() {
+        unlisted.insert(entry["tool"].as_str().unwrap());
+    }
+    for name in toolset["withheld"].as_array().unwrap() {
+        unlisted.insert(name.as_str().unwrap());
+    }
     assert_eq!(
         caps["generated_tools"].as_array().unwrap().len(),
-        names.iter().filter(|n| **n != "conda_cli_command").count()
+        names.iter().filter(|n| **n != "conda_cli_command").count() + unlisted.len(),
+        "{toolset}"
     );
+    assert!(unlisted.contains("conda_run"), "{toolset}");
 }
 
 #[test]
