@@ -74,7 +74,11 @@ impl Server {
         }
         self.enforce(&class)?;
         let cwd = self
-            .workdir(caller, own.get(layout::WORKDIR).and_then(Value::as_str))
+            .workdir(
+                ready,
+                caller,
+                own.get(layout::WORKDIR).and_then(Value::as_str),
+            )
             .await?;
         self.confine(ready, &class, &argv, cwd.as_deref())?;
         let timeout = self.timeout(own.get(layout::TIMEOUT))?;
@@ -117,35 +121,47 @@ impl Server {
     /// The working directory of a generated tool's call. Without roots: the one asked
     /// for (relative to the server's), else the server's. With the client's roots: a
     /// relative one (or none) is in the first root, and it must lie inside one of them.
+    ///
+    /// Where the directory is confined (roots, `--allow-paths`), a missing directory gets
+    /// the answer an outside one gets, so that the refusal tells nothing about what exists
+    /// outside. A client that declared roots none of which is a local directory (or that
+    /// did not answer) gets no working directory of the agent's choosing: fail closed.
     async fn workdir(
         &self,
+        ready: &Ready,
         caller: &Caller,
         requested: Option<&str>,
     ) -> Result<Option<PathBuf>, Refusal> {
-        let not_a_directory = || invalid_arguments(&Invalid::at("$.ccm_cwd", Keyword::Directory));
+        let outside_roots = || Refusal::from(ErrorData::invalid_request(OUTSIDE_ROOTS, None));
         let roots = self.roots.get(caller).await;
         let Some(first) = roots.first() else {
-            return match requested {
-                None => Ok(None),
-                Some(text) => {
-                    let path = PathBuf::from(if text.is_empty() { "." } else { text });
-                    if path.is_dir() {
-                        Ok(Some(path))
-                    } else {
-                        Err(not_a_directory())
-                    }
-                }
+            let Some(text) = requested else {
+                return Ok(None);
+            };
+            if caller.roots_peer.is_some() {
+                return Err(outside_roots());
+            }
+            let path = PathBuf::from(if text.is_empty() { "." } else { text });
+            return if path.is_dir() {
+                Ok(Some(path))
+            } else if !ready.confinement.is_unrestricted() {
+                Err(ErrorData::invalid_request(OUTSIDE_ALLOWED, None).into())
+            } else {
+                Err(invalid_arguments(&Invalid::at(
+                    "$.ccm_cwd",
+                    Keyword::Directory,
+                )))
             };
         };
         let path = first.join(requested.unwrap_or(""));
-        let canonical = std::fs::canonicalize(&path).map_err(|_| not_a_directory())?;
-        if !canonical.is_dir() {
-            return Err(not_a_directory());
+        match std::fs::canonicalize(&path) {
+            Ok(canonical)
+                if canonical.is_dir() && roots.iter().any(|root| canonical.starts_with(root)) =>
+            {
+                Ok(Some(canonical))
+            }
+            _ => Err(outside_roots()),
         }
-        if !roots.iter().any(|root| canonical.starts_with(root)) {
-            return Err(ErrorData::invalid_request(OUTSIDE_ROOTS, None).into());
-        }
-        Ok(Some(canonical))
     }
 
     fn enforce(&self, class: &Classification) -> Result<(), Refusal> {
@@ -184,11 +200,7 @@ impl Server {
                 .check(argv, &cwd, home.as_deref())
                 .is_err()
         {
-            return Err(ErrorData::invalid_request(
-                "Operation names a path outside the allowed directories (see --allow-paths)",
-                None,
-            )
-            .into());
+            return Err(ErrorData::invalid_request(OUTSIDE_ALLOWED, None).into());
         }
         Ok(())
     }
@@ -318,7 +330,15 @@ impl Server {
         if succeeded && !class.read_only && !self.restart_required() {
             self.check_restart(ready).await;
         }
-        Ok(execution_result(&outcome, self.restart_required()))
+        // A program's output (calls that need --allow-exec) stays in stdout as printed:
+        // parsing it may lose what JSON does not promise to keep (duplicate keys, digits
+        // beyond f64). conda's own documents (json.dumps) lose nothing and move.
+        let move_json = !class.requires_exec;
+        Ok(execution_result(
+            &outcome,
+            self.restart_required(),
+            move_json,
+        ))
     }
 
     pub(super) async fn call_completion(
@@ -349,8 +369,13 @@ impl Server {
     }
 }
 
-/// The refusal of a working directory outside the client's roots (never the path).
-pub const OUTSIDE_ROOTS: &str = "The working directory lies outside the client's roots";
+/// The refusal of a working directory that is not an existing directory inside the
+/// client's roots (never the path).
+pub const OUTSIDE_ROOTS: &str =
+    "The working directory is not an existing directory inside the client's roots";
+/// The refusal of a path outside `--allow-paths` (never the path).
+pub const OUTSIDE_ALLOWED: &str =
+    "Operation names a path outside the allowed directories (see --allow-paths)";
 
 /// The input without ccm's own per-call properties, and those properties on their own.
 fn split_reserved(arguments: &Value) -> (Value, Value) {

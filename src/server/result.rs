@@ -21,8 +21,13 @@ pub const META_WORKDIR: &str = "conda-cli-mcp/cwd";
 
 const RESTART_SUFFIX: &str = ". Restart the MCP server to refresh conda tools";
 
-/// The 10-field result, its summary and its serialized copy.
-pub fn execution_result(outcome: &exec::Outcome, restart_required: bool) -> CallToolResult {
+/// The 10-field result, its summary and its serialized copy. With `move_json`, stdout
+/// that parses as the JSON document is carried once, in `parsed_json`.
+pub fn execution_result(
+    outcome: &exec::Outcome,
+    restart_required: bool,
+    move_json: bool,
+) -> CallToolResult {
     let stdout = decode(&outcome.stdout, outcome.stdout_truncated);
     let stderr = decode(&outcome.stderr, outcome.stderr_truncated);
     let parsed_json = if outcome.stdout_truncated || stdout.trim().is_empty() {
@@ -32,7 +37,7 @@ pub fn execution_result(outcome: &exec::Outcome, restart_required: bool) -> Call
         serde_json::from_str::<Value>(&stdout).unwrap_or(Value::Null)
     };
     // The document is carried once: a client that needs the text re-serializes it.
-    let moved = !parsed_json.is_null();
+    let moved = move_json && !parsed_json.is_null();
     let structured = ExecutionResult {
         exit_code: outcome.exit_code,
         stdout: if moved { String::new() } else { stdout },

@@ -36,17 +36,16 @@ pub struct Caller {
 impl Caller {
     pub fn of(context: &RequestContext<RoleServer>) -> Caller {
         let revision = context.protocol_version();
-        // A request that carries its revision in `_meta` is session-less: nobody to ask.
-        let askable = context.meta.protocol_version().is_none()
-            && revision
-                .as_ref()
-                .is_some_and(|v| v.as_str() < ProtocolVersion::V_2026_07_28.as_str());
+        // Roots belong to a handshake session: asked when its `initialize` declared them,
+        // whatever a request's own `_meta` says (a session-less request has no session,
+        // hence no initialize, and nobody to ask).
         let declared = context
-            .client_capabilities()
-            .is_some_and(|c| c.roots.is_some());
+            .peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.roots.is_some());
         Caller {
             revision,
-            roots_peer: (askable && declared).then(|| context.peer.clone()),
+            roots_peer: declared.then(|| context.peer.clone()),
         }
     }
 

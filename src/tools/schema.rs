@@ -24,7 +24,7 @@ mod validate;
 
 pub use crate::tools::error::{Invalid, Keyword, Unrepresentable};
 pub use describe::in_parameter_names;
-pub use validate::{ECHO_LIMIT, LazyValidator, Validator, clip, json_path};
+pub use validate::{ECHO_LIMIT, LazyValidator, Validator, clip, invisible, json_path};
 
 /// Bounds of every integer value a tool accepts (a 32-bit signed range: argparse's `int`
 /// has none, but nothing conda takes as an integer needs more, and a bound keeps values

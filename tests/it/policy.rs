@@ -363,6 +363,9 @@ fn real_conda_read_only_attacks_are_refused() {
         ("XDG_DATA_HOME", home_path.as_str()),
     ];
     let mut s = crate::mcp::Session::start_with(&conda, &[], &env);
+    // With --list-all every input reaches the policy, which refuses it; the default
+    // listing refuses it earlier, against the schema it showed, saying what it needs.
+    let mut all = crate::mcp::Session::start_with(&conda, &["--list-all"], &env);
     let write_refusal = (-32600, "Operation requires --allow-write".to_owned());
     for input in [
         json!({}),
@@ -375,9 +378,14 @@ fn real_conda_read_only_attacks_are_refused() {
         json!({"set": [["changeps1", "false"]]}),
     ] {
         assert_eq!(
-            s.call_error("conda_config", input.clone()),
+            all.call_error("conda_config", input.clone()),
             write_refusal,
             "conda_config {input}"
+        );
+        let (code, message) = s.call_error("conda_config", input.clone());
+        assert!(
+            code == -32602 && message.ends_with("Anything else needs --allow-write."),
+            "conda_config {input}: {code} {message}"
         );
     }
     for input in [
@@ -402,17 +410,26 @@ fn real_conda_read_only_attacks_are_refused() {
         "{\"keep\": [1, 2]}\n"
     );
     assert_eq!(
-        s.call_error("conda_info", json!({"unsafe_channels": true})),
+        all.call_error("conda_info", json!({"unsafe_channels": true})),
         (-32600, "Operation requires --allow-credentials".to_owned())
     );
+    let (code, message) = s.call_error("conda_info", json!({"unsafe_channels": true}));
+    assert!(
+        code == -32602 && message.ends_with("Anything else needs --allow-credentials."),
+        "{code} {message}"
+    );
+    let explicit = json!({"packages": ["./pkg-1.0-0.conda"], "dry_run": true});
     assert_eq!(
-        s.call_error(
-            "conda_install",
-            json!({"packages": ["./pkg-1.0-0.conda"], "dry_run": true})
-        ),
+        all.call_error("conda_install", explicit.clone()),
         write_refusal
     );
+    let (code, message) = s.call_error("conda_install", explicit);
+    assert!(
+        code == -32602 && message.contains("$.packages[0]"),
+        "{code} {message}"
+    );
     drop(s);
+    drop(all);
 
     // --allow-write alone never runs a program the caller chooses.
     let mut s = crate::mcp::Session::start_with(&conda, &["--allow-write"], &env);

@@ -1006,3 +1006,27 @@ fn paths_outside_the_allowed_directories_are_refused() {
     let etc = s.call("conda_list", json!({"prefix": "/etc"}));
     assert!(etc["structuredContent"]["exit_code"].is_i64(), "{etc}");
 }
+
+/// stdout that parses as JSON moves to `parsed_json` for conda's own documents only: a
+/// call that needs --allow-exec (a program's output, here raw argv) keeps the text as
+/// printed, since parsing may lose what JSON does not promise to keep.
+#[test]
+fn program_output_keeps_its_text() {
+    let mut s = Session::start(conda(), &["--allow-exec"]);
+    let own = s.call("conda_info", json!({"json": true}));
+    assert_eq!(structured(&own)["stdout"], "", "{own}");
+    assert_eq!(own["_meta"]["conda-cli-mcp/stdout"], "moved-to-parsed_json");
+    let raw = s.call("conda_execute", json!({"argv": ["info", "--json"]}));
+    let sc = structured(&raw);
+    assert!(sc["parsed_json"].is_object(), "{raw}");
+    assert_eq!(
+        serde_json::from_str::<Value>(sc["stdout"].as_str().unwrap()).unwrap(),
+        sc["parsed_json"],
+        "{raw}"
+    );
+    assert!(
+        raw.get("_meta")
+            .is_none_or(|m| m.get("conda-cli-mcp/stdout").is_none()),
+        "{raw}"
+    );
+}

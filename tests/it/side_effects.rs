@@ -668,12 +668,20 @@ fn real_conda_side_effects() {
                 scope.spawn(move || {
                     let roots = world.roots();
                     let before = snapshot(&roots);
-                    let default = run_calls(world, &[], &part.to_vec(), "default policy");
+                    // --list-all: every schema-valid input reaches the policy, which is
+                    // what this test measures (the default listing refuses some earlier).
+                    let default =
+                        run_calls(world, &["--list-all"], &part.to_vec(), "default policy");
                     let mut again = default.refused.clone();
                     if k == 0 {
                         again.extend(raw_plan());
                     }
-                    let exec = run_calls(world, &["--allow-exec"], &again, "--allow-exec");
+                    let exec = run_calls(
+                        world,
+                        &["--allow-exec", "--list-all"],
+                        &again,
+                        "--allow-exec",
+                    );
                     let after = snapshot(&roots);
                     let total = changes(&before, &after, &world.allowed());
                     (default, exec, total)

@@ -238,10 +238,22 @@ pub fn listed(
     plugins: &[ccm::model::catalog::Plugin],
     grants: ccm::tools::policy::Grants,
 ) -> Vec<serde_json::Value> {
+    selected(catalog, plugins, grants, None)
+}
+
+/// [`listed`] under a `--tools` selection.
+pub fn selected(
+    catalog: &ccm::model::catalog::Catalog,
+    plugins: &[ccm::model::catalog::Plugin],
+    grants: ccm::tools::policy::Grants,
+    tools: Option<&str>,
+) -> Vec<serde_json::Value> {
     let mut toolset = toolset(catalog, plugins, grants.exec);
     let shaped = ccm::tools::listing::shape(&mut toolset, grants);
-    let shaping = ccm::tools::select::Shaping::new(&toolset, catalog, plugins, None, false)
-        .expect("no selection always applies");
+    let spec = tools.map(|t| ccm::tools::select::Spec::parse([t]).expect("a valid selection"));
+    let shaping =
+        ccm::tools::select::Shaping::new(&toolset, catalog, plugins, spec.as_ref(), false)
+            .expect("the selection applies");
     let surface = ccm::tools::surface::Surface::default();
     shaping
         .apply(&surface, toolset.descriptors(), &shaped.withheld)

@@ -34,7 +34,7 @@ pub fn validate(tools: &Toolset, name: &str, input: Value) -> Result<(), String>
 
 /// The tool lists, reviewed: `tools-<snapshot>.json` is the full listing (`--list-all`
 /// with `--allow-exec`), `tools-<snapshot>-default.json` what a server with the default
-/// policy lists.
+/// policy lists, `tools-<snapshot>-core.json` the same under `--tools @core`.
 #[test]
 fn golden_tool_lists() {
     for stem in [REAL, FIXTURE] {
@@ -47,6 +47,15 @@ fn golden_tool_lists() {
         let mut text = serde_json::to_string_pretty(&listed).unwrap();
         text.push('\n');
         support::golden(&format!("tools-{stem}-default.json"), &text);
+        let core = support::selected(
+            &snapshot.catalog,
+            &snapshot.plugins,
+            Default::default(),
+            Some("@core"),
+        );
+        let mut text = serde_json::to_string_pretty(&core).unwrap();
+        text.push('\n');
+        support::golden(&format!("tools-{stem}-core.json"), &text);
     }
 }
 

@@ -268,3 +268,114 @@ fn the_working_directory_is_confined_and_the_timeout_applies() {
         "the call's own timeout"
     );
 }
+
+/// A tools/call over a session whose client declared roots, answering the server's
+/// `roots/list` with `answer` (a result or an error object); the call's response.
+fn call_answering_roots(s: &mut Session, params: Value, answer: &Value) -> Value {
+    let id = s.send("tools/call", params);
+    loop {
+        let message = s
+            .next(Duration::from_secs(60))
+            .expect("an answer to the call");
+        if message["method"] == "roots/list" {
+            let mut reply = json!({"jsonrpc": "2.0", "id": message["id"]});
+            let key = if answer.get("code").is_some() {
+                "error"
+            } else {
+                "result"
+            };
+            reply[key] = answer.clone();
+            s.write_raw(format!("{reply}\n").as_bytes());
+        } else if message["id"] == id {
+            return message;
+        }
+    }
+}
+
+fn with_roots(args: &[&str]) -> Session {
+    let mut command = support::ccm();
+    command
+        .arg("--conda-exe")
+        .arg(&support::fixture().conda)
+        .args(args);
+    let mut s = Session::spawn(command);
+    s.initialize = s.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {"roots": {"listChanged": true}},
+               "clientInfo": {"name": "ccm-tests", "version": "1"}}),
+    );
+    s.notify("notifications/initialized", json!({}));
+    s
+}
+
+/// Hostile: the confinement of the working directory fails closed and tells nothing about
+/// what exists outside it. A client that declared roots none of which is usable (or that
+/// answers `roots/list` with an error) gets no directory of the agent's choosing; a
+/// request's own `_meta` revision does not switch a session's roots off; where
+/// `--allow-paths` confines, a missing directory gets the answer an existing outside one
+/// gets.
+#[test]
+fn the_working_directory_fails_closed_and_is_no_existence_oracle() {
+    let outside_roots = json!({"code": -32600,
+        "message": "The working directory is not an existing directory inside the client's roots"});
+    let etc = json!({"name": "conda_info", "arguments": {"ccm_cwd": "/etc"}});
+    let unusable =
+        json!({"roots": [{"uri": "file:///does/not/exist"}, {"uri": "https://example.com/x"}]});
+    let failed = json!({"code": -32603, "message": "no roots here"});
+    for answer in [&unusable, &json!({"roots": []}), &failed] {
+        let mut s = with_roots(&[]);
+        let refused = call_answering_roots(&mut s, etc.clone(), answer);
+        assert_eq!(
+            refused["error"]["code"], outside_roots["code"],
+            "{answer}: {refused}"
+        );
+        assert_eq!(
+            refused["error"]["message"], outside_roots["message"],
+            "{answer}: {refused}"
+        );
+        // Without a directory of its choosing the call runs where the server runs.
+        let ran = s.call("conda_info", json!({}));
+        assert_eq!(structured(&ran)["exit_code"], 0, "{ran}");
+    }
+    // A usable root; the request claims the session-less revision in its `_meta`.
+    let root = tempfile::tempdir().unwrap();
+    let uri = format!("file://{}", root.path().canonicalize().unwrap().display());
+    let mut s = with_roots(&[]);
+    let mut params = etc.clone();
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "x", "version": "1"},
+    });
+    let refused = call_answering_roots(&mut s, params, &json!({"roots": [{"uri": uri}]}));
+    assert_eq!(
+        refused["error"]["message"], outside_roots["message"],
+        "{refused}"
+    );
+    // Roots: a missing directory inside the root is refused like an outside one.
+    let missing = s.request(
+        "tools/call",
+        json!({"name": "conda_info", "arguments": {"ccm_cwd": "no-such-dir"}}),
+    );
+    assert_eq!(
+        missing["error"]["message"], outside_roots["message"],
+        "{missing}"
+    );
+    // --allow-paths: a missing directory and an existing outside one, one answer.
+    let allowed = tempfile::tempdir().unwrap();
+    let mut s = Session::start(
+        &support::fixture().conda,
+        &["--allow-paths", allowed.path().to_str().unwrap()],
+    );
+    let outside = (
+        -32600,
+        "Operation names a path outside the allowed directories (see --allow-paths)".to_owned(),
+    );
+    for dir in ["/etc", "/hidden-project-codename", "../no-such-dir"] {
+        assert_eq!(
+            s.call_error("conda_info", json!({"ccm_cwd": dir})),
+            outside,
+            "{dir}"
+        );
+    }
+}

@@ -169,10 +169,10 @@ fn solve_dry_run(facts: &Facts) -> bool {
 }
 
 /// [`plain_spec`] as a JSON Schema (ECMA 262) pattern, for listed schemas: not option-like,
-/// none of the path or URL characters, colons only in `::` pairs, no alphabetic file
-/// extension at the end (whitespace around it ignored, as `plain_spec` trims).
-pub const PLAIN_SPEC: &str =
-    r"^(?!-)(?![\s\S]*[/\\~#@$%])(?![\s\S]*\.\s*[A-Za-z0-9]*[A-Za-z][A-Za-z0-9]*\s*$)(?:[^:]|::)*$";
+/// none of the path or URL characters, no `url`/`fn` bracket key, colons only in `::`
+/// pairs, no alphabetic file extension at the end (whitespace around it ignored, as
+/// `plain_spec` trims).
+pub const PLAIN_SPEC: &str = r"^(?!-)(?![\s\S]*[/\\~#@$%])(?![\s\S]*\[[\s\S]*(?:[uU][rR][lL]|[fF][nN]))(?![\s\S]*\.\s*[A-Za-z0-9]*[A-Za-z][A-Za-z0-9]*\s*$)(?:[^:]|::)*$";
 
 /// A package spec conda cannot read as a URL or a package file: no path or URL characters
 /// and no alphabetic file extension at the end (`numpy=1.26`, `python 3.11.*`,
@@ -181,6 +181,14 @@ fn plain_spec(spec: &str) -> bool {
     let spec = spec.trim();
     if spec.contains(['/', '\\', '~', '#', '@', '$', '%']) || spec.replace("::", "").contains(':') {
         return false;
+    }
+    // A bracket key `url=` (or `fn=`) makes the spec explicit too:
+    // `MatchSpec("numpy[url=x.conda]").get("url")` is "x.conda".
+    if let Some((_, brackets)) = spec.split_once('[') {
+        let brackets = brackets.to_ascii_lowercase();
+        if brackets.contains("url") || brackets.contains("fn") {
+            return false;
+        }
     }
     match spec.rsplit_once('.') {
         Some((_, extension)) => {
@@ -217,7 +225,7 @@ mod tests {
         bytes[..8].copy_from_slice(&seed.to_le_bytes());
         let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
         let mut runner = TestRunner::new_with_rng(Config::default(), rng);
-        let strategy = "[a-zA-Z0-9 .:/@#$%~=<>*,!\\\\\t\n-]{0,12}";
+        let strategy = "[a-zA-Z0-9 .:/@#$%~=<>*,!'\\[\\]\\\\\t\n-]{0,12}|[a-z]{1,4}\\[(url|fn|version)=[a-z.]{0,5}\\]";
         let (mut admitted, mut refused) = (0, 0);
         for _ in 0..20_000 {
             let spec = strategy.new_tree(&mut runner).unwrap().current();
@@ -253,6 +261,8 @@ mod tests {
             "./x",
             "a\n/b",
             "-x",
+            "numpy[url=x.conda]",
+            "numpy[Fn=x]",
         ] {
             assert!(
                 validator.validate(&serde_json::json!(explicit)).is_err(),
@@ -285,6 +295,9 @@ mod tests {
             "pkg.CONDA ",
             "c:\\pkg",
             "numpy=1.0.rc",
+            "numpy[url=x.conda]",
+            "numpy[ URL = 'x' ]",
+            "numpy[fn=x-1.0-0.tar.bz2]",
         ] {
             assert!(!plain_spec(explicit), "{explicit}");
         }

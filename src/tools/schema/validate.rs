@@ -107,6 +107,9 @@ fn expected(error: &jsonschema::ValidationError<'_>, path: &str) -> Option<Strin
         K::ExclusiveMaximum { limit } => format!("must be less than {limit}"),
         K::Minimum { limit } => format!("must be at least {limit}"),
         K::ExclusiveMinimum { limit } => format!("must be greater than {limit}"),
+        K::Pattern { pattern } if pattern == crate::tools::policy::PLAIN_SPEC => {
+            "must be a plain match spec (no path, URL, package file or url=/fn= key)".into()
+        }
         K::MaxLength { limit } => format!("must have at most {limit} characters"),
         K::MinLength { limit } => format!("must have at least {limit} characters"),
         K::MaxItems { limit } => format!("must have at most {limit} items"),
@@ -230,13 +233,38 @@ pub fn clip(text: &str, limit: usize) -> String {
             out.push('…');
             break;
         }
-        if c.is_control() {
+        if invisible(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
         }
     }
     out
+}
+
+/// Characters escaped when client text is echoed: controls, and the format characters
+/// that hide or reorder text (soft hyphen, bidi marks and isolates, zero-width
+/// characters, the BOM, variation selectors, interlinear annotation and tag characters).
+pub fn invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            u32::from(c),
+            0xAD | 0x34F
+                | 0x61C
+                | 0x115F..=0x1160
+                | 0x17B4..=0x17B5
+                | 0x180B..=0x180F
+                | 0x200B..=0x200F
+                | 0x202A..=0x202E
+                | 0x2060..=0x206F
+                | 0x3164
+                | 0xFE00..=0xFE0F
+                | 0xFEFF
+                | 0xFFA0
+                | 0xFFF0..=0xFFFB
+                | 0x1D173..=0x1D17A
+                | 0xE0000..=0xE0FFF
+        )
 }
 
 /// JSON Pointer → `$.a[0].b`.
@@ -292,6 +320,31 @@ mod tests {
             .validate(&input)
             .unwrap_err()
             .to_string()
+    }
+
+    /// Hostile property names: bidi overrides, zero-width and tag characters are escaped
+    /// like controls (a model reads them; a person does not see them).
+    #[test]
+    fn invisible_characters_are_escaped() {
+        let schema = json!({"type": "object", "properties": {}, "additionalProperties": false});
+        let name = "\u{202e}evil\u{202c}\u{200b}\u{2066}x\u{61c}\u{feff}\u{ad}\u{e0041}\n";
+        let text = message(schema, json!({name: 1}));
+        assert!(!text.chars().any(invisible), "{text:?}");
+        assert!(
+            text.contains("\\u{202e}evil") && text.contains("\\u{e0041}"),
+            "{text}"
+        );
+    }
+
+    /// A package spec refused by the plain-spec pattern says which rule, not the
+    /// option-like one.
+    #[test]
+    fn the_plain_spec_pattern_names_its_rule() {
+        let schema = json!({"type": "string", "pattern": crate::tools::policy::PLAIN_SPEC});
+        assert_eq!(
+            message(schema, json!("SECRET/VALUE")),
+            "Invalid arguments at $: must be a plain match spec (no path, URL, package file or url=/fn= key)"
+        );
     }
 
     /// Exclusive groups in both encodings (pairs under `anyOf`, or one `required` list)

@@ -7,8 +7,10 @@ use serde_json::{Value, json};
 use super::CLIP;
 use crate::tools::schema::clip;
 
-/// Most characters of an error message the server sends.
-const MESSAGE_LIMIT: usize = 240;
+/// Most characters of an error message the server sends (client text in it is cut to
+/// [`CLIP`] characters per run; the server's own texts, such as a schema error with what a
+/// listed form offers, fit).
+const MESSAGE_LIMIT: usize = 1000;
 
 /// Make an outgoing error keep the echo rule: the message is one bounded line, `data` is
 /// an object whose strings echo at most [`CLIP`] characters.
@@ -25,7 +27,7 @@ pub fn sanitize(error: &mut ErrorData) {
 
 fn needs_clipping(message: &str) -> bool {
     message.chars().count() > MESSAGE_LIMIT
-        || message.chars().any(char::is_control)
+        || message.chars().any(crate::tools::schema::invisible)
         || message
             .split(|c: char| c.is_whitespace() || QUOTES.contains(&c))
             .any(|run| run.chars().count() > CLIP)
