@@ -362,7 +362,8 @@ fn real_conda_read_only_attacks_are_refused() {
         ("XDG_CACHE_HOME", home_path.as_str()),
         ("XDG_DATA_HOME", home_path.as_str()),
     ];
-    let mut s = crate::mcp::Session::start_with(&conda, &[], &env);
+    // Full schemas (--list-all): the policy, not the listed schema, refuses these.
+    let mut s = crate::mcp::Session::start_with(&conda, &["--list-all"], &env);
     let write_refusal = (-32600, "Operation requires --allow-write".to_owned());
     for input in [
         json!({}),

@@ -352,7 +352,9 @@ fn real_conda_read_only_tools_run_sandboxed_and_write_nothing() {
         s.notify("notifications/initialized", json!({}));
         s
     };
-    let mut s = start_in(&[]);
+    // Full schemas (--list-all): `conda_config {}` (which writes the rc file, forced
+    // read-only here) is outside the listed read-only schema.
+    let mut s = start_in(&["--list-all"]);
     assert_eq!(s.capabilities()["sandbox"]["state"], "active");
     let watched = || {
         (
@@ -383,7 +385,7 @@ fn real_conda_read_only_tools_run_sandboxed_and_write_nothing() {
     assert!(!rc.exists(), "conda config wrote {rc:?} inside the sandbox");
     assert_eq!(before, watched(), "a read-only call changed the filesystem");
     // Without the sandbox the same forced call writes it: the check above can fail.
-    let mut off = start_in(&["--no-sandbox"]);
+    let mut off = start_in(&["--no-sandbox", "--list-all"]);
     off.call("conda_config", json!({}));
     assert!(
         rc.exists(),

@@ -445,7 +445,9 @@ impl World {
         command
             .arg("--conda-exe")
             .arg(&self.conda)
-            .args(["--timeout", "60"])
+            // The inputs come from the full schemas: every tool is listed in full, and the
+            // policy alone decides what runs.
+            .args(["--timeout", "60", "--list-all"])
             .args(flags)
             .env_clear()
             .envs(self.env())
