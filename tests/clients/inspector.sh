@@ -37,7 +37,13 @@ work = sys.argv[1]
 tools = [t["name"] for t in json.load(open(f"{work}/tools.json"))["tools"]]
 assert "conda_info" in tools, tools
 caps = json.loads(json.load(open(f"{work}/caps.json"))["contents"][0]["text"])
-assert caps["generated_tools"] == [t for t in tools if t not in ("conda_execute", "conda_cli_command")]
+listed = {t for t in tools if t not in ("conda_execute", "conda_cli_command")}
+# The policy-shaped listing: every generated tool is listed, or withheld by the policy,
+# left out or folded, and capabilities say which.
+toolset = caps["toolset"]
+unlisted = set(toolset["withheld"]) | {e["tool"] for e in toolset["left_out"]} | set(toolset["folded"])
+assert listed <= set(caps["generated_tools"]), listed
+assert set(caps["generated_tools"]) == listed | unlisted, (caps["generated_tools"], tools)
 info = json.load(open(f"{work}/info.json"))
 assert not info.get("isError"), info
 version = info["structuredContent"]["parsed_json"]["conda_version"]

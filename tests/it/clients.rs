@@ -102,6 +102,39 @@ fn python_sdk_over_stdio() {
                 .any(|t| t == "conda_run"),
             "{mode}: {all}"
         );
+        // Under --tools @core: only @core's tools the policy admits, conda_info callable,
+        // and the dry-run-only conda_install still says how to apply for real.
+        let core = run_sdk(&python, &["stdio", ccm, &conda, mode, "--tools", "@core"]);
+        let mut listed: Vec<&str> = core["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        listed.sort_unstable();
+        assert_eq!(
+            listed,
+            [
+                "conda_clean",
+                "conda_config",
+                "conda_create",
+                "conda_env_list",
+                "conda_env_remove",
+                "conda_info",
+                "conda_install",
+                "conda_list",
+                "conda_remove",
+                "conda_search",
+                "conda_update"
+            ],
+            "{mode}: {core}"
+        );
+        assert_eq!(core["info_exit_code"], 0, "{mode}: {core}");
+        let message = core["dry_run_only"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.ends_with("Anything else needs --allow-write."),
+            "{mode}: {core}"
+        );
     }
 }
 
