@@ -48,10 +48,9 @@ pub struct Shaped {
 /// Shape every generated tool's descriptor (in place) for the operator's grants.
 pub fn shape(toolset: &mut Toolset, grants: Grants) -> Shaped {
     let mut shaped = Shaped::default();
-    let rules = toolset.rules.clone();
     let timeout = toolset.timeout();
     for tool in &mut toolset.generated {
-        match policy::shape(&rules, &tool.path, tool.opaque, grants) {
+        match policy::shape(&toolset.rules, &tool.path, tool.opaque, grants) {
             Shape::Full => {}
             Shape::Refused => {
                 shaped.withheld.insert(tool.name.clone());

@@ -24,9 +24,14 @@ fn run_sdk(python: &str, args: &[&str]) -> Value {
 
 /// Run the SDK client with extra environment variables; what it printed.
 pub(crate) fn run_sdk_with(python: &str, args: &[&str], env: &[(&str, &str)]) -> Value {
+    run_script(python, "sdk_client.py", args, env)
+}
+
+/// Run one of the SDK client scripts in `tests/clients`; the JSON it printed.
+fn run_script(python: &str, script: &str, args: &[&str], env: &[(&str, &str)]) -> Value {
     let output = Command::new(python)
         .envs(env.iter().copied())
-        .arg(support::repo().join("tests/clients/sdk_client.py"))
+        .arg(support::repo().join("tests/clients").join(script))
         .args(args)
         .output()
         .expect("run the SDK client");
@@ -36,6 +41,32 @@ pub(crate) fn run_sdk_with(python: &str, args: &[&str], env: &[(&str, &str)]) ->
         String::from_utf8_lossy(&output.stderr)
     );
     serde_json::from_slice(&output.stdout).expect("the SDK client prints JSON")
+}
+
+/// What every SDK session (stdio or HTTP, either mode) sees of the fixture conda:
+/// conda_info runs and its JSON is carried once; invalid arguments are a result the model
+/// reads (both modes negotiate 2025-11-25 or later); an unknown tool stays a protocol
+/// error.
+pub(crate) fn assert_session_answers(seen: &Value, mode: &str) {
+    assert_eq!(seen["info_is_error"], false, "{mode}: {seen}");
+    assert_eq!(seen["info_exit_code"], 0, "{mode}: {seen}");
+    assert_eq!(seen["info_conda_version"], "0.99.0", "{mode}: {seen}");
+    assert_eq!(
+        seen["invalid"],
+        serde_json::json!({
+            "is_error": true,
+            "text": "Invalid arguments at $: unexpected property 'bogus'",
+            "meta": {"conda-cli-mcp/invalid_arguments": {"path": "$", "keyword": "additionalProperties"}},
+        }),
+        "{mode}: {seen}"
+    );
+    assert_eq!(seen["unknown"]["code"], -32602, "{mode}: {seen}");
+    assert_eq!(seen["info_stdout"], "", "{mode}: {seen}");
+    assert_eq!(
+        seen["info_meta"],
+        serde_json::json!({"conda-cli-mcp/stdout": "moved-to-parsed_json"}),
+        "{mode}: {seen}"
+    );
 }
 
 #[test]
@@ -60,27 +91,7 @@ fn python_sdk_over_stdio() {
                 .iter()
                 .any(|k| k == "discovery_fingerprint")
         );
-        assert_eq!(seen["info_is_error"], false);
-        assert_eq!(seen["info_exit_code"], 0);
-        assert_eq!(seen["info_conda_version"], "0.99.0");
-        // Both modes negotiate 2025-11-25 or later: invalid arguments are a result the
-        // model reads; an unknown tool stays a protocol error.
-        assert_eq!(
-            seen["invalid"],
-            serde_json::json!({
-                "is_error": true,
-                "text": "Invalid arguments at $: unexpected property 'bogus'",
-                "meta": {"conda-cli-mcp/invalid_arguments": {"path": "$", "keyword": "additionalProperties"}},
-            }),
-            "{mode}: {seen}"
-        );
-        assert_eq!(seen["unknown"]["code"], -32602, "{mode}: {seen}");
-        assert_eq!(seen["info_stdout"], "", "{mode}: {seen}");
-        assert_eq!(
-            seen["info_meta"],
-            serde_json::json!({"conda-cli-mcp/stdout": "moved-to-parsed_json"}),
-            "{mode}: {seen}"
-        );
+        assert_session_answers(&seen, mode);
         // The policy-shaped listing: `conda_run` needs --allow-exec and is not listed;
         // conda_install is listed for dry runs, and a call without dry_run says how to
         // apply for real.
@@ -190,18 +201,7 @@ pub(crate) fn roots(dirs: &[tempfile::TempDir]) -> [String; 3] {
 
 /// Run `tests/clients/sdk_roots.py`; what it printed.
 pub(crate) fn run_roots(python: &str, args: &[&str], env: &[(&str, &str)]) -> Value {
-    let output = Command::new(python)
-        .envs(env.iter().copied())
-        .arg(support::repo().join("tests/clients/sdk_roots.py"))
-        .args(args)
-        .output()
-        .expect("run the SDK client");
-    assert!(
-        output.status.success(),
-        "SDK client failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("the SDK client prints JSON")
+    run_script(python, "sdk_roots.py", args, env)
 }
 
 /// A successful call that ran in `dir` and said so.

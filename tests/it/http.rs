@@ -562,27 +562,7 @@ fn python_sdk_over_http() {
         let tools = seen["tools"].as_array().unwrap();
         assert!(tools.iter().any(|t| t == "conda_info"), "{mode}: {seen}");
         assert_eq!(seen["resources"], json!(["conda://capabilities"]));
-        assert_eq!(seen["info_is_error"], false, "{mode}: {seen}");
-        assert_eq!(seen["info_exit_code"], 0);
-        assert_eq!(seen["info_conda_version"], "0.99.0");
-        // Both modes negotiate 2025-11-25 or later: invalid arguments are a result the
-        // model reads; an unknown tool stays a protocol error.
-        assert_eq!(
-            seen["invalid"],
-            serde_json::json!({
-                "is_error": true,
-                "text": "Invalid arguments at $: unexpected property 'bogus'",
-                "meta": {"conda-cli-mcp/invalid_arguments": {"path": "$", "keyword": "additionalProperties"}},
-            }),
-            "{mode}: {seen}"
-        );
-        assert_eq!(seen["unknown"]["code"], -32602, "{mode}: {seen}");
-        assert_eq!(seen["info_stdout"], "", "{mode}: {seen}");
-        assert_eq!(
-            seen["info_meta"],
-            serde_json::json!({"conda-cli-mcp/stdout": "moved-to-parsed_json"}),
-            "{mode}: {seen}"
-        );
+        crate::clients::assert_session_answers(&seen, mode);
     }
     assert!(!server.stderr().contains(TOKEN));
 }
