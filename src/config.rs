@@ -84,6 +84,12 @@ pub struct Config {
     pub surface: Surface,
     /// `--tools` / `CCM_TOOLS`: the selected tools; `None`: every tool.
     pub tools: Option<Spec>,
+    /// `--audit-log` / `CCM_AUDIT_LOG` (absolute): opened at startup by `main`.
+    pub audit_log: Option<PathBuf>,
+    /// `--confirm-writes` / `CCM_CONFIRM_WRITES`: ask the user before writes and execs.
+    pub confirm_writes: bool,
+    /// How long a confirmation question waits for the user.
+    pub confirm_timeout: Duration,
     /// Serve over HTTP instead of stdio.
     pub http: Option<HttpConfig>,
     /// Limits and withheld environment of every child process.

@@ -44,7 +44,10 @@ fn main() -> ExitCode {
         Action::Print(text) => print_stdout(&text),
         Action::Discover { config, pretty } => discover(&runtime, &config, pretty),
         Action::Tools { config, json } => tools(&runtime, &config, json),
-        Action::Serve(config) => serve(runtime, config),
+        Action::Serve(config) => match open_audit_log(&config) {
+            Ok(()) => serve(runtime, config),
+            Err(code) => code,
+        },
     }
 }
 
@@ -167,6 +170,17 @@ fn tools(runtime: &tokio::runtime::Runtime, config: &ccm::config::Config, json: 
     print_stdout(&text)
 }
 
+/// `--audit-log`: opened before serving; a path that cannot be opened stops the server.
+fn open_audit_log(config: &ccm::config::Config) -> Result<(), ExitCode> {
+    let Some(path) = &config.audit_log else {
+        return Ok(());
+    };
+    ccm::host::audit::open(path).map_err(|error| {
+        eprintln!("ccm: error: {error}");
+        exit(cli::EXIT_USAGE)
+    })
+}
+
 /// Serve MCP over stdio or HTTP until the transport stops, then end every execution.
 fn serve(runtime: tokio::runtime::Runtime, config: ccm::config::Config) -> ExitCode {
     let http = config.http.clone();
@@ -230,6 +244,9 @@ fn protect_secrets(config: &ccm::config::Config) {
         .into_iter()
         .chain(token_file)
         .collect();
+    for secret in &secrets {
+        ccm::host::audit::withhold(secret);
+    }
     let limits = ccm::host::exec::limits::configure(&config.limits, &secrets);
     // Withheld from children, so not needed here either: a child running as the same user
     // as root (whom PR_SET_DUMPABLE does not stop) finds nothing in /proc/<server>.

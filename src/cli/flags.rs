@@ -143,6 +143,29 @@ pub struct Options {
     #[arg(long = "tools", value_name = "SPEC[,SPEC...]", global = true)]
     pub tools: Vec<String>,
 
+    /// Append one JSON line per tool call that reached the policy to FILE (also
+    /// CCM_AUDIT_LOG): time, session, client, tool, the final argv with secret-looking
+    /// values redacted, verdict, confirmation, exit code, duration. Opened append-only at
+    /// startup; a path that cannot be opened stops the server.
+    #[arg(long, value_name = "FILE", global = true)]
+    pub audit_log: Option<PathBuf>,
+
+    /// Ask the user to confirm every write and exec call through MCP elicitation, showing
+    /// the plan (a dry run's packages where conda can dry-run the command), before it runs
+    /// (also CCM_CONFIRM_WRITES=1). A client that cannot be asked gets those calls refused.
+    #[arg(long, global = true)]
+    pub confirm_writes: bool,
+
+    /// How long --confirm-writes waits for the user's answer, in seconds.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value = "300",
+        global = true,
+        allow_hyphen_values = true
+    )]
+    pub confirm_timeout: String,
+
     /// Run read-only calls without the read-only sandbox (also CCM_NO_SANDBOX=1).
     #[arg(long, global = true)]
     pub no_sandbox: bool,

@@ -3,6 +3,8 @@
 //! Parsing never spawns anything. Every bad value becomes a one-line `ccm: error: …`
 //! message that says what to do, with exit status 2; `--help` and `--version` exit 0.
 
+use std::path::PathBuf;
+
 use clap::Parser;
 
 use crate::host::discovery::{self, ResolveError};
@@ -44,6 +46,10 @@ pub const TOOLS_VAR: &str = "CCM_TOOLS";
 pub const LIST_ALL_VAR: &str = "CCM_LIST_ALL";
 /// Set to 1/true/yes/on: same as `--no-sandbox`.
 pub const NO_SANDBOX_VAR: &str = "CCM_NO_SANDBOX";
+/// The audit log's path when `--audit-log` is not given.
+pub const AUDIT_LOG_VAR: &str = "CCM_AUDIT_LOG";
+/// Set to 1/true/yes/on: same as `--confirm-writes`.
+pub const CONFIRM_WRITES_VAR: &str = "CCM_CONFIRM_WRITES";
 /// Shortest accepted bearer token.
 pub const MIN_TOKEN_LEN: usize = 16;
 const MAX_TOKEN_LEN: usize = 4096;
@@ -194,9 +200,25 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
         surface,
         tools: selection(options, env)?,
         list_all: options.list_all || env.get(LIST_ALL_VAR).is_some_and(truthy),
+        audit_log: audit_log(options, env)?,
+        confirm_writes: options.confirm_writes || env.get(CONFIRM_WRITES_VAR).is_some_and(truthy),
+        confirm_timeout: positive_seconds("--confirm-timeout", &options.confirm_timeout)?,
         http,
         limits,
     })
+}
+
+/// `--audit-log`, else `CCM_AUDIT_LOG` (an empty value is none), made absolute.
+fn audit_log(options: &Options, env: &Environment) -> Result<Option<PathBuf>, UsageError> {
+    let path = match (&options.audit_log, env.get(AUDIT_LOG_VAR)) {
+        (Some(path), _) => path.clone(),
+        (None, Some(text)) if !text.is_empty() => PathBuf::from(text),
+        _ => return Ok(None),
+    };
+    if path.as_os_str().is_empty() {
+        return Err(UsageError("argument --audit-log: the path is empty".into()));
+    }
+    Ok(Some(std::path::absolute(&path).unwrap_or(path)))
 }
 
 /// `1`, `true`, `yes`, `on` (any case).

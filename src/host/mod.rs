@@ -3,6 +3,7 @@
 //! distributions (`stamp`), the read-only sandbox (`sandbox`) and `--allow-paths`
 //! (`confine`). Only this layer spawns processes or reads the target's files.
 
+pub mod audit;
 pub mod confine;
 pub mod discovery;
 pub mod exec;

@@ -33,6 +33,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+mod audit;
 mod call;
 pub mod capabilities;
 mod capacity;
@@ -88,6 +89,8 @@ pub struct Server {
     session_calls: Arc<AtomicUsize>,
     /// The client's roots (handshake sessions that declared them).
     roots: Arc<roots::Roots>,
+    /// This session's id in the audit log (random; never the MCP session id).
+    session_id: Arc<str>,
 }
 
 /// How a tool call ends when it is not a result.
@@ -119,6 +122,20 @@ fn invalid_arguments(error: &crate::tools::schema::Invalid) -> Refusal {
     ))
 }
 
+/// A random session id for the audit log (`s-` and 16 hex digits).
+fn session_id() -> Arc<str> {
+    let mut bytes = [0u8; 8];
+    if getrandom::fill(&mut bytes).is_err() {
+        bytes = std::process::id()
+            .to_le_bytes()
+            .repeat(2)
+            .try_into()
+            .unwrap_or_default();
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Arc::from(format!("s-{hex}"))
+}
+
 fn internal() -> ErrorData {
     ErrorData::internal_error("Internal error", None)
 }
@@ -143,6 +160,7 @@ impl Server {
             shared,
             session_calls: Arc::new(AtomicUsize::new(0)),
             roots: Arc::default(),
+            session_id: session_id(),
         }
     }
 
@@ -152,6 +170,7 @@ impl Server {
             shared: Arc::clone(&self.shared),
             session_calls: Arc::new(AtomicUsize::new(0)),
             roots: Arc::default(),
+            session_id: session_id(),
         }
     }
 
@@ -305,9 +324,12 @@ impl ServerHandler for Server {
     ) -> Result<CallToolResponse, ErrorData> {
         let ct = context.ct.clone();
         let caller = roots::Caller::of(&context);
-        let outcome = std::panic::AssertUnwindSafe(self.call(request, &caller, ct))
-            .catch_unwind()
-            .await;
+        let trail = audit::Trail::begin(&self.session_id, context.client_info(), &request.name);
+        let call = std::panic::AssertUnwindSafe(self.call(request, &caller, ct)).catch_unwind();
+        let outcome = match &trail {
+            Some(trail) => trail.scope(call).await,
+            None => call.await,
+        };
         match outcome {
             Ok(Ok(result)) | Ok(Err(Refusal::Busy(result))) => Ok(result.into()),
             Ok(Err(Refusal::Arguments(error))) if caller.arguments_as_results() => {

@@ -5,6 +5,8 @@ mod support;
 
 /// The generic argv interpreter (pure).
 mod argv;
+/// `--audit-log`: lines, redaction, refusals.
+mod audit;
 /// Capacity limits: the execution queue and the per-session limit.
 mod capacity;
 /// The command line: flags, exit codes, messages.
