@@ -124,7 +124,6 @@ pub fn refused(why: &str) {
 
 /// What the user answered (`accepted`, `declined`, `cancelled`, `timed_out`,
 /// `unavailable`).
-#[allow(dead_code)] // used by --confirm-writes
 pub fn confirmation(answer: &'static str) {
     with(|r| r.confirmation = Some(answer));
 }

@@ -310,6 +310,8 @@ impl Server {
         };
         // Refused before anything spawns (and before it takes a place in the queue).
         exec::check_size(&spec).map_err(size_refusal)?;
+        // Asked before the slot is taken: waiting for the person holds no slot.
+        self.confirm(ready, &spec, &class, &ct).await?;
         let _admitted = self.admit(&ct).await?;
         let outcome = match exec::run(&spec, &ct).await {
             Ok(outcome) => outcome,

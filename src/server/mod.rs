@@ -38,6 +38,7 @@ mod call;
 pub mod capabilities;
 mod capacity;
 mod completion_cache;
+mod confirm;
 mod ready;
 mod restart;
 pub mod result;
@@ -301,9 +302,15 @@ impl ServerHandler for Server {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let ready = self.ready().await;
+        if self.shared.config.confirm_writes && !confirm::Asker::of(&context).can_ask() {
+            // Every write and exec call of this client is refused: list none.
+            return Ok(ListToolsResult::with_all_items(confirm::read_only(
+                &ready.tools,
+            )));
+        }
         Ok(ListToolsResult::with_all_items(ready.tools.clone()))
     }
 
@@ -325,7 +332,9 @@ impl ServerHandler for Server {
         let ct = context.ct.clone();
         let caller = roots::Caller::of(&context);
         let trail = audit::Trail::begin(&self.session_id, context.client_info(), &request.name);
-        let call = std::panic::AssertUnwindSafe(self.call(request, &caller, ct)).catch_unwind();
+        let asker = confirm::Asker::of(&context);
+        let call = asker
+            .scope(std::panic::AssertUnwindSafe(self.call(request, &caller, ct)).catch_unwind());
         let outcome = match &trail {
             Some(trail) => trail.scope(call).await,
             None => call.await,

@@ -17,6 +17,8 @@ mod clients;
 mod codegen;
 /// The compact tool surface: group encoding, descriptions, names for every client.
 mod compact;
+/// `--confirm-writes`: the Python SDK answers the elicitation.
+mod confirm;
 /// Live discovery against the fixture conda (and a real conda with CCM_TEST_CONDA).
 mod discovery;
 /// House rules: the layer order of `src/`, files and functions that fit one sitting.
