@@ -271,7 +271,7 @@ impl Server {
     }
 
     #[allow(clippy::too_many_arguments)]
-    async fn execute(
+    pub(super) async fn execute(
         &self,
         ready: &Ready,
         argv: Vec<String>,

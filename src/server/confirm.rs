@@ -30,7 +30,10 @@ use super::{Ready, Refusal, Server, audit};
 use crate::host::exec;
 use crate::tools::policy::{self, Classification};
 
+mod parked;
 mod plan;
+
+pub use parked::{Parked, Parking};
 
 pub use plan::{DECLINED, TIMED_OUT, UNAVAILABLE};
 
@@ -43,6 +46,11 @@ tokio::task_local! {
 pub struct Asker {
     /// The peer, when the client declared elicitation in form mode in a handshake.
     peer: Option<Peer<RoleServer>>,
+    /// A session-less (2026-07-28) request whose client declared elicitation in form
+    /// mode: asked with an input-required result.
+    input_required: bool,
+    /// The plan was confirmed already (the retry of an input-required result).
+    confirmed: bool,
 }
 
 impl Asker {
@@ -54,14 +62,22 @@ impl Asker {
             .peer
             .supported_elicitation_modes()
             .contains(&ElicitationMode::Form);
+        // In the request's own capabilities (the revision puts them in `_meta`): no form
+        // and no url means form.
+        let declared = context
+            .client_capabilities()
+            .and_then(|c| c.elicitation)
+            .is_some_and(|e| e.form.is_some() || e.url.is_none());
         Asker {
             peer: (form && !session_less).then(|| context.peer.clone()),
+            input_required: session_less && declared,
+            confirmed: false,
         }
     }
 
     /// Whether this client can be asked (the listing shows it writes only then).
     pub fn can_ask(&self) -> bool {
-        self.peer.is_some()
+        self.peer.is_some() || self.input_required
     }
 
     /// Run a call with this asker in scope.
@@ -110,7 +126,11 @@ impl Server {
         if !config.confirm_writes || !(class.requires_write || class.requires_exec) {
             return Ok(());
         }
-        let Some(peer) = ASKER.try_with(|a| a.peer.clone()).ok().flatten() else {
+        let asker = ASKER.try_with(Asker::clone).ok();
+        if asker.as_ref().is_some_and(|a| a.confirmed) {
+            return Ok(());
+        }
+        let Some(asker) = asker.filter(Asker::can_ask) else {
             audit::confirmation("unavailable");
             return Err(refusal(UNAVAILABLE));
         };
@@ -126,6 +146,13 @@ impl Server {
             None
         };
         let message = plan::message(&argv, spec.cwd.as_deref(), dry.as_ref());
+        let Some(peer) = asker.peer else {
+            audit::confirmation("input_required");
+            let parked = Parked::new(argv, spec, class, config.confirm_timeout);
+            return Err(Refusal::InputRequired(
+                self.shared.parked.park(parked, form(message)),
+            ));
+        };
         let answer = ask(&peer, message, config.confirm_timeout, ct).await;
         match answer {
             Answer::Accepted => {
@@ -195,6 +222,15 @@ fn refusal(text: &str) -> Refusal {
     Refusal::Busy(CallToolResult::error(vec![ContentBlock::text(text)]))
 }
 
+/// The question: a form with no fields (accept is the consent).
+fn form(message: String) -> ElicitRequest {
+    ElicitRequest::new(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema: ElicitationSchema::new(BTreeMap::new()),
+    })
+}
+
 /// Send the question and wait for the answer, the timeout or the call's cancellation
 /// (which withdraws the question).
 async fn ask(
@@ -203,12 +239,7 @@ async fn ask(
     timeout: std::time::Duration,
     ct: &CancellationToken,
 ) -> Answer {
-    let params = ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message,
-        requested_schema: ElicitationSchema::new(BTreeMap::new()),
-    };
-    let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+    let request = ServerRequest::ElicitRequest(form(message));
     let mut handle = match peer
         .send_cancellable_request(request, PeerRequestOptions::no_options())
         .await

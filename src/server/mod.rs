@@ -80,6 +80,8 @@ struct Shared {
     fatal: watch::Sender<Option<startup::Fatal>>,
     /// The read-only sandbox, probed once before the tools are served.
     sandbox: std::sync::OnceLock<Sandbox>,
+    /// Plans waiting for a session-less client's confirmation (`--confirm-writes`).
+    parked: confirm::Parking,
 }
 
 /// The MCP server (cheap to clone; clones share one state, including the session's).
@@ -104,6 +106,8 @@ enum Refusal {
     Busy(CallToolResult),
     /// The client cancelled: no response is sent.
     Cancelled,
+    /// The person must confirm first (session-less revision): the question goes back.
+    InputRequired(rmcp::model::InputRequiredResult),
 }
 
 impl From<ErrorData> for Refusal {
@@ -154,6 +158,7 @@ impl Server {
             completion: tokio::sync::Mutex::new(None),
             fatal,
             sandbox: std::sync::OnceLock::new(),
+            parked: confirm::Parking::default(),
             config,
         });
         startup::spawn(Arc::clone(&shared), sender);
@@ -261,6 +266,10 @@ impl Server {
             return Err(invalid_params("Unknown tool").into());
         };
         let name = name.as_str();
+        if let Some(reference) = request.request_state.as_deref() {
+            let responses = request.input_responses.as_ref();
+            return self.resume(&ready, name, reference, responses, ct).await;
+        }
         if name == EXECUTE_TOOL && ready.toolset.execute.is_some() {
             return self.call_execute(&ready, &arguments, ct).await;
         }
@@ -346,6 +355,7 @@ impl ServerHandler for Server {
             }
             Ok(Err(Refusal::Protocol(error) | Refusal::Arguments(error))) => Err(error),
             // The client cancelled: rmcp drops whatever is returned for this request.
+            Ok(Err(Refusal::InputRequired(question))) => Ok(question.into()),
             Ok(Err(Refusal::Cancelled)) => {
                 Err(ErrorData::internal_error("Request cancelled", None))
             }

@@ -56,6 +56,7 @@ async def run(ccm, conda, mode, answer, directory, elicit):
     options = {"elicitation_callback": on_elicit} if elicit else {}
     seen = {}
     async with Client(target, mode=mode, **options) as client:
+        seen["protocol"] = client.protocol_version
         listed = await client.list_tools()
         seen["listed"] = sorted(t.name for t in listed.tools)
         seen["install"] = await call(

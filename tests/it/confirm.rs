@@ -23,6 +23,8 @@ fn session(mode: &str, answer: &str, elicit: bool) -> (Value, bool) {
         args.push("no");
     }
     let seen = run_script(&python, "sdk_confirm.py", &args, &[]);
+    let revision = seen["protocol"].as_str().unwrap_or_default();
+    assert_eq!(revision == "2026-07-28", mode == "auto", "{mode}: {seen}");
     let ran = dir.path().join("ran").exists();
     (seen, ran)
 }
@@ -31,10 +33,18 @@ fn text(seen: &Value, call: &str) -> String {
     seen[call]["text"].as_str().unwrap_or_default().to_owned()
 }
 
+/// Handshake revisions: `elicitation/create`; 2026-07-28: the input-required result and
+/// the retry with the server's reference (the SDK drives both rounds).
 #[test]
 #[ignore = "needs CCM_TEST_MCP_PYTHON"]
 fn python_sdk_accept_runs_the_planned_argv() {
-    let (seen, ran) = session("legacy", "accept", true);
+    for mode in ["legacy", "auto"] {
+        accept_runs_the_planned_argv(mode);
+    }
+}
+
+fn accept_runs_the_planned_argv(mode: &str) {
+    let (seen, ran) = session(mode, "accept", true);
     assert!(ran, "{seen}");
     let install = &seen["install"];
     assert_eq!(install["is_error"], false, "{seen}");
@@ -71,9 +81,14 @@ fn python_sdk_accept_runs_the_planned_argv() {
 #[test]
 #[ignore = "needs CCM_TEST_MCP_PYTHON"]
 fn python_sdk_decline_and_cancel_run_nothing() {
-    for answer in ["decline", "cancel"] {
-        let (seen, ran) = session("legacy", answer, true);
-        assert!(!ran, "{answer}: {seen}");
+    for (mode, answer) in [
+        ("legacy", "decline"),
+        ("legacy", "cancel"),
+        ("auto", "decline"),
+        ("auto", "cancel"),
+    ] {
+        let (seen, ran) = session(mode, answer, true);
+        assert!(!ran, "{mode} {answer}: {seen}");
         for call in ["install", "behave"] {
             assert_eq!(seen[call]["is_error"], true, "{answer}: {seen}");
             assert!(
@@ -113,4 +128,93 @@ fn python_sdk_without_elicitation_is_refused() {
             );
         }
     }
+}
+
+/// A session-less (2026-07-28) `tools/call` from a client that declares elicitation.
+fn stateless_call(url: &str, id: i64, params: serde_json::Value) -> serde_json::Value {
+    let mut params = params;
+    params["_meta"] = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "ccm-confirm-tests", "version": "1"},
+    });
+    let name = params["name"].as_str().unwrap().to_owned();
+    let headers = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", name.as_str()),
+    ];
+    let body = crate::http::request(id, "tools/call", params).to_string();
+    crate::http::post_raw(url, None, &headers, body.as_bytes()).response()
+}
+
+/// What a session-less client echoes back is untrusted: only the server's reference is
+/// accepted, once; a forged one runs nothing, and the retry's own arguments are ignored
+/// (the parked plan runs).
+#[test]
+fn session_less_references_are_single_use_and_unforgeable() {
+    let server = crate::http::HttpServer::start(
+        &[
+            "--allow-write",
+            "--allow-paths",
+            "/",
+            "--classify",
+            "conda_behave=write",
+            "--confirm-writes",
+        ],
+        &[("CCM_MCP_TOKEN", crate::http::TOKEN)],
+    );
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let planned = dir.path().join("planned");
+    let other = dir.path().join("other");
+    let call = |pid: &std::path::Path| serde_json::json!({"name": "conda_behave", "arguments": {"pid_file": pid.to_str().unwrap()}});
+    let first = stateless_call(&server.url, 1, call(&planned));
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    let question = &result["inputRequests"]["confirm"];
+    assert_eq!(question["method"], "elicitation/create", "{first}");
+    assert!(
+        question["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Command: conda behave --pid-file="),
+        "{first}"
+    );
+    let reference = result["requestState"].as_str().unwrap().to_owned();
+    assert!(reference.len() >= 64, "{first}");
+    assert!(!planned.exists(), "ran before the answer");
+    let accept = serde_json::json!({"confirm": {"action": "accept", "content": {}}});
+    // A forged reference: refused, nothing runs.
+    let mut forged = call(&other);
+    forged["requestState"] = serde_json::json!("0".repeat(64));
+    forged["inputResponses"] = accept.clone();
+    let answer = stateless_call(&server.url, 2, forged);
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(!other.exists() && !planned.exists());
+    // The server's reference with other arguments: the parked plan runs, not the retry's.
+    let mut retry = call(&other);
+    retry["requestState"] = serde_json::json!(reference);
+    retry["inputResponses"] = accept.clone();
+    let answer = stateless_call(&server.url, 3, retry.clone());
+    assert_eq!(
+        answer["result"]["structuredContent"]["exit_code"], 0,
+        "{answer}"
+    );
+    assert!(planned.exists(), "{answer}");
+    assert!(!other.exists(), "{answer}");
+    // Used once: the same reference again runs nothing.
+    std::fs::remove_file(&planned).unwrap();
+    let again = stateless_call(&server.url, 4, retry);
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+    assert!(!planned.exists() && !other.exists());
+    // A declined plan runs nothing.
+    let first = stateless_call(&server.url, 5, call(&planned));
+    let mut retry = call(&planned);
+    retry["requestState"] = first["result"]["requestState"].clone();
+    retry["inputResponses"] = serde_json::json!({"confirm": {"action": "decline"}});
+    let answer = stateless_call(&server.url, 6, retry);
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("declined_by_user"), "{answer}");
+    assert!(!planned.exists());
 }

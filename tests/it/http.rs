@@ -601,7 +601,12 @@ fn raw_exchange(url: &str, bytes: &[u8]) -> String {
     String::from_utf8_lossy(&reply).into_owned()
 }
 
-fn post_raw(url: &str, session: Option<&str>, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+pub(crate) fn post_raw(
+    url: &str,
+    session: Option<&str>,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Answer {
     let mut request = agent()
         .post(url)
         .header("Content-Type", "application/json")
