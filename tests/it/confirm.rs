@@ -218,3 +218,111 @@ fn session_less_references_are_single_use_and_unforgeable() {
     assert!(text.starts_with("declined_by_user"), "{answer}");
     assert!(!planned.exists());
 }
+
+/// A stdio handshake session whose client declares elicitation (form mode).
+fn eliciting_session(
+    conda: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> crate::mcp::Session {
+    let mut command = support::ccm();
+    command.arg("--conda-exe").arg(conda).args(args);
+    command.envs(env.iter().copied());
+    let mut session = crate::mcp::Session::spawn(command);
+    session.initialize = session.request(
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {"form": {}}},
+            "clientInfo": {"name": "ccm-confirm-tests", "version": "1"}}),
+    );
+    session.notify("notifications/initialized", serde_json::json!({}));
+    session
+}
+
+/// The next server-to-client message with this method (60 s at most).
+fn next_with(session: &mut crate::mcp::Session, method: &str) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        if let Some(message) = session.next(std::time::Duration::from_secs(1))
+            && message["method"] == method
+        {
+            return message;
+        }
+    }
+    panic!("no {method}: {}", session.stderr.lock().unwrap());
+}
+
+/// Cancelling the call while the question is open withdraws the question; a question
+/// nobody answers within --confirm-timeout runs nothing.
+#[test]
+fn cancelling_withdraws_and_silence_times_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let args = [
+        "--allow-write",
+        "--classify",
+        "conda_behave=write",
+        "--confirm-writes",
+        "--confirm-timeout",
+        "2",
+    ];
+    let mut session = eliciting_session(&support::fixture().conda, &args, &[]);
+    let arguments = serde_json::json!({"pid_file": ran.to_str().unwrap()});
+    let call = session.send(
+        "tools/call",
+        serde_json::json!({"name": "conda_behave", "arguments": arguments}),
+    );
+    let question = next_with(&mut session, "elicitation/create");
+    session.notify(
+        "notifications/cancelled",
+        serde_json::json!({"requestId": call, "reason": "test"}),
+    );
+    let withdrawn = next_with(&mut session, "notifications/cancelled");
+    assert_eq!(
+        withdrawn["params"]["requestId"], question["id"],
+        "{withdrawn}"
+    );
+    assert!(!ran.exists());
+    // Unanswered: refused after the timeout, nothing runs.
+    let result = session.call("conda_behave", arguments);
+    assert_eq!(result["isError"], true, "{result}");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("confirmation_timed_out"), "{result}");
+    assert!(!ran.exists());
+}
+
+/// On a real conda the plan of a `conda_create` from a local channel lists its packages.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_create_plan_lists_the_packages() {
+    let conda = support::real_conda();
+    let home = crate::oracle::Throwaway::new("confirm");
+    let env = home.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut session = eliciting_session(
+        &conda,
+        &["--allow-write", "--allow-paths", "/", "--confirm-writes"],
+        &env,
+    );
+    let call = session.send(
+        "tools/call",
+        serde_json::json!({"name": "conda_create",
+            "arguments": {"name": "ccm-confirm-demo", "packages": ["demo"]}}),
+    );
+    let question = next_with(&mut session, "elicitation/create");
+    let message = question["params"]["message"].as_str().unwrap();
+    assert!(message.contains("Target environment: "), "{message}");
+    assert!(message.contains("ccm-confirm-demo"), "{message}");
+    assert!(
+        message.contains("Install (1):\n  demo 1.0 0 ("),
+        "{message}"
+    );
+    let reply = serde_json::json!({"jsonrpc": "2.0", "id": question["id"],
+        "result": {"action": "decline"}});
+    session.write_raw(format!("{reply}\n").as_bytes());
+    let answer = session
+        .wait(call, std::time::Duration::from_secs(60))
+        .unwrap();
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("declined_by_user"), "{answer}");
+}
