@@ -236,6 +236,13 @@ impl Server {
             " The server is read-only: operations that change environments or files are refused \
              (the operator can start it with --allow-write); dry runs (`dry_run: true`) are allowed."
         });
+        if c.confirm_writes {
+            text.push_str(
+                " Every call that writes or runs a program is shown to the user, who must confirm \
+                 it first (--confirm-writes); a result starting with declined_by_user means the \
+                 user said no and nothing ran.",
+            );
+        }
         text.push_str(if c.allow_exec {
             " `conda run`, plugin passthrough and the raw conda_execute tool are allowed (--allow-exec)."
         } else {
