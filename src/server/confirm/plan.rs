@@ -170,7 +170,7 @@ mod tests {
         );
         assert!(text.contains("1\\n2"), "{text}");
         // Only the line breaks the plan puts there.
-        assert_eq!(text.lines().count(), 8, "{text}");
+        assert_eq!(text.lines().count(), 9, "{text}");
     }
 
     #[test]
