@@ -454,13 +454,25 @@ fn audit_log_and_confirmation_settings() {
     assert_eq!(both.audit_log, Some(PathBuf::from("/a")));
     let relative = serve(&[], &[("CCM_AUDIT_LOG", "audit.jsonl")]).unwrap();
     let path = relative.audit_log.unwrap();
-    assert!(path.is_absolute() && path.ends_with("audit.jsonl"), "{path:?}");
-    assert_eq!(serve(&[], &[("CCM_AUDIT_LOG", "")]).unwrap().audit_log, None);
+    assert!(
+        path.is_absolute() && path.ends_with("audit.jsonl"),
+        "{path:?}"
+    );
+    assert_eq!(
+        serve(&[], &[("CCM_AUDIT_LOG", "")]).unwrap().audit_log,
+        None
+    );
     assert!(serve(&["--audit-log", ""], &[]).is_err());
     assert!(serve(&["--confirm-writes"], &[]).unwrap().confirm_writes);
-    assert!(serve(&[], &[("CCM_CONFIRM_WRITES", "yes")]).unwrap().confirm_writes);
+    assert!(
+        serve(&[], &[("CCM_CONFIRM_WRITES", "yes")])
+            .unwrap()
+            .confirm_writes
+    );
     let timeout = serve(&["--confirm-timeout", "1.5"], &[]).unwrap();
     assert_eq!(timeout.confirm_timeout, Duration::from_millis(1500));
-    let zero = serve(&["--confirm-timeout", "0"], &[]).unwrap_err().to_string();
+    let zero = serve(&["--confirm-timeout", "0"], &[])
+        .unwrap_err()
+        .to_string();
     assert!(zero.contains("--confirm-timeout"), "{zero}");
 }
