@@ -102,7 +102,8 @@ enum Refusal {
     /// Invalid arguments (-32602): a JSON-RPC error before 2025-11-25, an `isError`
     /// result the model can read from 2025-11-25 on.
     Arguments(ErrorData),
-    /// Over a capacity limit: an `isError` result with the code; nothing ran.
+    /// An `isError` result whose text starts with a stable code, or a failed dry run's
+    /// result: over a capacity limit, or not confirmed (`--confirm-writes`); nothing ran.
     Busy(CallToolResult),
     /// The client cancelled: no response is sent.
     Cancelled,
