@@ -41,6 +41,7 @@ mod ready;
 mod restart;
 pub mod result;
 mod roots;
+mod scope;
 pub mod startup;
 
 pub use capabilities::CAPABILITIES_URI;

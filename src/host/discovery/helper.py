@@ -15,6 +15,7 @@ Modes:
   plugins          the plugin inventory only (restart checks)
   parse   <json>   parse each argv of a batch with the target's parser (round-trip tests)
   completion       conda-completion's manifest, converted, with its file identity
+  targets  <json>  the environments one argv targets, by conda's own context (scoped writes)
 """
 
 import argparse
@@ -557,6 +558,47 @@ def mode_parse(out, batch):
 
 
 # ---------------------------------------------------------------------------------------
+# Targets of one argv, as conda itself resolves them (for --write-envs)
+
+
+def mode_targets(out, request):
+    """Parse the argv with conda's parser and resolve its target prefix the way conda's
+    commands do: `determine_target_prefix` (-p, -n, else the default prefix); with
+    `destination`, the `destination` positional as `conda rename` resolves it (a path
+    when it holds os.sep, else a name). Runs in the call's working directory."""
+    from conda.base import context as context_module
+    from conda.base.context import context
+    from conda.cli.conda_argparse import generate_parser
+
+    parser = generate_parser()
+    try:
+        args = parser.parse_args(list(request["argv"]))
+    except SystemExit:
+        _emit(out, {"error": "parse"}, 0)
+    context.__init__(argparse_args=args)
+    name = getattr(args, "name", None)
+    prefix = getattr(args, "prefix", None)
+    resolve = context_module.determine_target_prefix
+    document = {
+        "explicit": name is not None or prefix is not None,
+        "target": str(resolve(context, args)),
+        "destination": None,
+        "root_prefix": str(context.root_prefix),
+        "envs_dirs": [str(d) for d in context.envs_dirs],
+    }
+    destination = getattr(args, "destination", None)
+    if request.get("destination") and isinstance(destination, str):
+        if os.sep in destination:
+            from conda.common.path import expand
+
+            document["destination"] = str(expand(destination))
+        else:
+            named = argparse.Namespace(name=destination, prefix=None)
+            document["destination"] = str(resolve(context, named))
+    _emit(out, document)
+
+
+# ---------------------------------------------------------------------------------------
 # conda-completion manifest
 
 
@@ -707,6 +749,8 @@ def main():
             mode_parse(out, json.loads(sys.argv[2]) if len(sys.argv) > 2 else json.load(sys.stdin))
         elif mode == "completion":
             mode_completion(out)
+        elif mode == "targets":
+            mode_targets(out, json.load(sys.stdin))
         else:
             _emit(out, {"error": "mode", "detail": mode}, 2)
     except SystemExit:
