@@ -119,6 +119,14 @@ fn hostile_cases(session: &mut Session, world: &World, app: &Path) {
             "conda_create",
             json!({"name": "proj-new", "packages": ["zlib"], "offline": true}),
         ),
+        (
+            "conda_execute",
+            json!({"argv": ["remove", "--all", "-n", "other", "-n", "proj-a"]}),
+        ),
+        (
+            "conda_execute",
+            json!({"argv": ["install", "--name=proj-a", "zlib"]}),
+        ),
     ];
     for (tool, arguments) in admitted {
         assert_eq!(
@@ -197,6 +205,38 @@ fn hostile_cases(session: &mut Session, world: &World, app: &Path) {
         (
             "conda_execute",
             json!({"argv": ["run", "-n", "other", "true"]}),
+            OUTSIDE_NAMED,
+        ),
+        // Spellings argparse accepts: a cluster, `=`, an abbreviation, an alias, and the
+        // last of two occurrences (argparse keeps the last).
+        (
+            "conda_execute",
+            json!({"argv": ["install", "-nother", "zlib"]}),
+            OUTSIDE_NAMED,
+        ),
+        (
+            "conda_execute",
+            json!({"argv": ["install", "--name=other", "zlib"]}),
+            OUTSIDE_NAMED,
+        ),
+        (
+            "conda_execute",
+            json!({"argv": ["install", "--na", "other", "zlib"]}),
+            OUTSIDE_NAMED,
+        ),
+        (
+            "conda_execute",
+            json!({"argv": ["uninstall", "-n", "other", "--all"]}),
+            OUTSIDE_NAMED,
+        ),
+        (
+            "conda_execute",
+            json!({"argv": ["remove", "--all", "-n", "proj-a", "-n", "other"]}),
+            OUTSIDE_NAMED,
+        ),
+        (
+            "conda_execute",
+            json!({"argv": ["update", "--all", "-p", format!("{link}/other")]}),
             OUTSIDE_NAMED,
         ),
         (
