@@ -212,6 +212,14 @@ impl Server {
             " The server is read-only: operations that change environments or files are refused \
              (the operator can start it with --allow-write); dry runs (`dry_run: true`) are allowed."
         });
+        if let Some(scope) = &c.write_envs {
+            text.push_str(&format!(
+                " Writes and `conda run` are limited to the environments matching {} \
+                 (--write-envs: name globs and prefix paths; base only when named); commands \
+                 with no single target environment (config, clean, ...) are refused.",
+                scope.patterns().join(", ")
+            ));
+        }
         text.push_str(if c.allow_exec {
             " `conda run`, plugin passthrough and the raw conda_execute tool are allowed (--allow-exec)."
         } else {

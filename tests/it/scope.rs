@@ -275,6 +275,16 @@ fn writes_stay_in_the_scope_on_the_fixture() {
     let app = world.outside.join("app");
     let scope = format!("proj-*,{}", app.display());
     let mut session = start(&fixture.conda, &world, &[], &scope);
+    // The agent is told the scope (the operator's patterns) up front.
+    let instructions = session.initialize["result"]["instructions"]
+        .as_str()
+        .unwrap();
+    assert!(
+        instructions.contains(&format!("matching proj-*, {}", app.display())),
+        "{instructions}"
+    );
+    let expected = json!(["proj-*", app.display().to_string()]);
+    assert_eq!(session.capabilities()["write_envs"], expected);
     hostile_cases(&mut session, &world, &app);
     // A glob that matches every name still does not match base.
     let mut any = start(&fixture.conda, &world, &[], "*");
