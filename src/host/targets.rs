@@ -2,7 +2,9 @@
 //! `--write-envs`): the embedded helper parses the argv with conda's parser in the call's
 //! working directory and asks `determine_target_prefix` (and, for `rename`, how the
 //! destination resolves); each answer is then made canonical here, so that a symlink,
-//! `..` or a trailing slash names the directory conda will really write.
+//! `..` or a trailing slash names the directory conda will really write. Every
+//! environment conda knows that lies below a target is a target too: writing a prefix
+//! (its files, `remove --all`, `create` over it) reaches what is inside it.
 //!
 //! Resolving a name that names no environment yet asks conda for its first writable envs
 //! directory, which conda creates when missing (as the call itself would).
@@ -34,6 +36,7 @@ struct Document {
     destination: Option<PathBuf>,
     root_prefix: PathBuf,
     envs_dirs: Vec<PathBuf>,
+    known: Vec<PathBuf>,
 }
 
 /// Resolve the targets of `argv` (a command with `rule`) under `interpreter`, in `cwd`.
@@ -65,33 +68,45 @@ pub async fn resolve(
     if rule.destination {
         paths.push(document.destination.clone().ok_or(Unresolved::Failed)?);
     }
-    tokio::task::spawn_blocking(move || {
-        let root = canonical(&document.root_prefix).ok_or(Unresolved::Failed)?;
-        let envs_dirs: Vec<PathBuf> = document
-            .envs_dirs
-            .iter()
-            .filter_map(|d| canonical(d))
-            .collect();
-        paths
-            .iter()
-            .map(|path| {
-                let path = canonical(path).ok_or(Unresolved::Failed)?;
-                let in_envs_dir = path
-                    .parent()
-                    .is_some_and(|parent| envs_dirs.iter().any(|d| d == parent));
-                let name = in_envs_dir
-                    .then(|| path.file_name().map(|n| n.to_string_lossy().into_owned()))
-                    .flatten();
-                Ok(Target {
-                    root: path == root,
-                    path,
-                    name,
-                })
-            })
-            .collect()
-    })
-    .await
-    .map_err(|_| Unresolved::Failed)?
+    tokio::task::spawn_blocking(move || targets(&document, &paths))
+        .await
+        .map_err(|_| Unresolved::Failed)?
+}
+
+/// The canonical targets: `paths`, then every known environment strictly below one of
+/// them; each with its name when it lies directly in an envs directory.
+fn targets(document: &Document, paths: &[PathBuf]) -> Result<Vec<Target>, Unresolved> {
+    let root = canonical(&document.root_prefix).ok_or(Unresolved::Failed)?;
+    let envs_dirs: Vec<PathBuf> = document
+        .envs_dirs
+        .iter()
+        .filter_map(|d| canonical(d))
+        .collect();
+    let target = |path: PathBuf| {
+        let in_envs_dir = path
+            .parent()
+            .is_some_and(|parent| envs_dirs.iter().any(|d| d == parent));
+        let name = in_envs_dir
+            .then(|| path.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .flatten();
+        Target {
+            root: path == root,
+            path,
+            name,
+        }
+    };
+    let direct: Vec<PathBuf> = paths
+        .iter()
+        .map(|p| canonical(p).ok_or(Unresolved::Failed))
+        .collect::<Result<_, _>>()?;
+    let known: Vec<PathBuf> = document.known.iter().filter_map(|k| canonical(k)).collect();
+    let nested: Vec<PathBuf> = known
+        .into_iter()
+        .filter(|k| direct.iter().any(|d| k != d && k.starts_with(d)))
+        .collect();
+    let mut all: Vec<Target> = direct.into_iter().chain(nested).map(target).collect();
+    all.dedup_by(|a, b| a.path == b.path);
+    Ok(all)
 }
 
 /// The canonical forms of the scope's prefix paths (`None` where one cannot be made).

@@ -296,10 +296,23 @@ fn writes_stay_in_the_scope_on_the_fixture() {
         outcome(&mut any, "conda_install", install(("name", "anything"))),
         Ok(())
     );
-    // Named explicitly, base is admitted.
-    let mut base = start(&fixture.conda, &world, &[], "base");
+    // Named explicitly, base is admitted, as long as every environment below the root
+    // prefix is in the scope too (the fixture has `t1`): writing base reaches them.
+    let mut base = start(&fixture.conda, &world, &[], "base,t1");
     assert_eq!(
         outcome(&mut base, "conda_install", install(("name", "base"))),
+        Ok(())
+    );
+    let victim = world.envs.join("victim");
+    std::fs::create_dir_all(victim.join("conda-meta")).unwrap();
+    std::fs::write(victim.join("conda-meta/history"), "").unwrap();
+    assert_eq!(
+        outcome(&mut base, "conda_install", install(("name", "base"))),
+        Err(OUTSIDE_NAMED.into())
+    );
+    let mut with_victim = start(&fixture.conda, &world, &[], "base,t1,victim");
+    assert_eq!(
+        outcome(&mut with_victim, "conda_install", install(("name", "base"))),
         Ok(())
     );
     assert_eq!(
@@ -373,6 +386,32 @@ fn real_conda_writes_stay_in_the_scope() {
         outcome(&mut session, "conda_install", install(("name", "other-q"))),
         Err(OUTSIDE_NAMED.into())
     );
+    // An environment conda knows (here: in an envs directory that lies inside the admitted
+    // prefix path) below an admitted prefix: a write to the outer prefix reaches it, so it
+    // is refused, and so is the inner one itself.
+    let nested = app.join("envs");
+    let inner = nested.join("inner");
+    std::fs::create_dir_all(inner.join("conda-meta")).unwrap();
+    std::fs::write(inner.join("conda-meta/history"), "").unwrap();
+    let nested_path = format!("{envs_path}:{}", nested.display());
+    let mut nesting = start(
+        &conda,
+        &world,
+        &[("CONDA_ENVS_PATH", nested_path.as_str())],
+        &scope,
+    );
+    let app_text = app.display().to_string();
+    for arguments in [
+        json!({"prefix": app_text, "all": true, "yes": true, "offline": true}),
+        json!({"prefix": inner.display().to_string(), "all": true, "yes": true, "offline": true}),
+    ] {
+        assert_eq!(
+            outcome(&mut nesting, "conda_remove", arguments.clone()),
+            Err(OUTSIDE_NAMED.into()),
+            "{arguments}"
+        );
+    }
+    assert!(inner.join("conda-meta/history").exists());
     let second_text = second.display().to_string();
     assert_eq!(
         outcome(
