@@ -226,6 +226,11 @@ fn one_malloc_arena() {
 /// `/proc/<pid>/environ`, `cmdline` or memory), resolve the children's limits and withheld
 /// variables, and wipe the token from this process's own environment block.
 fn protect_secrets(config: &ccm::config::Config) {
+    if config.write_envs.is_some() && config.allow_exec {
+        tracing::warn!(
+            "--write-envs with --allow-exec: programs that conda run or plugin commands start are not contained by the scope"
+        );
+    }
     if !ccm::host::exec::reap::become_subreaper() {
         tracing::warn!("cannot become a child subreaper: orphaned descendants go to init");
     }

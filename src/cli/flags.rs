@@ -131,6 +131,18 @@ pub struct Options {
     #[arg(long = "allow-paths", value_name = "DIR[,DIR...]", global = true)]
     pub allow_paths: Vec<String>,
 
+    /// Narrow --allow-write to these environments (repeatable or comma-separated; also
+    /// CCM_WRITE_ENVS): name globs ('proj-*') and absolute prefix paths. A write (or
+    /// conda run) runs only when every environment it targets, as conda resolves it,
+    /// matches; base only when named. Commands with no single target environment
+    /// (config, clean, init, ...) need --allow-write without --write-envs.
+    #[arg(
+        long = "write-envs",
+        value_name = "PATTERN[,PATTERN...]",
+        global = true
+    )]
+    pub write_envs: Vec<String>,
+
     /// Classify a command the policy's tables do not know, or override them:
     /// TOOL=read|write|exec by canonical tool name (repeatable; also CCM_CLASSIFY,
     /// comma-separated). Governs the command through conda_execute too.

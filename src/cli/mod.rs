@@ -21,7 +21,7 @@ mod tests;
 
 use http::http_config;
 use numbers::{positive_int, positive_seconds, whole};
-use settings::{allowed_paths, classifications, limit_settings, selection};
+use settings::{allowed_paths, classifications, limit_settings, selection, write_scope};
 
 pub use flags::{Cli, Command, Options};
 pub use settings::{
@@ -40,6 +40,8 @@ pub use crate::TOKEN_VAR;
 pub const QUERY_PARAM_VAR: &str = "CCM_MCP_TOKEN_QUERY_PARAM";
 pub const CLASSIFY_VAR: &str = "CCM_CLASSIFY";
 pub const ALLOW_PATHS_VAR: &str = "CCM_ALLOW_PATHS";
+/// The scope of writes when `--write-envs` is not given.
+pub const WRITE_ENVS_VAR: &str = "CCM_WRITE_ENVS";
 /// The tools selected when `--tools` is not given.
 pub const TOOLS_VAR: &str = "CCM_TOOLS";
 /// Set to 1/true/yes/on: same as `--list-all`.
@@ -167,6 +169,7 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
     let limits = limit_settings(options, env)?;
     let classify = classifications(options, env)?;
     let allow_paths = allowed_paths(options, env)?;
+    let write_envs = write_scope(options, env)?;
     let conda_exe = discovery::resolve_executable(
         options.conda_exe.as_deref(),
         env.get("CONDA_EXE"),
@@ -190,6 +193,7 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
             || env.get("CCM_ALLOW_CREDENTIALS").is_some_and(truthy),
         classify,
         allow_paths,
+        write_envs,
         no_snapshot: options.no_snapshot,
         no_sandbox: options.no_sandbox
             || env

@@ -83,6 +83,7 @@ impl Server {
             )
             .await?;
         self.confine(ready, &class, &argv, cwd.as_deref())?;
+        self.scope(ready, &class, &argv, cwd.as_deref()).await?;
         let timeout = self.timeout(own.get(layout::TIMEOUT))?;
         let used = cwd.as_ref().map(|c| c.to_string_lossy().into_owned());
         let mut result = self
@@ -266,6 +267,7 @@ impl Server {
         let class = policy::classify(&ready.toolset.rules, root, &argv, Origin::Raw);
         self.enforce(&class)?;
         self.confine(ready, &class, &argv, cwd.as_deref())?;
+        self.scope(ready, &class, &argv, cwd.as_deref()).await?;
         self.execute(ready, argv, cwd, stdin, timeout, class, ct)
             .await
     }

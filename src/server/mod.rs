@@ -43,6 +43,7 @@ mod ready;
 mod restart;
 pub mod result;
 mod roots;
+mod scope;
 pub mod startup;
 
 pub use capabilities::CAPABILITIES_URI;
@@ -243,6 +244,14 @@ impl Server {
                  it first (--confirm-writes); a result starting with declined_by_user means the \
                  user said no and nothing ran.",
             );
+        }
+        if let Some(scope) = &c.write_envs {
+            text.push_str(&format!(
+                " Writes and `conda run` are limited to the environments matching {} \
+                 (--write-envs: name globs and prefix paths; base only when named); commands \
+                 with no single target environment (config, clean, ...) are refused.",
+                scope.patterns().join(", ")
+            ));
         }
         text.push_str(if c.allow_exec {
             " `conda run`, plugin passthrough and the raw conda_execute tool are allowed (--allow-exec)."

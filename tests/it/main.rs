@@ -51,6 +51,8 @@ mod revisions;
 mod roundtrip;
 /// The read-only sandbox: children of read-only calls cannot write.
 mod sandbox;
+/// `--write-envs`: writes only into the environments the operator names (hostile spellings).
+mod scope;
 /// The MCP server end to end over stdio.
 mod server;
 /// Every tool through the server on a copy of a real conda: no writes outside the caches.
