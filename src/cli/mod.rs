@@ -42,6 +42,7 @@ pub const ALLOW_PATHS_VAR: &str = "CCM_ALLOW_PATHS";
 pub const TOOLS_VAR: &str = "CCM_TOOLS";
 /// Set to 1/true/yes/on: same as `--list-all`.
 pub const LIST_ALL_VAR: &str = "CCM_LIST_ALL";
+pub const WARM_VAR: &str = "CCM_WARM";
 /// Set to 1/true/yes/on: same as `--no-sandbox`.
 pub const NO_SANDBOX_VAR: &str = "CCM_NO_SANDBOX";
 /// Shortest accepted bearer token.
@@ -189,6 +190,7 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
             || env
                 .get(NO_SANDBOX_VAR)
                 .is_some_and(|v| matches!(v, "1" | "true" | "yes" | "on")),
+        warm: options.warm || env.get(WARM_VAR).is_some_and(truthy),
         max_queue,
         max_session_calls,
         surface,
