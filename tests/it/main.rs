@@ -59,5 +59,7 @@ mod surface;
 mod tools;
 /// Toolsets (`--tools`), folded commands and tools left out of the listing.
 mod toolsets;
+/// `--warm`: calls forked from the zygote match cold calls byte for byte.
+mod warm;
 /// Where a generated tool's call runs: `ccm_cwd`, `ccm_timeout_seconds`, the reserved prefix.
 mod workdir;

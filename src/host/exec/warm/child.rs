@@ -64,9 +64,12 @@ fn environment(spec: &Spec, marker: &str) -> BTreeMap<OsString, OsString> {
 
 /// The request's fields (see `zygote.py`).
 fn fields(spec: &Spec, marker: &str, ns: &str) -> Result<Vec<Vec<u8>>, Unfit> {
+    // Absolute: a cold child changes directory before its sandbox, relative to the
+    // server's; the warm child does so after joining the sandbox, whose root is `/`.
+    let here = std::env::current_dir().map_err(|_| Unfit::Refused)?;
     let cwd = match &spec.cwd {
-        Some(cwd) => cwd.clone(),
-        None => std::env::current_dir().map_err(|_| Unfit::Refused)?,
+        Some(cwd) => here.join(cwd),
+        None => here,
     };
     let number = |n: Option<u64>| n.map(|n| n.to_string()).unwrap_or_default().into_bytes();
     let mut fields = vec![

@@ -38,16 +38,23 @@ LIBC.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 # initialisation, no plugin hooks). conda/__init__ sets CONDA_ROOT when unset; that is
 # replayed on each call's own environment.
 import conda.cli.main  # noqa: E402,F401
-import conda.base.context  # noqa: E402,F401
-import conda.cli.conda_argparse  # noqa: E402,F401
-import conda.exception_handler  # noqa: E402,F401
-import conda.gateways.logging  # noqa: E402,F401
-import conda.plugins.manager  # noqa: E402,F401
-import conda.core.prefix_data  # noqa: E402,F401
-import conda.core.index  # noqa: E402,F401
-for name in ("main_list", "main_info", "main_search", "main_env_list", "main_config"):
+
+for name in (
+    "conda.base.context",
+    "conda.cli.conda_argparse",
+    "conda.exception_handler",
+    "conda.gateways.logging",
+    "conda.plugins.manager",
+    "conda.core.prefix_data",
+    "conda.core.index",
+    "conda.cli.main_list",
+    "conda.cli.main_info",
+    "conda.cli.main_search",
+    "conda.cli.main_env_list",
+    "conda.cli.main_config",
+):
     try:
-        __import__("conda.cli." + name)
+        __import__(name)
     except ImportError:
         pass
 
