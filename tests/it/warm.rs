@@ -6,9 +6,12 @@
 //! `CONDARC`, `CONDA_PKGS_DIRS`, `CONDA_ENVS_PATH`, `CONDA_OFFLINE`, `PYTHONPATH`...), and
 //! calls run in a working directory given per call (`ccm_cwd`), so a warm child that kept
 //! the zygote's directory, environment or temporary directory would show. Results are
-//! compared after masking the fields that legitimately vary between two runs of one call:
-//! only `duration_ms` (wall time). The warm server must have run every call warm (its
-//! capabilities count them), or the comparison would prove nothing.
+//! compared after masking what legitimately varies between two runs of one call:
+//! `duration_ms` (wall time) and the random names of temporary files and directories
+//! (`tempfile`'s `tmp` + 8 characters). `PYTHONHASHSEED=0` makes the order of Python's
+//! string sets the same in every process (otherwise it varies from one cold run to the
+//! next). The warm server must have run every call warm (its capabilities count them), or
+//! the comparison would prove nothing.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -40,6 +43,7 @@ fn environment(throwaway: &Throwaway) -> Vec<(String, String)> {
         throwaway.path("pythonpath").display().to_string(),
     ));
     env.push(("CONDA_CHANGEPS1".into(), "false".into()));
+    env.push(("PYTHONHASHSEED".into(), "0".into()));
     env
 }
 
@@ -77,8 +81,38 @@ fn wait_ready(session: &mut Session) {
     }
 }
 
+/// `text` with every random temporary name (`/tmp` + 8 of `tempfile`'s characters, then
+/// the end of the name) replaced by `/tmpXXXXXXXX`.
+fn mask_temporary_names(text: &str) -> String {
+    let name = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_';
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    while let Some(found) = text[at..].find("/tmp") {
+        let start = at + found + 4;
+        let end = start + 8;
+        let random = bytes.len() >= end
+            && bytes[start..end].iter().all(|b| name(*b))
+            && bytes.get(end).is_none_or(|b| !name(*b));
+        out.push_str(&text[at..start]);
+        if random {
+            out.push_str("XXXXXXXX");
+            at = end;
+        } else {
+            at = start;
+        }
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
 /// What a call's response says, less what legitimately varies.
 fn masked(response: &Value) -> Value {
+    let value = unmasked(response);
+    serde_json::from_str(&mask_temporary_names(&value.to_string())).unwrap()
+}
+
+fn unmasked(response: &Value) -> Value {
     if let Some(error) = response.get("error") {
         return json!({ "error": error });
     }
@@ -183,6 +217,22 @@ fn differential(conda: &Path, label: &str) -> (Throwaway, Session, Session) {
     assert_eq!(cold_calls, 0, "calls ran cold on the warm server");
     assert_eq!(warm_calls as usize, ran, "not every execution was warm");
     (throwaway, cold, warm)
+}
+
+#[test]
+fn temporary_names_are_masked_and_nothing_else() {
+    assert_eq!(
+        mask_temporary_names("/dev/shm/tmp/tmp4gql29jy/x and /tmp/tmpnk9apxwc"),
+        "/dev/shm/tmp/tmpXXXXXXXX/x and /tmp/tmpXXXXXXXX"
+    );
+    for kept in [
+        "/tmp/tmp4gql29jyz",
+        "/tmp/tmp4gql29j",
+        "/tmp/tmpABCDEFGH",
+        "/tmpfile",
+    ] {
+        assert_eq!(mask_temporary_names(kept), kept);
+    }
 }
 
 #[test]
