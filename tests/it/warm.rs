@@ -68,7 +68,7 @@ fn session(conda: &Path, throwaway: &Throwaway, flags: &[&str]) -> Session {
 }
 
 /// Wait until the server's zygote is ready; panics with the reason when it is not.
-fn wait_ready(session: &mut Session) {
+pub(crate) fn wait_ready(session: &mut Session) {
     let end = Instant::now() + READY_WITHIN;
     loop {
         let warm = session.capabilities()["warm"].clone();

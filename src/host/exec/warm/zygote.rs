@@ -254,3 +254,46 @@ async fn log_stderr(stderr: tokio::process::ChildStderr) {
         tracing::debug!(line = %line.chars().take(200).collect::<String>(), "warm zygote");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn the_shebang_is_read_as_the_kernel_reads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = script(dir.path(), "a", "#!/opt/py/bin/python\nimport sys\n");
+        assert_eq!(
+            shebang(&plain).unwrap(),
+            (PathBuf::from("/opt/py/bin/python"), None)
+        );
+        // One argument, everything after the interpreter (as Linux passes it).
+        let flagged = script(dir.path(), "b", "#! /opt/py/bin/python -s -E \nx\n");
+        assert_eq!(
+            shebang(&flagged).unwrap(),
+            (PathBuf::from("/opt/py/bin/python"), Some("-s -E".into()))
+        );
+        for bad in ["import sys\n", "#!python\n", "#!/opt/py/bin/python"] {
+            let path = script(dir.path(), "c", bad);
+            assert_eq!(shebang(&path), Err(Unfit::NotAScript), "{bad:?}");
+        }
+        assert_eq!(shebang(&dir.path().join("missing")), Err(Unfit::NotAScript));
+    }
+
+    #[test]
+    fn sys_path_0_is_the_directory_of_the_script_behind_its_links() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("real/bin")).unwrap();
+        let target = script(&dir.path().join("real/bin"), "conda", "#!/x/python\n");
+        let link = dir.path().join("conda");
+        std::os::unix::fs::symlink("real/bin/conda", &link).unwrap();
+        assert_eq!(script_dir(&link), dir.path().join("real/bin"));
+        assert_eq!(script_dir(&target), dir.path().join("real/bin"));
+    }
+}
