@@ -278,3 +278,115 @@ fn nothing_of_the_warm_path_survives_the_server() {
         !alive(zygote)
     });
 }
+
+/// Makes the fixture's `conda_behave` (which writes the file it is given) a read-only
+/// verdict, so that it runs in the sandbox.
+const FORCE: (&str, &str) = ("CCM_TEST_FORCE_READ_ONLY", "conda_behave");
+
+/// What a sandboxed call holds, seen by the program `conda run` starts: the capabilities
+/// of its parent (the conda process, cold or warm) and its own, and whether it can write.
+fn held(s: &mut Session, probe: &Path) -> String {
+    let script = format!(
+        "grep ^Cap /proc/$PPID/status; echo; grep ^Cap /proc/self/status; echo; \
+         touch {} 2>&1 | sed 's/^.*: //'",
+        probe.display()
+    );
+    let result = s.call(
+        "conda_run",
+        json!({"executable_call": ["sh", "-c", script], "no_capture_output": true}),
+    );
+    structured(&result)["stdout"].as_str().unwrap().to_owned()
+}
+
+/// Cold and warm servers made by `server`: a sandboxed write fails in both, and the
+/// conda process and its program hold the same capabilities.
+fn sandboxed_alike(server: impl Fn(&[&str]) -> Session, home: &Path) {
+    let target = home.join("written-by-a-read");
+    let probe = home.join("touched-by-a-read");
+    let mut cold = server(&["--allow-exec"]);
+    let mut warm = server(&["--allow-exec", "--warm"]);
+    wait_ready(&mut warm);
+    assert_eq!(warm.capabilities()["sandbox"]["state"], "active");
+    for s in [&mut cold, &mut warm] {
+        let result = s.call("conda_behave", json!({"pid_file": target}));
+        assert!(
+            structured(&result)["stderr"]
+                .as_str()
+                .unwrap()
+                .contains("Read-only file system"),
+            "{result}"
+        );
+        assert!(!target.exists());
+    }
+    let (a, b) = (held(&mut cold, &probe), held(&mut warm, &probe));
+    assert!(
+        a.contains("CapEff") && a.contains("Read-only file system"),
+        "{a}"
+    );
+    assert_eq!(a, b, "cold and warm children hold different things");
+    assert!(!probe.exists());
+    let state = warm_state(&mut warm);
+    assert_eq!(
+        (state["warm_calls"].clone(), state["cold_calls"].clone()),
+        (json!(2), json!(0))
+    );
+}
+
+#[test]
+fn warm_sandboxed_children_hold_what_cold_ones_hold() {
+    let home = tempfile::tempdir().unwrap();
+    let server = |args: &[&str]| Session::start_with(conda(), args, &[FORCE]);
+    sandboxed_alike(server, home.path());
+}
+
+/// The same for a server that is not root (a user namespace): as `nobody` (through
+/// `setpriv`) when the tests run as root.
+#[test]
+fn warm_sandboxed_children_of_an_unprivileged_server_hold_what_cold_ones_hold() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = support::is_root();
+    let base = tempfile::Builder::new()
+        .prefix("ccm-warm-unprivileged-")
+        .tempdir()
+        .unwrap();
+    let open = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    open(base.path(), 0o755);
+    let ccm = base.path().join("ccm");
+    std::fs::copy(env!("CARGO_BIN_EXE_ccm"), &ccm).unwrap();
+    let prefix = base.path().join("conda");
+    let mut build = std::process::Command::new(support::python());
+    build
+        .arg(support::repo().join("tests/fixtures/build_fixture.py"))
+        .arg(&prefix);
+    if root {
+        build.arg("--python").arg("/usr/bin/python3");
+    }
+    let built = build.output().unwrap();
+    assert!(built.status.success(), "{built:?}");
+    let conda = prefix.join("bin/conda");
+    let home = base.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    open(&home, 0o777);
+    let server = |args: &[&str]| {
+        let mut command = if root {
+            let mut c = std::process::Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .arg(&ccm);
+            c
+        } else {
+            std::process::Command::new(&ccm)
+        };
+        command
+            .arg("--conda-exe")
+            .arg(&conda)
+            .args(args)
+            .env_remove("CONDA_EXE")
+            .env_remove("CCM_LOG")
+            .env("HOME", &home)
+            .env(FORCE.0, FORCE.1);
+        Session::spawn_initialized(command)
+    };
+    sandboxed_alike(server, &home);
+}

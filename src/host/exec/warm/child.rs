@@ -24,8 +24,6 @@ pub(crate) struct WarmChild {
     slot: OwnedMutexGuard<Option<Zygote>>,
     pid: i32,
     pidfd: OwnedFd,
-    #[cfg(target_os = "linux")]
-    _holder: Option<super::holder::Holder>,
     pub(crate) stdin: Option<pipe::Sender>,
     pub(crate) stdout: Option<pipe::Receiver>,
     pub(crate) stderr: Option<pipe::Receiver>,
@@ -98,8 +96,8 @@ pub(super) async fn start(
     prepared: &limits::Prepared,
 ) -> Result<WarmChild, Unfit> {
     #[cfg(target_os = "linux")]
-    let holder = match &spec.sandbox {
-        Some(plan) => Some(super::holder::start(plan).map_err(|_| Unfit::Sandbox)?),
+    let namespaces = match &spec.sandbox {
+        Some(plan) => Some(super::holder::build(plan).map_err(|_| Unfit::Sandbox)?),
         None => None,
     };
     let ns = match &spec.sandbox {
@@ -126,7 +124,10 @@ pub(super) async fn start(
         stderr_child.as_raw_fd(),
     ];
     #[cfg(target_os = "linux")]
-    fds.extend(holder.as_ref().map(|h| h.pidfd.as_raw_fd()));
+    if let Some(namespaces) = &namespaces {
+        fds.extend(namespaces.user.as_ref().map(|fd| fd.as_raw_fd()));
+        fds.push(namespaces.mount.as_raw_fd());
+    }
     fds.extend_from_slice(prepared.join_fds());
     let zygote = slot.as_mut().ok_or(Unfit::Starting)?;
     let field_refs: Vec<&[u8]> = fields.iter().map(Vec::as_slice).collect();
@@ -135,6 +136,8 @@ pub(super) async fn start(
         .await
         .map_err(|_| Unfit::Refused)?;
     drop((stdin_child, stdout_child, stderr_child));
+    #[cfg(target_os = "linux")]
+    drop(namespaces);
     let answer = tokio::time::timeout(PID_TIMEOUT, zygote.line()).await;
     let pid: i32 = match answer {
         Ok(Ok(line)) => line
@@ -152,8 +155,6 @@ pub(super) async fn start(
         slot,
         pid,
         pidfd,
-        #[cfg(target_os = "linux")]
-        _holder: holder,
         stdin: stdin_ours.and_then(|fd| pipe::Sender::from_owned_fd(fd).ok()),
         stdout: receiver(stdout_ours),
         stderr: receiver(stderr_ours),

@@ -4,8 +4,8 @@
 //! are served ([`start`]). A run whose program is the target `conda` is forked from it
 //! ([`fork`]): the server sends the call's argv, environment (exactly what a cold child
 //! would get, in the same order), working directory, limits and descriptors (stdin,
-//! stdout, stderr, the execution's `cgroup.procs` files, and the pidfd of a holder of the
-//! call's sandbox namespaces) over the inherited socket; the zygote forks; the child
+//! stdout, stderr, the execution's `cgroup.procs` files, and the namespaces of the call's
+//! sandbox) over the inherited socket; the zygote forks; the child
 //! applies everything a cold child gets between `fork` and `exec`, then runs conda's
 //! `main` as the entry script does. The supervisor treats it like any other leader.
 //!

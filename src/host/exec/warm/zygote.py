@@ -9,7 +9,7 @@
 # NUL-separated fields, the call's file descriptors attached to the first byte:
 #   run, cwd, ns (none|mnt|user), memory limit (or ""), file-size limit (or ""),
 #   argument count, arguments..., environment entries (NAME=VALUE)...
-#   descriptors: stdin, stdout, stderr, [namespace holder pidfd], cgroup.procs...
+#   descriptors: stdin, stdout, stderr, [user namespace], [mount namespace], cgroup.procs...
 # Answers (zygote -> ccm), one line each: "ready", "pid N", "exit CODE" / "signal N",
 # "error WORDS". After "exit"/"signal" the zygote waits for "reap" (the child stays a
 # zombie until ccm's sweep is over, so its pid and process group cannot be reused).
@@ -105,22 +105,23 @@ def capabilities(keep_all_but):
         fail("capset")
 
 
-def enter_namespace(ns, holder):
+def enter_namespace(user, mount):
     """Join the call's sandbox (built by a holder process), then give up what a cold
     child gives up at exec."""
-    if ns == b"user":
-        if LIBC.setns(holder, CLONE_NEWUSER | CLONE_NEWNS) != 0:
-            fail("setns")
+    if user is not None:
+        if LIBC.setns(user, CLONE_NEWUSER) != 0:
+            fail("setns (user)")
+        if LIBC.setns(mount, CLONE_NEWNS) != 0:
+            fail("setns (mount)")
         # A cold child runs as a non-root id in the namespace: exec leaves it nothing.
         capabilities(None)
     else:
-        if LIBC.setns(holder, CLONE_NEWNS) != 0:
-            fail("setns")
+        if LIBC.setns(mount, CLONE_NEWNS) != 0:
+            fail("setns (mount)")
         for cap in DROPPED:
             if LIBC.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
                 fail("capbset")
         capabilities(DROPPED)
-    os.close(holder)
 
 
 def set_limit(resource_id, value):
@@ -137,10 +138,15 @@ def child(fields, fds):
     argv = fields[6 : 6 + argc]
     env = fields[6 + argc :]
     stdio, rest = fds[:3], fds[3:]
-    holder = None
-    if ns != b"none":
-        holder, rest = rest[0], rest[1:]
+    user = mount = None
+    if ns == b"user":
+        user, mount, rest = rest[0], rest[1], rest[2:]
+    elif ns == b"mnt":
+        mount, rest = rest[0], rest[1:]
     SOCK.close()
+    # As a cold child: standard streams first (a failure below is reported on them).
+    for target, fd in enumerate(stdio):
+        os.dup2(fd, target)
     os.setpgid(0, 0)
     for fd in rest:
         # "0" moves the writing process into the execution's cgroup.
@@ -153,10 +159,8 @@ def child(fields, fds):
 
     set_limit(resource.RLIMIT_AS, memory)
     set_limit(resource.RLIMIT_FSIZE, file_size)
-    if holder is not None:
-        enter_namespace(ns, holder)
-    for target, fd in enumerate(stdio):
-        os.dup2(fd, target)
+    if mount is not None:
+        enter_namespace(user, mount)
     os.closerange(3, 1 << 16)
     os.environ.clear()
     for entry in env:
