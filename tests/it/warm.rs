@@ -7,8 +7,9 @@
 //! calls run in a working directory given per call (`ccm_cwd`), so a warm child that kept
 //! the zygote's directory, environment or temporary directory would show. Results are
 //! compared after masking what legitimately varies between two runs of one call:
-//! `duration_ms` (wall time) and the random names of temporary files and directories
-//! (`tempfile`'s `tmp` + 8 characters). `PYTHONHASHSEED=0` makes the order of Python's
+//! `duration_ms` (wall time), the random names of temporary files and directories
+//! (`tempfile`'s `tmp` + 8 characters) and object addresses in Python reprs (`at 0x…`:
+//! address-space layout is randomized per process). `PYTHONHASHSEED=0` makes the order of Python's
 //! string sets the same in every process (otherwise it varies from one cold run to the
 //! next). The warm server must have run every call warm (its capabilities count them), or
 //! the comparison would prove nothing.
@@ -106,10 +107,30 @@ fn mask_temporary_names(text: &str) -> String {
     out
 }
 
+/// `text` with every object address of a Python repr (` at 0x` + hex digits) replaced.
+fn mask_addresses(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(found) = rest.find(" at 0x") {
+        let start = found + " at 0x".len();
+        let digits = rest[start..]
+            .bytes()
+            .take_while(u8::is_ascii_hexdigit)
+            .count();
+        out.push_str(&rest[..start]);
+        if digits > 0 {
+            out.push_str("ADDR");
+        }
+        rest = &rest[start + digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// What a call's response says, less what legitimately varies.
 fn masked(response: &Value) -> Value {
-    let value = unmasked(response);
-    serde_json::from_str(&mask_temporary_names(&value.to_string())).unwrap()
+    let text = unmasked(response).to_string();
+    serde_json::from_str(&mask_addresses(&mask_temporary_names(&text))).unwrap()
 }
 
 fn unmasked(response: &Value) -> Value {
@@ -220,7 +241,7 @@ fn differential(conda: &Path, label: &str) -> (Throwaway, Session, Session) {
 }
 
 #[test]
-fn temporary_names_are_masked_and_nothing_else() {
+fn temporary_names_and_addresses_are_masked_and_nothing_else() {
     assert_eq!(
         mask_temporary_names("/dev/shm/tmp/tmp4gql29jy/x and /tmp/tmpnk9apxwc"),
         "/dev/shm/tmp/tmpXXXXXXXX/x and /tmp/tmpXXXXXXXX"
@@ -233,6 +254,10 @@ fn temporary_names_are_masked_and_nothing_else() {
     ] {
         assert_eq!(mask_temporary_names(kept), kept);
     }
+    assert_eq!(
+        mask_addresses("(<X object at 0x7fe54ca75b10>,) at 0x and at 0xg"),
+        "(<X object at 0xADDR>,) at 0x and at 0xg"
+    );
 }
 
 #[test]
