@@ -173,9 +173,19 @@ async fn try_fork(
     marker: &str,
     prepared: &super::limits::Prepared,
 ) -> Result<WarmChild, Unfit> {
-    let mut slot = Arc::clone(&warm.zygote)
-        .try_lock_owned()
-        .map_err(|_| Unfit::Busy)?;
+    let starting = || {
+        warm.status
+            .lock()
+            .is_ok_and(|status| status.state == "starting")
+    };
+    let mut slot = Arc::clone(&warm.zygote).try_lock_owned().map_err(|_| {
+        // A zygote being started holds the slot too.
+        if starting() {
+            Unfit::Starting
+        } else {
+            Unfit::Busy
+        }
+    })?;
     let Some(zygote) = slot.as_mut() else {
         return Err(Unfit::Starting);
     };
