@@ -20,8 +20,14 @@ Per server and run (a "read" session with the default policy, then a "write" ses
   7. server peak RSS: VmHWM from /proc/<pid>/status of the read session, read just
      before the session is closed
 
+With --warm, it measures instead `ccm` cold against `ccm --warm` (same binary, same
+target, alternating sessions; the warm session waits until its zygote is ready): wire time
+of conda_list (the root prefix, --json), conda_env_list --json, conda_info --json and
+conda_search against a local file:// channel the benchmark creates (private package cache),
+median of WARM_REPS calls each, and the zygote's RSS and start time from capabilities.
+
 Usage: python3 bench/run.py [--target fixture|real|both] [--runs N] [--out FILE.md]
-                            [--reference-venv DIR]
+                            [--reference-venv DIR] [--warm]
 """
 import argparse, hashlib, json, os, queue, re, shutil, statistics, subprocess, sys
 import tempfile, threading, time, zipfile
@@ -57,12 +63,12 @@ def note(text):
 class Session:
     """One server process spoken to with newline-delimited JSON-RPC over its stdio."""
 
-    def __init__(self, argv, cwd, log_path):
+    def __init__(self, argv, cwd, log_path, env=None):
         self.argv, self.next_id, self.lines = argv, 1, queue.Queue()
         self.log = open(log_path, "wb")
         self.t0 = time.perf_counter()
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.log, cwd=cwd, start_new_session=True)
+                                     stderr=self.log, cwd=cwd, start_new_session=True, env=env)
         threading.Thread(target=self._reader, daemon=True).start()
 
     def _reader(self):
@@ -306,6 +312,108 @@ def measure_discovery(target, ccm, runs):
     return {"bare_ms": median(times["bare"]), "ccm_ms": median(times["ccm"]), "runs": runs}
 
 
+# ---------------------------------------------------------------- warm vs cold
+
+WARM_REPS = 7
+WARM_TARGETS = {"conda_list": 0.3, "conda_env_list": 0.5, "conda_info": 0.7, "conda_search": 0.6}
+
+
+def local_channel(tmp):
+    """A file:// channel with one package, and a private package cache."""
+    channel = tmp / "warm-channel"
+    for subdir, packages in (("noarch", {"demo-1.0-0.tar.bz2": {
+            "name": "demo", "version": "1.0", "build": "0", "build_number": 0, "depends": [],
+            "noarch": "generic", "subdir": "noarch", "md5": "0" * 32, "size": 1}}),
+                             ("linux-64", {})):
+        (channel / subdir).mkdir(parents=True, exist_ok=True)
+        (channel / subdir / "repodata.json").write_text(json.dumps(
+            {"info": {"subdir": subdir}, "packages": packages, "packages.conda": {}}))
+    (tmp / "warm-pkgs").mkdir(exist_ok=True)
+    return f"file://{channel}"
+
+
+def warm_calls(conda, channel):
+    prefix = str(Path(conda).resolve().parent.parent)
+    return [("conda_list", {"prefix": prefix, "json": True}),
+            ("conda_env_list", {"json": True}),
+            ("conda_info", {"json": True}),
+            ("conda_search", {"match_spec": "demo", "channel": [channel],
+                              "override_channels": True, "json": True})]
+
+
+def run_warm_session(ccm, target, tmp, warm, run_index, channel):
+    """One session, cold or warm: the median wire ms of each call (and the zygote)."""
+    argv = [str(ccm), "--conda-exe", target["conda"]] + (["--warm"] if warm else [])
+    env = dict(os.environ, CONDA_PKGS_DIRS=str(tmp / "warm-pkgs"))
+    log = tmp / f"{target['name']}-warm-{warm}-{run_index}.log"
+    session, out = Session(argv, cwd=tmp, log_path=log, env=env), {}
+    try:
+        session.handshake()
+        session.request("tools/list")
+        deadline = time.perf_counter() + 300
+        while warm:
+            read = session.request("resources/read", {"uri": "conda://capabilities"})[0]
+            state = json.loads(read["result"]["contents"][0]["text"]).get("warm") or {}
+            if state.get("state") == "ready":
+                break
+            if state.get("state") == "unavailable" or time.perf_counter() > deadline:
+                raise RuntimeError(f"no warm zygote: {state}")
+            time.sleep(0.2)
+        for tool, arguments in warm_calls(target["conda"], channel):
+            times = []
+            for _ in range(WARM_REPS):
+                wire, duration, result = session.call(tool, arguments)
+                if duration is None or result.get("isError"):
+                    note(f"{target['name']} warm={warm}: {tool} failed: {str(result)[:200]}")
+                times.append(wire)
+            out[tool] = median(times)
+        read = session.request("resources/read", {"uri": "conda://capabilities"})[0]
+        out["warm"] = json.loads(read["result"]["contents"][0]["text"]).get("warm")
+    except Exception as error:
+        note(f"{target['name']} warm={warm}, run {run_index + 1}: {error}; stderr: {stderr_tail(log)}")
+    finally:
+        session.close()
+    return out
+
+
+def warm_report(target, runs):
+    lines = [f"## Warm vs cold: {target['name']} ({target['conda_version']}, `{target['conda']}`)", "",
+             f"Wire time of each call, median of {WARM_REPS} calls per session, median over "
+             f"{len(runs)} alternating sessions (min–max).", "",
+             "| call | cold (ms) | warm (ms) | warm/cold | target |", "|---|---|---|---|---|"]
+    for tool, goal in WARM_TARGETS.items():
+        cold = [r["cold"][tool] for r in runs if tool in r["cold"]]
+        warm = [r["warm"][tool] for r in runs if tool in r["warm"]]
+        ratio = median(warm) / median(cold) if cold and warm else None
+        verdict = "–" if ratio is None else f"≤ {goal} ({'met' if ratio <= goal else 'not met'})"
+        lines.append(f"| {tool} | {cell(cold)} | {cell(warm)} | "
+                     f"{'–' if ratio is None else f'{ratio:.2f}'} | {verdict} |")
+    zygotes = [r["warm"].get("warm") or {} for r in runs]
+    rss = [z["zygote_rss_bytes"] / 2**20 for z in zygotes if z.get("zygote_rss_bytes")]
+    start = [z["zygote_start_ms"] for z in zygotes if z.get("zygote_start_ms")]
+    cold_calls = sum(z.get("cold_calls", 0) for z in zygotes)
+    lines += ["", f"Zygote RSS {cell(rss)} MiB, start {cell(start)} ms; calls that ran cold on "
+              f"the warm server: {cold_calls}.", ""]
+    return "\n".join(lines)
+
+
+def warm_main(args, tmp, ccm, info, started):
+    out = ["# ccm benchmark: cold vs --warm", "", f"* date: {info[0]}",
+           f"* machine: {info[1]}, {info[2]} CPUs, {info[3]} RAM, load average at start {' '.join(info[4])}", ""]
+    channel = local_channel(tmp)
+    for kind in (["fixture", "real"] if args.target == "both" else [args.target]):
+        target = prepare_target(kind, tmp, None, ccm, reference=False)
+        runs = []
+        for i in range(args.runs):
+            print(f"[{kind}] warm run {i + 1}/{args.runs}", file=sys.stderr)
+            runs.append({"cold": run_warm_session(ccm, target, tmp, False, i, channel),
+                         "warm": run_warm_session(ccm, target, tmp, True, i, channel)})
+        out.append(warm_report(target, runs))
+    out += [f"Wall time {time.perf_counter() - started:.0f} s.", "", "## Notes", ""]
+    out += [f"* {n}" for n in NOTES or ["none"]]
+    return "\n".join(out) + "\n"
+
+
 # ---------------------------------------------------------------- targets and servers
 
 def sh(argv, **kw):
@@ -353,22 +461,23 @@ def reference_versions(ccm_script):
     return f"conda-cli-mcp {got[0]}, mcp {got[1]}" if len(got) == 2 else "unknown"
 
 
-def prepare_target(kind, tmp, reference_venv, ccm):
+def prepare_target(kind, tmp, reference_venv, ccm, reference=True):
     """Returns {name, conda, servers: [...]} for a target."""
     if kind == "fixture":
         got = sh([sys.executable, str(REPO / "tests/fixtures/build_fixture.py"), str(tmp / "fixture")])
         if got.returncode:
             raise SystemExit(f"fixture build failed: {got.stderr}")
         conda = got.stdout.strip()
-        reference = install_reference(reference_venv or tmp / "reference-venv")
+        reference = reference and install_reference(reference_venv or tmp / "reference-venv")
     else:
         conda = os.environ.get("CCM_TEST_CONDA", DEFAULT_REAL_CONDA)
         if not os.access(conda, os.X_OK):
             raise SystemExit(f"real conda not found at {conda} (set CCM_TEST_CONDA)")
         beside = Path(conda).resolve().parent / "ccm"
-        reference = beside if beside.exists() else install_reference(reference_venv or tmp / "reference-venv")
-        # leftovers of an interrupted run would make conda_create fail
-        sh([conda, "env", "remove", "-n", "bench-tmp", "-y"], cwd=tmp)
+        if reference:
+            reference = beside if beside.exists() else install_reference(reference_venv or tmp / "reference-venv")
+        if reference:  # leftovers of an interrupted run would make conda_create fail
+            sh([conda, "env", "remove", "-n", "bench-tmp", "-y"], cwd=tmp)
     servers = [{"name": "ccm", "argv": [str(ccm), "--conda-exe", conda]}]
     if reference:
         servers.append({"name": "reference", "argv": [str(reference), "--conda-exe", conda],
@@ -475,6 +584,7 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", help="write the Markdown report here (raw numbers: same name, .json)")
     parser.add_argument("--reference-venv", help="venv for the reference server (created if missing, kept)")
+    parser.add_argument("--warm", action="store_true", help="measure ccm cold vs ccm --warm instead")
     args = parser.parse_args()
     if not CCM.exists():
         raise SystemExit(f"{CCM} does not exist: run `cargo build --release` in {REPO} first")
@@ -487,6 +597,15 @@ def main():
     build = (f"{sh([str(ccm), '--version']).stdout.strip()}, tree {git}, binary modified "
              f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(CCM.stat().st_mtime))}")
     targets, results = [], {}
+    if args.warm:
+        try:
+            text = warm_main(args, tmp, ccm, info, started)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        print(text)
+        if args.out:
+            Path(args.out).write_text(text)
+        return
     try:
         for kind in (["fixture", "real"] if args.target == "both" else [args.target]):
             target = prepare_target(kind, tmp, args.reference_venv, ccm)

@@ -82,6 +82,8 @@ pub struct Config {
     pub no_snapshot: bool,
     /// Run read-only calls without the read-only sandbox.
     pub no_sandbox: bool,
+    /// Fork conda calls from a warm zygote (`--warm`).
+    pub warm: bool,
     pub max_queue: usize,
     pub max_session_calls: usize,
     /// Hidden tools and overrides.

@@ -186,6 +186,11 @@ pub struct Options {
     #[arg(long, global = true)]
     pub no_snapshot: bool,
 
+    /// Fork each conda call from a Python process that has already imported conda
+    /// (faster calls; calls run cold until it is ready) (also CCM_WARM=1).
+    #[arg(long, global = true)]
+    pub warm: bool,
+
     /// Most conda executions that may wait behind the running one (0: none wait).
     #[arg(
         long,

@@ -46,6 +46,7 @@ pub const WRITE_ENVS_VAR: &str = "CCM_WRITE_ENVS";
 pub const TOOLS_VAR: &str = "CCM_TOOLS";
 /// Set to 1/true/yes/on: same as `--list-all`.
 pub const LIST_ALL_VAR: &str = "CCM_LIST_ALL";
+pub const WARM_VAR: &str = "CCM_WARM";
 /// Set to 1/true/yes/on: same as `--no-sandbox`.
 pub const NO_SANDBOX_VAR: &str = "CCM_NO_SANDBOX";
 /// The audit log's path when `--audit-log` is not given.
@@ -199,6 +200,7 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
             || env
                 .get(NO_SANDBOX_VAR)
                 .is_some_and(|v| matches!(v, "1" | "true" | "yes" | "on")),
+        warm: options.warm || env.get(WARM_VAR).is_some_and(truthy),
         max_queue,
         max_session_calls,
         surface,

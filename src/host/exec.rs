@@ -27,11 +27,13 @@ use tokio_util::sync::CancellationToken;
 
 mod capture;
 mod cgroup;
+mod leader;
 pub mod limits;
 mod queue;
 pub mod reap;
 mod spawn;
 mod supervise;
+pub mod warm;
 
 pub use limits::{Limit, Limits, Settings};
 pub use queue::{Executor, QueueFull, Slot};
@@ -197,6 +199,7 @@ pub async fn shutdown(bound: Duration) {
             break;
         }
     }
+    warm::stop().await;
     reap::reap_orphans();
     if let Some(cgroups) = Limits::current().cgroups {
         cgroups.remove();

@@ -115,6 +115,8 @@ impl Server {
         document.insert("restart", Part::Raw(&restart));
         document.insert("startup", Part::Raw(&startup));
         document.insert("limits", Part::Raw(&limits));
+        let warm = raw(&exec::warm::describe());
+        document.insert("warm", Part::Raw(&warm));
         serde_json::to_string(&document).expect("raw JSON parts serialize")
     }
 }

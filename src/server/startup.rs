@@ -133,6 +133,16 @@ impl Start {
 /// Probe the sandbox and obtain the tools in the background; `sender` publishes them.
 pub(super) fn spawn(shared: Arc<Shared>, sender: watch::Sender<Option<Arc<Ready>>>) {
     let probe = tokio::spawn(probe_sandbox(shared.config.no_sandbox));
+    if shared.config.warm {
+        // The zygote starts once the tools are served: it never delays them.
+        let mut served = sender.subscribe();
+        let conda_exe = shared.config.conda_exe.clone();
+        tokio::spawn(async move {
+            if served.wait_for(Option::is_some).await.is_ok() {
+                crate::host::exec::warm::start(&conda_exe);
+            }
+        });
+    }
     tokio::spawn(async move {
         let started = Instant::now();
         let sandbox = probe

@@ -12,16 +12,16 @@ use crate::mcp::{Session, structured};
 use crate::support;
 
 /// SIGTERM → SIGKILL grace of the server.
-const GRACE: Duration = Duration::from_secs(2);
+pub(crate) const GRACE: Duration = Duration::from_secs(2);
 /// What the issue allows on top of timeout + grace.
-const SLACK: Duration = Duration::from_millis(500);
+pub(crate) const SLACK: Duration = Duration::from_millis(500);
 
 fn conda() -> &'static Path {
     &support::fixture().conda
 }
 
 /// A sleep duration unique to this test run, so a /proc walk finds only our processes.
-fn unique_seconds() -> String {
+pub(crate) fn unique_seconds() -> String {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     format!(
         "7{:04}{:02}",
@@ -38,7 +38,7 @@ fn stat(pid: i32) -> Option<(char, i32)> {
 }
 
 /// Live (non-zombie) processes whose command line contains `needle`.
-fn survivors(needle: &str) -> Vec<i32> {
+pub(crate) fn survivors(needle: &str) -> Vec<i32> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = entry
@@ -65,7 +65,7 @@ fn survivors(needle: &str) -> Vec<i32> {
 }
 
 /// Zombie children of `parent` (nobody reaped them).
-fn zombies_of(parent: u32) -> Vec<i32> {
+pub(crate) fn zombies_of(parent: u32) -> Vec<i32> {
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
@@ -84,13 +84,13 @@ fn kill_pids(pids: &[i32]) {
 
 /// Assert that nothing matching `needle` is alive (killing leftovers so they cannot leak
 /// into other tests).
-fn assert_no_survivors(needle: &str, what: &str) {
+pub(crate) fn assert_no_survivors(needle: &str, what: &str) {
     let left = survivors(needle);
     kill_pids(&left);
     assert!(left.is_empty(), "{what}: descendants survived: {left:?}");
 }
 
-fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !ok() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
@@ -100,7 +100,7 @@ fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
 
 /// The two hostile trees of the issue, as `conda run` arguments: an escaped `setsid`
 /// sleeper next to a plain one, and a group that ignores SIGTERM (with an escaped member).
-fn trees(seconds: &str) -> [(&'static str, Vec<String>); 2] {
+pub(crate) fn trees(seconds: &str) -> [(&'static str, Vec<String>); 2] {
     [
         (
             "setsid",
@@ -121,12 +121,12 @@ fn trees(seconds: &str) -> [(&'static str, Vec<String>); 2] {
     ]
 }
 
-fn run_args(argv: &[String]) -> Value {
+pub(crate) fn run_args(argv: &[String]) -> Value {
     json!({"executable_call": argv, "no_capture_output": true})
 }
 
 /// Both sleepers of a tree are up.
-fn started(seconds: &str) {
+pub(crate) fn started(seconds: &str) {
     wait_until("the sleepers", Duration::from_secs(30), || {
         survivors(&format!("sleep {seconds}"))
             .iter()

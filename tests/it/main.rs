@@ -65,5 +65,9 @@ mod surface;
 mod tools;
 /// Toolsets (`--tools`), folded commands and tools left out of the listing.
 mod toolsets;
+/// `--warm`: calls forked from the zygote match cold calls byte for byte.
+mod warm;
+/// `--warm` under attack: limits, cgroup, secrets, the zygote's reach, stale conda, exit.
+mod warm_hostile;
 /// Where a generated tool's call runs: `ccm_cwd`, `ccm_timeout_seconds`, the reserved prefix.
 mod workdir;

@@ -1,7 +1,7 @@
 //! Output capture: each stream keeps its first bytes up to a cap and drains the rest, so
 //! a child never blocks on a full pipe; stdin gets its bytes from a task of its own.
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 const CHUNK: usize = 64 * 1024;
@@ -47,7 +47,7 @@ pub(super) async fn capture<R: AsyncRead + Unpin>(
 
 /// Write `bytes` to the child's stdin and close it. A child that exits without reading its
 /// input is not an error.
-pub(super) fn feed(mut writer: tokio::process::ChildStdin, bytes: Vec<u8>) {
+pub(super) fn feed<W: AsyncWrite + Unpin + Send + 'static>(mut writer: W, bytes: Vec<u8>) {
     tokio::spawn(async move {
         let _ = writer.write_all(&bytes).await;
         let _ = writer.shutdown().await;

@@ -139,6 +139,12 @@ pub(super) struct Prepared {
 }
 
 impl Prepared {
+    /// The `cgroup.procs` descriptors a child writes `0` into (the warm path sends them
+    /// to its child).
+    pub(super) fn join_fds(&self) -> &[i32] {
+        &self.join
+    }
+
     /// In the child between `fork` and `exec`: async-signal-safe system calls only
     /// (`write`, `setrlimit`), no allocation, no locks.
     pub(super) fn apply_in_child(&self) -> std::io::Result<()> {

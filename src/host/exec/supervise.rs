@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::process::Child;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::capture::{Captured, capture, feed};
-use super::{Outcome, Spec, TERMINATION_GRACE, cgroup, limits, reap, shutdown_token, spawn};
+use super::leader::{self, Leader};
+use super::{Outcome, Spec, TERMINATION_GRACE, cgroup, limits, reap, shutdown_token};
 
 /// How long output readers may still run once the process group is gone.
 const READER_GRACE: Duration = Duration::from_millis(250);
@@ -41,7 +41,7 @@ pub(super) async fn supervise(spec: &Spec, cancel: &CancellationToken) -> std::i
         std::process::id(),
         super::NEXT_EXECUTION.fetch_add(1, Ordering::Relaxed)
     );
-    let (mut child, prepared) = spawn::start(spec, &marker)?;
+    let (mut child, prepared) = leader::start(spec, &marker).await?;
     let leader = child.id().map(|id| id as i32);
     let tree = Tree {
         pgid: leader,
@@ -97,18 +97,18 @@ pub(super) async fn supervise(spec: &Spec, cancel: &CancellationToken) -> std::i
 }
 
 /// Feed stdin (when the spec has bytes for it) and start capturing both output streams.
-fn read_output(child: &mut Child, spec: &Spec) -> Readers {
-    if let (Some(writer), Some(bytes)) = (child.stdin.take(), spec.stdin.clone()) {
+fn read_output(child: &mut Leader, spec: &Spec) -> Readers {
+    if let (Some(writer), Some(bytes)) = (child.take_stdin(), spec.stdin.clone()) {
         feed(writer, bytes);
     }
     let stop = CancellationToken::new();
     let stdout = tokio::spawn(capture(
-        child.stdout.take(),
+        child.take_stdout(),
         spec.stdout_limit,
         stop.clone(),
     ));
     let stderr = tokio::spawn(capture(
-        child.stderr.take(),
+        child.take_stderr(),
         spec.stderr_limit,
         stop.clone(),
     ));
@@ -148,7 +148,7 @@ fn sample_peak_vm(
 /// and returns until when the output readers may still run.
 async fn end_tree(
     end: End,
-    child: &mut Child,
+    child: &mut Leader,
     tree: &Tree<'_>,
     deadline: tokio::time::Instant,
     outcome: &mut Outcome,
@@ -172,6 +172,7 @@ async fn end_tree(
                 tokio::time::sleep(SWEEP_POLL).await;
             }
             tree.signal(Signal::Kill);
+            child.kill();
             let _ = child.wait().await;
             tree.sweep().await;
             tokio::time::Instant::now() + READER_GRACE

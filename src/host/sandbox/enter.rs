@@ -21,6 +21,13 @@ pub fn install(command: &mut tokio::process::Command, plan: &Plan) {
 #[cfg(not(target_os = "linux"))]
 pub fn install(_command: &mut tokio::process::Command, _plan: &Plan) {}
 
+/// Build `plan`'s sandbox in the calling process, which must be a freshly forked,
+/// single-threaded child (the warm path's namespace holder). Only system calls.
+#[cfg(target_os = "linux")]
+pub fn enter_forked(plan: &Plan) -> std::io::Result<()> {
+    enter(&plan.0)
+}
+
 #[cfg(target_os = "linux")]
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
 

@@ -42,6 +42,8 @@ mod probe;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
 
+#[cfg(target_os = "linux")]
+pub use enter::enter_forked;
 pub use enter::install;
 pub use probe::Unavailable;
 
@@ -181,6 +183,11 @@ impl Plan {
     /// The child's `TMPDIR`.
     pub fn tmpdir(&self) -> &Path {
         &self.0.tmpdir
+    }
+
+    /// Whether the sandbox includes a user namespace (the server is not root).
+    pub fn user_namespace(&self) -> bool {
+        self.0.ids.is_some()
     }
 }
 

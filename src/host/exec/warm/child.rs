@@ -1,0 +1,212 @@
+//! One warm call: the request to the zygote (argv, environment, working directory,
+//! limits, descriptors) and the child it forks, as the supervisor sees it.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use tokio::net::unix::pipe;
+use tokio::sync::OwnedMutexGuard;
+
+use super::super::{Spec, limits, reap};
+use super::{Unfit, Zygote, pidfd};
+
+/// How long the zygote may take to answer with the child's pid.
+const PID_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A child forked from the zygote. Holds the zygote (one warm call at a time) until
+/// dropped; dropping it lets the zygote reap the child (after the supervisor's sweep).
+pub(crate) struct WarmChild {
+    slot: OwnedMutexGuard<Option<Zygote>>,
+    pid: i32,
+    pidfd: OwnedFd,
+    pub(crate) stdin: Option<pipe::Sender>,
+    pub(crate) stdout: Option<pipe::Receiver>,
+    pub(crate) stderr: Option<pipe::Receiver>,
+    status: Option<ExitStatus>,
+}
+
+fn pipe_pair() -> Result<(OwnedFd, OwnedFd), Unfit> {
+    let mut ends = [0i32; 2];
+    // SAFETY: pipe2 fills two descriptors.
+    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(Unfit::Refused);
+    }
+    // SAFETY: both were just created and are owned here.
+    Ok(unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) })
+}
+
+/// The environment a cold child of `spec` gets, in the order it gets it (sorted by name,
+/// as the standard library builds a modified environment).
+fn environment(spec: &Spec, marker: &str) -> BTreeMap<OsString, OsString> {
+    let mut env: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
+    for name in &spec.env_remove {
+        env.remove(std::ffi::OsStr::new(name));
+    }
+    for name in spec.limits.env_remove.iter() {
+        env.remove(std::ffi::OsStr::new(name));
+    }
+    env.insert(reap::MARKER_VAR.into(), marker.into());
+    if let Some(plan) = &spec.sandbox {
+        env.insert(
+            crate::host::sandbox::TMPDIR.into(),
+            plan.tmpdir().as_os_str().to_owned(),
+        );
+    }
+    env
+}
+
+/// The request's fields (see `zygote.py`).
+fn fields(spec: &Spec, marker: &str, ns: &str) -> Result<Vec<Vec<u8>>, Unfit> {
+    // Absolute: a cold child changes directory before its sandbox, relative to the
+    // server's; the warm child does so after joining the sandbox, whose root is `/`.
+    let here = std::env::current_dir().map_err(|_| Unfit::Refused)?;
+    let cwd = match &spec.cwd {
+        Some(cwd) => here.join(cwd),
+        None => here,
+    };
+    let number = |n: Option<u64>| n.map(|n| n.to_string()).unwrap_or_default().into_bytes();
+    let mut fields = vec![
+        b"run".to_vec(),
+        cwd.as_os_str().as_bytes().to_vec(),
+        ns.as_bytes().to_vec(),
+        number(spec.limits.memory),
+        number(spec.limits.file_size),
+        spec.args.len().to_string().into_bytes(),
+    ];
+    fields.extend(spec.args.iter().map(|a| a.as_bytes().to_vec()));
+    for (name, value) in environment(spec, marker) {
+        let mut entry = name.as_bytes().to_vec();
+        entry.push(b'=');
+        entry.extend_from_slice(value.as_bytes());
+        fields.push(entry);
+    }
+    Ok(fields)
+}
+
+/// Ask the zygote in `slot` to fork `spec`'s run.
+pub(super) async fn start(
+    mut slot: OwnedMutexGuard<Option<Zygote>>,
+    spec: &Spec,
+    marker: &str,
+    prepared: &limits::Prepared,
+) -> Result<WarmChild, Unfit> {
+    #[cfg(target_os = "linux")]
+    let namespaces = match &spec.sandbox {
+        Some(plan) => Some(super::holder::build(plan).map_err(|_| Unfit::Sandbox)?),
+        None => None,
+    };
+    let ns = match &spec.sandbox {
+        None => "none",
+        Some(plan) if plan.user_namespace() => "user",
+        Some(_) => "mnt",
+    };
+    let fields = fields(spec, marker, ns)?;
+    let (stdin_child, stdin_ours) = match spec.stdin {
+        Some(_) => {
+            let (read, write) = pipe_pair()?;
+            (read, Some(write))
+        }
+        None => (
+            OwnedFd::from(std::fs::File::open("/dev/null").map_err(|_| Unfit::Refused)?),
+            None,
+        ),
+    };
+    let (stdout_ours, stdout_child) = pipe_pair()?;
+    let (stderr_ours, stderr_child) = pipe_pair()?;
+    let mut fds: Vec<RawFd> = vec![
+        stdin_child.as_raw_fd(),
+        stdout_child.as_raw_fd(),
+        stderr_child.as_raw_fd(),
+    ];
+    #[cfg(target_os = "linux")]
+    if let Some(namespaces) = &namespaces {
+        fds.extend(namespaces.user.as_ref().map(|fd| fd.as_raw_fd()));
+        fds.push(namespaces.mount.as_raw_fd());
+    }
+    fds.extend_from_slice(prepared.join_fds());
+    let zygote = slot.as_mut().ok_or(Unfit::Starting)?;
+    let field_refs: Vec<&[u8]> = fields.iter().map(Vec::as_slice).collect();
+    zygote
+        .send(&field_refs, &fds)
+        .await
+        .map_err(|_| Unfit::Refused)?;
+    drop((stdin_child, stdout_child, stderr_child));
+    #[cfg(target_os = "linux")]
+    drop(namespaces);
+    let answer = tokio::time::timeout(PID_TIMEOUT, zygote.line()).await;
+    let pid: i32 = match answer {
+        Ok(Ok(line)) => line
+            .strip_prefix("pid ")
+            .and_then(|p| p.parse().ok())
+            .ok_or(Unfit::Refused)?,
+        _ => {
+            zygote.broken = true;
+            return Err(Unfit::Refused);
+        }
+    };
+    let pidfd = pidfd::open(pid).map_err(|_| Unfit::Refused)?;
+    let receiver = |fd| pipe::Receiver::from_owned_fd(fd).ok();
+    Ok(WarmChild {
+        slot,
+        pid,
+        pidfd,
+        stdin: stdin_ours.and_then(|fd| pipe::Sender::from_owned_fd(fd).ok()),
+        stdout: receiver(stdout_ours),
+        stderr: receiver(stderr_ours),
+        status: None,
+    })
+}
+
+impl WarmChild {
+    pub(crate) fn id(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// Wait for the child's exit status, as the zygote reports it (the child stays a
+    /// zombie, its pid and process group reserved, until this value is dropped).
+    pub(crate) async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        if let Some(status) = self.status {
+            return Ok(status);
+        }
+        let zygote = self
+            .slot
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("no zygote"))?;
+        let line = zygote.line().await?;
+        let status = match line.split_once(' ') {
+            Some(("exit", code)) => code.parse::<i32>().ok().map(|c| (c & 0xff) << 8),
+            Some(("signal", signal)) => signal.parse::<i32>().ok().map(|s| s & 0x7f),
+            _ => None,
+        };
+        let status = ExitStatus::from_raw(
+            status.ok_or_else(|| std::io::Error::other("unexpected answer from the zygote"))?,
+        );
+        self.status = Some(status);
+        Ok(status)
+    }
+
+    /// SIGKILL the child through its pidfd.
+    pub(crate) fn kill(&self) {
+        pidfd::kill(&self.pidfd, libc::SIGKILL);
+    }
+}
+
+impl Drop for WarmChild {
+    fn drop(&mut self) {
+        let Some(zygote) = self.slot.as_mut() else {
+            return;
+        };
+        if self.status.is_some() {
+            zygote.send_now(b"reap\n");
+        } else {
+            // The zygote's answers are no longer in step with the calls: replace it.
+            pidfd::kill(&self.pidfd, libc::SIGKILL);
+            zygote.broken = true;
+        }
+    }
+}

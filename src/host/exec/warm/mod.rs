@@ -1,0 +1,236 @@
+//! `--warm`: conda calls forked from a zygote that has already imported conda's CLI.
+//!
+//! One zygote per server (the target's `conda`), started in the background once the tools
+//! are served ([`start`]). A run whose program is the target `conda` is forked from it
+//! ([`fork`]): the server sends the call's argv, environment (exactly what a cold child
+//! would get, in the same order), working directory, limits and descriptors (stdin,
+//! stdout, stderr, the execution's `cgroup.procs` files, and the namespaces of the call's
+//! sandbox) over the inherited socket; the zygote forks; the child
+//! applies everything a cold child gets between `fork` and `exec`, then runs conda's
+//! `main` as the entry script does. The supervisor treats it like any other leader.
+//!
+//! Until the zygote is ready, while another warm call runs, when the target's stamp has
+//! changed (the zygote is replaced), or when anything fails before the fork, the call
+//! runs cold; capabilities count both.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+mod child;
+#[cfg(target_os = "linux")]
+mod holder;
+pub(super) mod pidfd;
+mod zygote;
+
+pub(super) use child::WarmChild;
+use zygote::Zygote;
+
+/// Why a call runs cold, or why there is no zygote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unfit {
+    #[error("the target conda is not a #! script")]
+    NotAScript,
+    #[error("the zygote could not be started")]
+    Start,
+    #[error("the zygote did not become ready")]
+    NotReady,
+    #[error("the zygote is starting")]
+    Starting,
+    #[error("another warm call is running")]
+    Busy,
+    #[error("the target conda changed; the zygote is being replaced")]
+    Changed,
+    #[error("the zygote exited; it is being replaced")]
+    Exited,
+    #[error("the call's sandbox could not be prepared for a warm child")]
+    Sandbox,
+    #[error("the zygote did not accept the call")]
+    Refused,
+}
+
+/// The warm state of this server.
+struct Warm {
+    entry: PathBuf,
+    zygote: Arc<tokio::sync::Mutex<Option<Zygote>>>,
+    status: Mutex<Status>,
+    warm_calls: AtomicU64,
+    cold_calls: AtomicU64,
+}
+
+#[derive(Clone)]
+struct Status {
+    state: &'static str,
+    reason: Option<Unfit>,
+    last_cold: Option<Unfit>,
+    pid: Option<u32>,
+    start_ms: Option<u64>,
+}
+
+static WARM: OnceLock<Warm> = OnceLock::new();
+
+/// Turn the warm path on for `conda_exe` and start its zygote in the background.
+pub fn start(conda_exe: &Path) {
+    let warm = WARM.get_or_init(|| Warm {
+        entry: conda_exe.to_path_buf(),
+        zygote: Arc::new(tokio::sync::Mutex::new(None)),
+        status: Mutex::new(Status {
+            state: "starting",
+            reason: None,
+            last_cold: None,
+            pid: None,
+            start_ms: None,
+        }),
+        warm_calls: AtomicU64::new(0),
+        cold_calls: AtomicU64::new(0),
+    });
+    launch(warm);
+}
+
+fn set_status(warm: &Warm, update: impl FnOnce(&mut Status)) {
+    if let Ok(mut status) = warm.status.lock() {
+        update(&mut status);
+    }
+}
+
+/// Start a (new) zygote in the background.
+fn launch(warm: &'static Warm) {
+    set_status(warm, |s| {
+        s.state = "starting";
+        s.pid = None;
+    });
+    tokio::spawn(async move {
+        let mut slot = warm.zygote.lock().await;
+        if let Some(old) = slot.take() {
+            old.stop();
+        }
+        let result = match current_stamp(&warm.entry) {
+            Some(stamp) => Zygote::start(&warm.entry, stamp).await,
+            None => Err(Unfit::NotAScript),
+        };
+        match result {
+            Ok(zygote) => {
+                tracing::info!(
+                    pid = zygote.pid,
+                    start_ms = zygote.started_in.as_millis() as u64,
+                    "warm zygote ready"
+                );
+                set_status(warm, |s| {
+                    s.state = "ready";
+                    s.reason = None;
+                    s.pid = Some(zygote.pid);
+                    s.start_ms = Some(zygote.started_in.as_millis() as u64);
+                });
+                *slot = Some(zygote);
+            }
+            Err(reason) => {
+                tracing::warn!(%reason, "no warm zygote: calls run cold");
+                set_status(warm, |s| {
+                    s.state = "unavailable";
+                    s.reason = Some(reason);
+                });
+            }
+        }
+    });
+}
+
+fn current_stamp(entry: &Path) -> Option<String> {
+    let located = crate::host::stamp::locate(entry)?;
+    Some(crate::host::stamp::stamp(&located.site_dirs)?.digest)
+}
+
+/// Whether `program` is the warm target (then [`fork`] is tried first).
+pub(super) fn applies(program: &Path) -> bool {
+    WARM.get().is_some_and(|w| w.entry == program)
+}
+
+/// Fork `spec`'s run from the zygote, or say why it runs cold (logged and counted).
+pub(super) async fn fork(
+    spec: &super::Spec,
+    marker: &str,
+    prepared: &super::limits::Prepared,
+) -> Result<WarmChild, Unfit> {
+    let Some(warm) = WARM.get() else {
+        return Err(Unfit::Starting);
+    };
+    let result = try_fork(warm, spec, marker, prepared).await;
+    match &result {
+        Ok(_) => {
+            warm.warm_calls.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(reason) => {
+            warm.cold_calls.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(%reason, "call runs cold");
+            set_status(warm, |s| s.last_cold = Some(*reason));
+        }
+    }
+    result
+}
+
+async fn try_fork(
+    warm: &'static Warm,
+    spec: &super::Spec,
+    marker: &str,
+    prepared: &super::limits::Prepared,
+) -> Result<WarmChild, Unfit> {
+    let starting = || {
+        warm.status
+            .lock()
+            .is_ok_and(|status| status.state == "starting")
+    };
+    let mut slot = Arc::clone(&warm.zygote).try_lock_owned().map_err(|_| {
+        // A zygote being started holds the slot too.
+        if starting() {
+            Unfit::Starting
+        } else {
+            Unfit::Busy
+        }
+    })?;
+    let Some(zygote) = slot.as_mut() else {
+        return Err(Unfit::Starting);
+    };
+    if !zygote.alive() {
+        drop(slot);
+        launch(warm);
+        return Err(Unfit::Exited);
+    }
+    if current_stamp(&warm.entry).as_deref() != Some(zygote.stamp.as_str()) {
+        drop(slot);
+        launch(warm);
+        return Err(Unfit::Changed);
+    }
+    child::start(slot, spec, marker, prepared).await
+}
+
+/// The capabilities document's `warm` entry (`null` without `--warm`).
+pub fn describe() -> serde_json::Value {
+    let Some(warm) = WARM.get() else {
+        return serde_json::Value::Null;
+    };
+    let status = warm.status.lock().map(|s| s.clone()).ok();
+    let rss = warm
+        .zygote
+        .try_lock()
+        .ok()
+        .and_then(|z| z.as_ref().and_then(|z| z.rss()));
+    serde_json::json!({
+        "enabled": true,
+        "state": status.as_ref().map(|s| s.state),
+        "reason": status.as_ref().and_then(|s| s.reason).map(|r| r.to_string()),
+        "zygote_pid": status.as_ref().and_then(|s| s.pid),
+        "zygote_start_ms": status.as_ref().and_then(|s| s.start_ms),
+        "zygote_rss_bytes": rss,
+        "warm_calls": warm.warm_calls.load(Ordering::Relaxed),
+        "cold_calls": warm.cold_calls.load(Ordering::Relaxed),
+        "last_cold_reason": status.as_ref().and_then(|s| s.last_cold).map(|r| r.to_string()),
+    })
+}
+
+/// Stop the zygote (server exit).
+pub(super) async fn stop() {
+    if let Some(warm) = WARM.get()
+        && let Some(zygote) = warm.zygote.lock().await.take()
+    {
+        zygote.stop();
+    }
+}

@@ -1,0 +1,299 @@
+# The warm zygote: runs under the target's interpreter (with the flags of the `conda`
+# entry script's #! line), imports conda's CLI modules once, then forks one child per
+# call. It talks only over the socket inherited as file descriptor 3; it never opens a
+# path of its own.
+#
+# argv: -c <this script> <entry script> <sys.path[0] of a cold run>
+#
+# Requests (ccm -> zygote), each a 4-byte big-endian length and a payload of
+# NUL-separated fields, the call's file descriptors attached to the first byte:
+#   run, cwd, ns (none|mnt|user), memory limit (or ""), file-size limit (or ""),
+#   argument count, arguments..., environment entries (NAME=VALUE)...
+#   descriptors: stdin, stdout, stderr, [user namespace], [mount namespace], cgroup.procs...
+# Answers (zygote -> ccm), one line each: "ready", "pid N", "exit CODE" / "signal N",
+# "error WORDS". After "exit"/"signal" the zygote waits for "reap" (the child stays a
+# zombie until ccm's sweep is over, so its pid and process group cannot be reused).
+import sys
+
+ENTRY = sys.argv[1]
+# A cold run's sys.path[0] is the entry script's directory; `-c` put "" (the working
+# directory) there instead. Replaced before anything else is imported.
+sys.path[0] = sys.argv[2]
+
+import os  # noqa: E402
+import socket  # noqa: E402
+import struct  # noqa: E402
+
+SOCK = socket.socket(fileno=3)
+IMPORT_ENV = dict(os.environ)
+
+import ctypes  # noqa: E402
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+PR_SET_DUMPABLE = 4
+# Nothing may read or write this process's memory: its children inherit the flag.
+LIBC.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+# conda's CLI modules: importing them reads no per-call state (no argv, no context
+# initialisation, no plugin hooks). conda/__init__ sets CONDA_ROOT when unset; that is
+# replayed on each call's own environment.
+import conda.cli.main  # noqa: E402,F401
+
+for name in (
+    "conda.base.context",
+    "conda.cli.conda_argparse",
+    "conda.exception_handler",
+    "conda.gateways.logging",
+    "conda.plugins.manager",
+    "conda.core.prefix_data",
+    "conda.core.index",
+    "conda.cli.main_list",
+    "conda.cli.main_info",
+    "conda.cli.main_search",
+    "conda.cli.main_env_list",
+    "conda.cli.main_config",
+):
+    try:
+        __import__(name)
+    except ImportError:
+        pass
+
+CONDA_ROOT_SET = "CONDA_ROOT" not in IMPORT_ENV and "CONDA_ROOT" in os.environ
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+PR_CAPBSET_DROP = 24
+# What a sandboxed root child loses (the same list as the cold path's).
+DROPPED = (21, 19, 16, 17, 27, 22)
+
+
+class CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def fail(where):
+    err = ctypes.get_errno()
+    os.write(2, b"ccm warm: " + where.encode() + b": " + os.strerror(err).encode() + b"\n")
+    os._exit(126)
+
+
+def capabilities(keep_all_but):
+    """Clear capabilities: all of them, or only `keep_all_but`'s bits."""
+    header = CapHeader(0x20080522, 0)
+    data = (CapData * 2)()
+    if LIBC.capget(ctypes.byref(header), data) != 0:
+        fail("capget")
+    for i in range(2):
+        for field in ("effective", "permitted", "inheritable"):
+            value = getattr(data[i], field)
+            if keep_all_but is None:
+                value = 0
+            else:
+                for cap in keep_all_but:
+                    if cap // 32 == i:
+                        value &= ~(1 << (cap % 32))
+            setattr(data[i], field, value)
+    if LIBC.capset(ctypes.byref(header), data) != 0:
+        fail("capset")
+
+
+def enter_namespace(user, mount):
+    """Join the call's sandbox (built by a holder process), then give up what a cold
+    child gives up at exec."""
+    if user is not None:
+        if LIBC.setns(user, CLONE_NEWUSER) != 0:
+            fail("setns (user)")
+        if LIBC.setns(mount, CLONE_NEWNS) != 0:
+            fail("setns (mount)")
+        # A cold child runs as a non-root id in the namespace: exec leaves it nothing.
+        capabilities(None)
+    else:
+        if LIBC.setns(mount, CLONE_NEWNS) != 0:
+            fail("setns (mount)")
+        for cap in DROPPED:
+            if LIBC.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+                fail("capbset")
+        capabilities(DROPPED)
+
+
+def set_limit(resource_id, value):
+    if value:
+        import resource
+
+        n = int(value)
+        resource.setrlimit(resource_id, (n, n))
+
+
+def child(fields, fds):
+    cwd, ns, memory, file_size, argc = fields[1:6]
+    argc = int(argc)
+    argv = fields[6 : 6 + argc]
+    env = fields[6 + argc :]
+    stdio, rest = fds[:3], fds[3:]
+    user = mount = None
+    if ns == b"user":
+        user, mount, rest = rest[0], rest[1], rest[2:]
+    elif ns == b"mnt":
+        mount, rest = rest[0], rest[1:]
+    SOCK.close()
+    # As a cold child: standard streams first (a failure below is reported on them).
+    for target, fd in enumerate(stdio):
+        os.dup2(fd, target)
+    os.setpgid(0, 0)
+    for fd in rest:
+        # "0" moves the writing process into the execution's cgroup.
+        try:
+            os.write(fd, b"0")
+        except OSError:
+            pass
+        os.close(fd)
+    import resource
+
+    set_limit(resource.RLIMIT_AS, memory)
+    set_limit(resource.RLIMIT_FSIZE, file_size)
+    if mount is not None:
+        enter_namespace(user, mount)
+    os.closerange(3, 1 << 16)
+    os.environ.clear()
+    for entry in env:
+        name, _, value = entry.partition(b"=")
+        os.environb[name] = value
+    if CONDA_ROOT_SET and b"CONDA_ROOT" not in os.environb:
+        os.environ["CONDA_ROOT"] = sys.prefix
+    try:
+        os.chdir(cwd)
+    except OSError as error:
+        os.write(2, b"ccm warm: cannot enter the working directory: " + os.strerror(error.errno).encode() + b"\n")
+        os._exit(126)
+    reset_process_state()
+    sys.argv = [ENTRY] + [os.fsdecode(a) for a in argv]
+    os._exit(run_main())
+
+
+def reset_process_state():
+    """What a fresh interpreter computes from the environment or the working directory
+    on first use, and the zygote may already have computed."""
+    import tempfile
+
+    tempfile.tempdir = None
+    mp = sys.modules.get("multiprocessing.process")
+    if mp is not None:
+        mp.ORIGINAL_DIR = os.path.abspath(os.getcwd())
+
+
+def exit_status(code):
+    """Python's handling of SystemExit at the top level."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        sys.stderr.write(str(code) + "\n")
+    except Exception:
+        pass
+    return 1
+
+
+def run_main():
+    try:
+        from conda.cli import main
+
+        sys.exit(main())
+    except SystemExit as done:
+        status = exit_status(done.code)
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        status = 1
+    import threading
+    import atexit
+
+    try:
+        threading._shutdown()
+    except Exception:
+        pass
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            status = 120
+    return status
+
+
+def recv_request():
+    """One request: its fields and descriptors; None at end of file (ccm is gone)."""
+    fds = []
+    head = b""
+    while len(head) < 4:
+        data, anc, _flags, _addr = SOCK.recvmsg(4 - len(head), socket.CMSG_SPACE(64 * 4))
+        if not data:
+            return None
+        head += data
+        for level, kind, payload in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                usable = len(payload) - len(payload) % 4
+                fds.extend(struct.unpack("%di" % (usable // 4), payload[:usable]))
+    (length,) = struct.unpack(">I", head)
+    body = bytearray()
+    while len(body) < length:
+        data = SOCK.recv(min(1 << 20, length - len(body)))
+        if not data:
+            return None
+        body += data
+    return bytes(body).split(b"\0"), fds
+
+
+def wait_reap(pid):
+    line = b""
+    while not line.endswith(b"\n"):
+        data = SOCK.recv(64)
+        if not data:
+            break
+        line += data
+    os.waitpid(pid, 0)
+
+
+def serve():
+    SOCK.sendall(b"ready\n")
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    while True:
+        request = recv_request()
+        if request is None:
+            os._exit(0)
+        fields, fds = request
+        if not fields or fields[0] != b"run" or len(fds) < 3:
+            SOCK.sendall(b"error malformed request\n")
+            for fd in fds:
+                os.close(fd)
+            continue
+        pid = os.fork()
+        if pid == 0:
+            try:
+                child(fields, fds)
+            finally:
+                os._exit(127)
+        for fd in fds:
+            os.close(fd)
+        try:
+            os.setpgid(pid, pid)
+        except OSError:
+            pass
+        SOCK.sendall(b"pid %d\n" % pid)
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        if info.si_code == os.CLD_EXITED:
+            SOCK.sendall(b"exit %d\n" % info.si_status)
+        else:
+            SOCK.sendall(b"signal %d\n" % info.si_status)
+        wait_reap(pid)
+
+
+serve()

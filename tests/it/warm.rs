@@ -1,0 +1,332 @@
+//! The warm differential test: the same calls through a cold server and a `--warm` one
+//! (same conda, same environment, same working directory), compared field by field.
+//!
+//! Every tool listed under the default policy gets an empty input and schema-drawn inputs
+//! (`inputs`, seeded); the environment carries what conda reads (`HOME`, `XDG_*`,
+//! `CONDARC`, `CONDA_PKGS_DIRS`, `CONDA_ENVS_PATH`, `CONDA_OFFLINE`, `PYTHONPATH`...), and
+//! calls run in a working directory given per call (`ccm_cwd`), so a warm child that kept
+//! the zygote's directory, environment or temporary directory would show. Results are
+//! compared after masking what legitimately varies between two runs of one call:
+//! `duration_ms` (wall time), the random names of temporary files and directories
+//! (`tempfile`'s `tmp` + 8 characters) and object addresses in Python reprs (`at 0x…`:
+//! address-space layout is randomized per process). `PYTHONHASHSEED=0` makes the order of Python's
+//! string sets the same in every process (otherwise it varies from one cold run to the
+//! next). The warm server must have run every call warm (its capabilities count them), or
+//! the comparison would prove nothing.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use crate::inputs::{seed, seeded_runner, valid_inputs};
+use crate::mcp::Session;
+use crate::oracle::Throwaway;
+use crate::support;
+
+/// Schema-drawn inputs per tool, besides the empty one.
+const DRAWN: usize = 2;
+/// How long the zygote may take to become ready (importing conda on a loaded machine).
+const READY_WITHIN: Duration = Duration::from_secs(180);
+
+/// The environment of both servers: the throwaway's, plus variables conda or Python read.
+fn environment(throwaway: &Throwaway) -> Vec<(String, String)> {
+    std::fs::create_dir_all(throwaway.path("envs")).unwrap();
+    std::fs::create_dir_all(throwaway.path("pythonpath")).unwrap();
+    std::fs::create_dir_all(throwaway.path("cwd/sub")).unwrap();
+    let mut env = throwaway.env();
+    env.push((
+        "CONDA_ENVS_PATH".into(),
+        throwaway.path("envs").display().to_string(),
+    ));
+    env.push((
+        "PYTHONPATH".into(),
+        throwaway.path("pythonpath").display().to_string(),
+    ));
+    env.push(("CONDA_CHANGEPS1".into(), "false".into()));
+    env.push(("PYTHONHASHSEED".into(), "0".into()));
+    env
+}
+
+fn session(conda: &Path, throwaway: &Throwaway, flags: &[&str]) -> Session {
+    let mut command = support::ccm();
+    command
+        .arg("--conda-exe")
+        .arg(conda)
+        .args(["--timeout", "120"])
+        .args(flags)
+        .env_clear()
+        .envs(environment(throwaway))
+        .current_dir(throwaway.path("cwd"));
+    let mut session = Session::spawn(command);
+    session.initialize = session.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "ccm-warm", "version": "1"}}),
+    );
+    session.notify("notifications/initialized", json!({}));
+    session
+}
+
+/// Wait until the server's zygote is ready; panics with the reason when it is not.
+pub(crate) fn wait_ready(session: &mut Session) {
+    let end = Instant::now() + READY_WITHIN;
+    loop {
+        let warm = session.capabilities()["warm"].clone();
+        match warm["state"].as_str() {
+            Some("ready") => return,
+            Some("unavailable") => panic!("no warm zygote: {warm}"),
+            _ if Instant::now() > end => panic!("the zygote is not ready: {warm}"),
+            _ => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
+/// `text` with every random temporary name (`/tmp` + 8 of `tempfile`'s characters, then
+/// the end of the name) replaced by `/tmpXXXXXXXX`.
+fn mask_temporary_names(text: &str) -> String {
+    let name = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_';
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    while let Some(found) = text[at..].find("/tmp") {
+        let start = at + found + 4;
+        let end = start + 8;
+        let random = bytes.len() >= end
+            && bytes[start..end].iter().all(|b| name(*b))
+            && bytes.get(end).is_none_or(|b| !name(*b));
+        out.push_str(&text[at..start]);
+        if random {
+            out.push_str("XXXXXXXX");
+            at = end;
+        } else {
+            at = start;
+        }
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
+/// `text` with every object address of a Python repr (` at 0x` + hex digits) replaced.
+fn mask_addresses(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(found) = rest.find(" at 0x") {
+        let start = found + " at 0x".len();
+        let digits = rest[start..]
+            .bytes()
+            .take_while(u8::is_ascii_hexdigit)
+            .count();
+        out.push_str(&rest[..start]);
+        if digits > 0 {
+            out.push_str("ADDR");
+        }
+        rest = &rest[start + digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// What a call's response says, less what legitimately varies.
+fn masked(response: &Value) -> Value {
+    let text = unmasked(response).to_string();
+    serde_json::from_str(&mask_addresses(&mask_temporary_names(&text))).unwrap()
+}
+
+fn unmasked(response: &Value) -> Value {
+    if let Some(error) = response.get("error") {
+        return json!({ "error": error });
+    }
+    let result = &response["result"];
+    let mut structured = result["structuredContent"].clone();
+    if let Some(fields) = structured.as_object_mut() {
+        fields.remove("duration_ms");
+        return json!({"isError": result["isError"], "structured": structured});
+    }
+    json!({"isError": result["isError"], "content": result["content"]})
+}
+
+/// Whether a response is a conda execution (not a refusal).
+fn executed(response: &Value) -> bool {
+    response["result"]["structuredContent"]["exit_code"].is_number()
+}
+
+fn call(session: &mut Session, tool: &str, arguments: &Value) -> Value {
+    session.request("tools/call", json!({"name": tool, "arguments": arguments}))
+}
+
+/// The calls: every listed tool, empty and drawn inputs, each in the working directory
+/// and in a subdirectory of it.
+fn corpus(conda: &Path, listed: &[String], seed: u64) -> Vec<(String, Value)> {
+    let found = support::discover(conda);
+    let toolset = support::toolset(&found.catalog, &found.plugins, false);
+    let mut runner = seeded_runner(seed);
+    let mut calls = Vec::new();
+    for tool in &toolset.generated {
+        if !listed.contains(&tool.name) {
+            continue;
+        }
+        let mut inputs = vec![Map::new()];
+        inputs.extend(valid_inputs(tool, &mut runner, DRAWN));
+        for (n, mut input) in inputs.into_iter().enumerate() {
+            if n % 2 == 1 {
+                input.insert("ccm_cwd".into(), json!("sub"));
+            }
+            calls.push((tool.name.clone(), Value::Object(input)));
+        }
+    }
+    calls
+}
+
+/// Run `calls` through both servers; returns the number executed and the differences.
+fn compare(
+    cold: &mut Session,
+    warm: &mut Session,
+    calls: &[(String, Value)],
+) -> (usize, Vec<String>) {
+    let mut ran = 0;
+    let mut differences = Vec::new();
+    for (tool, input) in calls {
+        let (a, b) = (call(cold, tool, input), call(warm, tool, input));
+        ran += usize::from(executed(&b));
+        if masked(&a) != masked(&b) {
+            differences.push(format!(
+                "{tool} {input}:\n  cold: {}\n  warm: {}",
+                masked(&a),
+                masked(&b)
+            ));
+        }
+    }
+    (ran, differences)
+}
+
+/// The warm server's counters: (warm calls, cold calls).
+fn counters(warm: &mut Session) -> (u64, u64) {
+    let caps = warm.capabilities();
+    (
+        caps["warm"]["warm_calls"].as_u64().unwrap(),
+        caps["warm"]["cold_calls"].as_u64().unwrap(),
+    )
+}
+
+fn differential(conda: &Path, label: &str) -> (Throwaway, Session, Session) {
+    let throwaway = Throwaway::new(&format!("warm-{label}"));
+    let mut cold = session(conda, &throwaway, &[]);
+    let mut warm = session(conda, &throwaway, &["--warm"]);
+    assert_eq!(cold.capabilities()["warm"], Value::Null);
+    wait_ready(&mut warm);
+    let listed: Vec<String> = warm
+        .tools()
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect();
+    let calls = corpus(
+        conda,
+        &listed,
+        seed(&format!("warm differential ({label})")),
+    );
+    let (ran, differences) = compare(&mut cold, &mut warm, &calls);
+    assert!(
+        differences.is_empty(),
+        "{} of {} calls differ cold vs warm:\n{}",
+        differences.len(),
+        calls.len(),
+        differences.join("\n")
+    );
+    assert!(ran >= listed.len() / 2, "only {ran} calls executed");
+    let (warm_calls, cold_calls) = counters(&mut warm);
+    assert_eq!(cold_calls, 0, "calls ran cold on the warm server");
+    assert_eq!(warm_calls as usize, ran, "not every execution was warm");
+    (throwaway, cold, warm)
+}
+
+#[test]
+fn temporary_names_and_addresses_are_masked_and_nothing_else() {
+    assert_eq!(
+        mask_temporary_names("/dev/shm/tmp/tmp4gql29jy/x and /tmp/tmpnk9apxwc"),
+        "/dev/shm/tmp/tmpXXXXXXXX/x and /tmp/tmpXXXXXXXX"
+    );
+    for kept in [
+        "/tmp/tmp4gql29jyz",
+        "/tmp/tmp4gql29j",
+        "/tmp/tmpABCDEFGH",
+        "/tmpfile",
+    ] {
+        assert_eq!(mask_temporary_names(kept), kept);
+    }
+    assert_eq!(
+        mask_addresses("(<X object at 0x7fe54ca75b10>,) at 0x and at 0xg"),
+        "(<X object at 0xADDR>,) at 0x and at 0xg"
+    );
+}
+
+#[test]
+fn warm_calls_match_cold_calls_on_the_fixture() {
+    let conda = &support::fixture().conda;
+    let (_throwaway, mut cold, mut warm) = differential(conda, "fixture");
+    // conda_info reports the environment it ran with, the temporary directory and HOME's
+    // rc file: the same, call after call.
+    let info = json!({"json": true});
+    for _ in 0..2 {
+        let (a, b) = (
+            call(&mut cold, "conda_info", &info),
+            call(&mut warm, "conda_info", &info),
+        );
+        assert_eq!(masked(&a), masked(&b));
+        let parsed = &b["result"]["structuredContent"]["parsed_json"];
+        assert!(
+            parsed["env_vars"]["CONDA_ENVS_PATH"].is_string(),
+            "{parsed}"
+        );
+        assert!(parsed["env_vars"]["CCM_EXECUTION"].is_null(), "{parsed}");
+    }
+}
+
+/// A setting written by one call is what the next warm call sees (nothing stale).
+fn config_is_never_stale(conda: &Path) {
+    let throwaway = Throwaway::new("warm-config");
+    let mut warm = session(conda, &throwaway, &["--warm", "--allow-write"]);
+    wait_ready(&mut warm);
+    let show = json!({"show": ["channel_priority"], "json": true});
+    let before = call(&mut warm, "conda_config", &show);
+    let set = json!({"set": [["channel_priority", "strict"]]});
+    let written = call(&mut warm, "conda_config", &set);
+    assert_eq!(written["result"]["structuredContent"]["exit_code"], 0);
+    let after = call(&mut warm, "conda_config", &show);
+    let mut cold = session(conda, &throwaway, &[]);
+    let fresh = call(&mut cold, "conda_config", &show);
+    assert_eq!(masked(&after), masked(&fresh));
+    assert_ne!(
+        masked(&before),
+        masked(&after),
+        "the setting did not change"
+    );
+    assert_eq!(
+        after["result"]["structuredContent"]["parsed_json"]["channel_priority"],
+        "strict"
+    );
+    assert_eq!(counters(&mut warm), (3, 0));
+}
+
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_warm_calls_match_cold_calls() {
+    let conda = support::real_conda();
+    let (throwaway, mut cold, mut warm) = differential(&conda, "real");
+    // A path relative to the call's working directory.
+    std::fs::write(
+        throwaway.path("cwd/sub/environment.yml"),
+        "name: sub\ndependencies:\n  - python\n",
+    )
+    .unwrap();
+    for cwd in [".", "sub"] {
+        let input = json!({"name": "base", "file": "environment.yml", "ccm_cwd": cwd});
+        let (a, b) = (
+            call(&mut cold, "conda_compare", &input),
+            call(&mut warm, "conda_compare", &input),
+        );
+        assert!(executed(&b), "{b}");
+        assert_eq!(masked(&a), masked(&b));
+    }
+    config_is_never_stale(&conda);
+}

@@ -1,0 +1,392 @@
+//! `--warm` under attack: what a cold child gets, a warm child gets too (limits, cgroup,
+//! withheld secrets, the kill sweep), nobody else can reach the zygote, a changed conda is
+//! never served by stale modules, and nothing survives the server.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::limits::{
+    GRACE, SLACK, assert_no_survivors, run_args, started, trees, unique_seconds, wait_until,
+};
+use crate::mcp::{Session, structured};
+use crate::support;
+use crate::warm::wait_ready;
+
+fn conda() -> &'static Path {
+    &support::fixture().conda
+}
+
+fn warm_session(conda: &Path, flags: &[&str], env: &[(&str, &str)]) -> Session {
+    let mut args = vec!["--warm"];
+    args.extend_from_slice(flags);
+    let mut s = Session::start_with(conda, &args, env);
+    wait_ready(&mut s);
+    s
+}
+
+fn warm_state(s: &mut Session) -> Value {
+    s.capabilities()["warm"].clone()
+}
+
+fn zygote_pid(s: &mut Session) -> i32 {
+    warm_state(s)["zygote_pid"]
+        .as_i64()
+        .expect("a ready zygote has a pid") as i32
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().to_owned())
+        })
+        .is_some_and(|rest| !rest.starts_with('Z'))
+}
+
+#[test]
+fn warm_no_descendant_survives_a_timeout_or_a_cancellation() {
+    let seconds = 5;
+    let timeout = Duration::from_secs(seconds);
+    let mut s = warm_session(conda(), &["--allow-exec", "--timeout", "5"], &[]);
+    for tree in 0..2 {
+        let unique = unique_seconds();
+        let (name, argv) = trees(&unique)[tree].clone();
+        let begun = Instant::now();
+        let id = s.send(
+            "tools/call",
+            json!({"name": "conda_run", "arguments": run_args(&argv)}),
+        );
+        started(&unique);
+        let response = s
+            .wait(id, timeout + GRACE + Duration::from_secs(10))
+            .expect("a result");
+        assert_eq!(
+            structured(&response["result"])["timed_out"],
+            true,
+            "{response}"
+        );
+        assert_no_survivors(&format!("sleep {unique}"), name);
+        assert!(begun.elapsed() <= timeout + GRACE + SLACK + Duration::from_secs(1));
+    }
+    let unique = unique_seconds();
+    let (name, argv) = trees(&unique)[1].clone();
+    let id = s.send(
+        "tools/call",
+        json!({"name": "conda_run", "arguments": run_args(&argv)}),
+    );
+    started(&unique);
+    s.notify(
+        "notifications/cancelled",
+        json!({"requestId": id, "reason": "test"}),
+    );
+    wait_until("the tree to die", GRACE + Duration::from_secs(10), || {
+        crate::limits::survivors(&format!("sleep {unique}")).is_empty()
+    });
+    assert_no_survivors(&format!("sleep {unique}"), name);
+    let state = warm_state(&mut s);
+    assert_eq!(state["warm_calls"], 3, "{state}");
+    assert_eq!(state["cold_calls"], 0, "{state}");
+    // The zygote serves on after killed children.
+    let after = s.call("conda_info", json!({"json": true}));
+    assert_eq!(structured(&after)["exit_code"], 0, "{after}");
+    assert_eq!(warm_state(&mut s)["warm_calls"], 4);
+}
+
+#[test]
+fn warm_children_run_under_the_memory_limit_and_in_their_cgroup() {
+    let mut s = warm_session(conda(), &["--allow-exec", "--memory-limit", "512MiB"], &[]);
+    let result = s.call(
+        "conda_run",
+        json!({"executable_call": ["python", "-c", "open('/dev/zero', 'rb').read()"]}),
+    );
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("memory limit 512 MiB may have been exceeded"),
+        "{text}"
+    );
+    assert!(
+        structured(&result)["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("MemoryError"),
+        "{result}"
+    );
+    // The warm child (the program's parent) is in the execution's cgroup, with its
+    // program, not in the zygote's.
+    let zygote = zygote_pid(&mut s);
+    let script = format!(
+        "cat /proc/self/cgroup; echo ==; cat /proc/$PPID/cgroup; echo ==; cat /proc/{zygote}/cgroup"
+    );
+    let result = s.call(
+        "conda_run",
+        json!({"executable_call": ["sh", "-c", script], "no_capture_output": true}),
+    );
+    let out = structured(&result)["stdout"].as_str().unwrap().to_owned();
+    let parts: Vec<&str> = out.split("==\n").collect();
+    assert_eq!(parts.len(), 3, "{out}");
+    assert_eq!(
+        parts[0], parts[1],
+        "the warm child left its execution's cgroup"
+    );
+    if s.capabilities()["limits"]["descendant_tracking"] == "cgroup" {
+        assert_ne!(parts[0], parts[2], "the call ran in the zygote's cgroup");
+    }
+    assert_eq!(warm_state(&mut s)["cold_calls"], 0);
+}
+
+#[test]
+fn warm_secrets_reach_neither_the_zygote_nor_its_children() {
+    let token = "hostile-warm-token-91f3";
+    let mut s = warm_session(
+        conda(),
+        &["--allow-exec", "--child-env-remove", "OPERATOR_SECRET"],
+        &[
+            ("CCM_MCP_TOKEN", token),
+            ("OPERATOR_SECRET", "operator-warm-secret"),
+        ],
+    );
+    let zygote = zygote_pid(&mut s);
+    let script = format!(
+        "cat /proc/$PPID/environ; echo; cat /proc/{zygote}/environ /proc/{zygote}/cmdline; \
+         echo; cat /proc/self/environ; echo; env"
+    );
+    let result = s.call(
+        "conda_run",
+        json!({"executable_call": ["sh", "-c", script], "no_capture_output": true}),
+    );
+    let seen = format!(
+        "{}{}",
+        structured(&result)["stdout"].as_str().unwrap(),
+        structured(&result)["stderr"].as_str().unwrap()
+    );
+    assert!(
+        seen.contains("PATH="),
+        "the child read environments: {seen}"
+    );
+    for secret in [token, "operator-warm-secret"] {
+        assert!(
+            !seen.contains(secret),
+            "{secret} reached a warm child: {seen}"
+        );
+    }
+    // Read directly (this test runs as the server's user).
+    if let Ok(environ) = std::fs::read(format!("/proc/{zygote}/environ")) {
+        let environ = String::from_utf8_lossy(&environ);
+        for secret in [token, "operator-warm-secret"] {
+            assert!(!environ.contains(secret), "{secret} is in the zygote");
+        }
+    }
+    assert_eq!(warm_state(&mut s)["warm_calls"], 1);
+}
+
+/// `/proc/net/unix` lines by inode: (flags, path).
+fn unix_sockets() -> std::collections::HashMap<String, (String, String)> {
+    std::fs::read_to_string("/proc/net/unix")
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let inode = fields.get(6)?.to_string();
+            let path = fields.get(7).map(|p| p.to_string()).unwrap_or_default();
+            Some((inode, (fields[3].to_owned(), path)))
+        })
+        .collect()
+}
+
+#[test]
+fn the_zygote_listens_nowhere_and_holds_only_its_socket() {
+    let mut s = warm_session(conda(), &[], &[]);
+    let zygote = zygote_pid(&mut s);
+    let sockets = unix_sockets();
+    let mut seen = 0;
+    for entry in std::fs::read_dir(format!("/proc/{zygote}/fd"))
+        .unwrap()
+        .flatten()
+    {
+        let target = std::fs::read_link(entry.path()).unwrap();
+        let target = target.to_string_lossy();
+        let Some(inode) = target
+            .strip_prefix("socket:[")
+            .and_then(|t| t.strip_suffix(']'))
+        else {
+            assert!(
+                target == "/dev/null" || target.starts_with("pipe:"),
+                "the zygote holds {target}"
+            );
+            continue;
+        };
+        seen += 1;
+        let (flags, path) = sockets.get(inode).expect("a unix socket");
+        assert!(path.is_empty(), "the zygote's socket has a path: {path}");
+        assert_ne!(flags, "00010000", "the zygote listens");
+    }
+    assert_eq!(seen, 1, "the zygote holds exactly its inherited socket");
+    // A stranger connecting to anything named like it reaches nothing: there is no name.
+    assert!(
+        !std::fs::read_to_string("/proc/net/unix")
+            .unwrap()
+            .contains(&format!("ccm-{zygote}"))
+    );
+}
+
+#[test]
+fn a_changed_conda_replaces_the_zygote_and_that_call_runs_cold() {
+    let fixture = support::build_fixture(&[]);
+    let mut s = warm_session(&fixture.conda, &[], &[]);
+    let first = zygote_pid(&mut s);
+    let warm = s.call("conda_info", json!({"json": true}));
+    assert_eq!(structured(&warm)["exit_code"], 0);
+    assert_eq!(warm_state(&mut s)["warm_calls"], 1);
+    // A plugin appears: the target's stamp changes.
+    fixture.add_plugin("conda-warm-probe", "");
+    let cold = s.call("conda_info", json!({"json": true}));
+    assert_eq!(structured(&cold)["exit_code"], 0, "{cold}");
+    let state = warm_state(&mut s);
+    assert_eq!(state["cold_calls"], 1, "{state}");
+    assert!(
+        state["last_cold_reason"]
+            .as_str()
+            .unwrap()
+            .contains("changed"),
+        "{state}"
+    );
+    wait_ready(&mut s);
+    let second = zygote_pid(&mut s);
+    assert_ne!(first, second);
+    wait_until("the old zygote to end", Duration::from_secs(10), || {
+        !alive(first)
+    });
+    let again = s.call("conda_info", json!({"json": true}));
+    assert_eq!(structured(&again)["exit_code"], 0);
+    assert_eq!(warm_state(&mut s)["warm_calls"], 2);
+}
+
+#[test]
+fn nothing_of_the_warm_path_survives_the_server() {
+    let mut s = warm_session(conda(), &[], &[]);
+    let zygote = zygote_pid(&mut s);
+    assert!(alive(zygote));
+    assert!(
+        s.close_stdin_and_wait(GRACE + Duration::from_secs(10))
+            .is_some()
+    );
+    wait_until("the zygote to end", Duration::from_secs(5), || {
+        !alive(zygote)
+    });
+}
+
+/// Makes the fixture's `conda_behave` (which writes the file it is given) a read-only
+/// verdict, so that it runs in the sandbox.
+const FORCE: (&str, &str) = ("CCM_TEST_FORCE_READ_ONLY", "conda_behave");
+
+/// What a sandboxed call holds, seen by the program `conda run` starts: the capabilities
+/// of its parent (the conda process, cold or warm) and its own, and whether it can write.
+fn held(s: &mut Session, probe: &Path) -> String {
+    let script = format!(
+        "grep ^Cap /proc/$PPID/status; echo; grep ^Cap /proc/self/status; echo; \
+         touch {} 2>&1 | sed 's/^.*: //'",
+        probe.display()
+    );
+    let result = s.call(
+        "conda_run",
+        json!({"executable_call": ["sh", "-c", script], "no_capture_output": true}),
+    );
+    structured(&result)["stdout"].as_str().unwrap().to_owned()
+}
+
+/// Cold and warm servers made by `server`: a sandboxed write fails in both, and the
+/// conda process and its program hold the same capabilities.
+fn sandboxed_alike(server: impl Fn(&[&str]) -> Session, home: &Path) {
+    let target = home.join("written-by-a-read");
+    let probe = home.join("touched-by-a-read");
+    let mut cold = server(&["--allow-exec"]);
+    let mut warm = server(&["--allow-exec", "--warm"]);
+    wait_ready(&mut warm);
+    assert_eq!(warm.capabilities()["sandbox"]["state"], "active");
+    for s in [&mut cold, &mut warm] {
+        let result = s.call("conda_behave", json!({"pid_file": target}));
+        assert!(
+            structured(&result)["stderr"]
+                .as_str()
+                .unwrap()
+                .contains("Read-only file system"),
+            "{result}"
+        );
+        assert!(!target.exists());
+    }
+    let (a, b) = (held(&mut cold, &probe), held(&mut warm, &probe));
+    assert!(
+        a.contains("CapEff") && a.contains("Read-only file system"),
+        "{a}"
+    );
+    assert_eq!(a, b, "cold and warm children hold different things");
+    assert!(!probe.exists());
+    let state = warm_state(&mut warm);
+    assert_eq!(
+        (state["warm_calls"].clone(), state["cold_calls"].clone()),
+        (json!(2), json!(0))
+    );
+}
+
+#[test]
+fn warm_sandboxed_children_hold_what_cold_ones_hold() {
+    let home = tempfile::tempdir().unwrap();
+    let server = |args: &[&str]| Session::start_with(conda(), args, &[FORCE]);
+    sandboxed_alike(server, home.path());
+}
+
+/// The same for a server that is not root (a user namespace): as `nobody` (through
+/// `setpriv`) when the tests run as root.
+#[test]
+fn warm_sandboxed_children_of_an_unprivileged_server_hold_what_cold_ones_hold() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = support::is_root();
+    let base = tempfile::Builder::new()
+        .prefix("ccm-warm-unprivileged-")
+        .tempdir()
+        .unwrap();
+    let open = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    open(base.path(), 0o755);
+    let ccm = base.path().join("ccm");
+    std::fs::copy(env!("CARGO_BIN_EXE_ccm"), &ccm).unwrap();
+    let prefix = base.path().join("conda");
+    let mut build = std::process::Command::new(support::python());
+    build
+        .arg(support::repo().join("tests/fixtures/build_fixture.py"))
+        .arg(&prefix);
+    if root {
+        build.arg("--python").arg("/usr/bin/python3");
+    }
+    let built = build.output().unwrap();
+    assert!(built.status.success(), "{built:?}");
+    let conda = prefix.join("bin/conda");
+    let home = base.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    open(&home, 0o777);
+    let server = |args: &[&str]| {
+        let mut command = if root {
+            let mut c = std::process::Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .arg(&ccm);
+            c
+        } else {
+            std::process::Command::new(&ccm)
+        };
+        command
+            .arg("--conda-exe")
+            .arg(&conda)
+            .args(args)
+            .env_remove("CONDA_EXE")
+            .env_remove("CCM_LOG")
+            .env("HOME", &home)
+            .env(FORCE.0, FORCE.1);
+        Session::spawn_initialized(command)
+    };
+    sandboxed_alike(server, &home);
+}
