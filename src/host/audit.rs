@@ -109,10 +109,12 @@ pub fn append(entry: &serde_json::Value) {
     let Some(log) = LOG.get() else {
         return;
     };
-    let mut line = match serde_json::to_vec(entry) {
-        Ok(line) => line,
-        Err(_) => return,
+    let Ok(text) = serde_json::to_string(entry) else {
+        return;
     };
+    // JSON allows U+0085, U+2028 and U+2029 raw inside strings, but many line readers
+    // split on them: escaped, a line is one line for every reader.
+    let mut line = escape_line_breaks(&text).into_bytes();
     line.push(b'\n');
     match (&log.file).write(&line) {
         Ok(n) if n == line.len() => {}
@@ -122,6 +124,18 @@ pub fn append(entry: &serde_json::Value) {
             tracing::error!(%why, "an audit log line could not be written");
         }
     }
+}
+
+/// `text` (serialized JSON) with the non-ASCII line breaks written as `\u` escapes.
+fn escape_line_breaks(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\u{85}' | '\u{2028}' | '\u{2029}' => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -27,8 +27,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::result::execution_result;
 use super::{Ready, Refusal, Server, audit};
-use crate::host::exec;
-use crate::tools::policy::{self, Classification};
+use crate::host::{exec, sandbox};
+use crate::tools::policy::{self, Classification, Origin};
 
 mod parked;
 mod plan;
@@ -55,13 +55,21 @@ pub struct Asker {
 
 impl Asker {
     pub fn of(context: &RequestContext<RoleServer>) -> Asker {
+        // A handshake session (stdio, or an HTTP session) is asked only as its
+        // `initialize` declared, whatever a request's own `_meta` claims: the revision
+        // that decides is the one the peer runs under (negotiated, or for a session-less
+        // request its own), never one a request in a handshake session claims.
+        let revision = |v: &ProtocolVersion| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str();
         let session_less = context
-            .protocol_version()
-            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
-        let form = context
             .peer
-            .supported_elicitation_modes()
-            .contains(&ElicitationMode::Form);
+            .peer_info()
+            .is_none_or(|info| revision(&info.protocol_version))
+            && context.protocol_version().is_some_and(|v| revision(&v));
+        let form = !session_less
+            && context
+                .peer
+                .supported_elicitation_modes()
+                .contains(&ElicitationMode::Form);
         // In the request's own capabilities (the revision puts them in `_meta`): no form
         // and no url means form.
         let declared = context
@@ -139,13 +147,32 @@ impl Server {
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
+        let Some(command) = plan::command_line(&argv) else {
+            audit::confirmation("unavailable");
+            return Err(refusal(plan::TOO_LONG));
+        };
         let root = ready.discovery.catalog.root.as_ref();
-        let dry = if !class.requires_exec && plan::dry_runnable(root, &argv) {
-            Some(self.dry_run(spec, ct).await?)
+        // The preview runs before anyone is asked, so it must write nothing: in the
+        // read-only sandbox where it is active, else only where the policy proves conda's
+        // dry run of this argv writes nothing (not for -n/-p targets of install/update,
+        // --file, --revision, explicit packages, plugins…).
+        let sandbox = self.preview_sandbox(ready);
+        let previewable = !class.requires_exec
+            && plan::dry_runnable(root, &argv)
+            && (sandbox.is_some()
+                || policy::classify(
+                    &ready.toolset.rules,
+                    root,
+                    &[argv.as_slice(), &["--dry-run".to_owned()]].concat(),
+                    Origin::Generated { opaque: false },
+                )
+                .read_only);
+        let dry = if previewable {
+            Some(self.dry_run(spec, sandbox, ct).await?)
         } else {
             None
         };
-        let message = plan::message(&argv, spec.cwd.as_deref(), dry.as_ref());
+        let message = plan::message(&command, spec.cwd.as_deref(), dry.as_ref());
         let Some(peer) = asker.peer else {
             audit::confirmation("input_required");
             let parked = Parked::new(argv, spec, class, config.confirm_timeout);
@@ -182,15 +209,28 @@ impl Server {
         }
     }
 
+    /// The read-only sandbox's plan for a preview, when the sandbox is active.
+    fn preview_sandbox(&self, ready: &Ready) -> Option<sandbox::Plan> {
+        let sandbox = self.shared.sandbox.get()?;
+        if *sandbox.state() != sandbox::State::Active {
+            return None;
+        }
+        sandbox.plan(ready.discovery.prefix.as_deref())
+    }
+
     /// The same argv with `--dry-run --json`, under the same limits (and in the queue
     /// like any execution); its JSON document, or the failed run as the call's result.
     async fn dry_run(
         &self,
         spec: &exec::Spec,
+        sandbox: Option<sandbox::Plan>,
         ct: &CancellationToken,
     ) -> Result<serde_json::Value, Refusal> {
         let mut dry = spec.clone();
         dry.args.extend(["--dry-run".into(), "--json".into()]);
+        if sandbox.is_some() {
+            dry.sandbox = sandbox;
+        }
         let outcome = {
             let _admitted = self.admit(ct).await?;
             exec::run(&dry, ct).await.map_err(|error| {

@@ -65,12 +65,14 @@ fn accept_runs_the_planned_argv(mode: &str) {
     assert_eq!(asked.len(), 2, "{seen}");
     // The question showed exactly that argv.
     assert!(
-        asked[0].contains("\nCommand: conda install fixture-pkg=1.0 --name=t1 --json\n"),
+        asked[0].contains(
+            "\nCommand: conda \"install\" \"fixture-pkg=1.0\" \"--name=t1\" \"--json\"\n"
+        ),
         "{seen}"
     );
     assert!(asked[0].contains("Dry run"), "{seen}");
     assert!(
-        asked[1].contains("Command: conda behave --pid-file"),
+        asked[1].contains("Command: conda \"behave\" \"--pid-file"),
         "{seen}"
     );
     assert!(!asked[1].contains("Dry run"), "{seen}");
@@ -177,7 +179,7 @@ fn session_less_references_are_single_use_and_unforgeable() {
         question["params"]["message"]
             .as_str()
             .unwrap()
-            .contains("Command: conda behave --pid-file="),
+            .contains("Command: conda \"behave\" \"--pid-file="),
         "{first}"
     );
     let reference = result["requestState"].as_str().unwrap().to_owned();
@@ -325,4 +327,34 @@ fn real_conda_create_plan_lists_the_packages() {
         .unwrap();
     let text = answer["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.starts_with("declined_by_user"), "{answer}");
+}
+
+/// A handshake session whose client declared no elicitation cannot get itself asked (and
+/// answer for the person) by claiming the session-less revision and the capability in a
+/// request's `_meta`: it is refused, and nothing runs.
+#[test]
+fn a_request_cannot_claim_what_its_session_did_not_declare() {
+    let conda = &support::fixture().conda;
+    let dir = tempfile::tempdir().unwrap();
+    let planned = dir.path().join("ran");
+    let mut session = crate::mcp::Session::start(
+        conda,
+        &["--allow-write", "--allow-exec", "--confirm-writes"],
+    );
+    let params = serde_json::json!({
+        "name": "conda_behave",
+        "arguments": {"pid_file": planned.to_str().unwrap()},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        },
+    });
+    let response = session.request("tools/call", params);
+    let result = &response["result"];
+    assert_ne!(result["resultType"], "input_required", "{response}");
+    assert_eq!(result["isError"], true, "{response}");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("confirmation_unavailable"), "{response}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!planned.exists(), "ran without consent");
 }

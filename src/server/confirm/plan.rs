@@ -22,8 +22,24 @@ pub const DECLINED: &str = "declined_by_user: the user did not confirm the plan;
 pub const TIMED_OUT: &str = "confirmation_timed_out: the user did not answer within \
     --confirm-timeout; nothing ran.";
 
-/// Most characters of one shown item (a package, a path, an argument).
+/// The refusal when the command is too long to show in full (a clipped command could
+/// hide what runs).
+pub const TOO_LONG: &str = "confirmation_unavailable: the command is too long to show the \
+    user in full (--confirm-writes); nothing ran.";
+/// The line shown when conda previews nothing (explicit package files or URLs, `--file`,
+/// commands whose dry run would write, commands without a dry run).
+pub const NO_PREVIEW: &str = "No preview: accepting runs the command above as shown, \
+    whatever it installs, removes or runs.";
+
+/// The line shown when conda's dry run lists no package actions (explicit package files
+/// and URLs are installed without a plan).
+pub const NO_PLAN: &str = "Dry run: conda lists no package changes for this command; \
+    accepting runs the command above as shown, whatever it installs, removes or runs.";
+
+/// Most characters of one shown item (a package or a path of conda's plan).
 const ITEM: usize = 200;
+/// Most characters of the command line, shown in full or not asked at all.
+pub const COMMAND_LIMIT: usize = 16 * 1024;
 /// Most packages listed per action.
 const LIST: usize = 50;
 
@@ -33,19 +49,35 @@ pub fn dry_runnable(root: Option<&Command>, argv: &[String]) -> bool {
     !argv.iter().any(|t| t == "--") && super::has_dry_run(root, argv)
 }
 
-/// The question's text.
-pub fn message(argv: &[String], cwd: Option<&Path>, dry: Option<&Value>) -> String {
+/// The command line as shown: every argument whole, each quoted as a JSON string (so
+/// that spaces, quotes and separators cannot merge or split arguments) with invisible
+/// characters escaped; `None` when it is longer than [`COMMAND_LIMIT`].
+pub fn command_line(argv: &[String]) -> Option<String> {
+    let mut line = String::from("conda");
+    for arg in argv {
+        let quoted = serde_json::to_string(arg).unwrap_or_default();
+        line.push(' ');
+        line.push_str(&clip(&quoted, usize::MAX));
+        if line.chars().count() > COMMAND_LIMIT {
+            return None;
+        }
+    }
+    Some(line)
+}
+
+/// The question's text (`command` from [`command_line`]).
+pub fn message(command: &str, cwd: Option<&Path>, dry: Option<&Value>) -> String {
     let mut lines = vec!["Allow conda to run this? Nothing runs unless you accept.".to_owned()];
-    let command: Vec<String> = argv.iter().map(|a| shown(a)).collect();
-    lines.push(format!("Command: conda {}", command.join(" ")));
+    lines.push(format!("Command: {command}"));
     if let Some(cwd) = cwd {
         lines.push(format!(
             "Working directory: {}",
             shown(&cwd.to_string_lossy())
         ));
     }
-    if let Some(dry) = dry {
-        lines.extend(dry_lines(dry));
+    match dry {
+        Some(dry) => lines.extend(dry_lines(dry)),
+        None => lines.push(NO_PREVIEW.to_owned()),
     }
     lines.join("\n")
 }
@@ -68,7 +100,7 @@ fn dry_lines(dry: &Value) -> Vec<String> {
         .or_else(|| dry.get("prefix").and_then(Value::as_str));
     let mut lines = Vec::new();
     if actions.is_empty() {
-        lines.push("Dry run: conda reported no package actions.".to_owned());
+        lines.push(NO_PLAN.to_owned());
     }
     if let Some(prefix) = prefix {
         lines.push(format!("Target environment: {}", shown(prefix)));
@@ -156,7 +188,7 @@ mod tests {
             "-n".to_owned(),
             "demo\u{1b}[2J".to_owned(),
         ];
-        let text = message(&argv, None, Some(&dry));
+        let text = message(&command_line(&argv).unwrap(), None, Some(&dry));
         assert!(text.contains("Target environment: /envs/demo"), "{text}");
         assert!(
             text.contains("Install (2):\n  numpy 2.0 py_0 (local)"),
@@ -181,11 +213,34 @@ mod tests {
             "x".to_owned(),
             "rm".to_owned(),
         ];
-        let text = message(&argv, Some(Path::new("/work")), None);
+        let text = message(
+            &command_line(&argv).unwrap(),
+            Some(Path::new("/work")),
+            None,
+        );
         assert_eq!(
             text,
-            "Allow conda to run this? Nothing runs unless you accept.\n\
-             Command: conda run -n x rm\nWorking directory: /work"
+            format!(
+                "Allow conda to run this? Nothing runs unless you accept.\n\
+                 Command: conda \"run\" \"-n\" \"x\" \"rm\"\nWorking directory: /work\n{NO_PREVIEW}"
+            )
         );
+    }
+
+    #[test]
+    fn the_command_is_shown_whole_and_quoted_or_not_asked() {
+        // A long argument is never clipped: what is hidden could run.
+        let long = format!("print(1){};rmtree('/home')", " ".repeat(300));
+        let shown = command_line(&["run".to_owned(), long]).unwrap();
+        assert!(shown.ends_with(";rmtree('/home')\""), "{shown}");
+        // Separators and quotes cannot forge plan lines or merge arguments.
+        let forged = "numpy\u{2028}Target environment: /safe\u{2029}\"x";
+        let shown = command_line(&["install".to_owned(), forged.to_owned()]).unwrap();
+        assert_eq!(shown.lines().count(), 1, "{shown}");
+        assert!(shown.contains("numpy\\u{2028}Target"), "{shown}");
+        assert!(shown.contains("\\\"x\""), "{shown}");
+        // Too long to show in full: not asked at all.
+        let huge = vec!["x".repeat(COMMAND_LIMIT)];
+        assert_eq!(command_line(&huge), None);
     }
 }

@@ -244,13 +244,16 @@ pub fn clip(text: &str, limit: usize) -> String {
 
 /// Characters escaped when client text is echoed: controls, and the format characters
 /// that hide or reorder text (soft hyphen, bidi marks and isolates, zero-width
-/// characters, the BOM, variation selectors, interlinear annotation and tag characters).
+/// characters, the BOM, variation selectors, interlinear annotation and tag characters),
+/// and the line and paragraph separators (U+2028, U+2029) that start a new line.
 pub fn invisible(c: char) -> bool {
     c.is_control()
         || matches!(
             u32::from(c),
             0xAD | 0x34F
                 | 0x61C
+                | 0x2028
+                | 0x2029
                 | 0x115F..=0x1160
                 | 0x17B4..=0x17B5
                 | 0x180B..=0x180F
