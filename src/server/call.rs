@@ -84,7 +84,7 @@ impl Server {
         let timeout = self.timeout(own.get(layout::TIMEOUT))?;
         let used = cwd.as_ref().map(|c| c.to_string_lossy().into_owned());
         let mut result = self
-            .execute(ready, argv, cwd, None, timeout, class, ct)
+            .execute(ready, argv, cwd, None, timeout, class, caller, ct)
             .await?;
         if let Some(used) = used {
             let meta = result.meta.get_or_insert_default();
@@ -209,6 +209,7 @@ impl Server {
         &self,
         ready: &Ready,
         arguments: &Value,
+        caller: &Caller,
         ct: CancellationToken,
     ) -> Result<CallToolResult, Refusal> {
         ready
@@ -255,7 +256,7 @@ impl Server {
         let class = policy::classify(&ready.toolset.rules, root, &argv, Origin::Raw);
         self.enforce(&class)?;
         self.confine(ready, &class, &argv, cwd.as_deref())?;
-        self.execute(ready, argv, cwd, stdin, timeout, class, ct)
+        self.execute(ready, argv, cwd, stdin, timeout, class, caller, ct)
             .await
     }
 
@@ -268,8 +269,13 @@ impl Server {
         stdin: Option<Vec<u8>>,
         timeout: Duration,
         class: Classification,
+        caller: &Caller,
         ct: CancellationToken,
     ) -> Result<CallToolResult, Refusal> {
+        // conda writes fetch records only to a terminal: one is given where it would, and
+        // only when someone listens for progress.
+        let terminal = caller.progress.is_some()
+            && policy::writes_fetch_records(ready.discovery.catalog.root.as_ref(), &argv);
         let sandbox = match self.shared.sandbox.get() {
             Some(sandbox)
                 if sandbox::applies(&class, self.shared.config.allow_write)
@@ -315,7 +321,11 @@ impl Server {
             ))
         })?;
         let _admitted = self.admit(&ct).await?;
-        let outcome = match exec::run(&spec, &ct).await {
+        let run = match &caller.progress {
+            Some(progress) => progress.run(&spec, &ct, terminal).await,
+            None => exec::run(&spec, &ct).await,
+        };
+        let outcome = match run {
             Ok(outcome) => outcome,
             Err(error) => {
                 let why = exec::plain_os_error(&error);

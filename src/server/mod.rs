@@ -37,6 +37,7 @@ mod call;
 pub mod capabilities;
 mod capacity;
 mod completion_cache;
+mod progress;
 mod ready;
 mod restart;
 pub mod result;
@@ -242,7 +243,7 @@ impl Server {
         };
         let name = name.as_str();
         if name == EXECUTE_TOOL && ready.toolset.execute.is_some() {
-            return self.call_execute(&ready, &arguments, ct).await;
+            return self.call_execute(&ready, &arguments, caller, ct).await;
         }
         if name == COMPLETION_TOOL && ready.toolset.completion.is_some() {
             return self.call_completion(&ready, &arguments, ct).await;

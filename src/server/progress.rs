@@ -1,0 +1,169 @@
+//! Progress notifications of a tool call whose request carries a `progressToken`: while
+//! the child runs, `notifications/progress` at least every [`HEARTBEAT`] (the phase when
+//! one is known, else the last non-empty stderr line), and one per fetch record conda
+//! writes for a package (its first record and its last, the ones between at most every
+//! [`RECORD_GAP`]). One counter per request, strictly increasing across both kinds;
+//! `total` is left out (the number of packages is not known before conda solves, and ccm
+//! does not solve ahead). Nothing is sent without a token, after the result, or once the
+//! request is cancelled. Under 2024-11-05, which has no `message` field, none is sent.
+
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use rmcp::RoleServer;
+use rmcp::model::{ProgressNotificationParam, ProgressToken, ProtocolVersion};
+use rmcp::service::{Peer, RequestContext};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::host::exec::{self, Seen};
+use crate::tools::records::FetchRecord;
+
+/// The longest time between two notifications while the child runs.
+pub const HEARTBEAT: Duration = Duration::from_secs(3);
+/// The shortest time between two notifications of records that neither start nor finish
+/// a package (a download's intermediate steps).
+pub const RECORD_GAP: Duration = Duration::from_millis(250);
+
+/// Where a call's progress goes: the request's token and the peer to notify.
+#[derive(Clone)]
+pub struct Progress {
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+    /// The revision has the `message` field (2025-03-26 and later).
+    messages: bool,
+}
+
+impl Progress {
+    /// The progress target of a request: `None` without a `progressToken`.
+    pub fn of(context: &RequestContext<RoleServer>) -> Option<Progress> {
+        let token = context.meta.get_progress_token()?;
+        let messages = context
+            .protocol_version()
+            .is_none_or(|v| v.as_str() > ProtocolVersion::V_2024_11_05.as_str());
+        Some(Progress {
+            peer: context.peer.clone(),
+            token,
+            messages,
+        })
+    }
+
+    /// Run `spec` (on a terminal when `terminal`), notifying progress until it ends.
+    pub async fn run(
+        &self,
+        spec: &exec::Spec,
+        ct: &CancellationToken,
+        terminal: bool,
+    ) -> std::io::Result<exec::Outcome> {
+        let (watch, seen) = exec::watch::watch(terminal);
+        let run = exec::run_watched(spec, ct, Some(watch));
+        let mut reporter = Reporter::new(self, ct);
+        tokio::select! {
+            outcome = run => outcome,
+            // Never ends by itself: dropped (sending nothing more) when the run is over.
+            never = reporter.report(seen) => match never {},
+        }
+    }
+}
+
+/// The state of one request's notifications.
+struct Reporter<'a> {
+    progress: &'a Progress,
+    ct: &'a CancellationToken,
+    /// The last `progress` value sent.
+    counter: u64,
+    started: Instant,
+    last_sent: Instant,
+    /// Packages seen in fetch records, and those finished.
+    packages: HashSet<String>,
+    finished: HashSet<String>,
+}
+
+impl<'a> Reporter<'a> {
+    fn new(progress: &'a Progress, ct: &'a CancellationToken) -> Self {
+        let now = Instant::now();
+        Reporter {
+            progress,
+            ct,
+            counter: 0,
+            started: now,
+            last_sent: now,
+            packages: HashSet::new(),
+            finished: HashSet::new(),
+        }
+    }
+
+    async fn report(&mut self, mut seen: Seen) -> Infallible {
+        let mut records_open = true;
+        loop {
+            if self.ct.is_cancelled() {
+                // Nothing after cancellation: wait for the run to end.
+                return std::future::pending().await;
+            }
+            tokio::select! {
+                record = seen.record(), if records_open => match record {
+                    Some(record) => self.record(record).await,
+                    None => records_open = false,
+                },
+                () = tokio::time::sleep_until(self.last_sent + HEARTBEAT) => {
+                    let message = self.phase().or_else(|| seen.last_line()).unwrap_or_else(|| {
+                        format!("conda is running ({} s)", self.started.elapsed().as_secs())
+                    });
+                    self.send(message).await;
+                }
+                () = self.ct.cancelled() => {}
+            }
+        }
+    }
+
+    /// The phase, when fetch records told it.
+    fn phase(&self) -> Option<String> {
+        (!self.packages.is_empty()).then(|| {
+            format!(
+                "Downloading and extracting packages: {} of {} seen done",
+                self.finished.len(),
+                self.packages.len()
+            )
+        })
+    }
+
+    async fn record(&mut self, record: FetchRecord) {
+        let new = self.packages.insert(record.package.clone());
+        let finishes = record.finished && self.finished.insert(record.package.clone());
+        let message = if finishes {
+            format!(
+                "Downloaded and extracted {} ({} done)",
+                record.label(),
+                self.finished.len()
+            )
+        } else {
+            format!(
+                "Downloading {} {:.0}%",
+                record.label(),
+                record.progress * 100.0
+            )
+        };
+        if new || finishes || self.last_sent.elapsed() >= RECORD_GAP {
+            self.send(message).await;
+        }
+    }
+
+    async fn send(&mut self, message: String) {
+        self.counter += 1;
+        self.last_sent = Instant::now();
+        let mut params =
+            ProgressNotificationParam::new(self.progress.token.clone(), self.counter as f64);
+        if self.progress.messages {
+            params = params.with_message(message);
+        }
+        tokio::select! {
+            sent = self.progress.peer.notify_progress(params) => {
+                if let Err(error) = sent {
+                    tracing::debug!(%error, "a progress notification was not sent");
+                }
+            }
+            () = self.ct.cancelled() => {}
+        }
+    }
+}

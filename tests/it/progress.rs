@@ -1,0 +1,209 @@
+//! Long operations: `notifications/progress` for requests that carry a `progressToken`
+//! (heartbeats with the last stderr line, one notification or more per package from the
+//! fetch records conda writes on a terminal), under every revision offered; nothing
+//! without a token, after the result or after cancellation; results whose stdout held
+//! fetch records parse.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::mcp::Session;
+use crate::revisions::session_less_meta;
+use crate::support;
+
+/// The flags of a server that runs `conda_create` and `conda_behave`.
+const WRITE: [&str; 3] = ["--allow-write", "--classify", "conda_behave=write"];
+
+/// A server on the fixture conda, in a handshake session of `revision` (or with none:
+/// the session-less 2026-07-28 requests).
+fn session(revision: Option<&str>, env: &[(&str, &str)]) -> Session {
+    let mut command = support::ccm();
+    command
+        .arg("--conda-exe")
+        .arg(&support::fixture().conda)
+        .args(WRITE)
+        .envs(env.iter().copied());
+    let mut s = Session::spawn(command);
+    if let Some(revision) = revision {
+        let init = s.request(
+            "initialize",
+            json!({"protocolVersion": revision, "capabilities": {},
+                   "clientInfo": {"name": "ccm-tests", "version": "1"}}),
+        );
+        assert_eq!(init["result"]["protocolVersion"], revision, "{init}");
+        s.notify("notifications/initialized", json!({}));
+    }
+    s
+}
+
+/// `tools/call` params with `_meta` (the progress token, and the session-less keys
+/// without a handshake).
+fn call_params(name: &str, arguments: Value, token: Option<Value>, handshake: bool) -> Value {
+    let mut meta = if handshake {
+        json!({})
+    } else {
+        session_less_meta()
+    };
+    if let Some(token) = token {
+        meta["progressToken"] = token;
+    }
+    json!({"name": name, "arguments": arguments, "_meta": meta})
+}
+
+/// Send a call and collect every message until its response (bounded): the progress
+/// notifications and the response.
+fn call_collecting(s: &mut Session, params: Value, bound: Duration) -> (Vec<Value>, Value) {
+    let id = s.send("tools/call", params);
+    let deadline = Instant::now() + bound;
+    let mut notifications = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let message = s
+            .next(left)
+            .unwrap_or_else(|| panic!("no response within {bound:?}: {notifications:?}"));
+        if message.get("id").and_then(Value::as_i64) == Some(id) {
+            return (notifications, message);
+        }
+        notifications.push(message);
+    }
+}
+
+/// Every notification is a progress notification for `token`, with a strictly
+/// increasing `progress` and no `total`; their messages (when the revision has them).
+fn check_progress(notifications: &[Value], token: &Value, messages: bool) -> Vec<String> {
+    let mut last = 0.0;
+    let mut texts = Vec::new();
+    for n in notifications {
+        assert_eq!(n["method"], "notifications/progress", "{n}");
+        assert_eq!(&n["params"]["progressToken"], token, "{n}");
+        let progress = n["params"]["progress"].as_f64().expect("a number");
+        assert!(progress > last, "not increasing: {notifications:?}");
+        last = progress;
+        assert_eq!(n["params"].get("total"), None, "{n}");
+        match n["params"].get("message") {
+            Some(text) => {
+                assert!(messages, "a message under a revision without them: {n}");
+                let text = text.as_str().expect("a string");
+                assert!(!text.chars().any(char::is_control), "{n}");
+                texts.push(text.to_owned());
+            }
+            None => assert!(!messages, "no message: {n}"),
+        }
+    }
+    texts
+}
+
+/// The create result: the final document parsed (the fixture's report), stdout empty,
+/// no NUL and no fetch record anywhere in the result.
+fn check_create_result(response: &Value, context: &str) {
+    let result = &response["result"];
+    assert_eq!(result["isError"], false, "{context}: {response}");
+    let structured = &result["structuredContent"];
+    assert_eq!(
+        structured["parsed_json"]["command"],
+        json!(["create"]),
+        "{context}"
+    );
+    assert_eq!(structured["stdout"], "", "{context}");
+    let text = response.to_string();
+    assert!(
+        !text.contains("\\u0000") && !text.contains("\"fetch\""),
+        "{context}: {text}"
+    );
+}
+
+const PACKAGES: [&str; 3] = ["alpha", "beta", "gamma"];
+
+fn create_arguments() -> Value {
+    json!({"name": "t1", "json": true, "yes": true, "packages": PACKAGES})
+}
+
+#[test]
+fn package_steps_and_heartbeats_under_every_revision() {
+    let env = [("CONDA_FIXTURE_FETCH_SECONDS", "0.4")];
+    for revision in [
+        Some("2024-11-05"),
+        Some("2025-06-18"),
+        Some("2025-11-25"),
+        None,
+    ] {
+        let name = revision.unwrap_or("2026-07-28");
+        let mut s = session(revision, &env);
+        let token = json!(format!("create-{name}"));
+        let params = call_params(
+            "conda_create",
+            create_arguments(),
+            Some(token.clone()),
+            revision.is_some(),
+        );
+        let (notifications, response) = call_collecting(&mut s, params, Duration::from_secs(60));
+        check_create_result(&response, name);
+        let messages = revision != Some("2024-11-05");
+        let texts = check_progress(&notifications, &token, messages);
+        if messages {
+            for package in PACKAGES {
+                let label = format!("{package}-1.0 (1 KB)");
+                assert!(
+                    texts.iter().any(|t| t
+                        == &format!(
+                            "Downloaded and extracted {label} ({} done)",
+                            1 + PACKAGES.iter().position(|p| *p == package).unwrap()
+                        )),
+                    "{name}: no notification of {package} finishing: {texts:?}"
+                );
+            }
+        } else {
+            assert!(
+                notifications.len() >= PACKAGES.len(),
+                "{name}: {notifications:?}"
+            );
+        }
+        // Nothing after the result.
+        assert_eq!(s.next(Duration::from_millis(1500)), None, "{name}");
+        // The same call without a token: no notification, the same document.
+        let params = call_params("conda_create", create_arguments(), None, revision.is_some());
+        let (notifications, response) = call_collecting(&mut s, params, Duration::from_secs(60));
+        assert_eq!(notifications, Vec::<Value>::new(), "{name}");
+        check_create_result(&response, name);
+    }
+}
+
+#[test]
+fn heartbeats_carry_the_last_stderr_line_and_stop_at_cancellation() {
+    let mut s = session(Some("2025-11-25"), &[]);
+    let token = json!(7);
+    // 7 s of sleep after one stderr line: heartbeats, each naming that line.
+    let params = call_params(
+        "conda_behave",
+        json!({"stderr_bytes": 64, "sleep": 7}),
+        Some(token.clone()),
+        true,
+    );
+    let (notifications, response) = call_collecting(&mut s, params, Duration::from_secs(60));
+    assert_eq!(response["result"]["isError"], false, "{response}");
+    let texts = check_progress(&notifications, &token, true);
+    assert!(texts.len() >= 2, "{texts:?}");
+    for text in &texts {
+        assert_eq!(
+            text,
+            "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ."
+        );
+    }
+    // Cancelled after the first heartbeat: nothing more, and no response.
+    let params = call_params("conda_behave", json!({"sleep": 30}), Some(json!("c")), true);
+    let id = s.send("tools/call", params);
+    let first = s.next(Duration::from_secs(20)).expect("a first heartbeat");
+    assert_eq!(first["method"], "notifications/progress", "{first}");
+    assert_eq!(
+        first["params"]["message"], "conda is running (3 s)",
+        "{first}"
+    );
+    s.notify(
+        "notifications/cancelled",
+        json!({"requestId": id, "reason": "test"}),
+    );
+    assert_eq!(s.next(Duration::from_secs(8)), None);
+    // The server still answers.
+    assert!(s.request("ping", json!({})).get("result").is_some());
+}
