@@ -71,7 +71,11 @@ fn call_collecting(s: &mut Session, params: Value, bound: Duration) -> (Vec<Valu
 
 /// Every notification is a progress notification for `token`, with a strictly
 /// increasing `progress` and no `total`; their messages (when the revision has them).
-fn check_progress(notifications: &[Value], token: &Value, messages: bool) -> Vec<String> {
+pub(crate) fn check_progress(
+    notifications: &[Value],
+    token: &Value,
+    messages: bool,
+) -> Vec<String> {
     let mut last = 0.0;
     let mut texts = Vec::new();
     for n in notifications {
@@ -96,7 +100,7 @@ fn check_progress(notifications: &[Value], token: &Value, messages: bool) -> Vec
 
 /// The create result: the final document parsed (the fixture's report), stdout empty,
 /// no NUL and no fetch record anywhere in the result.
-fn check_create_result(response: &Value, context: &str) {
+pub(crate) fn check_create_result(response: &Value, context: &str) {
     let result = &response["result"];
     assert_eq!(result["isError"], false, "{context}: {response}");
     let structured = &result["structuredContent"];
@@ -113,9 +117,26 @@ fn check_create_result(response: &Value, context: &str) {
     );
 }
 
-const PACKAGES: [&str; 3] = ["alpha", "beta", "gamma"];
+/// One notification per package of the fixture's create as it finishes, in order, and
+/// its first step before.
+pub(crate) fn check_packages(texts: &[String], context: &str) {
+    let mut at = 0;
+    for (n, package) in PACKAGES.iter().enumerate() {
+        let label = format!("{package}-1.0 (1 KB)");
+        let started = format!("Downloading {label} 0%");
+        let finished = format!("Downloaded and extracted {label} ({} done)", n + 1);
+        let start = texts[at..].iter().position(|t| *t == started);
+        let end = texts[at..].iter().position(|t| *t == finished);
+        match (start, end) {
+            (Some(start), Some(end)) if start < end => at += end + 1,
+            _ => panic!("{context}: {package} not started, then finished: {texts:?}"),
+        }
+    }
+}
 
-fn create_arguments() -> Value {
+pub(crate) const PACKAGES: [&str; 3] = ["alpha", "beta", "gamma"];
+
+pub(crate) fn create_arguments() -> Value {
     json!({"name": "t1", "json": true, "yes": true, "packages": PACKAGES})
 }
 
@@ -142,17 +163,7 @@ fn package_steps_and_heartbeats_under_every_revision() {
         let messages = revision != Some("2024-11-05");
         let texts = check_progress(&notifications, &token, messages);
         if messages {
-            for package in PACKAGES {
-                let label = format!("{package}-1.0 (1 KB)");
-                assert!(
-                    texts.iter().any(|t| t
-                        == &format!(
-                            "Downloaded and extracted {label} ({} done)",
-                            1 + PACKAGES.iter().position(|p| *p == package).unwrap()
-                        )),
-                    "{name}: no notification of {package} finishing: {texts:?}"
-                );
-            }
+            check_packages(&texts, name);
         } else {
             assert!(
                 notifications.len() >= PACKAGES.len(),
