@@ -218,3 +218,98 @@ fn heartbeats_carry_the_last_stderr_line_and_stop_at_cancellation() {
     // The server still answers.
     assert!(s.request("ping", json!({})).get("result").is_some());
 }
+
+/// Build the local channel of `tests/fixtures/make_channel.py` (pkga, pkgb, pkgc) in `dir`;
+/// its `file://` URL.
+fn local_channel(dir: &std::path::Path) -> String {
+    let channel = dir.join("channel");
+    let status = std::process::Command::new(support::python())
+        .arg(support::repo().join("tests/fixtures/make_channel.py"))
+        .arg(&channel)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("run make_channel.py");
+    assert!(status.success());
+    format!("file://{}", channel.display())
+}
+
+/// The names of the packages a transaction document linked, sorted.
+fn linked(document: &Value) -> Vec<String> {
+    let mut names: Vec<String> = document["actions"]["LINK"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no LINK in {document}"))
+        .iter()
+        .map(|l| l["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// On a real conda, `conda_create` from a local channel with three packages: with a
+/// progress token conda runs on a terminal and every package is reported; the final
+/// document parses, stdout holds no record, and the summary names the transaction. Without
+/// a token (a pipe) the result is the same but for the notifications.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_create_reports_each_package() {
+    let conda = support::real_conda();
+    let dir = tempfile::tempdir().unwrap();
+    let channel = local_channel(dir.path());
+    let pkgs = dir.path().join("pkgs");
+    let mut s = Session::start_with(
+        &conda,
+        &["--allow-write", "--list-all"],
+        &[("CONDA_PKGS_DIRS", pkgs.to_str().unwrap())],
+    );
+    let create = |prefix: &std::path::Path| {
+        json!({"prefix": prefix.to_str().unwrap(), "json": true, "yes": true,
+               "override_channels": true, "channel": [channel.clone()],
+               "packages": ["pkga", "pkgb", "pkgc"]})
+    };
+    let token = json!("real");
+    let with_token = dir.path().join("env-terminal");
+    let params = call_params(
+        "conda_create",
+        create(&with_token),
+        Some(token.clone()),
+        true,
+    );
+    let (notifications, response) = call_collecting(&mut s, params, Duration::from_secs(600));
+    let result = &response["result"];
+    assert_eq!(result["isError"], false, "{response}");
+    let structured = &result["structuredContent"];
+    assert_eq!(structured["stdout"], "", "{response}");
+    assert_eq!(structured["parsed_json"]["success"], true, "{response}");
+    assert_eq!(linked(&structured["parsed_json"]), ["pkga", "pkgb", "pkgc"]);
+    let text = response.to_string();
+    assert!(
+        !text.contains("\\u0000") && !text.contains("\"fetch\""),
+        "{text}"
+    );
+    let summary = result["content"][0]["text"].as_str().unwrap();
+    assert_eq!(
+        summary,
+        format!(
+            "conda command exited with 0: LINK 3, UNLINK 0 in {}",
+            with_token.display()
+        )
+    );
+    let texts = check_progress(&notifications, &token, true);
+    for package in ["pkga-1.0", "pkgb-2.0", "pkgc-3.0"] {
+        assert!(
+            texts
+                .iter()
+                .any(|t| t.starts_with("Downloaded and extracted ") && t.contains(package)),
+            "{package}: {texts:?}"
+        );
+    }
+    // The same on a pipe (no token): the same packages linked, the same stderr.
+    let on_pipe = dir.path().join("env-pipe");
+    let params = call_params("conda_create", create(&on_pipe), None, true);
+    let (none, piped) = call_collecting(&mut s, params, Duration::from_secs(600));
+    assert_eq!(none, Vec::<Value>::new());
+    let piped = &piped["result"]["structuredContent"];
+    assert_eq!(linked(&piped["parsed_json"]), ["pkga", "pkgb", "pkgc"]);
+    assert_eq!(piped["stderr"], structured["stderr"], "{piped}");
+    assert_eq!(piped["stdout"], "");
+}
