@@ -62,6 +62,17 @@ pub fn parse_record(segment: &[u8]) -> Option<FetchRecord> {
     })
 }
 
+/// A completed segment as output followed by a record (output written on the same line
+/// before conda's record stays output): where the record starts, and the record.
+fn split_record(segment: &[u8]) -> Option<(usize, FetchRecord)> {
+    if let Some(found) = parse_record(segment) {
+        return Some((0, found));
+    }
+    const START: &[u8] = b"{\"fetch\"";
+    let at = segment.windows(START.len()).rposition(|w| w == START)?;
+    parse_record(&segment[at..]).map(|found| (at, found))
+}
+
 /// Takes fetch records out of a byte stream fed in chunks; everything else is passed on
 /// in order (a NUL-terminated segment that is not a record keeps its NUL).
 #[derive(Default)]
@@ -83,8 +94,11 @@ impl Filter {
                 out.push(0);
             } else {
                 self.pending.extend_from_slice(segment);
-                match parse_record(&self.pending) {
-                    Some(found) => record(found),
+                match split_record(&self.pending) {
+                    Some((before, found)) => {
+                        out.extend_from_slice(&self.pending[..before]);
+                        record(found);
+                    }
                     None => {
                         out.extend_from_slice(&self.pending);
                         out.push(0);

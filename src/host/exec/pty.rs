@@ -46,3 +46,6 @@ pub(super) fn reader(master: OwnedFd) -> std::io::Result<tokio::net::unix::pipe:
     // A pseudo-terminal is no FIFO, but it is pollable and non-blocking like one.
     tokio::net::unix::pipe::Receiver::from_owned_fd_unchecked(master)
 }
+
+#[cfg(test)]
+mod tests;

@@ -100,6 +100,11 @@ fn what_is_not_a_record_passes_untouched() {
         assert_eq!(count, 1);
     }
     assert_eq!(strip(b"no records"), (b"no records".to_vec(), 0));
+    // Output before a record on its line stays output.
+    let mut line = b"before ".to_vec();
+    line.extend(record("d-4", "1", true));
+    line.extend_from_slice(b"{}");
+    assert_eq!(strip(&line), (b"before {}".to_vec(), 1));
 }
 
 #[test]
