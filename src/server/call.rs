@@ -272,10 +272,6 @@ impl Server {
         caller: &Caller,
         ct: CancellationToken,
     ) -> Result<CallToolResult, Refusal> {
-        // conda writes fetch records only to a terminal: one is given where it would, and
-        // only when someone listens for progress.
-        let terminal = caller.progress.is_some()
-            && policy::writes_fetch_records(ready.discovery.catalog.root.as_ref(), &argv);
         let sandbox = match self.shared.sandbox.get() {
             Some(sandbox)
                 if sandbox::applies(&class, self.shared.config.allow_write)
@@ -321,11 +317,7 @@ impl Server {
             ))
         })?;
         let _admitted = self.admit(&ct).await?;
-        let run = match &caller.progress {
-            Some(progress) => progress.run(&spec, &ct, terminal).await,
-            None => exec::run(&spec, &ct).await,
-        };
-        let outcome = match run {
+        let outcome = match super::progress::run(caller, ready, &spec, &ct).await {
             Ok(outcome) => outcome,
             Err(error) => {
                 let why = exec::plain_os_error(&error);
@@ -343,12 +335,8 @@ impl Server {
         // A program's output (calls that need --allow-exec) stays in stdout as printed:
         // parsing it may lose what JSON does not promise to keep (duplicate keys, digits
         // beyond f64). conda's own documents (json.dumps) lose nothing and move.
-        let move_json = !class.requires_exec;
-        Ok(execution_result(
-            &outcome,
-            self.restart_required(),
-            move_json,
-        ))
+        let restart = self.restart_required();
+        Ok(execution_result(&outcome, restart, !class.requires_exec))
     }
 
     pub(super) async fn call_completion(

@@ -17,7 +17,10 @@ use rmcp::service::{Peer, RequestContext};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::Ready;
+use super::roots::Caller;
 use crate::host::exec::{self, Seen};
+use crate::tools::policy;
 use crate::tools::records::FetchRecord;
 
 /// The longest time between two notifications while the child runs.
@@ -65,6 +68,27 @@ impl Progress {
             never = reporter.report(seen) => match never {},
         }
     }
+}
+
+/// Run `spec`: with notifications when the request asked for progress (on a terminal
+/// where conda would then write fetch records: they are only worth it when someone
+/// listens), else exactly as without progress.
+pub async fn run(
+    caller: &Caller,
+    ready: &Ready,
+    spec: &exec::Spec,
+    ct: &CancellationToken,
+) -> std::io::Result<exec::Outcome> {
+    let Some(progress) = &caller.progress else {
+        return exec::run(spec, ct).await;
+    };
+    let argv: Vec<String> = spec
+        .args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let terminal = policy::writes_fetch_records(ready.discovery.catalog.root.as_ref(), &argv);
+    progress.run(spec, ct, terminal).await
 }
 
 /// The state of one request's notifications.
