@@ -312,6 +312,23 @@ fn real_conda_create_reports_each_package() {
     assert_eq!(linked(&piped["parsed_json"]), ["pkga", "pkgb", "pkgc"]);
     assert_eq!(piped["stderr"], structured["stderr"], "{piped}");
     assert_eq!(piped["stdout"], "");
+    // A removal's summary names what it unlinked (no terminal: remove fetches nothing).
+    let params = call_params(
+        "conda_remove",
+        json!({"prefix": on_pipe.to_str().unwrap(), "json": true, "yes": true,
+               "package_names": ["pkgb"]}),
+        Some(json!("remove")),
+        true,
+    );
+    let (_, removed) = call_collecting(&mut s, params, Duration::from_secs(600));
+    assert_eq!(
+        removed["result"]["content"][0]["text"],
+        format!(
+            "conda command exited with 0: LINK 0, UNLINK 1 in {}",
+            on_pipe.display()
+        ),
+        "{removed}"
+    );
 }
 
 /// The directory holding the official TypeScript SDK (`CCM_TEST_MCP_NODE`: its
