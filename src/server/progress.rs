@@ -99,9 +99,7 @@ struct Reporter<'a> {
     counter: u64,
     started: Instant,
     last_sent: Instant,
-    /// Packages seen in fetch records, and those finished.
-    packages: HashSet<String>,
-    finished: HashSet<String>,
+    packages: Packages,
 }
 
 impl<'a> Reporter<'a> {
@@ -113,8 +111,7 @@ impl<'a> Reporter<'a> {
             counter: 0,
             started: now,
             last_sent: now,
-            packages: HashSet::new(),
-            finished: HashSet::new(),
+            packages: Packages::default(),
         }
     }
 
@@ -141,34 +138,13 @@ impl<'a> Reporter<'a> {
         }
     }
 
-    /// The phase, when fetch records told it.
     fn phase(&self) -> Option<String> {
-        (!self.packages.is_empty()).then(|| {
-            format!(
-                "Downloading and extracting packages: {} of {} seen done",
-                self.finished.len(),
-                self.packages.len()
-            )
-        })
+        self.packages.phase()
     }
 
     async fn record(&mut self, record: FetchRecord) {
-        let new = self.packages.insert(record.package.clone());
-        let finishes = record.finished && self.finished.insert(record.package.clone());
-        let message = if finishes {
-            format!(
-                "Downloaded and extracted {} ({} done)",
-                record.label(),
-                self.finished.len()
-            )
-        } else {
-            format!(
-                "Downloading {} {:.0}%",
-                record.label(),
-                record.progress * 100.0
-            )
-        };
-        if new || finishes || self.last_sent.elapsed() >= RECORD_GAP {
+        let due = self.last_sent.elapsed() >= RECORD_GAP;
+        if let Some(message) = self.packages.note(&record, due) {
             self.send(message).await;
         }
     }
@@ -189,5 +165,107 @@ impl<'a> Reporter<'a> {
             }
             () = self.ct.cancelled() => {}
         }
+    }
+}
+
+/// The most packages tracked by name; records of others are only sent as steps (at most
+/// every [`RECORD_GAP`]), so a flood of made-up names cannot grow memory or the
+/// notifications without bound.
+const MAX_PACKAGES: usize = 4096;
+
+/// The packages fetch records named, and those finished.
+#[derive(Default)]
+struct Packages {
+    seen: HashSet<String>,
+    finished: HashSet<String>,
+}
+
+impl Packages {
+    /// The phase, when fetch records told it.
+    fn phase(&self) -> Option<String> {
+        (!self.seen.is_empty()).then(|| {
+            format!(
+                "Downloading and extracting packages: {} of {} seen done",
+                self.finished.len(),
+                self.seen.len()
+            )
+        })
+    }
+
+    /// Note a record; the message to send for it: always when it starts or finishes a
+    /// package, else only when a step is `due`.
+    fn note(&mut self, record: &FetchRecord, due: bool) -> Option<String> {
+        let known = self.seen.contains(&record.package);
+        let new =
+            !known && self.seen.len() < MAX_PACKAGES && self.seen.insert(record.package.clone());
+        let finishes =
+            record.finished && (known || new) && self.finished.insert(record.package.clone());
+        if finishes {
+            Some(format!(
+                "Downloaded and extracted {} ({} done)",
+                record.label(),
+                self.finished.len()
+            ))
+        } else if new || due {
+            Some(format!(
+                "Downloading {} {:.0}%",
+                record.label(),
+                record.progress * 100.0
+            ))
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(package: &str, progress: f64, finished: bool) -> FetchRecord {
+        FetchRecord {
+            package: package.into(),
+            size: Some("1 KB".into()),
+            progress,
+            finished,
+        }
+    }
+
+    #[test]
+    fn starts_and_finishes_are_always_sent_steps_when_due() {
+        let mut packages = Packages::default();
+        assert_eq!(packages.phase(), None);
+        assert_eq!(
+            packages.note(&record("a-1", 0.0, false), false).as_deref(),
+            Some("Downloading a-1 (1 KB) 0%")
+        );
+        assert_eq!(packages.note(&record("a-1", 0.5, false), false), None);
+        assert_eq!(
+            packages.note(&record("a-1", 0.5, false), true).as_deref(),
+            Some("Downloading a-1 (1 KB) 50%")
+        );
+        assert_eq!(
+            packages.note(&record("a-1", 1.0, true), false).as_deref(),
+            Some("Downloaded and extracted a-1 (1 KB) (1 done)")
+        );
+        // A second close of the same bar is a step, not a second finish.
+        assert_eq!(packages.note(&record("a-1", 1.0, true), false), None);
+        assert_eq!(
+            packages.phase().as_deref(),
+            Some("Downloading and extracting packages: 1 of 1 seen done")
+        );
+    }
+
+    #[test]
+    fn a_flood_of_names_is_bounded() {
+        let mut packages = Packages::default();
+        let mut sent = 0;
+        for n in 0..(MAX_PACKAGES + 1000) {
+            let name = format!("p{n}");
+            sent += usize::from(packages.note(&record(&name, 0.0, false), false).is_some());
+            sent += usize::from(packages.note(&record(&name, 1.0, true), false).is_some());
+        }
+        assert_eq!(packages.seen.len(), MAX_PACKAGES);
+        assert_eq!(sent, 2 * MAX_PACKAGES);
     }
 }
