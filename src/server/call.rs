@@ -316,7 +316,7 @@ impl Server {
                 Some(json!({"limit": exec::MAX_COMMAND_BYTES})),
             ))
         })?;
-        let _admitted = self.admit(&ct).await?;
+        let _admitted = super::progress::waiting(caller, &ct, self.admit(&ct)).await?;
         let outcome = match super::progress::run(caller, ready, &spec, &ct).await {
             Ok(outcome) => outcome,
             Err(error) => {

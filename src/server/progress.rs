@@ -2,13 +2,16 @@
 //! the child runs, `notifications/progress` at least every [`HEARTBEAT`] (the phase when
 //! one is known, else the last non-empty stderr line), and one per fetch record conda
 //! writes for a package (its first record and its last, the ones between at most every
-//! [`RECORD_GAP`]). One counter per request, strictly increasing across both kinds;
+//! [`RECORD_GAP`]), and heartbeats while the call waits in the execution queue. One
+//! counter per request, strictly increasing across all kinds;
 //! `total` is left out (the number of packages is not known before conda solves, and ccm
 //! does not solve ahead). Nothing is sent without a token, after the result, or once the
 //! request is cancelled. Under 2024-11-05, which has no `message` field, none is sent.
 
 use std::collections::HashSet;
 use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use rmcp::RoleServer;
@@ -36,6 +39,8 @@ pub struct Progress {
     token: ProgressToken,
     /// The revision has the `message` field (2025-03-26 and later).
     messages: bool,
+    /// The last `progress` value sent for this request (queue wait and run share it).
+    counter: Arc<AtomicU64>,
 }
 
 impl Progress {
@@ -49,6 +54,7 @@ impl Progress {
             peer: context.peer.clone(),
             token,
             messages,
+            counter: Arc::default(),
         })
     }
 
@@ -91,12 +97,33 @@ pub async fn run(
     progress.run(spec, ct, terminal).await
 }
 
+/// Wait for `admission` (a place in the execution queue), with heartbeats while it takes
+/// long when the request asked for progress: a call queued behind a long install keeps
+/// its client's timeout alive too.
+pub async fn waiting<T>(
+    caller: &Caller,
+    ct: &CancellationToken,
+    admission: impl Future<Output = T>,
+) -> T {
+    let Some(progress) = &caller.progress else {
+        return admission.await;
+    };
+    let mut admission = std::pin::pin!(admission);
+    let mut reporter = Reporter::new(progress, ct);
+    loop {
+        tokio::select! {
+            admitted = &mut admission => return admitted,
+            () = tokio::time::sleep_until(reporter.last_sent + HEARTBEAT), if !ct.is_cancelled() => {
+                reporter.send("Waiting for the conda command before it to finish".into()).await;
+            }
+        }
+    }
+}
+
 /// The state of one request's notifications.
 struct Reporter<'a> {
     progress: &'a Progress,
     ct: &'a CancellationToken,
-    /// The last `progress` value sent.
-    counter: u64,
     started: Instant,
     last_sent: Instant,
     packages: Packages,
@@ -108,7 +135,6 @@ impl<'a> Reporter<'a> {
         Reporter {
             progress,
             ct,
-            counter: 0,
             started: now,
             last_sent: now,
             packages: Packages::default(),
@@ -150,10 +176,10 @@ impl<'a> Reporter<'a> {
     }
 
     async fn send(&mut self, message: String) {
-        self.counter += 1;
+        let counter = self.progress.counter.fetch_add(1, Ordering::SeqCst) + 1;
         self.last_sent = Instant::now();
         let mut params =
-            ProgressNotificationParam::new(self.progress.token.clone(), self.counter as f64);
+            ProgressNotificationParam::new(self.progress.token.clone(), counter as f64);
         if self.progress.messages {
             params = params.with_message(message);
         }

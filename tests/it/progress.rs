@@ -403,3 +403,42 @@ fn typescript_sdk_completes_a_40_s_call_with_a_10_s_timeout() {
     assert_eq!(plain["error"]["code"], -32001, "{plain}");
     assert_eq!(plain.get("result"), None, "{plain}");
 }
+
+/// A call queued behind a running one gets heartbeats while it waits, then its own; one
+/// counter throughout.
+#[test]
+fn a_queued_call_gets_heartbeats_while_it_waits() {
+    let mut s = session(Some("2025-11-25"), &[]);
+    let first = s.send(
+        "tools/call",
+        call_params("conda_behave", json!({"sleep": 7}), None, true),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let token = json!("queued");
+    let params = call_params(
+        "conda_behave",
+        json!({"sleep": 4}),
+        Some(token.clone()),
+        true,
+    );
+    let (notifications, response) = call_collecting(&mut s, params, Duration::from_secs(60));
+    assert_eq!(response["result"]["isError"], false, "{response}");
+    // The first call's response came in between; only notifications are checked.
+    let notifications: Vec<Value> = notifications
+        .into_iter()
+        .filter(|m| m.get("id").and_then(Value::as_i64) != Some(first))
+        .collect();
+    let texts = check_progress(&notifications, &token, true);
+    let waiting = "Waiting for the conda command before it to finish";
+    let at = texts
+        .iter()
+        .position(|t| t != waiting)
+        .unwrap_or(texts.len());
+    assert!(at >= 1, "no heartbeat while queued: {texts:?}");
+    assert!(
+        texts[at..]
+            .iter()
+            .any(|t| t.starts_with("conda is running")),
+        "no heartbeat while running: {texts:?}"
+    );
+}
