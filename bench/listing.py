@@ -22,6 +22,10 @@ Usage:
   --ccm     the server binary (default: target/release/ccm of this checkout)
   --json    print one JSON document instead of the text report
   --tools   also print every tool's bytes (text report)
+  --floor   also print the floor: the same tools with every parameter description removed
+            (names, types, bounds, groups, tool descriptions and output schemas kept) — the
+            least any listing that keeps every option of every listed tool can cost
+
 
 Example:
   python3 bench/listing.py --conda-exe /tmp/real-conda/bin/conda -- --allow-write --allow-exec
@@ -113,7 +117,21 @@ def measure(binary, conda, extra):
         g["tokens"] = tokens(g["bytes"])
     return {"binary": str(binary), "conda": conda, "flags": extra, "pages": pages,
             "tools": len(rows), "bytes": total, "tokens": tokens(total),
-            "groups": groups, "per_tool": rows}
+            "groups": groups, "per_tool": rows,
+            "tool_bytes": sum(row["bytes"] for row in rows), "floor_bytes": floor_bytes(tools)}
+
+
+def floor_bytes(tools):
+    """The listing's bytes with every parameter description removed (compact JSON, one
+    newline-free line per tool as in a response's array: the array's own brackets and
+    commas are not counted)."""
+    total = 0
+    for tool in tools:
+        tool = json.loads(json.dumps(tool))
+        for schema in (tool.get("inputSchema") or {}).get("properties", {}).values():
+            schema.pop("description", None)
+        total += len(json.dumps(tool, separators=(",", ":"), ensure_ascii=False).encode())
+    return total
 
 
 def main():
@@ -122,6 +140,7 @@ def main():
     parser.add_argument("--conda-exe", required=True)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--tools", action="store_true")
+    parser.add_argument("--floor", action="store_true")
     parser.add_argument("extra", nargs="*", help="extra server flags (after --)")
     args = parser.parse_args()
     report = measure(args.ccm, args.conda_exe, args.extra)
@@ -132,6 +151,9 @@ def main():
     print(f"{report['conda']} {' '.join(report['flags'])}".rstrip())
     print(f"  tools/list: {report['tools']} tools, {report['pages']} page(s), "
           f"{report['bytes']} bytes, ~{report['tokens']} tokens (bytes / 4)")
+    if args.floor:
+        print(f"  descriptors: {report['tool_bytes']} bytes; without any parameter description "
+              f"(the floor): {report['floor_bytes']} bytes")
     width = max([len(g) for g in report["groups"]] + [5])
     print(f"  {'group':{width}}  tools    bytes  tokens")
     for name, g in sorted(report["groups"].items(), key=lambda kv: -kv[1]["bytes"]):

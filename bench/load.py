@@ -14,9 +14,13 @@ Pass/fail (exit status 1 on failure):
 - resident memory flat: at the end at most max(4 MiB, 10 %) above the level after the
   first half of the run.
 
+- with --audit-log: the server runs with `--audit-log`, and the log holds exactly one
+  whole JSON line per execution request (capacity refusals included: they reached the
+  policy), none interleaved, and never the token.
+
 Loopback only. Usage:
     python3 bench/load.py [--ccm target/release/ccm] [--clients 16] [--requests 200]
-                          [--max-queue 16] [--max-session-calls 4] [--json]
+                          [--max-queue 16] [--max-session-calls 4] [--audit-log] [--json]
 """
 
 import argparse
@@ -208,6 +212,8 @@ def main():
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--max-queue", type=int, default=16)
     parser.add_argument("--max-session-calls", type=int, default=4)
+    parser.add_argument("--audit-log", action="store_true",
+                        help="run the server with --audit-log and check the log")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     ccm = Path(args.ccm)
@@ -222,9 +228,12 @@ def main():
         log = open(f"{work}/ccm.log", "w+")
         env = {k: v for k, v in os.environ.items() if not k.startswith("CCM_")}
         env["CCM_MCP_TOKEN"] = token
+        audit = [] if not args.audit_log else ["--audit-log", f"{work}/audit.jsonl"]
+        args.audit_path = audit[1] if audit else None
         server = subprocess.Popen(
             [str(ccm), "--conda-exe", conda, "--http", "127.0.0.1:0",
-             "--max-queue", str(args.max_queue), "--max-session-calls", str(args.max_session_calls)],
+             "--max-queue", str(args.max_queue), "--max-session-calls", str(args.max_session_calls),
+             *audit],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, env=env)
         try:
             return run(args, server, log, token)
@@ -344,7 +353,21 @@ def run(args, server, log, token):
     if token in log.read():
         print("the token appeared in the server's log", file=sys.stderr)
         ok = False
+    if args.audit_path is not None and not audit_log_holds(args.audit_path, results, token):
+        ok = False
     return 0 if ok else 1
+
+
+def audit_log_holds(path, results, token):
+    """One whole JSON line per execution request, none torn, never the token."""
+    text = Path(path).read_text()
+    lines = text.splitlines()
+    executions = sum(1 for r in results if r[0] == "execution")
+    whole = all(json.loads(line).get("canonical_tool") == "conda_info" for line in lines)
+    held = text.endswith("\n") and whole and len(lines) == executions and token not in text
+    print(f"  audit log: {len(lines)} lines for {executions} executions "
+          f"({'ok' if held else 'FAILED'})")
+    return held
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::host::exec;
 use crate::tools::policy::Access;
+use crate::tools::policy::scope::Scope;
 use crate::tools::select::Spec;
 use crate::tools::surface::Surface;
 
@@ -75,6 +76,9 @@ pub struct Config {
     pub classify: Vec<(String, Access)>,
     /// `--allow-paths` directories (absolute); `None`: the transport's default scope.
     pub allow_paths: Option<Vec<PathBuf>>,
+    /// `--write-envs` / `CCM_WRITE_ENVS`: writes (and `conda run`) only into these
+    /// environments; `None`: `--allow-write` unscoped.
+    pub write_envs: Option<Scope>,
     pub no_snapshot: bool,
     /// Run read-only calls without the read-only sandbox.
     pub no_sandbox: bool,
@@ -84,6 +88,12 @@ pub struct Config {
     pub surface: Surface,
     /// `--tools` / `CCM_TOOLS`: the selected tools; `None`: every tool.
     pub tools: Option<Spec>,
+    /// `--audit-log` / `CCM_AUDIT_LOG` (absolute): opened at startup by `main`.
+    pub audit_log: Option<PathBuf>,
+    /// `--confirm-writes` / `CCM_CONFIRM_WRITES`: ask the user before writes and execs.
+    pub confirm_writes: bool,
+    /// How long a confirmation question waits for the user.
+    pub confirm_timeout: Duration,
     /// Serve over HTTP instead of stdio.
     pub http: Option<HttpConfig>,
     /// Limits and withheld environment of every child process.

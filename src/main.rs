@@ -44,7 +44,10 @@ fn main() -> ExitCode {
         Action::Print(text) => print_stdout(&text),
         Action::Discover { config, pretty } => discover(&runtime, &config, pretty),
         Action::Tools { config, json } => tools(&runtime, &config, json),
-        Action::Serve(config) => serve(runtime, config),
+        Action::Serve(config) => match open_audit_log(&config) {
+            Ok(()) => serve(runtime, config),
+            Err(code) => code,
+        },
     }
 }
 
@@ -167,6 +170,17 @@ fn tools(runtime: &tokio::runtime::Runtime, config: &ccm::config::Config, json: 
     print_stdout(&text)
 }
 
+/// `--audit-log`: opened before serving; a path that cannot be opened stops the server.
+fn open_audit_log(config: &ccm::config::Config) -> Result<(), ExitCode> {
+    let Some(path) = &config.audit_log else {
+        return Ok(());
+    };
+    ccm::host::audit::open(path).map_err(|error| {
+        eprintln!("ccm: error: {error}");
+        exit(cli::EXIT_USAGE)
+    })
+}
+
 /// Serve MCP over stdio or HTTP until the transport stops, then end every execution.
 fn serve(runtime: tokio::runtime::Runtime, config: ccm::config::Config) -> ExitCode {
     let http = config.http.clone();
@@ -212,6 +226,11 @@ fn one_malloc_arena() {
 /// `/proc/<pid>/environ`, `cmdline` or memory), resolve the children's limits and withheld
 /// variables, and wipe the token from this process's own environment block.
 fn protect_secrets(config: &ccm::config::Config) {
+    if config.write_envs.is_some() && config.allow_exec {
+        tracing::warn!(
+            "--write-envs with --allow-exec: programs that conda run or plugin commands start are not contained by the scope"
+        );
+    }
     if !ccm::host::exec::reap::become_subreaper() {
         tracing::warn!("cannot become a child subreaper: orphaned descendants go to init");
     }
@@ -230,6 +249,9 @@ fn protect_secrets(config: &ccm::config::Config) {
         .into_iter()
         .chain(token_file)
         .collect();
+    for secret in &secrets {
+        ccm::host::audit::withhold(secret);
+    }
     let limits = ccm::host::exec::limits::configure(&config.limits, &secrets);
     // Withheld from children, so not needed here either: a child running as the same user
     // as root (whom PR_SET_DUMPABLE does not stop) finds nothing in /proc/<server>.

@@ -131,6 +131,18 @@ pub struct Options {
     #[arg(long = "allow-paths", value_name = "DIR[,DIR...]", global = true)]
     pub allow_paths: Vec<String>,
 
+    /// Narrow --allow-write to these environments (repeatable or comma-separated; also
+    /// CCM_WRITE_ENVS): name globs ('proj-*') and absolute prefix paths. A write (or
+    /// conda run) runs only when every environment it targets, as conda resolves it,
+    /// matches; base only when named. Commands with no single target environment
+    /// (config, clean, init, ...) need --allow-write without --write-envs.
+    #[arg(
+        long = "write-envs",
+        value_name = "PATTERN[,PATTERN...]",
+        global = true
+    )]
+    pub write_envs: Vec<String>,
+
     /// Classify a command the policy's tables do not know, or override them:
     /// TOOL=read|write|exec by canonical tool name (repeatable; also CCM_CLASSIFY,
     /// comma-separated). Governs the command through conda_execute too.
@@ -142,6 +154,29 @@ pub struct Options {
     /// neither listed nor callable, not even as raw argv through conda_execute.
     #[arg(long = "tools", value_name = "SPEC[,SPEC...]", global = true)]
     pub tools: Vec<String>,
+
+    /// Append one JSON line per tool call that reached the policy to FILE (also
+    /// CCM_AUDIT_LOG): time, session, client, tool, the final argv with secret-looking
+    /// values redacted, verdict, confirmation, exit code, duration. Opened append-only at
+    /// startup; a path that cannot be opened stops the server.
+    #[arg(long, value_name = "FILE", global = true)]
+    pub audit_log: Option<PathBuf>,
+
+    /// Ask the user to confirm every write and exec call through MCP elicitation, showing
+    /// the plan (a dry run's packages where conda can dry-run the command), before it runs
+    /// (also CCM_CONFIRM_WRITES=1). A client that cannot be asked gets those calls refused.
+    #[arg(long, global = true)]
+    pub confirm_writes: bool,
+
+    /// How long --confirm-writes waits for the user's answer, in seconds.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value = "300",
+        global = true,
+        allow_hyphen_values = true
+    )]
+    pub confirm_timeout: String,
 
     /// Run read-only calls without the read-only sandbox (also CCM_NO_SANDBOX=1).
     #[arg(long, global = true)]

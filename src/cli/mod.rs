@@ -3,6 +3,8 @@
 //! Parsing never spawns anything. Every bad value becomes a one-line `ccm: error: …`
 //! message that says what to do, with exit status 2; `--help` and `--version` exit 0.
 
+use std::path::PathBuf;
+
 use clap::Parser;
 
 use crate::host::discovery::{self, ResolveError};
@@ -19,7 +21,7 @@ mod tests;
 
 use http::http_config;
 use numbers::{positive_int, positive_seconds, whole};
-use settings::{allowed_paths, classifications, limit_settings, selection};
+use settings::{allowed_paths, classifications, limit_settings, selection, write_scope};
 
 pub use flags::{Cli, Command, Options};
 pub use settings::{
@@ -38,12 +40,18 @@ pub use crate::TOKEN_VAR;
 pub const QUERY_PARAM_VAR: &str = "CCM_MCP_TOKEN_QUERY_PARAM";
 pub const CLASSIFY_VAR: &str = "CCM_CLASSIFY";
 pub const ALLOW_PATHS_VAR: &str = "CCM_ALLOW_PATHS";
+/// The scope of writes when `--write-envs` is not given.
+pub const WRITE_ENVS_VAR: &str = "CCM_WRITE_ENVS";
 /// The tools selected when `--tools` is not given.
 pub const TOOLS_VAR: &str = "CCM_TOOLS";
 /// Set to 1/true/yes/on: same as `--list-all`.
 pub const LIST_ALL_VAR: &str = "CCM_LIST_ALL";
 /// Set to 1/true/yes/on: same as `--no-sandbox`.
 pub const NO_SANDBOX_VAR: &str = "CCM_NO_SANDBOX";
+/// The audit log's path when `--audit-log` is not given.
+pub const AUDIT_LOG_VAR: &str = "CCM_AUDIT_LOG";
+/// Set to 1/true/yes/on: same as `--confirm-writes`.
+pub const CONFIRM_WRITES_VAR: &str = "CCM_CONFIRM_WRITES";
 /// Shortest accepted bearer token.
 pub const MIN_TOKEN_LEN: usize = 16;
 const MAX_TOKEN_LEN: usize = 4096;
@@ -161,6 +169,7 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
     let limits = limit_settings(options, env)?;
     let classify = classifications(options, env)?;
     let allow_paths = allowed_paths(options, env)?;
+    let write_envs = write_scope(options, env)?;
     let conda_exe = discovery::resolve_executable(
         options.conda_exe.as_deref(),
         env.get("CONDA_EXE"),
@@ -184,6 +193,7 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
             || env.get("CCM_ALLOW_CREDENTIALS").is_some_and(truthy),
         classify,
         allow_paths,
+        write_envs,
         no_snapshot: options.no_snapshot,
         no_sandbox: options.no_sandbox
             || env
@@ -194,9 +204,25 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
         surface,
         tools: selection(options, env)?,
         list_all: options.list_all || env.get(LIST_ALL_VAR).is_some_and(truthy),
+        audit_log: audit_log(options, env)?,
+        confirm_writes: options.confirm_writes || env.get(CONFIRM_WRITES_VAR).is_some_and(truthy),
+        confirm_timeout: positive_seconds("--confirm-timeout", &options.confirm_timeout)?,
         http,
         limits,
     })
+}
+
+/// `--audit-log`, else `CCM_AUDIT_LOG` (an empty value is none), made absolute.
+fn audit_log(options: &Options, env: &Environment) -> Result<Option<PathBuf>, UsageError> {
+    let path = match (&options.audit_log, env.get(AUDIT_LOG_VAR)) {
+        (Some(path), _) => path.clone(),
+        (None, Some(text)) if !text.is_empty() => PathBuf::from(text),
+        _ => return Ok(None),
+    };
+    if path.as_os_str().is_empty() {
+        return Err(UsageError("argument --audit-log: the path is empty".into()));
+    }
+    Ok(Some(std::path::absolute(&path).unwrap_or(path)))
 }
 
 /// `1`, `true`, `yes`, `on` (any case).

@@ -4,8 +4,11 @@
 use std::path::PathBuf;
 
 use super::numbers::positive_int;
-use super::{ALLOW_PATHS_VAR, CLASSIFY_VAR, Environment, Options, TOOLS_VAR, UsageError};
+use super::{
+    ALLOW_PATHS_VAR, CLASSIFY_VAR, Environment, Options, TOOLS_VAR, UsageError, WRITE_ENVS_VAR,
+};
 use crate::tools::policy::Access;
+use crate::tools::policy::scope::Scope;
 use crate::tools::select::Spec;
 
 /// Environment variables of the limit flags.
@@ -219,6 +222,32 @@ pub(super) fn selection(options: &Options, env: &Environment) -> Result<Option<S
         return Ok(None);
     };
     Spec::parse(entries)
+        .map(Some)
+        .map_err(|why| UsageError(format!("{source}: {why}")))
+}
+
+/// `--write-envs` (repeatable, comma-separated), else `CCM_WRITE_ENVS`; it narrows
+/// `--allow-write`, so it needs it. Errors name the entry's position, never its text.
+pub(super) fn write_scope(
+    options: &Options,
+    env: &Environment,
+) -> Result<Option<Scope>, UsageError> {
+    let (source, entries): (&str, Vec<&str>) = if !options.write_envs.is_empty() {
+        (
+            "--write-envs",
+            options.write_envs.iter().map(String::as_str).collect(),
+        )
+    } else if let Some(value) = env.get(WRITE_ENVS_VAR) {
+        (WRITE_ENVS_VAR, vec![value])
+    } else {
+        return Ok(None);
+    };
+    if !options.allow_write {
+        return Err(UsageError(format!(
+            "{source} narrows --allow-write: give --allow-write too"
+        )));
+    }
+    Scope::parse(entries)
         .map(Some)
         .map_err(|why| UsageError(format!("{source}: {why}")))
 }

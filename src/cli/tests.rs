@@ -440,3 +440,39 @@ fn tools_flag_and_variable() {
     assert!(serve(&[], &[("CCM_LIST_ALL", "1")]).unwrap().list_all);
     assert!(!serve(&[], &[("CCM_LIST_ALL", "0")]).unwrap().list_all);
 }
+
+#[test]
+fn audit_log_and_confirmation_settings() {
+    let none = serve(&[], &[]).unwrap();
+    assert_eq!(none.audit_log, None);
+    assert!(!none.confirm_writes);
+    assert_eq!(none.confirm_timeout, Duration::from_secs(300));
+    let flag = serve(&["--audit-log", "/var/log/ccm.jsonl"], &[]).unwrap();
+    assert_eq!(flag.audit_log, Some(PathBuf::from("/var/log/ccm.jsonl")));
+    // The flag wins over the variable; a relative path is made absolute.
+    let both = serve(&["--audit-log", "/a"], &[("CCM_AUDIT_LOG", "/b")]).unwrap();
+    assert_eq!(both.audit_log, Some(PathBuf::from("/a")));
+    let relative = serve(&[], &[("CCM_AUDIT_LOG", "audit.jsonl")]).unwrap();
+    let path = relative.audit_log.unwrap();
+    assert!(
+        path.is_absolute() && path.ends_with("audit.jsonl"),
+        "{path:?}"
+    );
+    assert_eq!(
+        serve(&[], &[("CCM_AUDIT_LOG", "")]).unwrap().audit_log,
+        None
+    );
+    assert!(serve(&["--audit-log", ""], &[]).is_err());
+    assert!(serve(&["--confirm-writes"], &[]).unwrap().confirm_writes);
+    assert!(
+        serve(&[], &[("CCM_CONFIRM_WRITES", "yes")])
+            .unwrap()
+            .confirm_writes
+    );
+    let timeout = serve(&["--confirm-timeout", "1.5"], &[]).unwrap();
+    assert_eq!(timeout.confirm_timeout, Duration::from_millis(1500));
+    let zero = serve(&["--confirm-timeout", "0"], &[])
+        .unwrap_err()
+        .to_string();
+    assert!(zero.contains("--confirm-timeout"), "{zero}");
+}

@@ -94,6 +94,60 @@ impl Confinement {
     }
 }
 
+/// Whether any value of the argv, read as a path (bare words too, relative ones from
+/// `cwd`, `$VAR` expanded from the server's environment, which children inherit), is a
+/// file `is_target` accepts.
+pub fn names_file(
+    argv: &[String],
+    cwd: &Path,
+    home: Option<&Path>,
+    is_target: impl Fn(&Path) -> bool,
+) -> bool {
+    argv.iter().flat_map(|t| values(t)).any(|value| {
+        let expanded = expand_vars(value);
+        std::iter::once(expanded.as_str())
+            .chain(pieces(&expanded))
+            .any(|piece| {
+                let path = path_like(piece, home).unwrap_or_else(|| PathBuf::from(piece));
+                is_target(&cwd.join(path))
+            })
+    })
+}
+
+/// `$VAR` and `${VAR}` replaced by the server's environment (unset: empty), as conda's
+/// `expandvars` does for paths.
+fn expand_vars(value: &str) -> String {
+    if !value.contains('$') {
+        return value.to_owned();
+    }
+    let mut out = String::new();
+    let mut rest = value;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let (name, tail) = match after.strip_prefix('{') {
+            Some(inner) => match inner.find('}') {
+                Some(end) => (&inner[..end], &inner[end + 1..]),
+                None => ("", after),
+            },
+            None => {
+                let end = after
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(after.len());
+                (&after[..end], &after[end..])
+            }
+        };
+        if name.is_empty() {
+            out.push('$');
+        } else if let Some(v) = std::env::var_os(name) {
+            out.push_str(&v.to_string_lossy());
+        }
+        rest = tail;
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The parts of a token that can carry a path: the token, the value after the first
 /// `=` of an option, and the attached value of a short option (`-p/abs`).
 fn values(token: &str) -> Vec<&str> {

@@ -1,10 +1,12 @@
 //! Everything that touches the host: child processes (`exec`), discovery through the
 //! target's own interpreter (`discovery`), the Python-free scan of the target's
-//! distributions (`stamp`), the read-only sandbox (`sandbox`) and `--allow-paths`
-//! (`confine`). Only this layer spawns processes or reads the target's files.
+//! distributions (`stamp`), the read-only sandbox (`sandbox`), `--allow-paths`
+//! (`confine`) and the environments a write targets (`targets`, for `--write-envs`). Only this layer spawns processes or reads the target's files.
 
+pub mod audit;
 pub mod confine;
 pub mod discovery;
 pub mod exec;
 pub mod sandbox;
 pub mod stamp;
+pub mod targets;

@@ -10,6 +10,7 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::audit;
 use super::result::{META_WORKDIR, execution_result};
 use super::roots::Caller;
 use super::{Ready, Refusal, Server, internal, invalid_arguments, invalid_params};
@@ -72,6 +73,7 @@ impl Server {
             class.requires_write = false;
             class.requires_exec = false;
         }
+        audit::reached(name, &argv);
         self.enforce(&class)?;
         let cwd = self
             .workdir(
@@ -81,6 +83,7 @@ impl Server {
             )
             .await?;
         self.confine(ready, &class, &argv, cwd.as_deref())?;
+        self.scope(ready, &class, &argv, cwd.as_deref()).await?;
         let timeout = self.timeout(own.get(layout::TIMEOUT))?;
         let used = cwd.as_ref().map(|c| c.to_string_lossy().into_owned());
         let mut result = self
@@ -169,7 +172,9 @@ impl Server {
         if missing.is_empty() {
             Ok(())
         } else {
-            Err(ErrorData::invalid_request(Classification::refusal(&missing), None).into())
+            let refusal = Classification::refusal(&missing);
+            audit::refused(&refusal);
+            Err(ErrorData::invalid_request(refusal, None).into())
         }
     }
 
@@ -182,11 +187,15 @@ impl Server {
         argv: &[String],
         cwd: Option<&Path>,
     ) -> Result<(), Refusal> {
+        let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        if audit::names_log(argv, &here.join(cwd.unwrap_or(&here)), home.as_deref()) {
+            audit::refused(audit::NAMES_LOG);
+            return Err(ErrorData::invalid_request(audit::NAMES_LOG, None).into());
+        }
         if class.requires_exec || ready.confinement.is_unrestricted() {
             return Ok(());
         }
-        let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-        let home = std::env::var_os("HOME").map(PathBuf::from);
         // An explicit working directory is a path the call names too.
         let named_cwd = cwd.map(|c| here.join(c));
         let cwd_outside = named_cwd.as_ref().is_some_and(|c| {
@@ -200,6 +209,7 @@ impl Server {
                 .check(argv, &cwd, home.as_deref())
                 .is_err()
         {
+            audit::refused(OUTSIDE_ALLOWED);
             return Err(ErrorData::invalid_request(OUTSIDE_ALLOWED, None).into());
         }
         Ok(())
@@ -246,22 +256,25 @@ impl Server {
                 .min(self.shared.config.timeout),
         };
         let root = ready.discovery.catalog.root.as_ref();
+        audit::reached(crate::tools::toolset::EXECUTE_TOOL, &argv);
         // `--tools`: raw argv reaches only the commands of selected tools.
         if !ready
             .shaping
             .admits_path(policy::command_path(root, &argv).as_deref())
         {
+            audit::refused(NOT_SELECTED);
             return Err(ErrorData::invalid_request(NOT_SELECTED, None).into());
         }
         let class = policy::classify(&ready.toolset.rules, root, &argv, Origin::Raw);
         self.enforce(&class)?;
         self.confine(ready, &class, &argv, cwd.as_deref())?;
+        self.scope(ready, &class, &argv, cwd.as_deref()).await?;
         self.execute(ready, argv, cwd, stdin, timeout, class, caller, ct)
             .await
     }
 
     #[allow(clippy::too_many_arguments)]
-    async fn execute(
+    pub(super) async fn execute(
         &self,
         ready: &Ready,
         argv: Vec<String>,
@@ -300,22 +313,9 @@ impl Server {
             sandbox,
         };
         // Refused before anything spawns (and before it takes a place in the queue).
-        exec::check_size(&spec).map_err(|why| -> Refusal {
-            let message = match why {
-                exec::TooLarge::Argument => format!(
-                    "Invalid arguments: one argument is longer than {} bytes",
-                    exec::MAX_ARG_BYTES
-                ),
-                exec::TooLarge::Total(_) => format!(
-                    "Invalid arguments: the command line and environment would exceed {} bytes",
-                    exec::MAX_COMMAND_BYTES
-                ),
-            };
-            Refusal::Arguments(ErrorData::invalid_params(
-                message,
-                Some(json!({"limit": exec::MAX_COMMAND_BYTES})),
-            ))
-        })?;
+        exec::check_size(&spec).map_err(size_refusal)?;
+        // Asked before the slot is taken: waiting for the person holds no slot.
+        self.confirm(ready, &spec, &class, &ct).await?;
         let _admitted = super::progress::waiting(caller, &ct, self.admit(&ct)).await?;
         let outcome = match super::progress::run(caller, ready, &spec, &ct).await {
             Ok(outcome) => outcome,
@@ -325,6 +325,7 @@ impl Server {
                 return Err(ErrorData::internal_error("conda could not be started", None).into());
             }
         };
+        audit::outcome(&outcome);
         if outcome.cancelled {
             return Err(Refusal::Cancelled);
         }
@@ -374,6 +375,24 @@ pub const OUTSIDE_ROOTS: &str =
 /// The refusal of a path outside `--allow-paths` (never the path).
 pub const OUTSIDE_ALLOWED: &str =
     "Operation names a path outside the allowed directories (see --allow-paths)";
+
+/// The refusal of a command over the argv + environment cap.
+fn size_refusal(why: exec::TooLarge) -> Refusal {
+    let message = match why {
+        exec::TooLarge::Argument => format!(
+            "Invalid arguments: one argument is longer than {} bytes",
+            exec::MAX_ARG_BYTES
+        ),
+        exec::TooLarge::Total(_) => format!(
+            "Invalid arguments: the command line and environment would exceed {} bytes",
+            exec::MAX_COMMAND_BYTES
+        ),
+    };
+    Refusal::Arguments(ErrorData::invalid_params(
+        message,
+        Some(json!({"limit": exec::MAX_COMMAND_BYTES})),
+    ))
+}
 
 /// The input without ccm's own per-call properties, and those properties on their own.
 fn split_reserved(arguments: &Value) -> (Value, Value) {

@@ -5,13 +5,13 @@
 //! (sandbox, restart, startup, limits).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use rmcp::model::Resource;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::{Ready, Server};
+use crate::config::Config;
 use crate::host::confine::Confinement;
 use crate::host::discovery::Discovery;
 use crate::host::exec;
@@ -39,7 +39,7 @@ pub(super) fn resource(size: usize) -> Resource {
 pub(super) fn fixed(
     found: &Discovery,
     toolset: &Toolset,
-    conda_exe: &Path,
+    config: &Config,
     confinement: &Confinement,
 ) -> Fixed {
     let compilers: BTreeMap<&str, &str> = toolset
@@ -52,7 +52,9 @@ pub(super) fn fixed(
     capabilities.insert("discovery_fingerprint", raw(&found.fingerprint()));
     capabilities.insert("generated_tools", raw(&toolset.generated_names()));
     capabilities.insert("plugins", raw(&found.plugins));
-    capabilities.insert("target_executable", raw(&conda_exe));
+    capabilities.insert("target_executable", raw(&config.conda_exe));
+    let write_envs = config.write_envs.as_ref().map(|scope| scope.patterns());
+    capabilities.insert("write_envs", raw(&write_envs));
     capabilities.insert("compilers", raw(&compilers));
     capabilities.insert("snapshot", raw(&snapshot_status(found)));
     capabilities.insert(

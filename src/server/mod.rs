@@ -33,15 +33,18 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+mod audit;
 mod call;
 pub mod capabilities;
 mod capacity;
 mod completion_cache;
+mod confirm;
 mod progress;
 mod ready;
 mod restart;
 pub mod result;
 mod roots;
+mod scope;
 pub mod startup;
 
 pub use capabilities::CAPABILITIES_URI;
@@ -79,6 +82,8 @@ struct Shared {
     fatal: watch::Sender<Option<startup::Fatal>>,
     /// The read-only sandbox, probed once before the tools are served.
     sandbox: std::sync::OnceLock<Sandbox>,
+    /// Plans waiting for a session-less client's confirmation (`--confirm-writes`).
+    parked: confirm::Parking,
 }
 
 /// The MCP server (cheap to clone; clones share one state, including the session's).
@@ -89,6 +94,8 @@ pub struct Server {
     session_calls: Arc<AtomicUsize>,
     /// The client's roots (handshake sessions that declared them).
     roots: Arc<roots::Roots>,
+    /// This session's id in the audit log (random; never the MCP session id).
+    session_id: Arc<str>,
 }
 
 /// How a tool call ends when it is not a result.
@@ -97,10 +104,13 @@ enum Refusal {
     /// Invalid arguments (-32602): a JSON-RPC error before 2025-11-25, an `isError`
     /// result the model can read from 2025-11-25 on.
     Arguments(ErrorData),
-    /// Over a capacity limit: an `isError` result with the code; nothing ran.
+    /// An `isError` result whose text starts with a stable code, or a failed dry run's
+    /// result: over a capacity limit, or not confirmed (`--confirm-writes`); nothing ran.
     Busy(CallToolResult),
     /// The client cancelled: no response is sent.
     Cancelled,
+    /// The person must confirm first (session-less revision): the question goes back.
+    InputRequired(rmcp::model::InputRequiredResult),
 }
 
 impl From<ErrorData> for Refusal {
@@ -120,6 +130,20 @@ fn invalid_arguments(error: &crate::tools::schema::Invalid) -> Refusal {
     ))
 }
 
+/// A random session id for the audit log (`s-` and 16 hex digits).
+fn session_id() -> Arc<str> {
+    let mut bytes = [0u8; 8];
+    if getrandom::fill(&mut bytes).is_err() {
+        bytes = std::process::id()
+            .to_le_bytes()
+            .repeat(2)
+            .try_into()
+            .unwrap_or_default();
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Arc::from(format!("s-{hex}"))
+}
+
 fn internal() -> ErrorData {
     ErrorData::internal_error("Internal error", None)
 }
@@ -137,6 +161,7 @@ impl Server {
             completion: tokio::sync::Mutex::new(None),
             fatal,
             sandbox: std::sync::OnceLock::new(),
+            parked: confirm::Parking::default(),
             config,
         });
         startup::spawn(Arc::clone(&shared), sender);
@@ -144,6 +169,7 @@ impl Server {
             shared,
             session_calls: Arc::new(AtomicUsize::new(0)),
             roots: Arc::default(),
+            session_id: session_id(),
         }
     }
 
@@ -153,6 +179,7 @@ impl Server {
             shared: Arc::clone(&self.shared),
             session_calls: Arc::new(AtomicUsize::new(0)),
             roots: Arc::default(),
+            session_id: session_id(),
         }
     }
 
@@ -212,6 +239,21 @@ impl Server {
             " The server is read-only: operations that change environments or files are refused \
              (the operator can start it with --allow-write); dry runs (`dry_run: true`) are allowed."
         });
+        if c.confirm_writes {
+            text.push_str(
+                " Every call that writes or runs a program is shown to the user, who must confirm \
+                 it first (--confirm-writes); a result starting with declined_by_user means the \
+                 user said no and nothing ran.",
+            );
+        }
+        if let Some(scope) = &c.write_envs {
+            text.push_str(&format!(
+                " Writes and `conda run` are limited to the environments matching {} \
+                 (--write-envs: name globs and prefix paths; base only when named); commands \
+                 with no single target environment (config, clean, ...) are refused.",
+                scope.patterns().join(", ")
+            ));
+        }
         text.push_str(if c.allow_exec {
             " `conda run`, plugin passthrough and the raw conda_execute tool are allowed (--allow-exec)."
         } else {
@@ -242,6 +284,12 @@ impl Server {
             return Err(invalid_params("Unknown tool").into());
         };
         let name = name.as_str();
+        if let Some(reference) = request.request_state.as_deref() {
+            let responses = request.input_responses.as_ref();
+            return self
+                .resume(&ready, name, reference, responses, caller, ct)
+                .await;
+        }
         if name == EXECUTE_TOOL && ready.toolset.execute.is_some() {
             return self.call_execute(&ready, &arguments, caller, ct).await;
         }
@@ -283,9 +331,15 @@ impl ServerHandler for Server {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let ready = self.ready().await;
+        if self.shared.config.confirm_writes && !confirm::Asker::of(&context).can_ask() {
+            // Every write and exec call of this client is refused: list none.
+            return Ok(ListToolsResult::with_all_items(confirm::read_only(
+                &ready.tools,
+            )));
+        }
         Ok(ListToolsResult::with_all_items(ready.tools.clone()))
     }
 
@@ -306,9 +360,14 @@ impl ServerHandler for Server {
     ) -> Result<CallToolResponse, ErrorData> {
         let ct = context.ct.clone();
         let caller = roots::Caller::of(&context);
-        let outcome = std::panic::AssertUnwindSafe(self.call(request, &caller, ct))
-            .catch_unwind()
-            .await;
+        let trail = audit::Trail::begin(&self.session_id, context.client_info(), &request.name);
+        let asker = confirm::Asker::of(&context);
+        let call = asker
+            .scope(std::panic::AssertUnwindSafe(self.call(request, &caller, ct)).catch_unwind());
+        let outcome = match &trail {
+            Some(trail) => trail.scope(call).await,
+            None => call.await,
+        };
         match outcome {
             Ok(Ok(result)) | Ok(Err(Refusal::Busy(result))) => Ok(result.into()),
             Ok(Err(Refusal::Arguments(error))) if caller.arguments_as_results() => {
@@ -316,6 +375,7 @@ impl ServerHandler for Server {
             }
             Ok(Err(Refusal::Protocol(error) | Refusal::Arguments(error))) => Err(error),
             // The client cancelled: rmcp drops whatever is returned for this request.
+            Ok(Err(Refusal::InputRequired(question))) => Ok(question.into()),
             Ok(Err(Refusal::Cancelled)) => {
                 Err(ErrorData::internal_error("Request cancelled", None))
             }

@@ -107,7 +107,7 @@ pub(super) fn build(
         (None, true) => Confinement::default_scope(found.prefix.as_deref()),
         (None, false) => Confinement::unrestricted(),
     };
-    let mut capabilities = capabilities::fixed(&found, &toolset, &config.conda_exe, &confinement);
+    let mut capabilities = capabilities::fixed(&found, &toolset, config, &confinement);
     capabilities::add_toolset(&mut capabilities, &shaping, &shaped);
     Ok(Ready {
         confinement,

@@ -76,6 +76,7 @@ pub async fn serve(server: Server, config: HttpConfig) -> Result<(), Failure> {
         Some(token) => (token.clone(), false),
         None => (generate_token().map_err(TransportError::Token)?, true),
     };
+    crate::host::audit::withhold(token.expose());
     let cancel = CancellationToken::new();
     let router = mount::app(&server, &config, &token, cancel.child_token());
     if generated {

@@ -28,7 +28,7 @@ pub(crate) fn run_sdk_with(python: &str, args: &[&str], env: &[(&str, &str)]) ->
 }
 
 /// Run one of the SDK client scripts in `tests/clients`; the JSON it printed.
-fn run_script(python: &str, script: &str, args: &[&str], env: &[(&str, &str)]) -> Value {
+pub(crate) fn run_script(python: &str, script: &str, args: &[&str], env: &[(&str, &str)]) -> Value {
     let output = Command::new(python)
         .envs(env.iter().copied())
         .arg(support::repo().join("tests/clients").join(script))

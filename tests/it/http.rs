@@ -11,19 +11,19 @@ use serde_json::{Value, json};
 use crate::clients::{run_sdk_with, sdk_python};
 use crate::support;
 
-const TOKEN: &str = "test-token-7f3a9c2e5b1d";
+pub(crate) const TOKEN: &str = "test-token-7f3a9c2e5b1d";
 const ACCEPT: &str = "application/json, text/event-stream";
 
 /// A running `ccm --http 127.0.0.1:0`.
-struct HttpServer {
+pub(crate) struct HttpServer {
     child: Child,
     /// `http://127.0.0.1:PORT/mcp`, from the line ccm prints once listening.
-    url: String,
+    pub(crate) url: String,
     stderr: Arc<Mutex<String>>,
 }
 
 impl HttpServer {
-    fn start(args: &[&str], env: &[(&str, &str)]) -> HttpServer {
+    pub(crate) fn start(args: &[&str], env: &[(&str, &str)]) -> HttpServer {
         Self::start_at("127.0.0.1:0", args, env)
     }
 
@@ -65,7 +65,7 @@ impl HttpServer {
         HttpServer { child, url, stderr }
     }
 
-    fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
 
@@ -109,7 +109,7 @@ fn agent() -> ureq::Agent {
 }
 
 /// An HTTP answer: status, headers (lower-case names) and body.
-struct Answer {
+pub(crate) struct Answer {
     status: u16,
     headers: Vec<(String, String)>,
     body: String,
@@ -136,7 +136,7 @@ impl Answer {
     }
 
     /// The one JSON-RPC response of the body.
-    fn response(&self) -> Value {
+    pub(crate) fn response(&self) -> Value {
         let messages = self.messages();
         messages
             .into_iter()
@@ -161,7 +161,12 @@ fn answer(mut response: ureq::http::Response<ureq::Body>) -> Answer {
 }
 
 /// POST a JSON-RPC message to `url` with the MCP headers, `bearer` and `session` when given.
-fn post(url: &str, bearer: Option<&str>, session: Option<&str>, message: &Value) -> Answer {
+pub(crate) fn post(
+    url: &str,
+    bearer: Option<&str>,
+    session: Option<&str>,
+    message: &Value,
+) -> Answer {
     let mut request = agent()
         .post(url)
         .header("Content-Type", "application/json")
@@ -181,12 +186,12 @@ fn initialize(id: i64) -> Value {
         "clientInfo": {"name": "ccm-http-tests", "version": "1"}}})
 }
 
-fn request(id: i64, method: &str, params: Value) -> Value {
+pub(crate) fn request(id: i64, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
 /// Initialize a session with the header token; its `Mcp-Session-Id`.
-fn open_session(url: &str, token: &str) -> String {
+pub(crate) fn open_session(url: &str, token: &str) -> String {
     let init = post(url, Some(token), None, &initialize(1));
     assert_eq!(init.status, 200, "{}", init.body);
     let session = init
@@ -596,7 +601,12 @@ fn raw_exchange(url: &str, bytes: &[u8]) -> String {
     String::from_utf8_lossy(&reply).into_owned()
 }
 
-fn post_raw(url: &str, session: Option<&str>, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+pub(crate) fn post_raw(
+    url: &str,
+    session: Option<&str>,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Answer {
     let mut request = agent()
         .post(url)
         .header("Content-Type", "application/json")
@@ -629,7 +639,7 @@ fn stateless(id: i64, method: &str, params: Value) -> (Vec<(&'static str, String
     (headers, request(id, method, params))
 }
 
-fn post_stateless(url: &str, id: i64, method: &str, params: Value) -> Answer {
+pub(crate) fn post_stateless(url: &str, id: i64, method: &str, params: Value) -> Answer {
     let (headers, body) = stateless(id, method, params);
     let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
     post_raw(url, None, &headers, body.to_string().as_bytes())

@@ -5,6 +5,8 @@ mod support;
 
 /// The generic argv interpreter (pure).
 mod argv;
+/// `--audit-log`: lines, redaction, refusals.
+mod audit;
 /// Capacity limits: the execution queue and the per-session limit.
 mod capacity;
 /// The command line: flags, exit codes, messages.
@@ -15,6 +17,8 @@ mod clients;
 mod codegen;
 /// The compact tool surface: group encoding, descriptions, names for every client.
 mod compact;
+/// `--confirm-writes`: the Python SDK answers the elicitation.
+mod confirm;
 /// Live discovery against the fixture conda (and a real conda with CCM_TEST_CONDA).
 mod discovery;
 /// House rules: the layer order of `src/`, files and functions that fit one sitting.
@@ -49,6 +53,8 @@ mod revisions;
 mod roundtrip;
 /// The read-only sandbox: children of read-only calls cannot write.
 mod sandbox;
+/// `--write-envs`: writes only into the environments the operator names (hostile spellings).
+mod scope;
 /// The MCP server end to end over stdio.
 mod server;
 /// Every tool through the server on a copy of a real conda: no writes outside the caches.

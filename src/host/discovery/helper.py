@@ -15,6 +15,7 @@ Modes:
   plugins          the plugin inventory only (restart checks)
   parse   <json>   parse each argv of a batch with the target's parser (round-trip tests)
   completion       conda-completion's manifest, converted, with its file identity
+  targets  <json>  the environments one argv targets, by conda's own context (scoped writes)
 """
 
 import argparse
@@ -557,6 +558,65 @@ def mode_parse(out, batch):
 
 
 # ---------------------------------------------------------------------------------------
+# Targets of one argv, as conda itself resolves them (for --write-envs)
+
+
+def mode_targets(out, request):
+    """Parse the argv the way conda's entry point does (`main_subshell`: the pre-parser,
+    `--no-plugins`, then the full parser into the pre-parser's namespace) and resolve its
+    target prefix the way conda's commands do: `determine_target_prefix` (-p, -n, else the
+    default prefix); with `destination`, the `destination` positional as `conda rename`
+    resolves it (a path when it holds os.sep, else a name). Also every environment conda
+    knows (`list_all_known_prefixes`): a write to a prefix reaches those below it. Runs in
+    the call's working directory."""
+    from conda.base import context as context_module
+    from conda.base.context import context
+    from conda.cli.conda_argparse import generate_parser, generate_pre_parser
+    from conda.core.envs_manager import list_all_known_prefixes
+
+    argv = [str(a) for a in request["argv"]]
+    try:
+        pre_parser = generate_pre_parser(add_help=False)
+        subset = argv[: argv.index("--")] if "--" in argv else argv
+        pre_args, _ = pre_parser.parse_known_args(subset)
+        override_args = {
+            "json": pre_args.json,
+            "debug": pre_args.debug,
+            "trace": pre_args.trace,
+            "verbosity": pre_args.verbosity,
+        }
+        context.__init__(argparse_args=pre_args)
+        if context.no_plugins:
+            context.plugin_manager.disable_external_plugins()
+        parser = generate_parser(add_help=True)
+        args = parser.parse_args(argv, override_args=override_args, namespace=pre_args)
+    except SystemExit:
+        _emit(out, {"error": "parse"}, 0)
+    context.__init__(argparse_args=args)
+    name = getattr(args, "name", None)
+    prefix = getattr(args, "prefix", None)
+    resolve = context_module.determine_target_prefix
+    document = {
+        "explicit": name is not None or prefix is not None,
+        "target": str(resolve(context, args)),
+        "destination": None,
+        "root_prefix": str(context.root_prefix),
+        "envs_dirs": [str(d) for d in context.envs_dirs],
+        "known": [str(p) for p in list_all_known_prefixes()],
+    }
+    destination = getattr(args, "destination", None)
+    if request.get("destination") and isinstance(destination, str):
+        if os.sep in destination:
+            from conda.common.path import expand
+
+            document["destination"] = str(expand(destination))
+        else:
+            named = argparse.Namespace(name=destination, prefix=None)
+            document["destination"] = str(resolve(context, named))
+    _emit(out, document)
+
+
+# ---------------------------------------------------------------------------------------
 # conda-completion manifest
 
 
@@ -707,6 +767,8 @@ def main():
             mode_parse(out, json.loads(sys.argv[2]) if len(sys.argv) > 2 else json.load(sys.stdin))
         elif mode == "completion":
             mode_completion(out)
+        elif mode == "targets":
+            mode_targets(out, json.load(sys.stdin))
         else:
             _emit(out, {"error": "mode", "detail": mode}, 2)
     except SystemExit:

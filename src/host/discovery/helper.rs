@@ -66,10 +66,23 @@ pub async fn run_helper<T: serde::de::DeserializeOwned>(
     timeout: Duration,
     stdin: Option<Vec<u8>>,
 ) -> Result<T, Failure> {
+    run_helper_in(interpreter, mode, extra, timeout, stdin, None).await
+}
+
+/// [`run_helper`] in a working directory of the caller's (`None`: the server's).
+pub async fn run_helper_in<T: serde::de::DeserializeOwned>(
+    interpreter: &Path,
+    mode: &str,
+    extra: &[String],
+    timeout: Duration,
+    stdin: Option<Vec<u8>>,
+    cwd: Option<PathBuf>,
+) -> Result<T, Failure> {
     let purpose = match mode {
         "catalog" => "conda catalog discovery",
         "plugins" => "conda plugin discovery",
         "completion" => "conda completion metadata",
+        "targets" => "conda target resolution",
         _ => "conda helper",
     };
     let mut args: Vec<OsString> = vec!["-I".into(), "-c".into(), HELPER_SOURCE.into(), mode.into()];
@@ -78,6 +91,7 @@ pub async fn run_helper<T: serde::de::DeserializeOwned>(
         interpreter.to_path_buf(),
         args,
         stdin,
+        cwd,
         timeout,
         "conda target interpreter",
     )
@@ -150,13 +164,14 @@ async fn run_child(
     program: PathBuf,
     args: Vec<OsString>,
     stdin: Option<Vec<u8>>,
+    cwd: Option<PathBuf>,
     timeout: Duration,
     what: &str,
 ) -> Result<exec::Outcome, Failure> {
     let spec = exec::Spec {
         program,
         args,
-        cwd: None,
+        cwd,
         stdin,
         timeout,
         stdout_limit: DOCUMENT_LIMIT,
@@ -188,6 +203,7 @@ pub async fn conda_info(target: &Target) -> Result<Info, Failure> {
     let outcome = run_child(
         target.conda_exe.clone(),
         args,
+        None,
         None,
         target.timeout,
         "conda info",

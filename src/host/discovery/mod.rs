@@ -20,7 +20,7 @@ use crate::model::snapshot::{PREFIX, Replacements};
 mod helper;
 mod resolve;
 
-pub use helper::{HELPER_SOURCE, Info, conda_info, plugins, run_helper};
+pub use helper::{HELPER_SOURCE, Info, conda_info, plugins, run_helper, run_helper_in};
 pub use resolve::{ResolveError, interpreter_candidates, resolve_executable, shebang_interpreter};
 
 /// Cap on a helper's (or `conda info`'s) JSON document.

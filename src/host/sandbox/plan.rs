@@ -38,7 +38,7 @@ impl Sandbox {
             let keeps: Vec<CString> = areas
                 .caches
                 .iter()
-                .filter(|c| c.starts_with(target))
+                .filter(|c| c.starts_with(target) && !holds_audit_log(c))
                 .take(MAX_KEEPS)
                 .map(|c| cstring(c))
                 .collect::<Option<_>>()?;
@@ -56,6 +56,7 @@ impl Sandbox {
             .iter()
             .filter(|c| !areas.overlays.iter().any(|o| c.starts_with(o)))
             .chain(&facts.notices)
+            .filter(|dir| !holds_audit_log(dir))
         {
             writable.push(cstring(dir)?);
         }
@@ -169,4 +170,10 @@ fn password_homes() -> Vec<PathBuf> {
         .collect();
     homes.dedup();
     homes
+}
+
+/// Whether the audit log lies in `dir`: such a directory stays read-only in the sandbox
+/// (no child may write the log).
+fn holds_audit_log(dir: &Path) -> bool {
+    crate::host::audit::path().is_some_and(|log| log.starts_with(dir))
 }

@@ -26,6 +26,7 @@
 
 mod conda;
 mod plugins;
+pub mod scope;
 mod shape;
 mod simulate;
 

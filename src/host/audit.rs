@@ -1,0 +1,128 @@
+//! The audit log (`--audit-log FILE`): one JSON line per tool call that reached the policy.
+//!
+//! The file is opened once at startup, append-only (`O_APPEND`, created `0600` when
+//! missing, close-on-exec so no child inherits it); a path that cannot be opened is a
+//! startup error. Each line is serialized in full first and handed to the kernel with one
+//! `write(2)` of the whole line (no user-space buffer, so nothing waits to be flushed);
+//! with `O_APPEND` concurrent lines never interleave. A write that fails or comes up short
+//! is logged to stderr and the call goes on.
+//!
+//! Redaction ([`redact`]) is pure and applies to every argv before it is written; values
+//! the server withholds from children (its HTTP token, the token file's path) are
+//! registered with [`withhold`] and never written either.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+mod redact;
+
+pub use redact::{REDACTED, redact};
+
+/// The open log.
+struct Log {
+    file: File,
+    /// Where it was opened (absolute), for the refusal of calls that name it.
+    path: PathBuf,
+    /// Device and inode: a call naming the log through another spelling or a hard link
+    /// is still caught.
+    identity: (u64, u64),
+}
+
+static LOG: OnceLock<Log> = OnceLock::new();
+static WITHHELD: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Why the log could not be opened (startup error, exit status 2).
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("the audit log cannot be opened for appending: {0}")]
+    Open(String),
+    #[error("the audit log is not a regular file")]
+    NotAFile,
+    #[error("the audit log is already open")]
+    AlreadyOpen,
+}
+
+/// Open the log for appending (once, at startup).
+pub fn open(path: &Path) -> Result<(), AuditError> {
+    let plain = |e: std::io::Error| AuditError::Open(e.kind().to_string());
+    let file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOCTTY)
+        .open(path)
+        .map_err(plain)?;
+    let meta = file.metadata().map_err(plain)?;
+    if !meta.is_file() {
+        return Err(AuditError::NotAFile);
+    }
+    let path = std::fs::canonicalize(path).map_err(plain)?;
+    LOG.set(Log {
+        file,
+        path,
+        identity: (meta.dev(), meta.ino()),
+    })
+    .map_err(|_| AuditError::AlreadyOpen)
+}
+
+/// Whether calls are being logged.
+pub fn enabled() -> bool {
+    LOG.get().is_some()
+}
+
+/// The log's canonical path, when one is open.
+pub fn path() -> Option<&'static Path> {
+    LOG.get().map(|log| log.path.as_path())
+}
+
+/// Whether `path` is the log (same file, however spelled; symlinks followed).
+pub fn is_log(path: &Path) -> bool {
+    let Some(log) = LOG.get() else {
+        return false;
+    };
+    std::fs::metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == log.identity)
+}
+
+/// A value that must never reach the log (replaced by [`REDACTED`] wherever it occurs).
+pub fn withhold(secret: &str) {
+    if secret.is_empty() {
+        return;
+    }
+    if let Ok(mut withheld) = WITHHELD.lock()
+        && !withheld.iter().any(|s| s == secret)
+    {
+        withheld.push(secret.to_owned());
+    }
+}
+
+/// `argv` redacted by the rule of [`redact`] and with every withheld value removed.
+pub fn redacted(argv: &[String]) -> Vec<String> {
+    let withheld = WITHHELD.lock().map(|w| w.clone()).unwrap_or_default();
+    redact(argv, &withheld)
+}
+
+/// Append one line (a JSON object; a newline is added). Failures are logged, not raised.
+pub fn append(entry: &serde_json::Value) {
+    let Some(log) = LOG.get() else {
+        return;
+    };
+    let mut line = match serde_json::to_vec(entry) {
+        Ok(line) => line,
+        Err(_) => return,
+    };
+    line.push(b'\n');
+    match (&log.file).write(&line) {
+        Ok(n) if n == line.len() => {}
+        Ok(_) => tracing::error!("an audit log line was written short"),
+        Err(error) => {
+            let why = error.kind().to_string();
+            tracing::error!(%why, "an audit log line could not be written");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,137 @@
+//! The redaction rule of the audit log (pure).
+//!
+//! An argv token is replaced by [`REDACTED`] (whole, or the part named) when:
+//! 1. it contains a value the server withholds (its HTTP token, the token file's path);
+//! 2. it is the value of an option whose name contains a secret word (`token`, `passw`,
+//!    `secret`, `credential`, `auth`, `key`, `cookie`, `session`): `--token=X` keeps the
+//!    name, and the token after `--token` is hidden whole;
+//! 3. it is the value after a configuration key with a secret word (`conda config --set
+//!    proxy_password X`, likewise after `--append`, `--prepend`, `--add`);
+//! 4. it follows a command word that names credentials (`token`, `auth`, `login`,
+//!    `password`, `secret`, `credentials`, `keyring`) and is not an option: `conda token
+//!    set X` keeps `conda token` only;
+//! 5. a URL's userinfo (`scheme://user:pass@host` → `scheme://[redacted]@host`) and an
+//!    anaconda.org channel token (`/t/<token>/` → `/t/[redacted]/`), wherever they occur.
+//!
+//! The rule errs on the side of hiding: a flag named like a secret hides the token after it.
+
+/// What stands for a hidden value.
+pub const REDACTED: &str = "[redacted]";
+
+const SECRET_WORDS: &[&str] = &[
+    "token",
+    "passw",
+    "secret",
+    "credential",
+    "auth",
+    "key",
+    "cookie",
+    "session",
+];
+
+const CREDENTIAL_COMMANDS: &[&str] = &[
+    "token",
+    "auth",
+    "login",
+    "password",
+    "secret",
+    "credentials",
+    "keyring",
+];
+
+const SETTERS: &[&str] = &["--set", "--append", "--prepend", "--add"];
+
+fn secret_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    SECRET_WORDS.iter().any(|w| lower.contains(w))
+}
+
+/// `argv` with every secret-looking value replaced (see the module's rule).
+pub fn redact(argv: &[String], withheld: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(argv.len());
+    let mut hide_next = false;
+    let mut credential_command = false;
+    let mut after_setter = false;
+    let mut passthrough = false;
+    for token in argv {
+        if withheld
+            .iter()
+            .any(|w| !w.is_empty() && token.contains(w.as_str()))
+        {
+            out.push(REDACTED.to_owned());
+            hide_next = false;
+            continue;
+        }
+        if std::mem::take(&mut hide_next) {
+            out.push(REDACTED.to_owned());
+            after_setter = false;
+            continue;
+        }
+        if token == "--" {
+            passthrough = true;
+            out.push(token.clone());
+            continue;
+        }
+        if token.starts_with('-') {
+            after_setter = SETTERS.contains(&token.as_str());
+            let (name, value) = match token.split_once('=') {
+                Some((name, value)) => (name, Some(value)),
+                None => (token.as_str(), None),
+            };
+            if secret_name(name.trim_start_matches('-')) {
+                match value {
+                    Some(_) => out.push(format!("{name}={REDACTED}")),
+                    None => {
+                        out.push(token.clone());
+                        hide_next = true;
+                    }
+                }
+            } else {
+                out.push(scrub_urls(token));
+            }
+            continue;
+        }
+        if credential_command {
+            out.push(REDACTED.to_owned());
+            continue;
+        }
+        if std::mem::take(&mut after_setter) && secret_name(token) {
+            hide_next = true;
+        }
+        if !passthrough && CREDENTIAL_COMMANDS.contains(&token.to_ascii_lowercase().as_str()) {
+            credential_command = true;
+        }
+        out.push(scrub_urls(token));
+    }
+    out
+}
+
+/// Hide URL userinfo and anaconda.org `/t/<token>/` path segments.
+fn scrub_urls(token: &str) -> String {
+    let mut out = String::with_capacity(token.len());
+    let mut rest = token;
+    while let Some(at) = rest.find("://") {
+        let (head, tail) = rest.split_at(at + 3);
+        out.push_str(head);
+        let end = tail
+            .find(['/', ' ', '\t', ',', '"', '\''])
+            .unwrap_or(tail.len());
+        let (authority, after) = tail.split_at(end);
+        match authority.rfind('@') {
+            Some(i) => {
+                out.push_str(REDACTED);
+                out.push_str(&authority[i..]);
+            }
+            None => out.push_str(authority),
+        }
+        rest = after;
+        if let Some(segment) = rest.strip_prefix("/t/") {
+            let end = segment.find('/').unwrap_or(segment.len());
+            out.push_str("/t/");
+            out.push_str(REDACTED);
+            rest = &segment[end..];
+        }
+    }
+    out.push_str(rest);
+    out
+}

@@ -1,0 +1,147 @@
+//! The audit record of one tool call (`--audit-log`), written through
+//! [`crate::host::audit`] when the call ends, however it ends (a result, a refusal, a
+//! cancellation that drops the call): one line per call that reached the policy.
+//!
+//! The call's steps fill the record through a task-local slot ([`reached`], [`refused`],
+//! [`confirmation`], [`outcome`]), so the call path needs no extra parameters; outside a
+//! [`Trail`] (no audit log) they do nothing.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use rmcp::model::Implementation;
+use serde_json::{Value, json};
+
+use crate::host::audit;
+use crate::host::exec::Outcome;
+
+tokio::task_local! {
+    static RECORD: Arc<Mutex<Record>>;
+}
+
+/// What a call's record holds until it is written.
+#[derive(Default)]
+struct Record {
+    /// Set when the call reached the policy: only those calls are logged.
+    canonical: Option<String>,
+    argv: Vec<String>,
+    refusal: Option<String>,
+    confirmation: Option<&'static str>,
+    exit_code: Option<i32>,
+    timed_out: bool,
+    cancelled: bool,
+    truncated: bool,
+    finished: bool,
+}
+
+/// One call's audit trail: begun when the call arrives, written when it is dropped.
+pub struct Trail {
+    record: Arc<Mutex<Record>>,
+    started: Instant,
+    session: Arc<str>,
+    client: Option<Implementation>,
+    served: String,
+}
+
+impl Trail {
+    /// A trail when the audit log is open.
+    pub fn begin(session: &Arc<str>, client: Option<Implementation>, served: &str) -> Option<Self> {
+        audit::enabled().then(|| Trail {
+            record: Arc::default(),
+            started: Instant::now(),
+            session: Arc::clone(session),
+            client,
+            served: served.to_owned(),
+        })
+    }
+
+    /// Run the call with this trail's record in scope.
+    pub async fn scope<F: Future>(&self, call: F) -> F::Output {
+        let output = RECORD.scope(Arc::clone(&self.record), call).await;
+        if let Ok(mut record) = self.record.lock() {
+            record.finished = true;
+        }
+        output
+    }
+
+    fn line(&self, record: &Record, canonical: &str) -> Value {
+        let time = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let verdict = if record.refusal.is_some() {
+            "refused"
+        } else {
+            "allowed"
+        };
+        json!({
+            "time": time,
+            "session": &*self.session,
+            "client": self.client.as_ref().map(|c| json!({"name": c.name, "version": c.version})),
+            "tool": self.served,
+            "canonical_tool": canonical,
+            "argv": audit::redacted(&record.argv),
+            "verdict": verdict,
+            "refusal": record.refusal,
+            "confirmation": record.confirmation.unwrap_or("not_required"),
+            "exit_code": record.exit_code,
+            "duration_ms": u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "timed_out": record.timed_out,
+            "cancelled": record.cancelled || !record.finished,
+            "truncated": record.truncated,
+        })
+    }
+}
+
+impl Drop for Trail {
+    fn drop(&mut self) {
+        let Ok(record) = self.record.lock() else {
+            return;
+        };
+        if let Some(canonical) = record.canonical.as_deref() {
+            audit::append(&self.line(&record, canonical));
+        }
+    }
+}
+
+fn with(update: impl FnOnce(&mut Record)) {
+    let _ = RECORD.try_with(|slot| {
+        if let Ok(mut record) = slot.lock() {
+            update(&mut record);
+        }
+    });
+}
+
+/// The call reached the policy with this final argv (its canonical tool name).
+pub fn reached(canonical: &str, argv: &[String]) {
+    with(|r| {
+        r.canonical = Some(canonical.to_owned());
+        r.argv = argv.to_vec();
+    });
+}
+
+/// The policy (or path confinement) refused the call; `why` is the refusal's fixed text.
+pub fn refused(why: &str) {
+    with(|r| r.refusal = Some(why.to_owned()));
+}
+
+/// What the user answered (`accepted`, `declined`, `cancelled`, `timed_out`,
+/// `unavailable`).
+pub fn confirmation(answer: &'static str) {
+    with(|r| r.confirmation = Some(answer));
+}
+
+/// How the execution ended.
+pub fn outcome(outcome: &Outcome) {
+    with(|r| {
+        r.exit_code = outcome.exit_code;
+        r.timed_out = outcome.timed_out;
+        r.cancelled = outcome.cancelled;
+        r.truncated = outcome.stdout_truncated || outcome.stderr_truncated;
+    });
+}
+
+/// The refusal of a call that names the audit log (never the path).
+pub const NAMES_LOG: &str = "Operation names the audit log (see --audit-log)";
+
+/// Whether any path the argv names (relative ones from `cwd`) is the audit log.
+pub fn names_log(argv: &[String], cwd: &std::path::Path, home: Option<&std::path::Path>) -> bool {
+    audit::enabled() && crate::host::confine::names_file(argv, cwd, home, audit::is_log)
+}
