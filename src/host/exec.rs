@@ -29,15 +29,18 @@ mod capture;
 mod cgroup;
 mod leader;
 pub mod limits;
+mod pty;
 mod queue;
 pub mod reap;
 mod spawn;
 mod supervise;
 pub mod warm;
+pub mod watch;
 
 pub use limits::{Limit, Limits, Settings};
 pub use queue::{Executor, QueueFull, Slot};
 pub use spawn::plain_os_error;
+pub use watch::{Seen, Watch};
 
 /// Time between SIGTERM and SIGKILL.
 pub const TERMINATION_GRACE: Duration = Duration::from_secs(2);
@@ -124,6 +127,16 @@ pub struct Outcome {
 /// (its future is dropped), that counts as cancellation, and the termination sweep still
 /// runs to completion. Once [`shutdown`] has begun, nothing new starts.
 pub async fn run(spec: &Spec, cancel: &CancellationToken) -> std::io::Result<Outcome> {
+    run_watched(spec, cancel, None).await
+}
+
+/// [`run`], with the run's readers reporting to `watch` (fetch records, the last stderr
+/// line) while it goes; with [`Watch::terminal`], stdout is a pseudo-terminal.
+pub async fn run_watched(
+    spec: &Spec,
+    cancel: &CancellationToken,
+    watch: Option<Watch>,
+) -> std::io::Result<Outcome> {
     if shutdown_token().is_cancelled() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::Interrupted,
@@ -138,7 +151,7 @@ pub async fn run(spec: &Spec, cancel: &CancellationToken) -> std::io::Result<Out
     let running = Running::enter();
     let task = tokio::spawn(async move {
         let _running = running;
-        supervise::supervise(&spec, &linked).await
+        supervise::supervise(&spec, &linked, watch.as_ref()).await
     });
     let result = task
         .await

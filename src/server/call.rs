@@ -87,7 +87,7 @@ impl Server {
         let timeout = self.timeout(own.get(layout::TIMEOUT))?;
         let used = cwd.as_ref().map(|c| c.to_string_lossy().into_owned());
         let mut result = self
-            .execute(ready, argv, cwd, None, timeout, class, ct)
+            .execute(ready, argv, cwd, None, timeout, class, caller, ct)
             .await?;
         if let Some(used) = used {
             let meta = result.meta.get_or_insert_default();
@@ -219,6 +219,7 @@ impl Server {
         &self,
         ready: &Ready,
         arguments: &Value,
+        caller: &Caller,
         ct: CancellationToken,
     ) -> Result<CallToolResult, Refusal> {
         ready
@@ -268,7 +269,7 @@ impl Server {
         self.enforce(&class)?;
         self.confine(ready, &class, &argv, cwd.as_deref())?;
         self.scope(ready, &class, &argv, cwd.as_deref()).await?;
-        self.execute(ready, argv, cwd, stdin, timeout, class, ct)
+        self.execute(ready, argv, cwd, stdin, timeout, class, caller, ct)
             .await
     }
 
@@ -281,6 +282,7 @@ impl Server {
         stdin: Option<Vec<u8>>,
         timeout: Duration,
         class: Classification,
+        caller: &Caller,
         ct: CancellationToken,
     ) -> Result<CallToolResult, Refusal> {
         let sandbox = match self.shared.sandbox.get() {
@@ -314,8 +316,8 @@ impl Server {
         exec::check_size(&spec).map_err(size_refusal)?;
         // Asked before the slot is taken: waiting for the person holds no slot.
         self.confirm(ready, &spec, &class, &ct).await?;
-        let _admitted = self.admit(&ct).await?;
-        let outcome = match exec::run(&spec, &ct).await {
+        let _admitted = super::progress::waiting(caller, &ct, self.admit(&ct)).await?;
+        let outcome = match super::progress::run(caller, ready, &spec, &ct).await {
             Ok(outcome) => outcome,
             Err(error) => {
                 let why = exec::plain_os_error(&error);
@@ -334,12 +336,8 @@ impl Server {
         // A program's output (calls that need --allow-exec) stays in stdout as printed:
         // parsing it may lose what JSON does not promise to keep (duplicate keys, digits
         // beyond f64). conda's own documents (json.dumps) lose nothing and move.
-        let move_json = !class.requires_exec;
-        Ok(execution_result(
-            &outcome,
-            self.restart_required(),
-            move_json,
-        ))
+        let restart = self.restart_required();
+        Ok(execution_result(&outcome, restart, !class.requires_exec))
     }
 
     pub(super) async fn call_completion(

@@ -39,6 +39,7 @@ pub mod capabilities;
 mod capacity;
 mod completion_cache;
 mod confirm;
+mod progress;
 mod ready;
 mod restart;
 pub mod result;
@@ -285,10 +286,12 @@ impl Server {
         let name = name.as_str();
         if let Some(reference) = request.request_state.as_deref() {
             let responses = request.input_responses.as_ref();
-            return self.resume(&ready, name, reference, responses, ct).await;
+            return self
+                .resume(&ready, name, reference, responses, caller, ct)
+                .await;
         }
         if name == EXECUTE_TOOL && ready.toolset.execute.is_some() {
-            return self.call_execute(&ready, &arguments, ct).await;
+            return self.call_execute(&ready, &arguments, caller, ct).await;
         }
         if name == COMPLETION_TOOL && ready.toolset.completion.is_some() {
             return self.call_completion(&ready, &arguments, ct).await;

@@ -2,7 +2,9 @@
 //! output schema is derived from) as `structuredContent` and as text, after a one-line
 //! summary; `isError` when conda failed, timed out, was cancelled or declined a prompt.
 //! When stdout is the JSON document (`parsed_json` is set), it is carried once: `stdout`
-//! is empty and the result's `_meta` says so ([`META_STDOUT`]).
+//! is empty and the result's `_meta` says so ([`META_STDOUT`]). conda's fetch records
+//! are taken out of stdout before it is parsed, and the summary of a transaction says what
+//! it linked and unlinked where.
 
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
@@ -10,6 +12,7 @@ use serde_json::Value;
 
 use crate::host::exec;
 use crate::model::catalog::canonical_json;
+use crate::tools::records;
 use crate::tools::result::ExecutionResult;
 
 /// The result `_meta` key that says where stdout went, and its one value.
@@ -28,7 +31,13 @@ pub fn execution_result(
     restart_required: bool,
     move_json: bool,
 ) -> CallToolResult {
-    let stdout = decode(&outcome.stdout, outcome.stdout_truncated);
+    // conda's fetch records (NUL-terminated, before the document) are progress, not
+    // output: taken out first, so that what remains is the document.
+    let stdout = if move_json {
+        decode(&records::strip(&outcome.stdout).0, outcome.stdout_truncated)
+    } else {
+        decode(&outcome.stdout, outcome.stdout_truncated)
+    };
     let stderr = decode(&outcome.stderr, outcome.stderr_truncated);
     let parsed_json = if outcome.stdout_truncated || stdout.trim().is_empty() {
         Value::Null
@@ -38,6 +47,7 @@ pub fn execution_result(
     };
     // The document is carried once: a client that needs the text re-serializes it.
     let moved = move_json && !parsed_json.is_null();
+    let transaction = records::transaction_summary(&parsed_json);
     let structured = ExecutionResult {
         exit_code: outcome.exit_code,
         stdout: if moved { String::new() } else { stdout },
@@ -65,6 +75,10 @@ pub fn execution_result(
         )
     };
     let failed = outcome.exit_code != Some(0) || outcome.timed_out || outcome.cancelled || declined;
+    if let Some(transaction) = transaction {
+        summary.push_str(": ");
+        summary.push_str(&transaction);
+    }
     if let Some(limit) = outcome.limit.as_deref().filter(|_| failed) {
         summary.push_str(&format!(" ({limit})"));
     }

@@ -1,4 +1,4 @@
-//! The client's MCP roots, per session: asked with `roots/list` the first time a
+//! The caller of a tool call ([`Caller`]) and the client's MCP roots, per session: asked with `roots/list` the first time a
 //! generated tool's call needs them, kept until `notifications/roots/list_changed`.
 //!
 //! Only handshake sessions whose client declared the `roots` capability are asked (the
@@ -31,6 +31,8 @@ pub struct Caller {
     pub revision: Option<ProtocolVersion>,
     /// The peer to ask for roots, when the client declared them and can be asked.
     pub roots_peer: Option<Peer<RoleServer>>,
+    /// Where the call's progress goes, when the request carries a `progressToken`.
+    pub progress: Option<super::progress::Progress>,
 }
 
 impl Caller {
@@ -46,6 +48,7 @@ impl Caller {
         Caller {
             revision,
             roots_peer: declared.then(|| context.peer.clone()),
+            progress: super::progress::Progress::of(context),
         }
     }
 

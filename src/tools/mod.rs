@@ -11,6 +11,7 @@ pub mod error;
 pub mod layout;
 pub mod listing;
 pub mod policy;
+pub mod records;
 pub mod report;
 pub mod result;
 pub mod schema;

@@ -1239,3 +1239,64 @@ fn python_sdk_roots_over_http() {
     let seen = run_roots(&python, &args, &[("CCM_TEST_BEARER", TOKEN)]);
     assert_roots_honoured(&seen, &paths);
 }
+
+/// Progress over HTTP: in a handshake session and for a session-less 2026-07-28 request,
+/// the notifications of a call with a `progressToken` arrive on that request's event
+/// stream, before its response.
+#[test]
+fn progress_notifications_arrive_on_the_request_stream() {
+    use crate::progress::{check_create_result, check_packages, check_progress, create_arguments};
+    let server = HttpServer::start(
+        &["--allow-write", "--classify", "conda_behave=write"],
+        &[
+            ("CCM_MCP_TOKEN", TOKEN),
+            ("CONDA_FIXTURE_FETCH_SECONDS", "0.4"),
+        ],
+    );
+    let url = server.url.as_str();
+    let token = json!("over-http");
+    let mut params = json!({"name": "conda_create", "arguments": create_arguments()});
+    params["_meta"] = json!({"progressToken": token});
+    // A handshake session (2025-11-25).
+    let init = post(
+        url,
+        Some(TOKEN),
+        None,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "ccm-http-tests", "version": "1"}}}),
+    );
+    let session = init.header("mcp-session-id").unwrap().to_owned();
+    let headers = [("MCP-Protocol-Version", "2025-11-25")];
+    let send = |message: &Value| {
+        post_raw(
+            url,
+            Some(&session),
+            &headers,
+            message.to_string().as_bytes(),
+        )
+    };
+    assert_eq!(
+        send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).status,
+        202
+    );
+    let answer = send(&request(2, "tools/call", params.clone()));
+    // Session-less (2026-07-28): the revision in the headers and in `_meta`.
+    let (headers, mut body) = stateless(3, "tools/call", params);
+    body["params"]["_meta"]["progressToken"] = token.clone();
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let session_less = post_raw(url, None, &headers, body.to_string().as_bytes());
+    for (mode, answer) in [("2025-11-25", answer), ("2026-07-28", session_less)] {
+        assert_eq!(answer.status, 200, "{mode}: {}", answer.body);
+        assert_eq!(
+            answer.header("content-type"),
+            Some("text/event-stream"),
+            "{mode}"
+        );
+        let messages = answer.messages();
+        let (last, notifications) = messages.split_last().expect("messages");
+        check_create_result(last, mode);
+        let texts = check_progress(notifications, &token, true);
+        check_packages(&texts, mode);
+    }
+}

@@ -39,6 +39,8 @@ mod mcp;
 mod oracle;
 /// The safety policy on final argv (pure).
 mod policy;
+/// Long operations: progress notifications, heartbeats, fetch records.
+mod progress;
 /// Hostile JSON-RPC frames over stdio: every frame answered.
 mod protocol;
 /// The README's client configurations, started as pasted.

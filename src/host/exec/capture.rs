@@ -4,6 +4,8 @@
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
+use super::watch::Tap;
+
 const CHUNK: usize = 64 * 1024;
 
 #[derive(Default)]
@@ -12,18 +14,21 @@ pub(super) struct Captured {
     pub(super) truncated: bool,
 }
 
-/// Keep the first `limit` bytes, drain the rest. Stopped early, the capture counts as
-/// truncated: output may have been lost.
+/// Keep the first `limit` bytes of what `tap` passes on, drain the rest. Stopped early,
+/// the capture counts as truncated: output may have been lost.
 pub(super) async fn capture<R: AsyncRead + Unpin>(
     stream: Option<R>,
     limit: usize,
     stop: CancellationToken,
+    mut tap: Tap,
 ) -> Captured {
     let mut captured = Captured::default();
     let Some(mut stream) = stream else {
         return captured;
     };
     let mut chunk = vec![0u8; CHUNK];
+    // What the tap passes on of each chunk (fetch records taken out).
+    let mut passed = Vec::new();
     loop {
         let read = tokio::select! {
             read = stream.read(&mut chunk) => read,
@@ -32,17 +37,31 @@ pub(super) async fn capture<R: AsyncRead + Unpin>(
                 return captured;
             }
         };
+        passed.clear();
         match read {
-            Ok(0) | Err(_) => return captured,
+            Ok(0) | Err(_) => {
+                tap.finish(&mut passed);
+                keep(&mut captured, &passed, limit);
+                return captured;
+            }
+            Ok(n) if matches!(tap, Tap::None) => keep(&mut captured, &chunk[..n], limit),
             Ok(n) => {
-                let room = limit.saturating_sub(captured.bytes.len());
-                if n > room {
-                    captured.truncated = true;
-                }
-                captured.bytes.extend_from_slice(&chunk[..n.min(room)]);
+                tap.pass(&chunk[..n], &mut passed);
+                keep(&mut captured, &passed, limit);
             }
         }
     }
+}
+
+/// Keep what fits under `limit`.
+fn keep(captured: &mut Captured, bytes: &[u8], limit: usize) {
+    let room = limit.saturating_sub(captured.bytes.len());
+    if bytes.len() > room {
+        captured.truncated = true;
+    }
+    captured
+        .bytes
+        .extend_from_slice(&bytes[..bytes.len().min(room)]);
 }
 
 /// Write `bytes` to the child's stdin and close it. A child that exits without reading its

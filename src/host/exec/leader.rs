@@ -18,12 +18,13 @@ pub(super) enum Leader {
 }
 
 /// Start `spec`'s leader: forked from the warm zygote when `spec` runs the warm target
-/// and the zygote takes it, else started cold.
+/// and the zygote takes it, else started cold (always cold with a terminal as stdout).
 pub(super) async fn start(
     spec: &Spec,
     marker: &str,
+    terminal: Option<std::os::fd::OwnedFd>,
 ) -> std::io::Result<(Leader, Arc<limits::Prepared>)> {
-    if warm::applies(&spec.program) {
+    if terminal.is_none() && warm::applies(&spec.program) {
         let prepared = Arc::new(spec.limits.prepare());
         match warm::fork(spec, marker, &prepared).await {
             Ok(child) => return Ok((Leader::Warm(child), prepared)),
@@ -34,7 +35,7 @@ pub(super) async fn start(
             }
         }
     }
-    let (child, prepared) = spawn::start(spec, marker)?;
+    let (child, prepared) = spawn::start(spec, marker, terminal)?;
     Ok((Leader::Cold(child), prepared))
 }
 

@@ -58,10 +58,16 @@ fn contain(command: &mut Command, prepared: Arc<limits::Prepared>) {
 }
 
 /// Start `spec`'s program under its limits (what the child needs after `fork` is
-/// prepared here, returned with the child); the child carries `marker`. On failure the
-/// execution's cgroup is removed again.
-pub(super) fn start(spec: &Spec, marker: &str) -> std::io::Result<(Child, Arc<limits::Prepared>)> {
+/// prepared here, returned with the child); the child carries `marker`; its stdout is
+/// `terminal` when given (a pseudo-terminal, see [`super::pty`]), else a pipe. On failure
+/// the execution's cgroup is removed again.
+pub(super) fn start(
+    spec: &Spec,
+    marker: &str,
+    terminal: Option<std::os::fd::OwnedFd>,
+) -> std::io::Result<(Child, Arc<limits::Prepared>)> {
     not_a_script_or_binary(&spec.program)?;
+    let spec_uses_terminal = terminal.is_some();
     let prepared = Arc::new(spec.limits.prepare());
     let mut command = Command::new(&spec.program);
     command
@@ -71,7 +77,7 @@ pub(super) fn start(spec: &Spec, marker: &str) -> std::io::Result<(Child, Arc<li
         } else {
             Stdio::null()
         })
-        .stdout(Stdio::piped())
+        .stdout(terminal.map_or_else(Stdio::piped, Stdio::from))
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     #[cfg(unix)]
@@ -86,6 +92,10 @@ pub(super) fn start(spec: &Spec, marker: &str) -> std::io::Result<(Child, Arc<li
         command.env_remove(name);
     }
     command.env(reap::MARKER_VAR, marker);
+    if spec_uses_terminal {
+        // Nothing but conda's progress records is to change on a terminal.
+        command.env("NO_COLOR", "1");
+    }
     // Join the cgroup and set the limits first: the sandbox's namespaces come after.
     #[cfg(unix)]
     contain(&mut command, Arc::clone(&prepared));

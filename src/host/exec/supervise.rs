@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::capture::{Captured, capture, feed};
 use super::leader::{self, Leader};
-use super::{Outcome, Spec, TERMINATION_GRACE, cgroup, limits, reap, shutdown_token};
+use super::watch::{Tap, Watch};
+use super::{Outcome, Spec, TERMINATION_GRACE, cgroup, limits, pty, reap, shutdown_token};
 
 /// How long output readers may still run once the process group is gone.
 const READER_GRACE: Duration = Duration::from_millis(250);
@@ -33,7 +34,11 @@ struct Readers {
     stop: CancellationToken,
 }
 
-pub(super) async fn supervise(spec: &Spec, cancel: &CancellationToken) -> std::io::Result<Outcome> {
+pub(super) async fn supervise(
+    spec: &Spec,
+    cancel: &CancellationToken,
+    watch: Option<&Watch>,
+) -> std::io::Result<Outcome> {
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + spec.timeout;
     let marker = format!(
@@ -41,14 +46,25 @@ pub(super) async fn supervise(spec: &Spec, cancel: &CancellationToken) -> std::i
         std::process::id(),
         super::NEXT_EXECUTION.fetch_add(1, Ordering::Relaxed)
     );
-    let (mut child, prepared) = leader::start(spec, &marker).await?;
+    // A terminal as stdout only where the caller watches for conda's fetch records.
+    let pty = match watch {
+        Some(watch) if watch.terminal => Some(pty::open()?),
+        _ => None,
+    };
+    let (terminal, master) = match pty {
+        Some(pty) => (Some(pty.terminal), Some(pty.master)),
+        None => (None, None),
+    };
+    // The server's copy of the terminal is closed once the child has it (a run on a
+    // terminal starts cold).
+    let (mut child, prepared) = leader::start(spec, &marker, terminal).await?;
     let leader = child.id().map(|id| id as i32);
     let tree = Tree {
         pgid: leader,
         group: prepared.group.as_ref(),
         marker: &marker,
     };
-    let readers = read_output(&mut child, spec);
+    let readers = read_output(&mut child, spec, master, watch)?;
     // The tree's peak address space, sampled while it runs: a program that catches its
     // MemoryError still shows how close it came to the limit.
     let peak_vm = Arc::new(AtomicU64::new(0));
@@ -96,27 +112,47 @@ pub(super) async fn supervise(spec: &Spec, cancel: &CancellationToken) -> std::i
     Ok(outcome)
 }
 
-/// Feed stdin (when the spec has bytes for it) and start capturing both output streams.
-fn read_output(child: &mut Leader, spec: &Spec) -> Readers {
+/// Feed stdin (when the spec has bytes for it) and start capturing both output streams
+/// (stdout from the terminal's other side when there is one), tapped for `watch`.
+fn read_output(
+    child: &mut Leader,
+    spec: &Spec,
+    master: Option<std::os::fd::OwnedFd>,
+    watch: Option<&Watch>,
+) -> std::io::Result<Readers> {
     if let (Some(writer), Some(bytes)) = (child.take_stdin(), spec.stdin.clone()) {
         feed(writer, bytes);
     }
     let stop = CancellationToken::new();
-    let stdout = tokio::spawn(capture(
-        child.take_stdout(),
-        spec.stdout_limit,
-        stop.clone(),
-    ));
+    let (stdout_tap, stderr_tap) = match watch {
+        Some(watch) => (watch.stdout_tap(), watch.stderr_tap()),
+        None => (Tap::None, Tap::None),
+    };
+    let stdout = match master {
+        Some(master) => tokio::spawn(capture(
+            Some(pty::reader(master)?),
+            spec.stdout_limit,
+            stop.clone(),
+            stdout_tap,
+        )),
+        None => tokio::spawn(capture(
+            child.take_stdout(),
+            spec.stdout_limit,
+            stop.clone(),
+            stdout_tap,
+        )),
+    };
     let stderr = tokio::spawn(capture(
         child.take_stderr(),
         spec.stderr_limit,
         stop.clone(),
+        stderr_tap,
     ));
-    Readers {
+    Ok(Readers {
         stdout,
         stderr,
         stop,
-    }
+    })
 }
 
 /// Sample the tree's peak address space (cgroup members and the leader) until aborted.

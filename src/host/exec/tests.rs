@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use super::*;
 
-fn sh(script: &str, timeout_ms: u64, limit: usize) -> Spec {
+pub(super) fn sh(script: &str, timeout_ms: u64, limit: usize) -> Spec {
     Spec {
         program: "/bin/sh".into(),
         args: vec!["-c".into(), script.into()],
@@ -82,7 +82,7 @@ async fn timeout_kills_a_term_ignoring_group() {
 }
 
 /// Live processes whose command line contains `marker` (zombies count as gone).
-fn survivors(marker: &str) -> Vec<i32> {
+pub(super) fn survivors(marker: &str) -> Vec<i32> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = entry
@@ -110,7 +110,7 @@ fn survivors(marker: &str) -> Vec<i32> {
 }
 
 /// A sleep whose argv is unique to this test (so the check cannot see other tests).
-fn unique_sleep() -> String {
+pub(super) fn unique_sleep() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     format!(
         "6{}{:03}.{}",
@@ -120,7 +120,7 @@ fn unique_sleep() -> String {
     )
 }
 
-fn kill_pids(pids: &[i32]) {
+pub(super) fn kill_pids(pids: &[i32]) {
     for pid in pids {
         // SAFETY: kill has no memory-safety preconditions.
         unsafe {

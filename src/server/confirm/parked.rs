@@ -18,6 +18,7 @@ use rmcp::model::{
 };
 use tokio_util::sync::CancellationToken;
 
+use super::super::roots::Caller;
 use super::super::{Ready, Refusal, Server, audit};
 use super::{ASKER, Asker, DECLINED, refusal};
 use crate::host::exec;
@@ -113,6 +114,7 @@ impl Server {
         canonical: &str,
         reference: &str,
         responses: Option<&InputResponses>,
+        caller: &Caller,
         ct: CancellationToken,
     ) -> Result<CallToolResult, Refusal> {
         let Some(parked) = self.shared.parked.take(reference) else {
@@ -137,6 +139,7 @@ impl Server {
                     parked.stdin,
                     parked.timeout,
                     parked.class,
+                    caller,
                     ct,
                 );
                 ASKER.scope(asker, run).await

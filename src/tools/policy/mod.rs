@@ -318,6 +318,33 @@ pub fn command_path(root: Option<&Command>, argv: &[String]) -> Option<Vec<Strin
         .map(|parsed| parsed.path)
 }
 
+/// The commands that fetch and extract packages through conda's package cache (and so,
+/// with `--json` on a terminal, write fetch records): `create`, `install`, `update` (and
+/// its alias), `env create`, `env update`.
+pub const FETCHING: &[&[&str]] = &[
+    &["create"],
+    &["install"],
+    &["update"],
+    &["env", "create"],
+    &["env", "update"],
+];
+
+/// Whether conda's JSON reporter would write fetch records for `argv` if its stdout were
+/// a terminal: a [`FETCHING`] command with `--json`, not a dry run (nothing is fetched),
+/// not quiet or verbose (conda then disables its progress bars).
+pub fn writes_fetch_records(root: Option<&Command>, argv: &[String]) -> bool {
+    let Some(parsed) = root.and_then(|root| simulate(root, argv)) else {
+        return false;
+    };
+    let present = |flag: &str| parsed.present.iter().any(|p| p == flag);
+    FETCHING.iter().any(|path| parsed.path == *path)
+        && present("--json")
+        && !parsed.dry_run
+        && !["--quiet", "--verbose", "--debug", "--trace"]
+            .iter()
+            .any(|flag| present(flag))
+}
+
 /// The top-level commands a reviewed plugin distribution adds (any reviewed version), by
 /// its normalized name; `None` for a distribution no table reviews.
 pub fn plugin_commands(distribution: &str) -> Option<Vec<&'static str>> {
