@@ -151,27 +151,7 @@ impl Server {
             audit::confirmation("unavailable");
             return Err(refusal(plan::TOO_LONG));
         };
-        let root = ready.discovery.catalog.root.as_ref();
-        // The preview runs before anyone is asked, so it must write nothing: in the
-        // read-only sandbox where it is active, else only where the policy proves conda's
-        // dry run of this argv writes nothing (not for -n/-p targets of install/update,
-        // --file, --revision, explicit packages, plugins…).
-        let sandbox = self.preview_sandbox(ready);
-        let previewable = !class.requires_exec
-            && plan::dry_runnable(root, &argv)
-            && (sandbox.is_some()
-                || policy::classify(
-                    &ready.toolset.rules,
-                    root,
-                    &[argv.as_slice(), &["--dry-run".to_owned()]].concat(),
-                    Origin::Generated { opaque: false },
-                )
-                .read_only);
-        let dry = if previewable {
-            Some(self.dry_run(spec, sandbox, ct).await?)
-        } else {
-            None
-        };
+        let dry = self.preview(ready, spec, class, &argv, ct).await?;
         let message = plan::message(&command, spec.cwd.as_deref(), dry.as_ref());
         let Some(peer) = asker.peer else {
             audit::confirmation("input_required");
@@ -207,6 +187,37 @@ impl Server {
                 Err(refusal(UNAVAILABLE))
             }
         }
+    }
+
+    /// conda's `--dry-run --json` plan of the call, when there is one to show. The preview
+    /// runs before anyone is asked, so it must write nothing: in the read-only sandbox
+    /// where it is active, else only where the policy proves conda's dry run of this argv
+    /// writes nothing (not for -n/-p targets of install/update, --file, --revision,
+    /// explicit packages, plugins…).
+    async fn preview(
+        &self,
+        ready: &Ready,
+        spec: &exec::Spec,
+        class: &Classification,
+        argv: &[String],
+        ct: &CancellationToken,
+    ) -> Result<Option<serde_json::Value>, Refusal> {
+        let root = ready.discovery.catalog.root.as_ref();
+        let sandbox = self.preview_sandbox(ready);
+        let previewable = !class.requires_exec
+            && plan::dry_runnable(root, argv)
+            && (sandbox.is_some()
+                || policy::classify(
+                    &ready.toolset.rules,
+                    root,
+                    &[argv, &["--dry-run".to_owned()]].concat(),
+                    Origin::Generated { opaque: false },
+                )
+                .read_only);
+        if !previewable {
+            return Ok(None);
+        }
+        self.dry_run(spec, sandbox, ct).await.map(Some)
     }
 
     /// The read-only sandbox's plan for a preview, when the sandbox is active.
