@@ -10,8 +10,14 @@
 //! 4. it follows a command word that names credentials (`token`, `auth`, `login`,
 //!    `password`, `secret`, `credentials`, `keyring`) and is not an option: `conda token
 //!    set X` keeps `conda token` only;
-//! 5. a URL's userinfo (`scheme://user:pass@host` → `scheme://[redacted]@host`) and an
-//!    anaconda.org channel token (`/t/<token>/` → `/t/[redacted]/`), wherever they occur.
+//! 5. a URL's userinfo (`scheme://user:pass@host` → `scheme://[redacted]@host`, also
+//!    `user:pass@host` without a scheme) and an anaconda.org channel token (`/t/<token>/`
+//!    → `/t/[redacted]/`), wherever they occur;
+//! 6. the value of a `NAME=VALUE` token whose name has a secret word
+//!    (`AWS_SECRET_ACCESS_KEY=…`, `DB_PASSWORD=…`), and what follows `Bearer `/`Basic `.
+//!
+//! Arguments of programs that `conda run` starts are logged as given apart from these
+//! patterns: a program's own secret syntax (`curl -u bob:pw`) is not known here.
 //!
 //! The rule errs on the side of hiding: a flag named like a secret hides the token after it.
 
@@ -106,31 +112,71 @@ pub fn redact(argv: &[String], withheld: &[String]) -> Vec<String> {
     out
 }
 
-/// Hide URL userinfo and anaconda.org `/t/<token>/` path segments.
+/// Hide URL userinfo, anaconda.org `/t/<token>/` path segments, the value of a
+/// `NAME=VALUE` whose name has a secret word, and the credentials after `Bearer`/`Basic`.
 fn scrub_urls(token: &str) -> String {
+    let token = channel_tokens(&userinfo(token));
+    if let Some((name, _)) = token.split_once('=')
+        && !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+        && secret_name(name)
+    {
+        return format!("{name}={REDACTED}");
+    }
+    for scheme in ["Bearer ", "Basic ", "bearer ", "basic "] {
+        if let Some(at) = token.find(scheme) {
+            return format!("{}{REDACTED}", &token[..at + scheme.len()]);
+        }
+    }
+    token
+}
+
+/// Every `userinfo@` hidden: the part before an `@` back to the scheme's `://`, a
+/// space, a `/` or the token's start, when a scheme precedes it or it has a `:`
+/// (`user:pass@proxy` without a scheme too; `git@host` stays).
+fn userinfo(token: &str) -> String {
     let mut out = String::with_capacity(token.len());
     let mut rest = token;
-    while let Some(at) = rest.find("://") {
-        let (head, tail) = rest.split_at(at + 3);
-        out.push_str(head);
-        let end = tail
-            .find(['/', ' ', '\t', ',', '"', '\''])
-            .unwrap_or(tail.len());
-        let (authority, after) = tail.split_at(end);
-        match authority.rfind('@') {
-            Some(i) => {
-                out.push_str(REDACTED);
-                out.push_str(&authority[i..]);
-            }
-            None => out.push_str(authority),
-        }
-        rest = after;
-        if let Some(segment) = rest.strip_prefix("/t/") {
-            let end = segment.find('/').unwrap_or(segment.len());
-            out.push_str("/t/");
+    while let Some(at) = rest.find('@') {
+        let head = &rest[..at];
+        let start = [
+            head.rfind("://").map(|i| i + 3),
+            head.rfind([' ', '\t', '/', '"', '\'']).map(|i| i + 1),
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(0);
+        let info = &head[start..];
+        let scheme = head[..start].ends_with("://");
+        if !info.is_empty() && (scheme || info.contains(':')) {
+            out.push_str(&head[..start]);
             out.push_str(REDACTED);
-            rest = &segment[end..];
+        } else {
+            out.push_str(head);
         }
+        out.push('@');
+        rest = &rest[at + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Every `/t/<token>` path segment hidden, wherever it occurs (conda's own rule matches
+/// `/t/` anywhere in a URL).
+fn channel_tokens(token: &str) -> String {
+    let mut out = String::with_capacity(token.len());
+    let mut rest = token;
+    while let Some(at) = rest.find("/t/") {
+        out.push_str(&rest[..at + 3]);
+        let segment = &rest[at + 3..];
+        let end = segment.find(['/', '?', '#', ' ']).unwrap_or(segment.len());
+        if end > 0 {
+            out.push_str(REDACTED);
+        }
+        rest = &segment[end..];
     }
     out.push_str(rest);
     out

@@ -107,3 +107,28 @@ fn plain_argv_is_unchanged() {
     ]);
     assert_eq!(redact(&plain, &[]), plain);
 }
+
+#[test]
+fn secrets_in_the_spellings_conda_and_programs_accept() {
+    let cases = [
+        ("http://user:pa,ss@proxy:8080", "pa,ss"),
+        ("https://mirror.example/api/t/TOKSECRET1/chan", "TOKSECRET1"),
+        ("conda.anaconda.org/t/TOKSECRET2/chan", "TOKSECRET2"),
+        ("user:pw3@proxy:8080", "pw3"),
+        ("AWS_SECRET_ACCESS_KEY=hunter5", "hunter5"),
+        ("DB_PASSWORD=hunter6", "hunter6"),
+        ("Authorization: Bearer hunter10", "hunter10"),
+    ];
+    for (token, secret) in cases {
+        let out = redact(
+            &argv(&["config", "--set", "proxy_servers.http", token]),
+            &[],
+        );
+        assert!(!out.concat().contains(secret), "{token} → {out:?}");
+        let out = redact(&argv(&["env", "config", "vars", "set", token]), &[]);
+        assert!(!out.concat().contains(secret), "{token} → {out:?}");
+    }
+    // What is no secret stays readable.
+    let plain = argv(&["install", "git@github.com", "numpy=1.26", "PATH=/usr/bin"]);
+    assert_eq!(redact(&plain, &[]), plain);
+}
