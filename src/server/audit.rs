@@ -117,6 +117,15 @@ pub fn reached(canonical: &str, argv: &[String]) {
     });
 }
 
+/// The canonical tool of the call in progress, once it reached the policy (`None`
+/// without an audit log).
+pub fn current_tool() -> Option<String> {
+    RECORD
+        .try_with(|slot| slot.lock().ok().and_then(|r| r.canonical.clone()))
+        .ok()
+        .flatten()
+}
+
 /// The policy (or path confinement) refused the call; `why` is the refusal's fixed text.
 pub fn refused(why: &str) {
     with(|r| r.refusal = Some(why.to_owned()));

@@ -34,6 +34,9 @@ pub const UNKNOWN_REFERENCE: &str =
 
 /// One plan waiting for the person's answer.
 pub struct Parked {
+    /// The canonical tool of the call that was planned (for the audit log: a retry may
+    /// name another tool, the plan's runs).
+    tool: Option<String>,
     argv: Vec<String>,
     cwd: Option<PathBuf>,
     stdin: Option<Vec<u8>>,
@@ -50,6 +53,7 @@ impl Parked {
         wait: Duration,
     ) -> Parked {
         Parked {
+            tool: audit::current_tool(),
             argv,
             cwd: spec.cwd.clone(),
             stdin: spec.stdin.clone(),
@@ -120,7 +124,7 @@ impl Server {
         let Some(parked) = self.shared.parked.take(reference) else {
             return Err(ErrorData::invalid_params(UNKNOWN_REFERENCE, None).into());
         };
-        audit::reached(canonical, &parked.argv);
+        audit::reached(parked.tool.as_deref().unwrap_or(canonical), &parked.argv);
         let answer = responses
             .and_then(|r| r.get(QUESTION))
             .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
