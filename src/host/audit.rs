@@ -86,6 +86,15 @@ pub fn is_log(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == log.identity)
 }
 
+/// Whether `path` is a directory that holds the log (an ancestor of it): a write that
+/// names it (`remove --all`, `create` over it) could delete the log with it.
+pub fn holds_log(path: &Path) -> bool {
+    let Some(log) = LOG.get() else {
+        return false;
+    };
+    std::fs::canonicalize(path).is_ok_and(|dir| dir.is_dir() && log.path.starts_with(&dir))
+}
+
 /// A value that must never reach the log (replaced by [`REDACTED`] wherever it occurs).
 pub fn withhold(secret: &str) {
     if secret.is_empty() {

@@ -114,6 +114,18 @@ pub fn names_file(
     })
 }
 
+/// Whether a value of the argv starts with `~user` (another user's home, which conda
+/// expands and the server does not resolve).
+pub fn names_other_home(argv: &[String]) -> bool {
+    argv.iter().flat_map(|t| values(t)).any(|value| {
+        std::iter::once(value).chain(pieces(value)).any(|piece| {
+            piece
+                .strip_prefix('~')
+                .is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'))
+        })
+    })
+}
+
 /// `$VAR` and `${VAR}` replaced by the server's environment (unset: empty), as conda's
 /// `expandvars` does for paths.
 fn expand_vars(value: &str) -> String {
@@ -177,9 +189,13 @@ fn pieces(value: &str) -> impl Iterator<Item = &str> {
 /// The path a value names, if it names one.
 fn path_like(value: &str, home: Option<&Path>) -> Option<PathBuf> {
     if let Some(rest) = value.strip_prefix("file://") {
-        // file:///x and file://localhost/x
-        let rest = rest.strip_prefix("localhost").unwrap_or(rest);
-        return Some(PathBuf::from(if rest.is_empty() { "/" } else { rest }));
+        // file:///x, and a host before the path (conda's url_to_path takes localhost,
+        // 127.0.0.1 and ::1): the path is what follows the host, percent-decoded.
+        let path = match rest.find('/') {
+            Some(at) => &rest[at..],
+            None => "/",
+        };
+        return Some(PathBuf::from(percent_decode(path)));
     }
     if value.contains("://") {
         return None;
@@ -198,6 +214,27 @@ fn path_like(value: &str, home: Option<&Path>) -> Option<PathBuf> {
     }
     let pathy = value.starts_with('/') || value.contains('/') || value == "..";
     pathy.then(|| PathBuf::from(value))
+}
+
+/// `%XX` escapes decoded (invalid ones kept as they are).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Canonicalize the longest existing ancestor, then append the rest lexically.

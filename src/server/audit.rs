@@ -150,7 +150,18 @@ pub fn outcome(outcome: &Outcome) {
 /// The refusal of a call that names the audit log (never the path).
 pub const NAMES_LOG: &str = "Operation names the audit log (see --audit-log)";
 
-/// Whether any path the argv names (relative ones from `cwd`) is the audit log.
-pub fn names_log(argv: &[String], cwd: &std::path::Path, home: Option<&std::path::Path>) -> bool {
-    audit::enabled() && crate::host::confine::names_file(argv, cwd, home, audit::is_log)
+/// Whether any path the argv names (relative ones from `cwd`) is the audit log, or, for
+/// a call that writes, a directory that holds it. A `~user` spelling (which conda expands
+/// and the server does not resolve) counts as naming it.
+pub fn names_log(
+    argv: &[String],
+    cwd: &std::path::Path,
+    home: Option<&std::path::Path>,
+    writes: bool,
+) -> bool {
+    audit::enabled()
+        && (crate::host::confine::names_other_home(argv)
+            || crate::host::confine::names_file(argv, cwd, home, |path| {
+                audit::is_log(path) || (writes && audit::holds_log(path))
+            }))
 }

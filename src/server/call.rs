@@ -189,7 +189,8 @@ impl Server {
     ) -> Result<(), Refusal> {
         let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         let home = std::env::var_os("HOME").map(PathBuf::from);
-        if audit::names_log(argv, &here.join(cwd.unwrap_or(&here)), home.as_deref()) {
+        let here_cwd = here.join(cwd.unwrap_or(&here));
+        if audit::names_log(argv, &here_cwd, home.as_deref(), class.requires_write) {
             audit::refused(audit::NAMES_LOG);
             return Err(ErrorData::invalid_request(audit::NAMES_LOG, None).into());
         }

@@ -222,3 +222,56 @@ fn an_unopenable_log_stops_the_server() {
         assert!(output.stdout.is_empty());
     }
 }
+
+/// Spellings of the log that conda understands and a plain path check would miss: a
+/// `file://` URL with a host or percent-escapes, another user's `~user`, and — for a
+/// call that writes — the directory that holds the log (`remove --all` of it would delete
+/// the log). A read that names the directory is not refused for that.
+#[test]
+fn other_spellings_of_the_log_and_its_directory() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir_path = std::fs::canonicalize(dir.path()).unwrap();
+    let log = dir_path.join("audit.jsonl");
+    let conda = &support::fixture().conda;
+    let mut session = crate::mcp::Session::start(
+        conda,
+        &["--allow-write", "--audit-log", log.to_str().unwrap()],
+    );
+    let log_text = log.display().to_string();
+    let encoded = log_text.replacen('/', "%2F", 2).replacen("%2F", "/", 1);
+    let named = [
+        (
+            "conda_install",
+            json!({"file": [format!("file://127.0.0.1{log_text}")], "dry_run": true}),
+        ),
+        (
+            "conda_install",
+            json!({"file": [format!("file://{encoded}")], "dry_run": true}),
+        ),
+        (
+            "conda_install",
+            json!({"file": ["~root/audit.jsonl"], "dry_run": true}),
+        ),
+        (
+            "conda_remove",
+            json!({"prefix": dir_path.display().to_string(), "all": true}),
+        ),
+    ];
+    for (tool, arguments) in named {
+        let (code, message) = session.call_error(tool, arguments.clone());
+        assert_eq!(code, -32600, "{tool} {arguments}");
+        assert_eq!(
+            message, "Operation names the audit log (see --audit-log)",
+            "{arguments}"
+        );
+    }
+    let read = session.request(
+        "tools/call",
+        json!({"name": "conda_list", "arguments": {"prefix": dir_path.display().to_string()}}),
+    );
+    assert!(
+        !read.to_string().contains("names the audit log"),
+        "a read naming the log's directory was refused: {read}"
+    );
+    assert!(log.exists());
+}
