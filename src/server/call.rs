@@ -316,7 +316,9 @@ impl Server {
         // Refused before anything spawns (and before it takes a place in the queue).
         exec::check_size(&spec).map_err(size_refusal)?;
         // Asked before the slot is taken: waiting for the person holds no slot.
-        self.confirm(ready, &spec, &class, &ct).await?;
+        let confirm = self.confirm(ready, &spec, &class, &ct);
+        super::progress::waiting_for(caller, &ct, "Waiting for the user to confirm", confirm)
+            .await?;
         let _admitted = super::progress::waiting(caller, &ct, self.admit(&ct)).await?;
         let outcome = match super::progress::run(caller, ready, &spec, &ct).await {
             Ok(outcome) => outcome,

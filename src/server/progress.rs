@@ -105,6 +105,25 @@ pub async fn waiting<T>(
     ct: &CancellationToken,
     admission: impl Future<Output = T>,
 ) -> T {
+    waiting_for(
+        caller,
+        ct,
+        "Waiting for the conda command before it to finish",
+        admission,
+    )
+    .await
+}
+
+/// Wait for `step` with heartbeats saying `message` while it takes long, when the request
+/// asked for progress (the queue, or the user's answer under `--confirm-writes`, whose
+/// preview and question can take minutes).
+pub async fn waiting_for<T>(
+    caller: &Caller,
+    ct: &CancellationToken,
+    message: &str,
+    step: impl Future<Output = T>,
+) -> T {
+    let admission = step;
     let Some(progress) = &caller.progress else {
         return admission.await;
     };
@@ -114,7 +133,7 @@ pub async fn waiting<T>(
         tokio::select! {
             admitted = &mut admission => return admitted,
             () = tokio::time::sleep_until(reporter.last_sent + HEARTBEAT), if !ct.is_cancelled() => {
-                reporter.send("Waiting for the conda command before it to finish".into()).await;
+                reporter.send(message.into()).await;
             }
         }
     }

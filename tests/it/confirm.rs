@@ -358,3 +358,44 @@ fn a_request_cannot_claim_what_its_session_did_not_declare() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(!planned.exists(), "ran without consent");
 }
+
+/// While the question is open, a request that asked for progress gets heartbeats (its
+/// client's timeout keeps running otherwise); a request without a token gets none.
+#[test]
+fn heartbeats_while_the_question_is_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let args = [
+        "--allow-write",
+        "--classify",
+        "conda_behave=write",
+        "--confirm-writes",
+        "--confirm-timeout",
+        "20",
+    ];
+    let mut session = eliciting_session(&support::fixture().conda, &args, &[]);
+    let arguments = serde_json::json!({"pid_file": ran.to_str().unwrap()});
+    let call = session.send(
+        "tools/call",
+        serde_json::json!({"name": "conda_behave", "arguments": arguments,
+            "_meta": {"progressToken": "confirm-1"}}),
+    );
+    let question = next_with(&mut session, "elicitation/create");
+    let beat = next_with(&mut session, "notifications/progress");
+    assert_eq!(beat["params"]["progressToken"], "confirm-1", "{beat}");
+    assert_eq!(
+        beat["params"]["message"], "Waiting for the user to confirm",
+        "{beat}"
+    );
+    assert!(!ran.exists(), "ran before the answer");
+    session.notify(
+        "notifications/cancelled",
+        serde_json::json!({"requestId": call, "reason": "test"}),
+    );
+    let withdrawn = next_with(&mut session, "notifications/cancelled");
+    assert_eq!(
+        withdrawn["params"]["requestId"], question["id"],
+        "{withdrawn}"
+    );
+    assert!(!ran.exists());
+}
