@@ -254,10 +254,11 @@ fn next_with(session: &mut crate::mcp::Session, method: &str) -> serde_json::Val
     panic!("no {method}: {}", session.stderr.lock().unwrap());
 }
 
-/// Cancelling the call while the question is open withdraws the question; a question
-/// nobody answers within --confirm-timeout runs nothing.
-#[test]
-fn cancelling_withdraws_and_silence_times_out() {
+/// A server that asks before `conda_behave` (classified a write) runs, with this
+/// `--confirm-timeout`; the directory and the file the call's `pid_file` would create.
+fn behave_under_confirmation(
+    timeout: &str,
+) -> (tempfile::TempDir, std::path::PathBuf, crate::mcp::Session) {
     let dir = tempfile::tempdir().unwrap();
     let ran = dir.path().join("ran");
     let args = [
@@ -266,9 +267,17 @@ fn cancelling_withdraws_and_silence_times_out() {
         "conda_behave=write",
         "--confirm-writes",
         "--confirm-timeout",
-        "2",
+        timeout,
     ];
-    let mut session = eliciting_session(&support::fixture().conda, &args, &[]);
+    let session = eliciting_session(&support::fixture().conda, &args, &[]);
+    (dir, ran, session)
+}
+
+/// Cancelling the call while the question is open withdraws the question; a question
+/// nobody answers within --confirm-timeout runs nothing.
+#[test]
+fn cancelling_withdraws_and_silence_times_out() {
+    let (_dir, ran, mut session) = behave_under_confirmation("2");
     let arguments = serde_json::json!({"pid_file": ran.to_str().unwrap()});
     let call = session.send(
         "tools/call",
@@ -360,20 +369,10 @@ fn a_request_cannot_claim_what_its_session_did_not_declare() {
 }
 
 /// While the question is open, a request that asked for progress gets heartbeats (its
-/// client's timeout keeps running otherwise); a request without a token gets none.
+/// client's timeout keeps running otherwise).
 #[test]
 fn heartbeats_while_the_question_is_open() {
-    let dir = tempfile::tempdir().unwrap();
-    let ran = dir.path().join("ran");
-    let args = [
-        "--allow-write",
-        "--classify",
-        "conda_behave=write",
-        "--confirm-writes",
-        "--confirm-timeout",
-        "20",
-    ];
-    let mut session = eliciting_session(&support::fixture().conda, &args, &[]);
+    let (_dir, ran, mut session) = behave_under_confirmation("20");
     let arguments = serde_json::json!({"pid_file": ran.to_str().unwrap()});
     let call = session.send(
         "tools/call",
