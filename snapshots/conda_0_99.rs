@@ -4346,6 +4346,11 @@ pub struct Behave {
     /// conda option `--cwd`: store_true.
     #[serde(default)]
     pub cwd: Option<bool>,
+    /// Print the state the imprint modules read at import (JSON).
+    ///
+    /// conda option `--imprint`: store_true.
+    #[serde(default)]
+    pub imprint: Option<bool>,
     /// Print these environment variables as JSON (repeatable).
     ///
     /// conda option `--env`: append.
@@ -4394,10 +4399,10 @@ pub struct Behave {
 }
 impl Behave {
     /// Digest of the command's parser branch this struct was generated from.
-    pub const SIGNATURE: &str = "56eb357d2cb358109e17717903337eaa8e4510237d5e80de87ebb06c4c5dece5";
+    pub const SIGNATURE: &str = "a458634ab441b53b30d1c56f3ea15dc3a174468ca0683993e4340dc75f54ba69";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"add_plugin\":{\"description\":\"Install an optional fixture plugin.\",\"enum\":[\"extra\"],\"type\":\"string\"},\"child_sleep\":{\"description\":\"How long children sleep (default: 300).\",\"type\":\"number\"},\"children\":{\"description\":\"Start N sleeping child processes.\",\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"cwd\":{\"description\":\"Print the working directory.\",\"type\":\"boolean\"},\"detached_grandchild\":{\"description\":\"Start a sleeping grandchild in its own session (keeps stdout/stderr open).\",\"type\":\"boolean\"},\"env\":{\"description\":\"Print these environment variables as JSON (repeatable).\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"exit_code\":{\"description\":\"Exit with N (default: 0).\",\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"ignore_term\":{\"description\":\"Ignore SIGTERM (also in children).\",\"type\":\"boolean\"},\"json_doc\":{\"description\":\"Print {\\\"ok\\\": true, \\\"n\\\": 1}.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"nonfinite\":{\"description\":\"Print {\\\"value\\\": NaN}.\",\"type\":\"boolean\"},\"overflow\":{\"description\":\"Print {\\\"value\\\": 1e999}.\",\"type\":\"boolean\"},\"pid_file\":{\"description\":\"Write the pids of this process and its children to PATH.\",\"maxLength\":32768,\"type\":\"string\"},\"remove_plugin\":{\"description\":\"Remove a fixture plugin.\",\"enum\":[\"extra\",\"hooks\"],\"type\":\"string\"},\"sleep\":{\"description\":\"Sleep this long before exiting.\",\"type\":\"number\"},\"stderr_bytes\":{\"description\":\"Write N bytes of a fixed pattern to stderr.\",\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"stdin_echo\":{\"description\":\"Copy stdin to stdout.\",\"type\":\"boolean\"},\"stdout_bytes\":{\"description\":\"Write N bytes of a fixed pattern to stdout.\",\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"text\":{\"description\":\"Print STRING.\",\"maxLength\":32768,\"type\":\"string\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"add_plugin\":{\"description\":\"Install an optional fixture plugin.\",\"enum\":[\"extra\"],\"type\":\"string\"},\"child_sleep\":{\"description\":\"How long children sleep (default: 300).\",\"type\":\"number\"},\"children\":{\"description\":\"Start N sleeping child processes.\",\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"cwd\":{\"description\":\"Print the working directory.\",\"type\":\"boolean\"},\"detached_grandchild\":{\"description\":\"Start a sleeping grandchild in its own session (keeps stdout/stderr open).\",\"type\":\"boolean\"},\"env\":{\"description\":\"Print these environment variables as JSON (repeatable).\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"exit_code\":{\"description\":\"Exit with N (default: 0).\",\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"ignore_term\":{\"description\":\"Ignore SIGTERM (also in children).\",\"type\":\"boolean\"},\"imprint\":{\"description\":\"Print the state the imprint modules read at import (JSON).\",\"type\":\"boolean\"},\"json_doc\":{\"description\":\"Print {\\\"ok\\\": true, \\\"n\\\": 1}.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"nonfinite\":{\"description\":\"Print {\\\"value\\\": NaN}.\",\"type\":\"boolean\"},\"overflow\":{\"description\":\"Print {\\\"value\\\": 1e999}.\",\"type\":\"boolean\"},\"pid_file\":{\"description\":\"Write the pids of this process and its children to PATH.\",\"maxLength\":32768,\"type\":\"string\"},\"remove_plugin\":{\"description\":\"Remove a fixture plugin.\",\"enum\":[\"extra\",\"hooks\"],\"type\":\"string\"},\"sleep\":{\"description\":\"Sleep this long before exiting.\",\"type\":\"number\"},\"stderr_bytes\":{\"description\":\"Write N bytes of a fixed pattern to stderr.\",\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"stdin_echo\":{\"description\":\"Copy stdin to stdout.\",\"type\":\"boolean\"},\"stdout_bytes\":{\"description\":\"Write N bytes of a fixed pattern to stdout.\",\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"text\":{\"description\":\"Print STRING.\",\"maxLength\":32768,\"type\":\"string\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
@@ -4444,6 +4449,9 @@ impl Behave {
         }
         if let Some(v) = &self.cwd {
             level.option("cwd", rt::when(*v, "--cwd"));
+        }
+        if let Some(v) = &self.imprint {
+            level.option("imprint", rt::when(*v, "--imprint"));
         }
         if let Some(v) = &self.env {
             level

@@ -285,7 +285,7 @@ fn warm_calls_match_cold_calls_on_the_fixture() {
 /// A setting written by one call is what the next warm call sees (nothing stale).
 fn config_is_never_stale(conda: &Path) {
     let throwaway = Throwaway::new("warm-config");
-    let mut warm = session(conda, &throwaway, &["--warm", "--allow-write"]);
+    let mut warm = session(conda, &throwaway, &["--warm", "--allow-write", "--allow-exec"]);
     wait_ready(&mut warm);
     let show = json!({"show": ["channel_priority"], "json": true});
     let before = call(&mut warm, "conda_config", &show);
@@ -329,4 +329,60 @@ fn real_conda_warm_calls_match_cold_calls() {
         assert_eq!(masked(&a), masked(&b));
     }
     config_is_never_stale(&conda);
+}
+
+/// What the fixture's `imprint` modules kept from their import, and what the same call
+/// reads when it runs (working directory, then `CCM_EXECUTION`).
+fn imprinted(session: &mut Session) -> (Value, String, Value) {
+    let input = json!({"imprint": true, "cwd": true, "env": ["CCM_EXECUTION"], "ccm_cwd": "sub"});
+    let response = call(session, "conda_behave", &input);
+    let stdout = response["result"]["structuredContent"]["stdout"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{response}"));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    let imprint: Value = serde_json::from_str(lines[1]).unwrap();
+    let env: Value = serde_json::from_str(lines[2]).unwrap();
+    (imprint, lines[0].to_owned(), env["CCM_EXECUTION"].clone())
+}
+
+/// The hostile case for preloading: modules that keep, at import, the call's environment,
+/// working directory, command line and configuration (read through conda's context), as
+/// a plugin's module may. The zygote must not have imported them ahead of the call: a
+/// warm call shows its own values, never the zygote's, and the configuration as it is
+/// now (changed after the zygote started).
+#[test]
+fn modules_that_read_per_call_state_at_import_are_not_preloaded() {
+    let conda = &support::fixture().conda;
+    let throwaway = Throwaway::new("warm-imprint");
+    let rc = throwaway.path("home/.condarc");
+    std::fs::create_dir_all(rc.parent().unwrap()).unwrap();
+    std::fs::write(&rc, "imprint: when-the-zygote-started\n").unwrap();
+    let mut warm = session(conda, &throwaway, &["--warm", "--allow-write", "--allow-exec"]);
+    wait_ready(&mut warm);
+    let state = warm.capabilities()["warm"].clone();
+    // imprint_{argv,cwd,env,rc} read per-call state; imprint imports them.
+    assert!(
+        state["zygote_refused_modules"].as_u64().unwrap() >= 5,
+        "{state}"
+    );
+    assert!(
+        state["zygote_preloaded_modules"].as_u64().unwrap() >= 1,
+        "nothing was preloaded: {state}"
+    );
+    std::fs::write(&rc, "imprint: now\n").unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let (imprint, cwd, execution) = imprinted(&mut warm);
+        assert!(execution.is_string(), "{execution}");
+        assert_eq!(imprint["execution"], execution, "{imprint}");
+        assert_eq!(imprint["cwd"], cwd, "{imprint}");
+        assert!(cwd.ends_with("/cwd/sub"), "{cwd}");
+        assert_eq!(imprint["rc"], "now", "{imprint}");
+        let argv = imprint["argv"].as_array().unwrap();
+        assert!(argv.contains(&json!("--imprint")), "{imprint}");
+        seen.push(execution);
+    }
+    assert_ne!(seen[0], seen[1], "two calls, one execution marker");
+    assert_eq!(counters(&mut warm), (2, 0));
 }

@@ -140,6 +140,10 @@ pub(super) async fn start(
     drop(namespaces);
     let answer = tokio::time::timeout(PID_TIMEOUT, zygote.line()).await;
     let pid: i32 = match answer {
+        Ok(Ok(line)) if line == "stale" => {
+            zygote.broken = true;
+            return Err(Unfit::Changed);
+        }
         Ok(Ok(line)) => line
             .strip_prefix("pid ")
             .and_then(|p| p.parse().ok())

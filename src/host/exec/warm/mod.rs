@@ -65,6 +65,7 @@ struct Status {
     last_cold: Option<Unfit>,
     pid: Option<u32>,
     start_ms: Option<u64>,
+    preloaded: Option<(u32, u32)>,
 }
 
 static WARM: OnceLock<Warm> = OnceLock::new();
@@ -80,6 +81,7 @@ pub fn start(conda_exe: &Path) {
             last_cold: None,
             pid: None,
             start_ms: None,
+            preloaded: None,
         }),
         warm_calls: AtomicU64::new(0),
         cold_calls: AtomicU64::new(0),
@@ -112,6 +114,8 @@ fn launch(warm: &'static Warm) {
             Ok(zygote) => {
                 tracing::info!(
                     pid = zygote.pid,
+                    preloaded = zygote.preloaded.0,
+                    refused = zygote.preloaded.1,
                     start_ms = zygote.started_in.as_millis() as u64,
                     "warm zygote ready"
                 );
@@ -120,6 +124,7 @@ fn launch(warm: &'static Warm) {
                     s.reason = None;
                     s.pid = Some(zygote.pid);
                     s.start_ms = Some(zygote.started_in.as_millis() as u64);
+                    s.preloaded = Some(zygote.preloaded);
                 });
                 *slot = Some(zygote);
             }
@@ -199,7 +204,12 @@ async fn try_fork(
         launch(warm);
         return Err(Unfit::Changed);
     }
-    child::start(slot, spec, marker, prepared).await
+    let result = child::start(slot, spec, marker, prepared).await;
+    if result.as_ref().err() == Some(&Unfit::Changed) {
+        // A module file changed under the zygote (the slot is free again).
+        launch(warm);
+    }
+    result
 }
 
 /// The capabilities document's `warm` entry (`null` without `--warm`).
@@ -220,6 +230,8 @@ pub fn describe() -> serde_json::Value {
         "zygote_pid": status.as_ref().and_then(|s| s.pid),
         "zygote_start_ms": status.as_ref().and_then(|s| s.start_ms),
         "zygote_rss_bytes": rss,
+        "zygote_preloaded_modules": status.as_ref().and_then(|s| s.preloaded).map(|p| p.0),
+        "zygote_refused_modules": status.as_ref().and_then(|s| s.preloaded).map(|p| p.1),
         "warm_calls": warm.warm_calls.load(Ordering::Relaxed),
         "cold_calls": warm.cold_calls.load(Ordering::Relaxed),
         "last_cold_reason": status.as_ref().and_then(|s| s.last_cold).map(|r| r.to_string()),

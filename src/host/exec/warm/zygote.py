@@ -10,7 +10,8 @@
 #   run, cwd, ns (none|mnt|user), memory limit (or ""), file-size limit (or ""),
 #   argument count, arguments..., environment entries (NAME=VALUE)...
 #   descriptors: stdin, stdout, stderr, [user namespace], [mount namespace], cgroup.procs...
-# Answers (zygote -> ccm), one line each: "ready", "pid N", "exit CODE" / "signal N",
+# Answers (zygote -> ccm), one line each: "ready PRELOADED REFUSED", "pid N", "stale"
+# (a module file changed since import: replace the zygote), "exit CODE" / "signal N",
 # "error WORDS". After "exit"/"signal" the zygote waits for "reap" (the child stays a
 # zombie until ccm's sweep is over, so its pid and process group cannot be reused).
 import sys
@@ -59,6 +60,37 @@ for name in (
         pass
 
 CONDA_ROOT_SET = "CONDA_ROOT" not in IMPORT_ENV and "CONDA_ROOT" in os.environ
+PRELOADED, REFUSED = preload()
+
+
+def module_files():
+    """Every imported module's file, as it was when imported."""
+    files = []
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str):
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            files.append((path, (st.st_ino, st.st_size, st.st_mtime_ns)))
+    return files
+
+
+WATCHED = module_files()
+
+
+def stale():
+    """Whether a module file changed since it was imported (an update from outside that
+    the target's stamp does not cover, e.g. a plugin's dependency)."""
+    for path, seen in WATCHED:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return True
+        if (st.st_ino, st.st_size, st.st_mtime_ns) != seen:
+            return True
+    return False
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -262,7 +294,7 @@ def wait_reap(pid):
 
 
 def serve():
-    SOCK.sendall(b"ready\n")
+    SOCK.sendall(b"ready %d %d\n" % (PRELOADED, REFUSED))
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     while True:
@@ -272,6 +304,11 @@ def serve():
         fields, fds = request
         if not fields or fields[0] != b"run" or len(fds) < 3:
             SOCK.sendall(b"error malformed request\n")
+            for fd in fds:
+                os.close(fd)
+            continue
+        if stale():
+            SOCK.sendall(b"stale\n")
             for fd in fds:
                 os.close(fd)
             continue

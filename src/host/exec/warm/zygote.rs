@@ -16,8 +16,8 @@ use tokio::process::{Child, Command};
 use super::super::{Limits, reap};
 use super::Unfit;
 
-/// The zygote's program, run with `python -c`.
-const SCRIPT: &str = include_str!("zygote.py");
+/// The zygote's program, run with `python -c`: the preloading survey, then the zygote.
+const SCRIPT: &str = concat!(include_str!("preload.py"), include_str!("zygote.py"));
 /// How long the zygote may take to import conda.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -31,6 +31,9 @@ pub(super) struct Zygote {
     pub(super) stamp: String,
     pub(super) started_in: Duration,
     pub(super) pid: u32,
+    /// Modules imported ahead of any call beyond conda's CLI (admitted by the survey),
+    /// and modules the survey refused.
+    pub(super) preloaded: (u32, u32),
     /// Its answers may be out of step with the calls: replace it.
     pub(super) broken: bool,
 }
@@ -125,10 +128,11 @@ impl Zygote {
             stamp,
             started_in: Duration::ZERO,
             pid,
+            preloaded: (0, 0),
             broken: false,
         };
         match tokio::time::timeout(READY_TIMEOUT, zygote.line()).await {
-            Ok(Ok(line)) if line == "ready" => {}
+            Ok(Ok(line)) => zygote.preloaded = ready_counts(&line).ok_or(Unfit::NotReady)?,
             _ => return Err(Unfit::NotReady),
         }
         zygote.started_in = started.elapsed();
@@ -194,6 +198,14 @@ impl Zygote {
             reap::registry().remove(&pid);
         });
     }
+}
+
+/// The counts of a `ready PRELOADED REFUSED` line.
+fn ready_counts(line: &str) -> Option<(u32, u32)> {
+    let mut words = line.strip_prefix("ready ")?.split(' ');
+    let preloaded = words.next()?.parse().ok()?;
+    let refused = words.next()?.parse().ok()?;
+    words.next().is_none().then_some((preloaded, refused))
 }
 
 /// Make `fd` descriptor 3 of the new process, inherited across exec.
@@ -284,6 +296,14 @@ mod tests {
             assert_eq!(shebang(&path), Err(Unfit::NotAScript), "{bad:?}");
         }
         assert_eq!(shebang(&dir.path().join("missing")), Err(Unfit::NotAScript));
+    }
+
+    #[test]
+    fn only_a_whole_ready_line_is_ready() {
+        assert_eq!(ready_counts("ready 12 3"), Some((12, 3)));
+        for bad in ["ready", "ready 1", "ready 1 2 3", "ready x 2", "pid 4", "stale"] {
+            assert_eq!(ready_counts(bad), None, "{bad}");
+        }
     }
 
     #[test]
