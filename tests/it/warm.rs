@@ -285,7 +285,11 @@ fn warm_calls_match_cold_calls_on_the_fixture() {
 /// A setting written by one call is what the next warm call sees (nothing stale).
 fn config_is_never_stale(conda: &Path) {
     let throwaway = Throwaway::new("warm-config");
-    let mut warm = session(conda, &throwaway, &["--warm", "--allow-write", "--allow-exec"]);
+    let mut warm = session(
+        conda,
+        &throwaway,
+        &["--warm", "--allow-write", "--allow-exec"],
+    );
     wait_ready(&mut warm);
     let show = json!({"show": ["channel_priority"], "json": true});
     let before = call(&mut warm, "conda_config", &show);
@@ -358,7 +362,11 @@ fn modules_that_read_per_call_state_at_import_are_not_preloaded() {
     let rc = throwaway.path("home/.condarc");
     std::fs::create_dir_all(rc.parent().unwrap()).unwrap();
     std::fs::write(&rc, "imprint: when-the-zygote-started\n").unwrap();
-    let mut warm = session(conda, &throwaway, &["--warm", "--allow-write", "--allow-exec"]);
+    let mut warm = session(
+        conda,
+        &throwaway,
+        &["--warm", "--allow-write", "--allow-exec"],
+    );
     wait_ready(&mut warm);
     let state = warm.capabilities()["warm"].clone();
     // imprint_{argv,cwd,env,rc} read per-call state; imprint imports them.

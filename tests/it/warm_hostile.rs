@@ -265,6 +265,59 @@ fn a_changed_conda_replaces_the_zygote_and_that_call_runs_cold() {
     assert_eq!(warm_state(&mut s)["warm_calls"], 2);
 }
 
+/// A module the zygote imported changes on disk while the target's stamp (conda's and
+/// the plugins' versions) stays the same, as when a plugin's dependency is upgraded from
+/// outside: that call runs cold, on the new code, and the zygote is replaced.
+#[test]
+fn a_changed_module_file_replaces_the_zygote_and_that_call_runs_cold() {
+    let fixture = support::build_fixture(&[]);
+    let mut s = warm_session(&fixture.conda, &["--allow-write", "--allow-exec"], &[]);
+    let first = zygote_pid(&mut s);
+    let text = |s: &mut Session| {
+        let result = s.call("conda_behave", json!({"text": "hello"}));
+        structured(&result)["stdout"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(text(&mut s), "hello\n");
+    assert_eq!(warm_state(&mut s)["warm_calls"], 1);
+    let lib = fixture
+        .conda
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("lib");
+    let python = std::fs::read_dir(&lib)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let module = python.join("site-packages/conda_fixture_tools/behave.py");
+    let mut code = std::fs::read_to_string(&module).unwrap();
+    code.push_str(
+        "\n_plain_line = _line\n\n\ndef _line(text):\n    _plain_line(\"changed: \" + text)\n",
+    );
+    std::fs::write(&module, code).unwrap();
+    assert_eq!(text(&mut s), "changed: hello\n");
+    let state = warm_state(&mut s);
+    assert_eq!(
+        (state["warm_calls"].clone(), state["cold_calls"].clone()),
+        (json!(1), json!(1)),
+        "{state}"
+    );
+    assert!(
+        state["last_cold_reason"]
+            .as_str()
+            .unwrap()
+            .contains("changed"),
+        "{state}"
+    );
+    wait_ready(&mut s);
+    assert_ne!(first, zygote_pid(&mut s));
+    assert_eq!(text(&mut s), "changed: hello\n");
+    assert_eq!(warm_state(&mut s)["warm_calls"], 2);
+}
+
 #[test]
 fn nothing_of_the_warm_path_survives_the_server() {
     let mut s = warm_session(conda(), &[], &[]);

@@ -301,7 +301,14 @@ mod tests {
     #[test]
     fn only_a_whole_ready_line_is_ready() {
         assert_eq!(ready_counts("ready 12 3"), Some((12, 3)));
-        for bad in ["ready", "ready 1", "ready 1 2 3", "ready x 2", "pid 4", "stale"] {
+        for bad in [
+            "ready",
+            "ready 1",
+            "ready 1 2 3",
+            "ready x 2",
+            "pid 4",
+            "stale",
+        ] {
             assert_eq!(ready_counts(bad), None, "{bad}");
         }
     }
