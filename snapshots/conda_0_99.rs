@@ -4366,6 +4366,11 @@ pub struct Behave {
     /// conda option `--detached-grandchild`: store_true.
     #[serde(default)]
     pub detached_grandchild: Option<bool>,
+    /// The detached grandchild sleeps in the forked interpreter instead of starting a sleeper.
+    ///
+    /// conda option `--no-exec`: store_true.
+    #[serde(default)]
+    pub no_exec: Option<bool>,
     /// How long children sleep (default: 300).
     ///
     /// conda option `--child-sleep`: store.
@@ -4399,10 +4404,10 @@ pub struct Behave {
 }
 impl Behave {
     /// Digest of the command's parser branch this struct was generated from.
-    pub const SIGNATURE: &str = "a458634ab441b53b30d1c56f3ea15dc3a174468ca0683993e4340dc75f54ba69";
+    pub const SIGNATURE: &str = "fa934c504a49bf216fd41f1740a0f17992d1eb4d29d9be381eb0327e48813260";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"add_plugin\":{\"description\":\"Install an optional fixture plugin.\",\"enum\":[\"extra\"],\"type\":\"string\"},\"child_sleep\":{\"description\":\"How long children sleep (default: 300).\",\"type\":\"number\"},\"children\":{\"description\":\"Start N sleeping child processes.\",\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"cwd\":{\"description\":\"Print the working directory.\",\"type\":\"boolean\"},\"detached_grandchild\":{\"description\":\"Start a sleeping grandchild in its own session (keeps stdout/stderr open).\",\"type\":\"boolean\"},\"env\":{\"description\":\"Print these environment variables as JSON (repeatable).\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"exit_code\":{\"description\":\"Exit with N (default: 0).\",\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"ignore_term\":{\"description\":\"Ignore SIGTERM (also in children).\",\"type\":\"boolean\"},\"imprint\":{\"description\":\"Print the state the imprint modules read at import (JSON).\",\"type\":\"boolean\"},\"json_doc\":{\"description\":\"Print {\\\"ok\\\": true, \\\"n\\\": 1}.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"nonfinite\":{\"description\":\"Print {\\\"value\\\": NaN}.\",\"type\":\"boolean\"},\"overflow\":{\"description\":\"Print {\\\"value\\\": 1e999}.\",\"type\":\"boolean\"},\"pid_file\":{\"description\":\"Write the pids of this process and its children to PATH.\",\"maxLength\":32768,\"type\":\"string\"},\"remove_plugin\":{\"description\":\"Remove a fixture plugin.\",\"enum\":[\"extra\",\"hooks\"],\"type\":\"string\"},\"sleep\":{\"description\":\"Sleep this long before exiting.\",\"type\":\"number\"},\"stderr_bytes\":{\"description\":\"Write N bytes of a fixed pattern to stderr.\",\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"stdin_echo\":{\"description\":\"Copy stdin to stdout.\",\"type\":\"boolean\"},\"stdout_bytes\":{\"description\":\"Write N bytes of a fixed pattern to stdout.\",\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"text\":{\"description\":\"Print STRING.\",\"maxLength\":32768,\"type\":\"string\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"add_plugin\":{\"description\":\"Install an optional fixture plugin.\",\"enum\":[\"extra\"],\"type\":\"string\"},\"child_sleep\":{\"description\":\"How long children sleep (default: 300).\",\"type\":\"number\"},\"children\":{\"description\":\"Start N sleeping child processes.\",\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"cwd\":{\"description\":\"Print the working directory.\",\"type\":\"boolean\"},\"detached_grandchild\":{\"description\":\"Start a sleeping grandchild in its own session (keeps stdout/stderr open).\",\"type\":\"boolean\"},\"env\":{\"description\":\"Print these environment variables as JSON (repeatable).\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"exit_code\":{\"description\":\"Exit with N (default: 0).\",\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"ignore_term\":{\"description\":\"Ignore SIGTERM (also in children).\",\"type\":\"boolean\"},\"imprint\":{\"description\":\"Print the state the imprint modules read at import (JSON).\",\"type\":\"boolean\"},\"json_doc\":{\"description\":\"Print {\\\"ok\\\": true, \\\"n\\\": 1}.\",\"type\":\"boolean\"},\"no_exec\":{\"description\":\"The detached grandchild sleeps in the forked interpreter instead of starting a sleeper.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"nonfinite\":{\"description\":\"Print {\\\"value\\\": NaN}.\",\"type\":\"boolean\"},\"overflow\":{\"description\":\"Print {\\\"value\\\": 1e999}.\",\"type\":\"boolean\"},\"pid_file\":{\"description\":\"Write the pids of this process and its children to PATH.\",\"maxLength\":32768,\"type\":\"string\"},\"remove_plugin\":{\"description\":\"Remove a fixture plugin.\",\"enum\":[\"extra\",\"hooks\"],\"type\":\"string\"},\"sleep\":{\"description\":\"Sleep this long before exiting.\",\"type\":\"number\"},\"stderr_bytes\":{\"description\":\"Write N bytes of a fixed pattern to stderr.\",\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"stdin_echo\":{\"description\":\"Copy stdin to stdout.\",\"type\":\"boolean\"},\"stdout_bytes\":{\"description\":\"Write N bytes of a fixed pattern to stdout.\",\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"text\":{\"description\":\"Print STRING.\",\"maxLength\":32768,\"type\":\"string\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
@@ -4477,6 +4482,9 @@ impl Behave {
         }
         if let Some(v) = &self.detached_grandchild {
             level.option("detached_grandchild", rt::when(*v, "--detached-grandchild"));
+        }
+        if let Some(v) = &self.no_exec {
+            level.option("no_exec", rt::when(*v, "--no-exec"));
         }
         if let Some(v) = &self.child_sleep {
             level

@@ -392,38 +392,49 @@ fn warm_sandboxed_children_hold_what_cold_ones_hold() {
     sandboxed_alike(server, home.path());
 }
 
-/// The same for a server that is not root (a user namespace): as `nobody` (through
-/// `setpriv`) when the tests run as root.
-#[test]
-fn warm_sandboxed_children_of_an_unprivileged_server_hold_what_cold_ones_hold() {
-    use std::os::unix::fs::PermissionsExt;
-    let root = support::is_root();
-    let base = tempfile::Builder::new()
-        .prefix("ccm-warm-unprivileged-")
-        .tempdir()
-        .unwrap();
-    let open = |path: &Path, mode: u32| {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-    };
-    open(base.path(), 0o755);
-    let ccm = base.path().join("ccm");
-    std::fs::copy(env!("CARGO_BIN_EXE_ccm"), &ccm).unwrap();
-    let prefix = base.path().join("conda");
-    let mut build = std::process::Command::new(support::python());
-    build
-        .arg(support::repo().join("tests/fixtures/build_fixture.py"))
-        .arg(&prefix);
-    if root {
-        build.arg("--python").arg("/usr/bin/python3");
+/// A server that is not root: as `nobody` (through `setpriv`) when the tests run as
+/// root, with its own copy of `ccm` and of the fixture conda (under the system Python,
+/// which `nobody` can run), and a home anyone can write. Such a server has no
+/// per-execution cgroups (it cannot create them) and no privileged sandbox.
+struct Unprivileged {
+    base: tempfile::TempDir,
+    root: bool,
+}
+
+impl Unprivileged {
+    fn new() -> Unprivileged {
+        use std::os::unix::fs::PermissionsExt;
+        let root = support::is_root();
+        let base = tempfile::Builder::new()
+            .prefix("ccm-warm-unprivileged-")
+            .tempdir()
+            .unwrap();
+        let open = |path: &Path, mode: u32| {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        open(base.path(), 0o755);
+        std::fs::copy(env!("CARGO_BIN_EXE_ccm"), base.path().join("ccm")).unwrap();
+        let mut build = std::process::Command::new(support::python());
+        build
+            .arg(support::repo().join("tests/fixtures/build_fixture.py"))
+            .arg(base.path().join("conda"));
+        if root {
+            build.arg("--python").arg("/usr/bin/python3");
+        }
+        let built = build.output().unwrap();
+        assert!(built.status.success(), "{built:?}");
+        std::fs::create_dir(base.path().join("home")).unwrap();
+        open(&base.path().join("home"), 0o777);
+        Unprivileged { base, root }
     }
-    let built = build.output().unwrap();
-    assert!(built.status.success(), "{built:?}");
-    let conda = prefix.join("bin/conda");
-    let home = base.path().join("home");
-    std::fs::create_dir(&home).unwrap();
-    open(&home, 0o777);
-    let server = |args: &[&str]| {
-        let mut command = if root {
+
+    fn home(&self) -> std::path::PathBuf {
+        self.base.path().join("home")
+    }
+
+    fn server(&self, args: &[&str], env: &[(&str, &str)]) -> Session {
+        let ccm = self.base.path().join("ccm");
+        let mut command = if self.root {
             let mut c = std::process::Command::new("setpriv");
             c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
                 .arg(&ccm);
@@ -433,13 +444,62 @@ fn warm_sandboxed_children_of_an_unprivileged_server_hold_what_cold_ones_hold() 
         };
         command
             .arg("--conda-exe")
-            .arg(&conda)
+            .arg(self.base.path().join("conda/bin/conda"))
             .args(args)
             .env_remove("CONDA_EXE")
             .env_remove("CCM_LOG")
-            .env("HOME", &home)
-            .env(FORCE.0, FORCE.1);
+            .env("HOME", self.home())
+            .envs(env.iter().copied());
         Session::spawn_initialized(command)
-    };
-    sandboxed_alike(server, &home);
+    }
+}
+
+/// The same for a server that is not root (a user namespace).
+#[test]
+fn warm_sandboxed_children_of_an_unprivileged_server_hold_what_cold_ones_hold() {
+    let unprivileged = Unprivileged::new();
+    let server = |args: &[&str]| unprivileged.server(args, &[FORCE]);
+    sandboxed_alike(server, &unprivileged.home());
+}
+
+/// A warm child's fork that never execs and leaves the process group: its
+/// `/proc/<pid>/environ` is the zygote's (no `CCM_EXECUTION` marker), and a server that is
+/// not root has no cgroup to find it by. It is reparented to the zygote (a child
+/// subreaper), which kills it when the call is reaped, as the marker sweep ends a cold
+/// child's.
+#[test]
+fn a_warm_forked_orphan_without_exec_or_cgroup_does_not_survive_the_call() {
+    let unprivileged = Unprivileged::new();
+    let pids = unprivileged.home().join("pids");
+    let input = json!({"detached_grandchild": true, "no_exec": true, "child_sleep": 300,
+                       "pid_file": pids});
+    for flags in [
+        &["--allow-write", "--allow-exec"][..],
+        &["--allow-write", "--allow-exec", "--warm"],
+    ] {
+        let mut s = unprivileged.server(flags, &[]);
+        let warm = flags.contains(&"--warm");
+        if warm {
+            wait_ready(&mut s);
+        }
+        assert_eq!(
+            s.capabilities()["limits"]["descendant_tracking"],
+            "environment marker",
+            "this server has cgroups: the case is not the one under test"
+        );
+        let result = s.call("conda_behave", input.clone());
+        assert_eq!(structured(&result)["exit_code"], 0, "{result}");
+        let recorded = std::fs::read_to_string(&pids).unwrap();
+        let orphan: i32 = recorded.lines().nth(1).unwrap().parse().unwrap();
+        let what = if warm {
+            "a warm call's orphan to end"
+        } else {
+            "a cold call's orphan to end"
+        };
+        wait_until(what, Duration::from_secs(10), || !alive(orphan));
+        if warm {
+            let state = warm_state(&mut s);
+            assert_eq!(state["warm_calls"], 1, "{state}");
+        }
+    }
 }

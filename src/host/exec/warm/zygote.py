@@ -22,6 +22,7 @@ ENTRY = sys.argv[1]
 sys.path[0] = sys.argv[2]
 
 import os  # noqa: E402
+import signal  # noqa: E402
 import socket  # noqa: E402
 import struct  # noqa: E402
 
@@ -32,6 +33,7 @@ import ctypes  # noqa: E402
 
 LIBC = ctypes.CDLL(None, use_errno=True)
 PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
 # Nothing may read or write this process's memory: its children inherit the flag.
 LIBC.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
@@ -283,6 +285,50 @@ def recv_request():
     return bytes(body).split(b"\0"), fds
 
 
+def children():
+    """The zygote's children: the call's child and whatever earlier warm calls left
+    behind (reparented here, the zygote being a child subreaper)."""
+    pids = set()
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open("/proc/self/task/%s/children" % task) as listing:
+                pids.update(int(p) for p in listing.read().split())
+        return pids
+    except (OSError, ValueError):
+        pass
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as stat:
+                    fields = stat.read().rpartition(")")[2].split()
+                if int(fields[1]) == me:
+                    pids.add(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    return pids
+
+
+def end_orphans(call):
+    """SIGKILL and reap every child but `call` until none is left: processes the call
+    forked that left its process group (a fork that never execs carries no marker the
+    server could find). Each is unreaped until killed, so its pid cannot be reused."""
+    for _ in range(10000):
+        orphans = children() - {call}
+        if not orphans:
+            return
+        for pid in orphans:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for pid in orphans:
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+
+
 def wait_reap(pid):
     line = b""
     while not line.endswith(b"\n"):
@@ -290,16 +336,22 @@ def wait_reap(pid):
         if not data:
             break
         line += data
+    end_orphans(pid)
     os.waitpid(pid, 0)
 
 
 def serve():
+    # Orphans of warm calls are reparented here, not to the server, so end_orphans finds
+    # them.
+    LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     SOCK.sendall(b"ready %d %d\n" % (PRELOADED, REFUSED))
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     while True:
         request = recv_request()
         if request is None:
+            # The server is gone: so is everything of the warm path.
+            end_orphans(None)
             os._exit(0)
         fields, fds = request
         if not fields or fields[0] != b"run" or len(fds) < 3:
