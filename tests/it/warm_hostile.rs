@@ -233,6 +233,21 @@ fn the_zygote_listens_nowhere_and_holds_only_its_socket() {
     );
 }
 
+/// After one warm call, the last call ran cold because the target changed, and the zygote
+/// `old` is replaced by a new one.
+fn ran_cold_and_replaced(s: &mut Session, old: i32) {
+    let state = warm_state(s);
+    assert_eq!(
+        (state["warm_calls"].clone(), state["cold_calls"].clone()),
+        (json!(1), json!(1)),
+        "{state}"
+    );
+    let reason = state["last_cold_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("changed"), "{state}");
+    wait_ready(s);
+    assert_ne!(old, zygote_pid(s));
+}
+
 #[test]
 fn a_changed_conda_replaces_the_zygote_and_that_call_runs_cold() {
     let fixture = support::build_fixture(&[]);
@@ -245,18 +260,7 @@ fn a_changed_conda_replaces_the_zygote_and_that_call_runs_cold() {
     fixture.add_plugin("conda-warm-probe", "");
     let cold = s.call("conda_info", json!({"json": true}));
     assert_eq!(structured(&cold)["exit_code"], 0, "{cold}");
-    let state = warm_state(&mut s);
-    assert_eq!(state["cold_calls"], 1, "{state}");
-    assert!(
-        state["last_cold_reason"]
-            .as_str()
-            .unwrap()
-            .contains("changed"),
-        "{state}"
-    );
-    wait_ready(&mut s);
-    let second = zygote_pid(&mut s);
-    assert_ne!(first, second);
+    ran_cold_and_replaced(&mut s, first);
     wait_until("the old zygote to end", Duration::from_secs(10), || {
         !alive(first)
     });
@@ -299,21 +303,7 @@ fn a_changed_module_file_replaces_the_zygote_and_that_call_runs_cold() {
     );
     std::fs::write(&module, code).unwrap();
     assert_eq!(text(&mut s), "changed: hello\n");
-    let state = warm_state(&mut s);
-    assert_eq!(
-        (state["warm_calls"].clone(), state["cold_calls"].clone()),
-        (json!(1), json!(1)),
-        "{state}"
-    );
-    assert!(
-        state["last_cold_reason"]
-            .as_str()
-            .unwrap()
-            .contains("changed"),
-        "{state}"
-    );
-    wait_ready(&mut s);
-    assert_ne!(first, zygote_pid(&mut s));
+    ran_cold_and_replaced(&mut s, first);
     assert_eq!(text(&mut s), "changed: hello\n");
     assert_eq!(warm_state(&mut s)["warm_calls"], 2);
 }
