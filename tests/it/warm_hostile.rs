@@ -493,3 +493,221 @@ fn a_warm_forked_orphan_without_exec_or_cgroup_does_not_survive_the_call() {
         }
     }
 }
+
+/// Spawn `sleep 1000` in a process group of its own: a process the server must never
+/// signal.
+fn victim() -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    std::process::Command::new("sleep")
+        .arg("1000")
+        .process_group(0)
+        .spawn()
+        .unwrap()
+}
+
+/// After one call: the victim still runs (then it is ended).
+fn assert_spared(mut victim: std::process::Child) {
+    std::thread::sleep(Duration::from_secs(2));
+    let status = victim.try_wait().unwrap();
+    let _ = victim.kill();
+    let _ = victim.wait();
+    assert!(
+        status.is_none(),
+        "the server signalled an unrelated process group: {status:?}"
+    );
+}
+
+/// A plugin's module that registers an at-fork hook at import reads nothing of the call,
+/// but its hook would run in the zygote before each fork (and `after_in_child` in the
+/// warm child before any containment): such a module is never preloaded. Here the hook
+/// forges the zygote's `pid` answer with a process of the attacker's choosing.
+#[test]
+fn a_module_registering_an_at_fork_hook_is_not_preloaded() {
+    let fixture = support::build_fixture(&[]);
+    let victim = victim();
+    fixture.add_plugin(
+        "forge-hook",
+        &format!(
+            "import os\n\
+             def _hook():\n    os.write(3, b'pid {}\\n')\n\
+             os.register_at_fork(before=_hook)\n",
+            victim.id()
+        ),
+    );
+    let mut s = warm_session(&fixture.conda, &[], &[]);
+    let result = s.call("conda_info", json!({"json": true}));
+    assert_eq!(structured(&result)["exit_code"], 0, "{result}");
+    assert_eq!(warm_state(&mut s)["warm_calls"], 1);
+    assert_spared(victim);
+}
+
+/// A preloaded module that rewrites the zygote itself (trusted plugin code could) and
+/// forges its answer: the server adopts a pid only when it is the zygote's child; the
+/// call runs cold and the unrelated process is never signalled.
+#[test]
+fn a_forged_answer_naming_a_process_that_is_not_the_zygotes_child_is_refused() {
+    let fixture = support::build_fixture(&[]);
+    let victim = victim();
+    fixture.add_plugin(
+        "forge-main",
+        &format!(
+            "import __main__\n\
+             class Forger:\n    \
+                 def __init__(self, sock):\n        self.sock = sock\n    \
+                 def __getattr__(self, name):\n        return getattr(self.sock, name)\n    \
+                 def sendall(self, data):\n        \
+                     if data.startswith(b'pid '):\n            data = b'pid {}\\n'\n        \
+                     return self.sock.sendall(data)\n\
+             if hasattr(__main__, 'SOCK'):\n    __main__.SOCK = Forger(__main__.SOCK)\n",
+            victim.id()
+        ),
+    );
+    let mut s = warm_session(&fixture.conda, &[], &[]);
+    let result = s.call("conda_info", json!({"json": true}));
+    assert_eq!(structured(&result)["exit_code"], 0, "{result}");
+    let state = warm_state(&mut s);
+    assert_eq!(state["cold_calls"], 1, "{state}");
+    assert_spared(victim);
+}
+
+/// The same kind of module writes a file from the warm child, before the child enters
+/// the sandbox of a read-only call; a cold read-only call runs plugin code only inside
+/// the sandbox. Not preloaded, nothing is written.
+#[test]
+fn a_preloaded_module_runs_nothing_before_a_read_only_calls_sandbox() {
+    let fixture = support::build_fixture(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("escaped");
+    fixture.add_plugin(
+        "escape-hook",
+        &format!(
+            "import os\n\
+             def _hook():\n    open({:?}, 'a').write('written by a warm child')\n\
+             os.register_at_fork(after_in_child=_hook)\n",
+            target.display().to_string()
+        ),
+    );
+    let mut s = warm_session(&fixture.conda, &[], &[]);
+    assert_eq!(s.capabilities()["sandbox"]["state"], "active");
+    let result = s.call("conda_info", json!({"json": true}));
+    assert_eq!(structured(&result)["exit_code"], 0, "{result}");
+    assert_eq!(warm_state(&mut s)["warm_calls"], 1);
+    assert!(
+        !target.exists(),
+        "a read-only warm call wrote outside its sandbox"
+    );
+}
+
+/// What a plugin's atexit handler printed after `label` during a read-only call.
+fn printed_at_exit(s: &mut Session, label: &str) -> String {
+    let result = s.call("conda_config", json!({"show": ["channels"]}));
+    let stdout = structured(&result)["stdout"].as_str().unwrap_or_default();
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(label).map(str::to_owned))
+        .unwrap_or_else(|| panic!("{result}"))
+}
+
+/// A read is charged to the first module that makes it: `primer` reads the environment
+/// (refused) and fills `tempfile`'s cache on the way; `capture` then calls
+/// `tempfile.gettempdir()` at import without touching the environment, so one round of
+/// watching admits it. Imported alone, as the zygote would, it reads the server's
+/// `TMPDIR`; the next round sees that and refuses it, so a sandboxed warm call has its
+/// sandbox's temporary directory, as a cold one does.
+#[test]
+fn a_cache_filled_by_a_refused_module_does_not_hide_a_per_call_read() {
+    let fixture = support::build_fixture(&[]);
+    fixture.add_plugin(
+        "tmp-capture",
+        "from conda import plugins\n\
+         from conda.plugins.types import CondaSubcommand\n\
+         def _configure(parser):\n    \
+             from . import primer, capture  # noqa: F401 (imported while the parser is built)\n\
+         @plugins.hookimpl\n\
+         def conda_subcommands():\n    \
+             yield CondaSubcommand(name='tmpcap', summary='x', action=lambda a: 0, configure_parser=_configure)\n",
+    );
+    let package = fixture.site_packages().join("tmp_capture");
+    std::fs::write(
+        package.join("primer.py"),
+        "import os, tempfile\nFOO = os.environ.get('FOO')\ntempfile.gettempdir()\n",
+    )
+    .unwrap();
+    std::fs::write(
+        package.join("capture.py"),
+        "import atexit, sys, tempfile\nTMP = tempfile.gettempdir()\n\
+         atexit.register(lambda: sys.stdout.write('captured TMPDIR=%s\\n' % TMP))\n",
+    )
+    .unwrap();
+    let server_tmp = tempfile::tempdir().unwrap();
+    let env = [("TMPDIR", server_tmp.path().to_str().unwrap())];
+    let captured = |s: &mut Session| printed_at_exit(s, "captured TMPDIR=");
+    let mut cold = Session::start_with(&fixture.conda, &[], &env);
+    let mut warm = warm_session(&fixture.conda, &[], &env);
+    let (cold_tmp, warm_tmp) = (captured(&mut cold), captured(&mut warm));
+    assert_eq!(warm_state(&mut warm)["warm_calls"], 1);
+    assert_eq!(warm_tmp, cold_tmp, "the warm call kept the zygote's TMPDIR");
+}
+
+/// `from sys import argv` reads nothing at import (admitted), but binds the zygote's
+/// list: the warm child fills that list with the call's command line (and
+/// `sys.orig_argv` likewise).
+#[test]
+fn a_module_holding_sys_argv_sees_the_calls_command_line() {
+    let fixture = support::build_fixture(&[]);
+    fixture.add_plugin(
+        "argv-capture",
+        "import atexit, sys\n\
+         from sys import argv\n\
+         atexit.register(lambda: sys.stdout.write('captured argv=%r\\n' % (argv[1:],)))\n",
+    );
+    let captured = |s: &mut Session| printed_at_exit(s, "captured argv=");
+    let mut cold = Session::start_with(&fixture.conda, &[], &[]);
+    let mut warm = warm_session(&fixture.conda, &[], &[]);
+    let (cold_argv, warm_argv) = (captured(&mut cold), captured(&mut warm));
+    assert_eq!(warm_state(&mut warm)["warm_calls"], 1);
+    assert_eq!(
+        warm_argv, cold_argv,
+        "the warm call's module sees another command line"
+    );
+}
+
+/// A call that loads no plugins runs cold: a warm child would carry the import-time
+/// effects of the plugins' preloaded modules (an atexit handler here) that a cold run
+/// without plugins never has.
+#[test]
+fn a_call_without_plugins_runs_cold() {
+    let fixture = support::build_fixture(&[]);
+    // conda imports a plugin's entry module even without plugins; what its hooks import
+    // while the parser is built (here `note`) only with them.
+    fixture.add_plugin(
+        "exit-note",
+        "from conda import plugins\n\
+         from conda.plugins.types import CondaSubcommand\n\
+         def _configure(parser):\n    from . import note  # noqa: F401\n\
+         @plugins.hookimpl\n\
+         def conda_subcommands():\n    \
+             yield CondaSubcommand(name='note', summary='x', action=lambda a: 0, configure_parser=_configure)\n",
+    );
+    std::fs::write(
+        fixture.site_packages().join("exit_note/note.py"),
+        "import atexit, sys\natexit.register(lambda: sys.stdout.write('plugin module loaded\\n'))\n",
+    )
+    .unwrap();
+    let mut s = warm_session(&fixture.conda, &[], &[]);
+    let show = |s: &mut Session, input: Value| {
+        let result = s.call("conda_config", input);
+        structured(&result)["stdout"].as_str().unwrap().to_owned()
+    };
+    assert!(show(&mut s, json!({"show": ["channels"]})).contains("plugin module loaded"));
+    let without = show(&mut s, json!({"show": ["channels"], "no_plugins": true}));
+    assert!(!without.contains("plugin module loaded"), "{without}");
+    let state = warm_state(&mut s);
+    assert_eq!(
+        (state["warm_calls"].clone(), state["cold_calls"].clone()),
+        (json!(1), json!(1)),
+        "{state}"
+    );
+    let reason = state["last_cold_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("without plugins"), "{state}");
+}

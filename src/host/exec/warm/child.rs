@@ -154,6 +154,16 @@ pub(super) async fn start(
         }
     };
     let pidfd = pidfd::open(pid).map_err(|_| Unfit::Refused)?;
+    // The pid must be the zygote's child (held by the pidfd from here on): anything else
+    // is an answer the zygote did not write, and signalling it could hit anyone.
+    if parent_of(pid) != Some(zygote.pid as i32) {
+        zygote.broken = true;
+        tracing::warn!(
+            pid,
+            "the zygote's answer names a process that is not its child"
+        );
+        return Err(Unfit::Refused);
+    }
     let receiver = |fd| pipe::Receiver::from_owned_fd(fd).ok();
     Ok(WarmChild {
         slot,
@@ -164,6 +174,13 @@ pub(super) async fn start(
         stderr: receiver(stderr_ours),
         status: None,
     })
+}
+
+/// The parent pid of `pid`, from `/proc/<pid>/stat`.
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 impl WarmChild {

@@ -47,6 +47,29 @@ pub enum Unfit {
     Sandbox,
     #[error("the zygote did not accept the call")]
     Refused,
+    #[error("the call runs without plugins (the zygote has their modules imported)")]
+    NoPlugins,
+}
+
+/// Whether a run of `args` under the environment value `no_plugins_env`
+/// (`CONDA_NO_PLUGINS`) may load no plugins: `--no-plugins` (or an abbreviation argparse
+/// would accept) before `--`, or the variable set to anything but a false value. Such a
+/// call runs cold: a warm child would carry the import-time effects of the plugins'
+/// preloaded modules that a cold run without plugins never has.
+fn disables_plugins(args: &[std::ffi::OsString], no_plugins_env: Option<&std::ffi::OsStr>) -> bool {
+    let flag = args
+        .iter()
+        .map(|a| a.to_string_lossy())
+        .take_while(|a| a != "--")
+        .any(|a| {
+            let name = a.split('=').next().unwrap_or_default();
+            name.len() >= "--no-p".len() && "--no-plugins".starts_with(name)
+        });
+    let env = no_plugins_env.is_some_and(|v| {
+        let v = v.to_string_lossy().trim().to_ascii_lowercase();
+        !matches!(v.as_str(), "" | "0" | "false" | "no" | "off" | "n" | "f")
+    });
+    flag || env
 }
 
 /// The warm state of this server.
@@ -158,7 +181,13 @@ pub(super) async fn fork(
     let Some(warm) = WARM.get() else {
         return Err(Unfit::Starting);
     };
-    let result = try_fork(warm, spec, marker, prepared).await;
+    let no_plugins_env = std::env::var_os("CONDA_NO_PLUGINS")
+        .filter(|_| !spec.env_remove.contains(&"CONDA_NO_PLUGINS"));
+    let result = if disables_plugins(&spec.args, no_plugins_env.as_deref()) {
+        Err(Unfit::NoPlugins)
+    } else {
+        try_fork(warm, spec, marker, prepared).await
+    };
     match &result {
         Ok(_) => {
             warm.warm_calls.fetch_add(1, Ordering::Relaxed);
@@ -244,5 +273,45 @@ pub(super) async fn stop() {
         && let Some(zygote) = warm.zygote.lock().await.take()
     {
         zygote.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_without_plugins_is_recognised_as_conda_parses_it() {
+        let args = |list: &[&str]| list.iter().map(|a| a.into()).collect::<Vec<_>>();
+        for disabling in [
+            &["--no-plugins", "list"][..],
+            &["list", "--no-plugins", "--json"],
+            &["--no-plug", "info"],
+            &["--no-p", "info"],
+            &["--no-plugins=", "info"],
+        ] {
+            assert!(disables_plugins(&args(disabling), None), "{disabling:?}");
+        }
+        for keeping in [
+            &["list", "--json"][..],
+            &["run", "-n", "x", "--", "tool", "--no-plugins"],
+            &["--no", "info"],
+            &["--no-pin", "install"],
+            &["--no-pluginsx", "info"],
+        ] {
+            assert!(!disables_plugins(&args(keeping), None), "{keeping:?}");
+        }
+        for value in ["1", "true", "YES", "on", "anything"] {
+            assert!(
+                disables_plugins(&args(&["list"]), Some(value.as_ref())),
+                "{value}"
+            );
+        }
+        for value in ["", "0", "false", "No", "off"] {
+            assert!(
+                !disables_plugins(&args(&["list"]), Some(value.as_ref())),
+                "{value}"
+            );
+        }
     }
 }

@@ -6,61 +6,73 @@
 # 1. A survey child runs conda's main for `list --help` (the whole parser is built, no
 #    command runs) and reports the modules it started loading with nothing else loading
 #    ("roots"), in order.
-# 2. A second child imports those roots in the same order with every per-call input
-#    watched: os.environ (any access), the working directory, sys.argv, conda's context
-#    object, opening or listing a path outside the interpreter's prefixes and sys.path,
-#    starting a process, a socket or a thread. A read is charged to the module whose body
-#    is running; a module is refused when it read, failed, or imports (directly or
-#    through any module it imports) a refused module. The rest are reported in load
-#    order.
-# 3. The zygote imports them. Neither child's state reaches the zygote: both are forked
-#    from it, report over a pipe and exit.
+# 2. Rounds of watching: a child imports a list of modules in order with every per-call
+#    input watched (see _watch). A read is charged to the module whose body is running; a
+#    module is refused when it read, failed, or imports (directly or through any module
+#    it imports) a refused module. The next round imports what the last admitted, from
+#    the same starting state; the first round without a refusal is the list the zygote
+#    imports -- exactly that sequence was watched, so a read that an earlier, refused
+#    module's cache hid in one round shows in the next.
+# 3. The zygote imports that list. No child's state reaches the zygote: each is forked
+#    from it, holds only /dev/null, stderr and its pipe (never the server's socket),
+#    reports over the pipe and is killed with its process group at the deadline.
 import os as _os
 import sys as _sys
 
 SURVEY_ARGS = ["list", "--help"]
 SURVEY_SECONDS = 60
+ROUNDS = 6
 
 
 def _in_child(body):
     """Run `body` in a forked child; its result (a list of names) comes back over a pipe.
-    Empty when the child fails or takes too long."""
+    Empty when the child fails or does not finish within SURVEY_SECONDS."""
+    import select
+    import signal
+    import time
+
     read, write = _os.pipe()
     pid = _os.fork()
     if pid == 0:
-        _os.close(read)
         status = 1
         try:
-            import signal
-
-            signal.alarm(SURVEY_SECONDS)
+            _os.setpgid(0, 0)
             null = _os.open("/dev/null", _os.O_RDWR)
             _os.dup2(null, 0)
             _os.dup2(null, 1)
+            _os.dup2(write, 3)
+            _os.closerange(4, 1 << 20)
             names = body()
             data = "\n".join(names).encode()
             while data:
-                data = data[_os.write(write, data) :]
+                data = data[_os.write(3, data) :]
             status = 0
         except BaseException:
             pass
         _os._exit(status)
     _os.close(write)
-    chunks = []
-    while True:
-        chunk = _os.read(read, 1 << 16)
-        if not chunk:
+    chunks, done = [], False
+    end = time.monotonic() + SURVEY_SECONDS
+    while not done:
+        left = end - time.monotonic()
+        if left <= 0 or not select.select([read], [], [], left)[0]:
             break
+        chunk = _os.read(read, 1 << 16)
         chunks.append(chunk)
+        done = not chunk
     _os.close(read)
+    try:
+        _os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
     _, status = _os.waitpid(pid, 0)
-    if status != 0:
+    if not done or status != 0:
         return []
     return [n for n in b"".join(chunks).decode().split("\n") if n]
 
 
 def _roots():
-    """Child 1: the modules conda's parser build loads from the top, in order."""
+    """The modules conda's parser build loads from the top, in order."""
     import importlib._bootstrap as bootstrap
 
     stack, roots = [], []
@@ -87,184 +99,52 @@ def _roots():
     return roots
 
 
-def _clean(roots):
-    """Child 2: import `roots` with every per-call input watched; the modules whose
-    import read none of them, in load order."""
-    import builtins
+def _guarded_import(names):
+    """Import `names` in order in this process (the zygote); the number imported. An
+    at-fork hook registered meanwhile (the watching rounds saw none) would run in every
+    warm child before its containment: then the zygote stops (calls run cold)."""
     import importlib
-    import importlib._bootstrap as bootstrap
-    import threading
+    import posix
 
-    stack, tainted, edges = [], {}, []
-    before = set(_sys.modules)
+    registered = []
 
-    def taint(why):
-        if stack:
-            tainted.setdefault(stack[-1], why)
+    def refuse(*args, **kwargs):
+        registered.append(kwargs or args)
 
-    load = bootstrap._load_unlocked
-
-    def watched_load(spec):
-        if stack:
-            edges.append((stack[-1], spec.name))
-        stack.append(spec.name)
-        try:
-            return load(spec)
-        finally:
-            stack.pop()
-
-    real_import = builtins.__import__
-
-    def watched_import(name, globals=None, locals=None, fromlist=(), level=0):
-        module = real_import(name, globals, locals, fromlist, level)
-        if stack:
+    real = posix.register_at_fork
+    _os.register_at_fork = posix.register_at_fork = refuse
+    imported = 0
+    try:
+        for name in names:
+            if name in _sys.modules:
+                continue
             try:
-                if level:
-                    package = bootstrap._calc___package__(globals or {})
-                    name = bootstrap._resolve_name(name, package, level)
-                edges.append((stack[-1], name))
-                for item in fromlist or ():
-                    if name + "." + str(item) in _sys.modules:
-                        edges.append((stack[-1], name + "." + str(item)))
-            except Exception:
-                taint("an import it could not be followed through")
-        return module
-
-    real_gcd = bootstrap._gcd_import
-
-    def watched_gcd(name, package=None, level=0):
-        module = real_gcd(name, package, level)
-        if stack:
-            edges.append((stack[-1], module.__name__))
-        return module
-
-    def wrap(owner, attribute):
-        real = getattr(owner, attribute, None)
-        if real is None:
-            return
-
-        def watched(*args, **kwargs):
-            taint(getattr(owner, "__name__", "?") + "." + attribute)
-            return real(*args, **kwargs)
-
-        setattr(owner, attribute, watched)
-
-    for attribute in ("__getitem__", "__iter__", "__len__", "__setitem__", "__delitem__",
-                      "__repr__", "copy", "setdefault", "__or__", "__ror__", "__ior__"):
-        wrap(_os._Environ, attribute)
-    for attribute in ("getcwd", "getcwdb", "chdir"):
-        wrap(_os, attribute)
-
-    class WatchedArgv(list):
-        pass
-
-    for attribute in ("__getitem__", "__iter__", "__len__", "__contains__", "__reversed__",
-                      "index", "count", "copy", "__eq__", "__repr__"):
-        wrap(WatchedArgv, attribute)
-    _sys.argv = WatchedArgv(_sys.argv)
-
-    conda_context = _sys.modules.get("conda.base.context")
-    context = getattr(conda_context, "context", None)
-    if context is not None:
-        kind = type(context)
-
-        class WatchedContext(kind):
-            def __getattribute__(self, name):
-                taint("conda's context")
-                return kind.__getattribute__(self, name)
-
-        try:
-            context.__class__ = WatchedContext
-        except TypeError:
-            return []
-
-    allowed = set()
-    for base in [_sys.prefix, _sys.base_prefix, _sys.exec_prefix] + list(_sys.path):
-        if base:
-            allowed.add(_os.path.realpath(base).rstrip("/") + "/")
-
-    def inside(path):
-        if isinstance(path, int):
-            return True
-        if isinstance(path, bytes):
-            path = path.decode("utf-8", "surrogateescape")
-        if not isinstance(path, str) or not path.startswith("/"):
-            return False
-        path = _os.path.normpath(path) + "/"
-        return any(path.startswith(base) for base in allowed)
-
-    def audit(event, args):
-        if not stack:
-            return
-        if event in ("open", "os.listdir", "os.scandir"):
-            if args and not inside(args[0]):
-                taint(event + " outside the prefix")
-        elif event.startswith(("subprocess.", "os.exec", "os.posix_spawn", "os.spawn",
-                               "os.system", "os.fork", "os.kill", "os.chdir",
-                               "socket.", "_thread.", "os.putenv", "os.unsetenv")):
-            taint(event)
-
-    _sys.addaudithook(audit)
-    bootstrap._load_unlocked = watched_load
-    bootstrap._gcd_import = watched_gcd
-    builtins.__import__ = watched_import
-
-    threads = threading.active_count()
-    failed = {}
-    for root in roots:
-        if root in _sys.modules:
-            continue
-        stack.append(root)
-        try:
-            importlib.import_module(root)
-        except BaseException:
-            failed[root] = "its import failed"
-        finally:
-            stack.pop()
-        if threading.active_count() != threads:
-            failed[root] = "a thread was started"
-            threads = threading.active_count()
-
-    builtins.__import__ = real_import
-    bootstrap._gcd_import = real_gcd
-    bootstrap._load_unlocked = load
-    loaded = [name for name in list(_sys.modules) if name not in before]
-    refused = dict(tainted)
-    refused.update(failed)
-    importers = {}
-    for importer, imported in edges:
-        importers.setdefault(imported, set()).add(importer)
-    for name in loaded:
-        if "." in name:
-            importers.setdefault(name.rpartition(".")[0], set()).add(name)
-    pending = list(refused)
-    while pending:
-        name = pending.pop()
-        for importer in importers.get(name, ()):
-            if importer not in refused:
-                refused[importer] = "imports " + name
-                pending.append(importer)
-    for name in sorted(refused):
-        _sys.stderr.write("ccm warm: not preloaded: %s (%s)\n" % (name, refused[name]))
-    return [name for name in loaded if name not in refused] + ["-%d" % len(refused)]
+                importlib.import_module(name)
+                imported += 1
+            except BaseException:
+                pass
+            watch_new_modules()
+    finally:
+        _os.register_at_fork = posix.register_at_fork = real
+    if registered:
+        _os.write(2, b"ccm warm: a preloaded module registered an at-fork hook\n")
+        _os._exit(3)
+    return imported
 
 
 def preload():
-    """Import what the survey admits; (imported, refused) counts."""
-    import importlib
-
+    """Import what the watching rounds admit; (imported, refused) counts."""
     roots = _in_child(_roots)
-    admitted = _in_child(lambda: _clean(roots)) if roots else []
-    refused = 0
-    if admitted and admitted[-1].startswith("-"):
-        refused = int(admitted.pop()[1:])
-    imported = 0
-    for name in admitted:
-        if name in _sys.modules:
-            continue
-        try:
-            importlib.import_module(name)
-            imported += 1
-        except BaseException:
-            refused += 1
-    return imported, refused
+    names, refused = roots, 0
+    for _ in range(ROUNDS):
+        if not names:
+            break
+        admitted = _in_child(lambda: _watch(names))
+        if not admitted or not admitted[-1].startswith("-"):
+            return 0, refused + len(names)
+        count = int(admitted.pop()[1:])
+        if count == 0:
+            return _guarded_import(names), refused
+        refused += count
+        names = admitted
+    return 0, refused + len(names)

@@ -27,6 +27,9 @@ import socket  # noqa: E402
 import struct  # noqa: E402
 
 SOCK = socket.socket(fileno=3)
+# The interpreter and its flags as a cold run's sys.orig_argv starts (`python [flag]`).
+ORIG_ARGV = getattr(sys, "orig_argv", None)
+INTERPRETER_ARGV = ORIG_ARGV[: ORIG_ARGV.index("-c")] if ORIG_ARGV and "-c" in ORIG_ARGV else None
 IMPORT_ENV = dict(os.environ)
 
 import ctypes  # noqa: E402
@@ -62,35 +65,75 @@ for name in (
         pass
 
 CONDA_ROOT_SET = "CONDA_ROOT" not in IMPORT_ENV and "CONDA_ROOT" in os.environ
-PRELOADED, REFUSED = preload()
+# What the zygote's code came from, as it was when loaded: path -> (device, inode, size,
+# modification and change time); mapped libraries: path -> (device, inode) of the mapping.
+WATCHED = {}
+MAPPED = {}
+SEEN_MODULES = set()
 
 
-def module_files():
-    """Every imported module's file, as it was when imported."""
-    files = []
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if isinstance(path, str):
-            try:
-                st = os.stat(path)
-            except OSError:
-                continue
-            files.append((path, (st.st_ino, st.st_size, st.st_mtime_ns)))
-    return files
+def signature(path):
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-WATCHED = module_files()
+def watch(path):
+    if path not in WATCHED:
+        try:
+            WATCHED[path] = signature(path)
+        except OSError:
+            pass
+
+
+def watch_new_modules():
+    """Record the files of modules imported since the last call (right after import)."""
+    for name, module in list(sys.modules.items()):
+        if name not in SEEN_MODULES:
+            SEEN_MODULES.add(name)
+            path = getattr(module, "__file__", None)
+            if isinstance(path, str):
+                watch(path)
+
+
+def watch_paths():
+    """The directories and archives on sys.path: a module installed there later (an
+    optional dependency a module fell back without) changes them."""
+    for entry in sys.path:
+        if entry:
+            watch(entry)
+
+
+def watch_mappings():
+    """Shared libraries mapped by extension modules (libssl, libsqlite3...): a replaced
+    file is a different inode than the one mapped."""
+    try:
+        with open("/proc/self/maps") as maps:
+            lines = maps.read().splitlines()
+    except OSError:
+        return
+    for line in lines:
+        fields = line.split(None, 5)
+        if len(fields) == 6 and fields[5].startswith("/") and fields[4] != "0":
+            major, _, minor = fields[3].partition(":")
+            MAPPED[fields[5]] = (os.makedev(int(major, 16), int(minor, 16)), int(fields[4]))
 
 
 def stale():
-    """Whether a module file changed since it was imported (an update from outside that
-    the target's stamp does not cover, e.g. a plugin's dependency)."""
-    for path, seen in WATCHED:
+    """Whether any file the zygote's code came from changed since it was loaded (an
+    update from outside that the target's stamp does not cover, e.g. a plugin's
+    dependency or a library)."""
+    for path, seen in WATCHED.items():
+        try:
+            if signature(path) != seen:
+                return True
+        except OSError:
+            return True
+    for path, (device, inode) in MAPPED.items():
         try:
             st = os.stat(path)
         except OSError:
             return True
-        if (st.st_ino, st.st_size, st.st_mtime_ns) != seen:
+        if (st.st_dev, st.st_ino) != (device, inode):
             return True
     return False
 
@@ -195,7 +238,7 @@ def child(fields, fds):
     set_limit(resource.RLIMIT_FSIZE, file_size)
     if mount is not None:
         enter_namespace(user, mount)
-    os.closerange(3, 1 << 16)
+    os.closerange(3, open_max())
     os.environ.clear()
     for entry in env:
         name, _, value = entry.partition(b"=")
@@ -208,8 +251,21 @@ def child(fields, fds):
         os.write(2, b"ccm warm: cannot enter the working directory: " + os.strerror(error.errno).encode() + b"\n")
         os._exit(126)
     reset_process_state()
-    sys.argv = [ENTRY] + [os.fsdecode(a) for a in argv]
+    # In place: a module that bound the list (`from sys import argv`) sees the call's.
+    sys.argv[:] = [ENTRY] + [os.fsdecode(a) for a in argv]
+    if INTERPRETER_ARGV is not None:
+        sys.orig_argv[:] = INTERPRETER_ARGV + sys.argv
     os._exit(run_main())
+
+
+def open_max():
+    """One past the highest descriptor this process may hold."""
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY or hard > 1 << 30:
+        return 1 << 30
+    return max(hard, 1 << 16)
 
 
 def reset_process_state():
@@ -330,9 +386,10 @@ def end_orphans(call):
 
 
 def wait_reap(pid):
+    # Exactly "reap\n": what follows is the next request (its descriptors attached).
     line = b""
-    while not line.endswith(b"\n"):
-        data = SOCK.recv(64)
+    while len(line) < 5:
+        data = SOCK.recv(5 - len(line))
         if not data:
             break
         line += data
@@ -341,9 +398,6 @@ def wait_reap(pid):
 
 
 def serve():
-    # Orphans of warm calls are reparented here, not to the server, so end_orphans finds
-    # them.
-    LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     SOCK.sendall(b"ready %d %d\n" % (PRELOADED, REFUSED))
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
@@ -385,4 +439,12 @@ def serve():
         wait_reap(pid)
 
 
+# Orphans (of the survey, then of warm calls) are reparented here, not to the server, so
+# end_orphans finds them.
+LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+watch_new_modules()
+watch_paths()
+PRELOADED, REFUSED = preload()
+end_orphans(None)
+watch_mappings()
 serve()

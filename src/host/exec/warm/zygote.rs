@@ -16,8 +16,13 @@ use tokio::process::{Child, Command};
 use super::super::{Limits, reap};
 use super::Unfit;
 
-/// The zygote's program, run with `python -c`: the preloading survey, then the zygote.
-const SCRIPT: &str = concat!(include_str!("preload.py"), include_str!("zygote.py"));
+/// The zygote's program, run with `python -c`: the import watcher and the preloading
+/// survey, then the zygote.
+const SCRIPT: &str = concat!(
+    include_str!("watch.py"),
+    include_str!("preload.py"),
+    include_str!("zygote.py")
+);
 /// How long the zygote may take to import conda.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 
