@@ -283,20 +283,9 @@ fn a_changed_module_file_replaces_the_zygote_and_that_call_runs_cold() {
     };
     assert_eq!(text(&mut s), "hello\n");
     assert_eq!(warm_state(&mut s)["warm_calls"], 1);
-    let lib = fixture
-        .conda
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("lib");
-    let python = std::fs::read_dir(&lib)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let module = python.join("site-packages/conda_fixture_tools/behave.py");
+    let module = fixture
+        .site_packages()
+        .join("conda_fixture_tools/behave.py");
     let mut code = std::fs::read_to_string(&module).unwrap();
     code.push_str(
         "\n_plain_line = _line\n\n\ndef _line(text):\n    _plain_line(\"changed: \" + text)\n",
@@ -710,4 +699,93 @@ fn a_call_without_plugins_runs_cold() {
     );
     let reason = state["last_cold_reason"].as_str().unwrap_or_default();
     assert!(reason.contains("without plugins"), "{state}");
+}
+
+/// A module rewritten in place to the same size with its modification time put back
+/// (only the change time tells): the call runs cold and the zygote is replaced.
+#[test]
+fn a_module_rewritten_with_its_old_size_and_time_still_replaces_the_zygote() {
+    let fixture = support::build_fixture(&[]);
+    let mut s = warm_session(&fixture.conda, &[], &[]);
+    let first = zygote_pid(&mut s);
+    let info = json!({"json": true});
+    assert_eq!(
+        structured(&s.call("conda_info", info.clone()))["exit_code"],
+        0
+    );
+    let module = fixture
+        .site_packages()
+        .join("conda_fixture_tools/behave.py");
+    let modified = std::fs::metadata(&module).unwrap().modified().unwrap();
+    let code = std::fs::read_to_string(&module).unwrap();
+    let rewritten = code.replacen("scripted", "Scripted", 1);
+    assert_ne!(code, rewritten);
+    assert_eq!(code.len(), rewritten.len());
+    std::fs::write(&module, rewritten).unwrap();
+    let file = std::fs::File::options().write(true).open(&module).unwrap();
+    file.set_modified(modified).unwrap();
+    assert_eq!(
+        std::fs::metadata(&module).unwrap().modified().unwrap(),
+        modified
+    );
+    assert_eq!(structured(&s.call("conda_info", info))["exit_code"], 0);
+    ran_cold_and_replaced(&mut s, first);
+}
+
+/// A module that fell back when an optional dependency was missing: once the dependency
+/// is installed (no module file of the zygote changes, nor the target's stamp), a call
+/// imports it as a cold run would.
+#[test]
+fn an_optional_dependency_installed_later_is_seen_by_the_next_call() {
+    let fixture = support::build_fixture(&[]);
+    fixture.add_plugin(
+        "optional-probe",
+        "import atexit, sys\n\
+         try:\n    import ccm_optional_dependency\n    STATE = 'with'\n\
+         except ImportError:\n    STATE = 'without'\n\
+         atexit.register(lambda: sys.stdout.write('optional=%s\\n' % STATE))\n",
+    );
+    let mut s = warm_session(&fixture.conda, &[], &[]);
+    let first = zygote_pid(&mut s);
+    assert_eq!(printed_at_exit(&mut s, "optional="), "without");
+    std::fs::write(
+        fixture.site_packages().join("ccm_optional_dependency.py"),
+        "",
+    )
+    .unwrap();
+    assert_eq!(printed_at_exit(&mut s, "optional="), "with");
+    ran_cold_and_replaced(&mut s, first);
+}
+
+/// A shared library a preloaded module mapped (here through ctypes, as an extension
+/// module maps libssl) is replaced by an update: no module file changes, yet the zygote
+/// holds the old code, so the call runs cold and the zygote is replaced.
+#[test]
+fn a_replaced_shared_library_replaces_the_zygote() {
+    let fixture = support::build_fixture(&[]);
+    let found = std::process::Command::new(fixture.conda.with_file_name("python"))
+        .args(["-c", "import _ctypes; print(_ctypes.__file__)"])
+        .output()
+        .unwrap();
+    assert!(found.status.success(), "{found:?}");
+    let library = String::from_utf8(found.stdout).unwrap().trim().to_owned();
+    fixture.add_plugin(
+        "mapped-probe",
+        "import ctypes, os\n\
+         ctypes.CDLL(os.path.join(os.path.dirname(__file__), 'libprobe.so'))\n",
+    );
+    let mapped = fixture.site_packages().join("mapped_probe/libprobe.so");
+    std::fs::copy(&library, &mapped).unwrap();
+    let mut s = warm_session(&fixture.conda, &[], &[]);
+    let first = zygote_pid(&mut s);
+    let info = json!({"json": true});
+    assert_eq!(
+        structured(&s.call("conda_info", info.clone()))["exit_code"],
+        0
+    );
+    let update = mapped.with_extension("new");
+    std::fs::copy(&library, &update).unwrap();
+    std::fs::rename(&update, &mapped).unwrap();
+    assert_eq!(structured(&s.call("conda_info", info))["exit_code"], 0);
+    ran_cold_and_replaced(&mut s, first);
 }
