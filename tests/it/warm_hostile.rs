@@ -789,3 +789,21 @@ fn a_replaced_shared_library_replaces_the_zygote() {
     assert_eq!(structured(&s.call("conda_info", info))["exit_code"], 0);
     ran_cold_and_replaced(&mut s, first);
 }
+
+/// A module that seeds its own random generator at import would give every warm call the
+/// same numbers (each cold run draws new ones): it is not preloaded.
+#[test]
+fn a_module_seeding_a_random_generator_at_import_is_not_preloaded() {
+    let fixture = support::build_fixture(&[]);
+    fixture.add_plugin(
+        "random-probe",
+        "import atexit, random, sys\n\
+         DRAW = random.Random()\n\
+         atexit.register(lambda: sys.stdout.write('drawn=%r\\n' % DRAW.random()))\n",
+    );
+    let mut s = warm_session(&fixture.conda, &[], &[]);
+    let first = printed_at_exit(&mut s, "drawn=");
+    let second = printed_at_exit(&mut s, "drawn=");
+    assert_ne!(first, second, "two warm calls drew the same number");
+    assert_eq!(warm_state(&mut s)["warm_calls"], 2);
+}

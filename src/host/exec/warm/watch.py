@@ -6,7 +6,8 @@
 # chdir, relative paths, /proc/self and /dev/fd), sys.argv and sys.orig_argv, conda's
 # context object, the resource limits and the process id, what os.access says (the
 # sandbox changes it), files and directories outside the interpreter's prefixes and
-# sys.path, processes, sockets and threads. Also refused: code that would run in a warm
+# sys.path, processes, sockets and threads, and seeding a random generator (every warm
+# call would draw the same numbers). Also refused: code that would run in a warm
 # child before its containment or outside the call (at-fork hooks, audit and trace
 # hooks).
 import os as _os
@@ -116,6 +117,10 @@ def _watch(names):
         wrap(resource, attribute)
     for owner in (_os, posix):
         wrap(owner, "register_at_fork", call=False)
+    import random
+
+    # A generator seeded at import would give every warm call the same sequence.
+    wrap(random.Random, "seed")
     for attribute in ("settrace", "setprofile"):
         wrap(_sys, attribute, call=False)
         wrap(threading, attribute, call=False)
