@@ -138,6 +138,22 @@ pub(super) async fn start(
     drop((stdin_child, stdout_child, stderr_child));
     #[cfg(target_os = "linux")]
     drop(namespaces);
+    let (pid, pidfd) = forked(zygote).await?;
+    let receiver = |fd| pipe::Receiver::from_owned_fd(fd).ok();
+    Ok(WarmChild {
+        slot,
+        pid,
+        pidfd,
+        stdin: stdin_ours.and_then(|fd| pipe::Sender::from_owned_fd(fd).ok()),
+        stdout: receiver(stdout_ours),
+        stderr: receiver(stderr_ours),
+        status: None,
+    })
+}
+
+/// The child the zygote reports for the request just sent, held by a pidfd; a `stale`
+/// answer, a timeout or anything unexpected marks the zygote for replacement.
+async fn forked(zygote: &mut Zygote) -> Result<(i32, OwnedFd), Unfit> {
     let answer = tokio::time::timeout(PID_TIMEOUT, zygote.line()).await;
     let pid: i32 = match answer {
         Ok(Ok(line)) if line == "stale" => {
@@ -164,16 +180,7 @@ pub(super) async fn start(
         );
         return Err(Unfit::Refused);
     }
-    let receiver = |fd| pipe::Receiver::from_owned_fd(fd).ok();
-    Ok(WarmChild {
-        slot,
-        pid,
-        pidfd,
-        stdin: stdin_ours.and_then(|fd| pipe::Sender::from_owned_fd(fd).ok()),
-        stdout: receiver(stdout_ours),
-        stderr: receiver(stderr_ours),
-        status: None,
-    })
+    Ok((pid, pidfd))
 }
 
 /// The parent pid of `pid`, from `/proc/<pid>/stat`.
