@@ -113,9 +113,18 @@ def watch_mappings():
         return
     for line in lines:
         fields = line.split(None, 5)
-        if len(fields) == 6 and fields[5].startswith("/") and fields[4] != "0":
-            major, _, minor = fields[3].partition(":")
-            MAPPED[fields[5]] = (os.makedev(int(major, 16), int(minor, 16)), int(fields[4]))
+        if len(fields) < 6 or not fields[5].startswith("/") or fields[4] == "0":
+            continue
+        path = fields[5]
+        major, _, minor = fields[3].partition(":")
+        mapped = (os.makedev(int(major, 16), int(minor, 16)), int(fields[4]))
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        # Only a file still at its path (not a deleted one, a memfd or a device).
+        if (st.st_dev, st.st_ino) == mapped:
+            MAPPED[path] = mapped
 
 
 def stale():
