@@ -807,3 +807,32 @@ fn a_module_seeding_a_random_generator_at_import_is_not_preloaded() {
     assert_ne!(first, second, "two warm calls drew the same number");
     assert_eq!(warm_state(&mut s)["warm_calls"], 2);
 }
+
+/// A lazily loaded module (`importlib.util.LazyLoader`) runs its body on first use: in a
+/// warm child, as in a cold run, that is during the call, with the call's environment,
+/// never in the zygote.
+#[test]
+fn a_lazy_module_runs_its_body_in_the_call() {
+    let fixture = support::build_fixture(&[]);
+    fixture.add_plugin(
+        "lazy-probe",
+        "import atexit, importlib.util, sys\n\
+         spec = importlib.util.find_spec('lazy_probe.target')\n\
+         spec.loader = importlib.util.LazyLoader(spec.loader)\n\
+         target = importlib.util.module_from_spec(spec)\n\
+         sys.modules['lazy_probe.target'] = target\n\
+         spec.loader.exec_module(target)\n\
+         atexit.register(lambda: sys.stdout.write('execution=%s\\n' % target.EXECUTION))\n",
+    );
+    std::fs::write(
+        fixture.site_packages().join("lazy_probe/target.py"),
+        "import os\nEXECUTION = os.environ.get('CCM_EXECUTION')\n",
+    )
+    .unwrap();
+    let mut s = warm_session(&fixture.conda, &[], &[]);
+    let first = printed_at_exit(&mut s, "execution=");
+    let second = printed_at_exit(&mut s, "execution=");
+    assert_ne!(first, "None", "the lazy module ran in the zygote");
+    assert_ne!(first, second, "two calls, one execution marker");
+    assert_eq!(warm_state(&mut s)["warm_calls"], 2);
+}

@@ -63,7 +63,9 @@ fn disables_plugins(args: &[std::ffi::OsString], no_plugins_env: Option<&std::ff
         .take_while(|a| a != "--")
         .any(|a| {
             let name = a.split('=').next().unwrap_or_default();
-            name.len() >= "--no-p".len() && "--no-plugins".starts_with(name)
+            // The pre-parser's other options are -v/--verbose, --debug, --trace and
+            // --json: every prefix of --no-plugins from `--n` on is that option.
+            name.len() >= "--n".len() && "--no-plugins".starts_with(name)
         });
     let env = no_plugins_env.is_some_and(|v| {
         let v = v.to_string_lossy().trim().to_ascii_lowercase();
@@ -289,13 +291,16 @@ mod tests {
             &["--no-plug", "info"],
             &["--no-p", "info"],
             &["--no-plugins=", "info"],
+            &["--n", "info"],
+            &["--no", "info"],
+            &["--no-", "info"],
         ] {
             assert!(disables_plugins(&args(disabling), None), "{disabling:?}");
         }
         for keeping in [
             &["list", "--json"][..],
             &["run", "-n", "x", "--", "tool", "--no-plugins"],
-            &["--no", "info"],
+            &["--", "--no"],
             &["--no-pin", "install"],
             &["--no-pluginsx", "info"],
         ] {

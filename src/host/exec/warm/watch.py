@@ -21,8 +21,10 @@ def _watch(names):
     import importlib
     import importlib._bootstrap as bootstrap
     import posix
+    import random
     import resource
     import threading
+    import types
 
     stack, tainted, edges = [], {}, []
     before = set(_sys.modules)
@@ -102,25 +104,30 @@ def _watch(names):
     _sys.argv = WatchedList(_sys.argv)
     _sys.orig_argv = WatchedList(_sys.orig_argv)
 
+    own = ("/proc/self", "/proc/thread-self", "/dev/fd", "/proc/%d" % _os.getpid())
+
     def here_dependent(path=None, *args, **kwargs):
         if isinstance(path, int) or path is None:
             return path is None
         path = _os.fsdecode(path) if isinstance(path, (str, bytes)) else str(path)
-        return not path.startswith("/") or path.startswith(("/proc/self", "/dev/fd", "/proc/thread-self"))
+        return not path.startswith("/") or path.startswith(own)
 
-    for attribute in ("getcwd", "getcwdb", "chdir", "access", "getpid", "getppid",
-                      "fchdir", "getpgrp", "getsid", "ttyname"):
-        wrap(_os, attribute)
-    for attribute in ("stat", "lstat", "readlink", "listdir", "scandir"):
-        wrap(_os, attribute, when=here_dependent)
+    for owner in (_os, posix):
+        for attribute in ("getcwd", "getcwdb", "chdir", "access", "getpid", "getppid",
+                          "fchdir", "getpgrp", "getsid", "ttyname", "urandom"):
+            wrap(owner, attribute)
+        for attribute in ("stat", "lstat", "readlink", "listdir", "scandir", "statvfs",
+                          "pathconf", "listxattr", "getxattr"):
+            wrap(owner, attribute, when=here_dependent)
+        wrap(owner, "register_at_fork", call=False)
     for attribute in ("getrlimit", "prlimit"):
         wrap(resource, attribute)
-    for owner in (_os, posix):
-        wrap(owner, "register_at_fork", call=False)
-    import random
-
-    # A generator seeded at import would give every warm call the same sequence.
+    # A generator seeded, or the shared one drawn from, at import would give every warm
+    # call the same numbers.
     wrap(random.Random, "seed")
+    for attribute in ("random", "getrandbits", "randbytes", "randrange", "randint",
+                      "choice", "choices", "shuffle", "sample", "uniform", "gauss"):
+        wrap(random, attribute)
     for attribute in ("settrace", "setprofile"):
         wrap(_sys, attribute, call=False)
         wrap(threading, attribute, call=False)
@@ -161,6 +168,9 @@ def _watch(names):
         if event in ("open", "os.listdir", "os.scandir"):
             if args and not inside(args[0]):
                 taint(event + " outside the prefix")
+        elif event.startswith("os.") and args and isinstance(args[0], (str, bytes)):
+            if here_dependent(args[0]):
+                taint(event + " of a relative path")
         elif event.startswith(("subprocess.", "os.exec", "os.posix_spawn", "os.spawn",
                                "os.system", "os.fork", "os.kill", "os.chdir", "os.putenv",
                                "os.unsetenv", "socket.", "_thread.", "sys.addaudithook",
@@ -178,6 +188,7 @@ def _watch(names):
     for name in names:
         if name in _sys.modules:
             continue
+        present = set(_sys.modules)
         stack.append(name)
         try:
             importlib.import_module(name)
@@ -185,6 +196,13 @@ def _watch(names):
             failed[name] = "its import failed"
         finally:
             stack.pop()
+        for new in set(_sys.modules) - present:
+            # A lazy module (importlib.util.LazyLoader) or another object standing in for
+            # a module runs code on first use, code no round has watched: refused, with
+            # the import that put it there.
+            if type(_sys.modules.get(new)) is not types.ModuleType:
+                failed.setdefault(new, "not a plain module object")
+                failed.setdefault(name, "puts a stand-in module in place: " + new)
         if threading.active_count() != threads:
             failed[name] = "a thread was started"
             threads = threading.active_count()

@@ -77,22 +77,36 @@ def signature(path):
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
+def signature_or_none(path):
+    try:
+        return signature(path)
+    except OSError:
+        return None
+
+
 def watch(path):
+    """Record `path` as it is now (also when missing: it must stay missing)."""
     if path not in WATCHED:
-        try:
-            WATCHED[path] = signature(path)
-        except OSError:
-            pass
+        WATCHED[path] = signature_or_none(path)
 
 
 def watch_new_modules():
     """Record the files of modules imported since the last call (right after import)."""
+    import types
+
     for name, module in list(sys.modules.items()):
         if name not in SEEN_MODULES:
             SEEN_MODULES.add(name)
-            path = getattr(module, "__file__", None)
-            if isinstance(path, str):
-                watch(path)
+            # Through the dict: an attribute lookup could run a lazy module's code.
+            try:
+                namespace = types.ModuleType.__getattribute__(module, "__dict__")
+            except TypeError:
+                continue
+            path = namespace.get("__file__")
+            if isinstance(path, str) and path not in WATCHED:
+                signature_now = signature_or_none(path)
+                if signature_now is not None:
+                    WATCHED[path] = signature_now
 
 
 def watch_paths():
@@ -132,10 +146,7 @@ def stale():
     update from outside that the target's stamp does not cover, e.g. a plugin's
     dependency or a library)."""
     for path, seen in WATCHED.items():
-        try:
-            if signature(path) != seen:
-                return True
-        except OSError:
+        if signature_or_none(path) != seen:
             return True
     for path, (device, inode) in MAPPED.items():
         try:
@@ -377,19 +388,28 @@ def children():
 def end_orphans(call):
     """SIGKILL and reap every child but `call` until none is left: processes the call
     forked that left its process group (a fork that never execs carries no marker the
-    server could find). Each is unreaped until killed, so its pid cannot be reused."""
-    for _ in range(10000):
-        orphans = children() - {call}
+    server could find). Each is unreaped until killed, so its pid cannot be reused. One
+    that cannot be signalled (it changed its user) or does not die within a second is
+    left for the next time, never waited for."""
+    import time
+
+    spared = set()
+    end = time.monotonic() + 1.0
+    while time.monotonic() < end:
+        orphans = children() - {call} - spared
         if not orphans:
             return
         for pid in orphans:
             try:
                 os.kill(pid, signal.SIGKILL)
+            except PermissionError:
+                spared.add(pid)
             except OSError:
                 pass
-        for pid in orphans:
+        for pid in orphans - spared:
             try:
-                os.waitpid(pid, 0)
+                if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                    time.sleep(0.001)
             except OSError:
                 pass
 
