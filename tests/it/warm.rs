@@ -13,7 +13,8 @@
 //! string sets the same in every process (otherwise it varies from one cold run to the
 //! next). Where conda itself varies between two cold runs of one call (its threads order
 //! some debug lines), a differing call is run again on both servers and passes only if a
-//! warm result equals a cold one. The warm server must have run every call warm (its
+//! warm result equals a cold one; with conda's DEBUG log on, stderr is not compared (see
+//! `logs_debug`). The warm server must have run every call warm (its
 //! capabilities count them; calls without plugins run cold by design), or the comparison
 //! would prove nothing.
 
@@ -149,6 +150,28 @@ fn unmasked(response: &Value) -> Value {
     json!({"isError": result["isError"], "content": result["content"]})
 }
 
+/// Whether `input` turns conda's DEBUG log on (`-vvv`, `--debug`, `--trace`). That log
+/// prints the iteration order of sets whose members hash by object address, and records
+/// cache hits that depend on it: two cold runs of one call differ there (seen with
+/// `create --dry-run -vvv`: the virtual packages listed in another order, one more
+/// "Retrieving packages" block). For such calls stderr is not compared; everything else is.
+fn logs_debug(input: &Value) -> bool {
+    input["verbose"].as_u64().is_some_and(|v| v >= 3)
+        || input["debug"] == json!(true)
+        || input["trace"] == json!(true)
+}
+
+/// `masked(response)`, less stderr when `input` turns the DEBUG log on.
+fn compared(response: &Value, input: &Value) -> Value {
+    let mut value = masked(response);
+    if logs_debug(input)
+        && let Some(stderr) = value.pointer_mut("/structured/stderr")
+    {
+        *stderr = json!("(the DEBUG log: not compared)");
+    }
+    value
+}
+
 /// Whether a response is a conda execution (not a refusal).
 fn executed(response: &Value) -> bool {
     response["result"]["structuredContent"]["exit_code"].is_number()
@@ -205,15 +228,15 @@ fn compare(
             let b = call(warm, tool, input);
             *ran += usize::from(executed(&b) && counted);
             *without += usize::from(executed(&b) && !counted);
-            masked(&b)
+            compared(&b, input)
         };
-        let (mut colds, mut warms) = (vec![masked(&call(cold, tool, input))], Vec::new());
+        let (mut colds, mut warms) = (vec![compared(&call(cold, tool, input), input)], Vec::new());
         warms.push(run_warm(&mut ran, &mut without_plugins));
         for _ in 0..RERUNS {
             if warms.iter().any(|w| colds.contains(w)) {
                 break;
             }
-            colds.push(masked(&call(cold, tool, input)));
+            colds.push(compared(&call(cold, tool, input), input));
             warms.push(run_warm(&mut ran, &mut without_plugins));
         }
         if !warms.iter().any(|w| colds.contains(w)) {
