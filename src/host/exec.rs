@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 mod capture;
 mod cgroup;
+pub mod environ;
 mod leader;
 pub mod limits;
 mod pty;
@@ -91,16 +92,23 @@ pub fn check_size(spec: &Spec) -> Result<(), TooLarge> {
     }
     let argv: usize =
         spec.program.as_os_str().len() + 1 + spec.args.iter().map(|a| a.len() + 1).sum::<usize>();
-    let env: usize = std::env::vars_os()
+    let mut env: std::collections::BTreeMap<OsString, OsString> = std::env::vars_os()
         .filter(|(k, _)| !spec.env_remove.iter().any(|r| k.as_bytes() == r.as_bytes()))
-        .map(|(k, v)| k.len() + v.len() + 2)
-        .sum();
+        .collect();
+    environ::apply(&mut env, &environ::changes(|name| withheld(spec, name)));
+    let env: usize = env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
     let total = argv + env;
     if total > MAX_COMMAND_BYTES {
         Err(TooLarge::Total(total))
     } else {
         Ok(())
     }
+}
+
+/// Whether `spec`'s child goes without the variable `name` (`env_remove`, or withheld
+/// from every child).
+fn withheld(spec: &Spec, name: &str) -> bool {
+    spec.env_remove.contains(&name) || spec.limits.env_remove.iter().any(|n| n == name)
 }
 
 /// How a run ended.

@@ -7,6 +7,8 @@ mod support;
 mod argv;
 /// `--audit-log`: lines, redaction, refusals.
 mod audit;
+/// No caller code in any child: modules planted in working directories never run.
+mod caller_code;
 /// Capacity limits: the execution queue and the per-session limit.
 mod capacity;
 /// The command line: flags, exit codes, messages.

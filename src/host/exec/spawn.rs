@@ -91,6 +91,13 @@ pub(super) fn start(
     for name in spec.limits.env_remove.iter() {
         command.env_remove(name);
     }
+    // Nothing a child starts takes code from the working directory (`environ`).
+    for (name, value) in super::environ::changes(|name| super::withheld(spec, name)) {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
     command.env(reap::MARKER_VAR, marker);
     if spec_uses_terminal {
         // Nothing but conda's progress records is to change on a terminal.

@@ -50,6 +50,10 @@ fn environment(spec: &Spec, marker: &str) -> BTreeMap<OsString, OsString> {
     for name in spec.limits.env_remove.iter() {
         env.remove(std::ffi::OsStr::new(name));
     }
+    super::super::environ::apply(
+        &mut env,
+        &super::super::environ::changes(|name| super::super::withheld(spec, name)),
+    );
     env.insert(reap::MARKER_VAR.into(), marker.into());
     if let Some(plan) = &spec.sandbox {
         env.insert(

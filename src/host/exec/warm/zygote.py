@@ -18,8 +18,10 @@ import sys
 
 ENTRY = sys.argv[1]
 # A cold run's sys.path[0] is the entry script's directory; `-c` put "" (the working
-# directory) there instead. Replaced before anything else is imported.
-sys.path[0] = sys.argv[2]
+# directory) there instead. Replaced before anything else is imported. Under
+# PYTHONSAFEPATH (every child's environment, Python >= 3.11) neither run has either.
+if not getattr(sys.flags, "safe_path", False):
+    sys.path[0] = sys.argv[2]
 
 import os  # noqa: E402
 import signal  # noqa: E402

@@ -104,10 +104,19 @@ impl Zygote {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .process_group(0);
-        for name in Limits::current().env_remove.iter() {
+        let withheld = Limits::current().env_remove;
+        for name in withheld.iter() {
             command.env_remove(name);
         }
         command.env_remove(reap::MARKER_VAR);
+        // As every child: its interpreter (and so each warm child's `sys.flags` and
+        // `sys.path`) takes nothing from a working directory or the user site.
+        for (name, value) in super::super::environ::changes(|n| withheld.iter().any(|w| w == n)) {
+            match value {
+                Some(value) => command.env(name, value),
+                None => command.env_remove(name),
+            };
+        }
         let fd = theirs.as_raw_fd();
         // SAFETY: dup2 and fcntl only, on a descriptor opened before the fork.
         unsafe {
