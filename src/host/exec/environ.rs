@@ -58,7 +58,8 @@ pub fn changes_of(
         }
         let Some(value) = lookup(name) else { continue };
         let kept = absolute_entries(&value);
-        if kept != value {
+        // An empty value is one empty entry: the working directory.
+        if kept != value || value.is_empty() {
             out.push((name, (!kept.is_empty()).then_some(kept)));
         }
     }
