@@ -14,9 +14,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::json;
+use serde_json::{Map, Value, json};
 
 use crate::mcp::{Session, structured};
+use crate::side_effects::{self, World};
 use crate::support;
 
 /// The planted directories and the FIFO every planted file reports to.
@@ -218,4 +219,183 @@ fn planted_modules_never_run_in_the_fixtures_spawn_child() {
             assert_eq!(caps["warm"]["warm_calls"], 4, "{}", caps["warm"]);
         }
     }
+}
+
+/// A real-conda server in `cwd` with the side-effect test's private world (HOME,
+/// package cache, a local channel) — but the CUDA probe on (no `CONDA_OVERRIDE_CUDA`).
+fn real_server(world: &World, cwd: &Path, flags: &[&str]) -> Session {
+    let mut command = support::ccm();
+    command
+        .arg("--conda-exe")
+        .arg(support::real_conda())
+        .args(["--timeout", "120"])
+        .args(flags)
+        .env_clear()
+        .envs(
+            world
+                .throwaway
+                .env()
+                .into_iter()
+                .filter(|(k, _)| k != "CONDA_OVERRIDE_CUDA"),
+        )
+        .current_dir(cwd);
+    let mut session = Session::spawn_initialized(command);
+    if flags.contains(&"--warm") {
+        crate::warm::wait_ready(&mut session);
+    }
+    session
+}
+
+/// Every tool a read-only server lists, with the side-effect test's first sensible input
+/// the policy admits (`conda_cli_command` for the completion helper).
+fn read_only_calls(world: &World, listed: &[String]) -> Vec<(String, Map<String, Value>)> {
+    let found = support::real_discovery();
+    let tools = support::toolset(&found.catalog, &found.plugins, false);
+    let mut calls = Vec::new();
+    for tool in &tools.generated {
+        if !listed.contains(&tool.name) {
+            continue;
+        }
+        // `create` of the existing `t1` stops before the solve: a new name.
+        let inputs = side_effects::sensible_inputs(tool, world, false);
+        if let Some(input) = inputs
+            .iter()
+            .find(|i| tool.name != "conda_create" || i.get("name") != Some(&json!("t1")))
+            .or(inputs.first())
+            .cloned()
+        {
+            calls.push((tool.name.clone(), input));
+        }
+    }
+    if listed.iter().any(|t| t == "conda_cli_command") {
+        let mut input = Map::new();
+        input.insert("command_path".into(), json!(["list"]));
+        calls.push(("conda_cli_command".into(), input));
+    }
+    calls
+}
+
+/// One server's calls, each in the server's working directory and in `call_cwd`; the
+/// planted runs seen, and the tools of the calls that exited 0.
+fn run_all(
+    s: &mut Session,
+    calls: &[(String, Map<String, Value>)],
+    call_cwd: &Path,
+    planted: &mut Planted,
+    label: &str,
+) -> (Vec<String>, Vec<String>) {
+    let mut seen = Vec::new();
+    let mut zero = Vec::new();
+    for (tool, input) in calls {
+        let mut inputs = vec![input.clone()];
+        if tool != "conda_cli_command" {
+            let mut elsewhere = input.clone();
+            elsewhere.insert("ccm_cwd".into(), json!(call_cwd));
+            inputs.push(elsewhere);
+        }
+        for input in inputs {
+            let shown = Value::Object(input);
+            let response = s.request("tools/call", json!({"name": tool, "arguments": shown}));
+            if response["result"]["structuredContent"]["exit_code"] == 0
+                || (tool == "conda_cli_command" && response.get("result").is_some())
+            {
+                zero.push(tool.clone());
+            } else {
+                eprintln!("{label}: {tool} {shown} did not exit 0: {response:.300}");
+            }
+            let lines = planted.lines();
+            seen.extend(
+                planted_runs(&lines)
+                    .into_iter()
+                    .map(|l| format!("{label}: {tool} {shown}: {l}")),
+            );
+        }
+    }
+    (seen, zero)
+}
+
+/// The hostile test on a real conda: every read-only tool, in a planted server working
+/// directory and with a planted `ccm_cwd`, cold and `--warm`: nothing planted runs. The
+/// control shows a planted file reporting from inside the sandbox when a program imports
+/// it on purpose (`conda run` under `--allow-exec`).
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_planted_modules_never_run_in_read_only_calls() {
+    let found = support::real_discovery();
+    let prefix = found.prefix.clone().expect("the target's prefix");
+    let mut planted = Planted::new(&prefix.join("bin/python"));
+    let (modules, packages) = (planted.modules(), planted.packages());
+    let world = World::in_place("caller-code");
+    // A workspace manifest and an environment file, as a project has: the workspace and
+    // task commands read them.
+    for dir in [&modules, &packages] {
+        for file in ["conda.toml", "environment.yml"] {
+            std::fs::copy(world.throwaway.path("cwd").join(file), dir.join(file)).unwrap();
+        }
+    }
+
+    // The control: detection works from inside the sandbox.
+    let mut exec = real_server(&world, &modules, &["--allow-exec"]);
+    let control = exec.call(
+        "conda_run",
+        json!({"prefix": prefix, "executable_call":
+            ["python", "-c", "import sys; sys.path.insert(0, ''); import json"]}),
+    );
+    let lines = planted.lines();
+    assert!(
+        lines.iter().any(|l| l.starts_with("planted json ran")),
+        "the control did not report: {lines:?} {control}"
+    );
+    drop(exec);
+
+    let mut cold = real_server(&world, &modules, &[]);
+    let mut warm = real_server(&world, &packages, &["--warm"]);
+    assert!(
+        planted_runs(&planted.lines()).is_empty(),
+        "planted code ran while the servers started"
+    );
+    let listed: Vec<String> = cold
+        .tools()
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect();
+    let calls = read_only_calls(&world, &listed);
+    assert!(calls.len() >= 8, "too few read-only calls: {calls:?}");
+    // One after the other: a line in the FIFO belongs to the call just made.
+    let (mut seen, cold_zero) = run_all(&mut cold, &calls, &packages, &mut planted, "cold");
+    let (warm_seen, warm_zero) = run_all(&mut warm, &calls, &modules, &mut planted, "warm");
+    seen.extend(warm_seen);
+    let caps = warm.capabilities();
+    eprintln!(
+        "{} read-only calls, each twice (server cwd, ccm_cwd), cold ({} exited 0) and warm \
+         ({} exited 0; {})",
+        calls.len(),
+        cold_zero.len(),
+        warm_zero.len(),
+        caps["warm"]
+    );
+    assert!(seen.is_empty(), "planted code ran:\n{}", seen.join("\n"));
+    assert!(
+        caps["warm"]["warm_calls"].as_u64().unwrap() * 2 >= calls.len() as u64,
+        "too few calls ran warm: {}",
+        caps["warm"]
+    );
+    // The commands that run conda's CUDA probe (virtual packages) did run, both ways.
+    for probing in [
+        "conda_info",
+        "conda_doctor",
+        "conda_create",
+        "conda_install",
+    ] {
+        for (zero, how) in [(&cold_zero, "cold"), (&warm_zero, "warm")] {
+            let n = zero.iter().filter(|t| *t == probing).count();
+            assert_eq!(n, 2, "{how}: {probing} exited 0 {n} times of 2");
+        }
+    }
+    assert!(
+        cold_zero.len() * 2 >= calls.len() * 2,
+        "only {} of {} cold calls exited 0: the inputs must reach conda's code",
+        cold_zero.len(),
+        calls.len() * 2
+    );
 }

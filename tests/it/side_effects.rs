@@ -286,7 +286,7 @@ fn admitted(tool: &Tool, input: &Map<String, Value>, exec: bool) -> bool {
 /// required properties, the environment `t1` when the tool selects one, one or two flags
 /// that make the call admissible (`--dry-run`, `--untracked`, `--dry-run --all`, …).
 /// Only admitted ones when there are any.
-fn sensible_inputs(tool: &Tool, world: &World, exec: bool) -> Vec<Map<String, Value>> {
+pub(crate) fn sensible_inputs(tool: &Tool, world: &World, exec: bool) -> Vec<Map<String, Value>> {
     let mut base = Map::new();
     for property in &tool.layout.properties {
         if ccm::tools::schema::is_required(&property.argument) {
@@ -366,13 +366,26 @@ fn sensible_inputs(tool: &Tool, world: &World, exec: bool) -> Vec<Map<String, Va
     }
 }
 
-struct World {
-    throwaway: Throwaway,
+pub(crate) struct World {
+    pub(crate) throwaway: Throwaway,
     conda: PathBuf,
     prefix: PathBuf,
 }
 
 impl World {
+    /// The real conda itself (nothing copied) with a private HOME, package cache and
+    /// local channel: for tests that write nothing (`crate::caller_code`).
+    pub(crate) fn in_place(label: &str) -> World {
+        World {
+            throwaway: Throwaway::new(label),
+            conda: support::real_conda(),
+            prefix: support::real_discovery()
+                .prefix
+                .clone()
+                .expect("the target's prefix"),
+        }
+    }
+
     fn new(k: usize) -> World {
         let original = support::real_discovery()
             .prefix
