@@ -41,6 +41,8 @@ mod mcp;
 mod oracle;
 /// The safety policy on final argv (pure).
 mod policy;
+/// Sandboxed children hold no capabilities and run with no_new_privs.
+mod privileges;
 /// Long operations: progress notifications, heartbeats, fetch records.
 mod progress;
 /// Hostile JSON-RPC frames over stdio: every frame answered.

@@ -162,10 +162,7 @@ fn enter(plan: &Prepared) -> std::io::Result<()> {
             attach(fd, dir);
         }
     }
-    if plan.ids.is_none() {
-        drop_capabilities()?;
-    }
-    Ok(())
+    drop_privileges()
 }
 
 /// A new mount namespace, inside a new user namespace mapping `ids` (the `uid_map` and
@@ -232,27 +229,51 @@ fn mount_overlay(overlay: &Overlay, user: bool, private: rustix::mount::MountFla
     }
 }
 
-/// A root child keeps root's capabilities: take away those that would undo the sandbox
-/// (remount, unmount), reach the server (ptrace) or the kernel. It and its descendants can
-/// never regain them; a user namespace it makes locks the mounts. Only system calls.
+/// Give up every privilege, for good, for this process and everything it starts. A root
+/// child would keep root's capabilities across `exec`, and a child in a new user namespace
+/// holds every capability in it (a full bounding set): after this, neither holds any
+/// capability in any set, `exec` grants none (root is not special, a setuid or
+/// file-capability program gains nothing) and the bits that say so are locked. Only
+/// system calls (rustix's raw `prctl` and `capset`).
 #[cfg(target_os = "linux")]
-fn drop_capabilities() -> std::io::Result<()> {
-    for cap in DROPPED_CAPABILITIES {
-        // SAFETY: prctl with integer arguments only.
-        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
-            return Err(std::io::Error::last_os_error());
+fn drop_privileges() -> std::io::Result<()> {
+    use rustix::io::Errno;
+    use rustix::thread::{
+        CapabilitiesSecureBits as Bits, CapabilitySet, CapabilitySets,
+        clear_ambient_capability_set, remove_capability_from_bounding_set, set_capabilities,
+        set_capabilities_secure_bits, set_no_new_privs,
+    };
+    // The bounding set first (it needs CAP_SETPCAP): what no `exec` can grant again.
+    for cap in 0..64 {
+        match remove_capability_from_bounding_set(CapabilitySet::from_bits_retain(1 << cap)) {
+            Ok(()) => {}
+            // Past the kernel's last capability.
+            Err(Errno::INVAL) => break,
+            Err(error) => return Err(error.into()),
         }
     }
+    // uid 0 gets no capabilities at `exec` and keeps none across uid changes; nothing can
+    // raise an ambient capability; the bits cannot be changed back.
+    set_capabilities_secure_bits(
+        Bits::NO_ROOT
+            | Bits::NO_ROOT_LOCKED
+            | Bits::NO_SETUID_FIXUP
+            | Bits::NO_SETUID_FIXUP_LOCKED
+            | Bits::KEEP_CAPS_LOCKED
+            | Bits::NO_CAP_AMBIENT_RAISE
+            | Bits::NO_CAP_AMBIENT_RAISE_LOCKED,
+    )?;
+    clear_ambient_capability_set()?;
+    let none = CapabilitySet::empty();
+    set_capabilities(
+        None,
+        CapabilitySets {
+            effective: none,
+            permitted: none,
+            inheritable: none,
+        },
+    )?;
+    // No `exec` grants a privilege (setuid, setgid, file capabilities).
+    set_no_new_privs(true)?;
     Ok(())
 }
-
-/// Capabilities a root server's sandboxed children lose (bounding set).
-#[cfg(target_os = "linux")]
-const DROPPED_CAPABILITIES: [libc::c_ulong; 6] = [
-    21, // CAP_SYS_ADMIN: mount, remount, unmount, namespaces
-    19, // CAP_SYS_PTRACE: the server's memory
-    16, // CAP_SYS_MODULE: kernel modules
-    17, // CAP_SYS_RAWIO: ioperm, /dev/mem
-    27, // CAP_MKNOD: new device nodes
-    22, // CAP_SYS_BOOT: reboot
-];

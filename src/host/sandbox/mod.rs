@@ -21,9 +21,11 @@
 //! is prepared in the parent ([`Sandbox::plan`]), the child only makes raw system calls.
 //! Setting up the namespaces, the read-only remount and the tmpfs are mandatory (the child
 //! does not start when one fails); overlays and writable binds are best effort (a failure
-//! leaves that directory read-only). A child cannot undo the sandbox: a non-root child has
-//! no capabilities after `exec`, a root child loses the dangerous ones from its bounding
-//! set, and a user namespace either makes locks the read-only mounts. At startup [`Sandbox::probe`] runs one trivial child
+//! leaves that directory read-only). A child cannot undo the sandbox: as root or in a user
+//! namespace, it gives up every capability in every set (the bounding set included) and
+//! sets `no_new_privs` and root-is-not-special securebits (locked) before `exec`, so
+//! nothing it runs holds or regains one; a user namespace it makes locks the read-only
+//! mounts. At startup [`Sandbox::probe`] runs one trivial child
 //! in the sandbox; when that fails the server says why and runs children as before.
 //!
 //! Linux ≥ 5.12 (`mount_setattr`); overlays in user namespaces need Linux ≥ 5.11.

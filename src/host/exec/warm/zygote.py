@@ -162,8 +162,14 @@ def stale():
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 PR_CAPBSET_DROP = 24
-# What a sandboxed root child loses (the same list as the cold path's).
-DROPPED = (21, 19, 16, 17, 27, 22)
+PR_SET_SECUREBITS = 28
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+EINVAL = 22
+# SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP, SECBIT_NO_CAP_AMBIENT_RAISE and their locks, and
+# SECBIT_KEEP_CAPS_LOCKED: the same bits as the cold path's (sandbox/enter.rs).
+SECURE_BITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
 
 
 class CapHeader(ctypes.Structure):
@@ -184,43 +190,41 @@ def fail(where):
     os._exit(126)
 
 
-def capabilities(keep_all_but):
-    """Clear capabilities: all of them, or only `keep_all_but`'s bits."""
+def prctl(option, argument):
+    return LIBC.prctl(ctypes.c_int(option), ctypes.c_ulong(argument), ctypes.c_ulong(0),
+                      ctypes.c_ulong(0), ctypes.c_ulong(0))
+
+
+def drop_privileges():
+    """What the cold path's sandbox hook does last (drop_privileges in sandbox/enter.rs):
+    an empty bounding set, root not special at exec (locked), no ambient capabilities,
+    no capability in any set, no_new_privs."""
+    for cap in range(64):
+        if prctl(PR_CAPBSET_DROP, cap) != 0:
+            if ctypes.get_errno() == EINVAL:
+                break
+            fail("capbset")
+    if prctl(PR_SET_SECUREBITS, SECURE_BITS) != 0:
+        fail("securebits")
+    if prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL) != 0:
+        fail("ambient")
     header = CapHeader(0x20080522, 0)
     data = (CapData * 2)()
-    if LIBC.capget(ctypes.byref(header), data) != 0:
-        fail("capget")
-    for i in range(2):
-        for field in ("effective", "permitted", "inheritable"):
-            value = getattr(data[i], field)
-            if keep_all_but is None:
-                value = 0
-            else:
-                for cap in keep_all_but:
-                    if cap // 32 == i:
-                        value &= ~(1 << (cap % 32))
-            setattr(data[i], field, value)
     if LIBC.capset(ctypes.byref(header), data) != 0:
         fail("capset")
+    if prctl(PR_SET_NO_NEW_PRIVS, 1) != 0:
+        fail("no_new_privs")
 
 
 def enter_namespace(user, mount):
     """Join the call's sandbox (built by a holder process), then give up what a cold
-    child gives up at exec."""
+    child gives up before exec: every privilege."""
     if user is not None:
         if LIBC.setns(user, CLONE_NEWUSER) != 0:
             fail("setns (user)")
-        if LIBC.setns(mount, CLONE_NEWNS) != 0:
-            fail("setns (mount)")
-        # A cold child runs as a non-root id in the namespace: exec leaves it nothing.
-        capabilities(None)
-    else:
-        if LIBC.setns(mount, CLONE_NEWNS) != 0:
-            fail("setns (mount)")
-        for cap in DROPPED:
-            if LIBC.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-                fail("capbset")
-        capabilities(DROPPED)
+    if LIBC.setns(mount, CLONE_NEWNS) != 0:
+        fail("setns (mount)")
+    drop_privileges()
 
 
 def set_limit(resource_id, value):

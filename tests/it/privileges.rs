@@ -1,0 +1,171 @@
+//! Sandboxed children hold no privileges: no capability in any set (inheritable,
+//! permitted, effective, bounding, ambient) and `no_new_privs`, whether the server runs as
+//! root or as an unprivileged user (then in a user namespace, where a child would
+//! otherwise keep a full bounding set), cold and `--warm`. Read from `/proc/self/status`
+//! of the program a sandboxed `conda run` starts (exec without `--allow-write` runs
+//! sandboxed): a root process that execs keeps or regains capabilities unless its
+//! bounding set is empty and root's special treatment is off.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::mcp::{Session, structured};
+use crate::support;
+
+/// The fields of `/proc/<pid>/status` that say what a process may do beyond its ids.
+const FIELDS: [&str; 6] = [
+    "CapInh",
+    "CapPrm",
+    "CapEff",
+    "CapBnd",
+    "CapAmb",
+    "NoNewPrivs",
+];
+
+/// The privilege fields of a status document.
+fn privileges(status: &str) -> Vec<(String, String)> {
+    FIELDS
+        .iter()
+        .map(|field| {
+            let value = status
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{field}:")))
+                .unwrap_or_else(|| panic!("no {field} in {status}"))
+                .trim()
+                .to_owned();
+            ((*field).to_owned(), value)
+        })
+        .collect()
+}
+
+/// What every sandboxed program must show.
+fn none() -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = FIELDS[..5]
+        .iter()
+        .map(|f| ((*f).to_owned(), "0000000000000000".to_owned()))
+        .collect();
+    out.push(("NoNewPrivs".into(), "1".into()));
+    out
+}
+
+/// `/proc/self/status` of a program a sandboxed `conda run` starts.
+fn status_of_a_sandboxed_program(s: &mut Session, prefix: &Path) -> String {
+    let result = s.call(
+        "conda_run",
+        json!({"prefix": prefix, "executable_call": ["cat", "/proc/self/status"]}),
+    );
+    assert_eq!(structured(&result)["exit_code"], 0, "{result}");
+    structured(&result)["stdout"].as_str().unwrap().to_owned()
+}
+
+/// A server for `conda` with `--allow-exec` (and `--warm` when asked, ready), run by
+/// `launch` (the tests' user or `nobody`); the sandbox must be active.
+fn server(launch: Command, conda: &Path, home: &Path, warm: bool) -> Session {
+    let mut command = launch;
+    command
+        .arg("--conda-exe")
+        .arg(conda)
+        .arg("--allow-exec")
+        .args(if warm { &["--warm"][..] } else { &[][..] })
+        .env_remove("CONDA_EXE")
+        .env_remove("CCM_LOG")
+        .env("HOME", home);
+    let mut s = Session::spawn_initialized(command);
+    assert_eq!(
+        s.capabilities()["sandbox"]["state"],
+        "active",
+        "{}",
+        s.stderr.lock().unwrap()
+    );
+    if warm {
+        crate::warm::wait_ready(&mut s);
+    }
+    s
+}
+
+/// Cold and warm, one sandboxed program's privileges must be none.
+fn check(launch: impl Fn() -> Command, conda: &Path, prefix: &Path, home: &Path, who: &str) {
+    for warm in [false, true] {
+        let mut s = server(launch(), conda, home, warm);
+        let status = status_of_a_sandboxed_program(&mut s, prefix);
+        assert_eq!(
+            privileges(&status),
+            none(),
+            "{who}, warm {warm}: a sandboxed program holds privileges"
+        );
+        if warm {
+            let counters: Value = s.capabilities()["warm"].clone();
+            assert_eq!(counters["warm_calls"], 1, "{counters}");
+        }
+    }
+}
+
+/// The fixture conda, as the tests' user (root in CI) and as `nobody` (when root).
+#[test]
+fn sandboxed_children_hold_no_capabilities_and_no_new_privileges() {
+    let fixture = support::fixture();
+    let home = tempfile::Builder::new()
+        .prefix("ccm-home-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let me = support::ccm;
+    check(
+        me,
+        &fixture.conda,
+        &fixture.prefix,
+        home.path(),
+        "the tests' user",
+    );
+    if !support::is_root() {
+        return;
+    }
+    // As nobody: a binary, a fixture on a system interpreter and a HOME it can reach.
+    let others = support::build_fixture_for_others(&[]);
+    let base = tempfile::Builder::new()
+        .prefix("ccm-unprivileged-")
+        .tempdir()
+        .unwrap();
+    let open = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    open(base.path(), 0o755);
+    let ccm: PathBuf = base.path().join("ccm");
+    std::fs::copy(env!("CARGO_BIN_EXE_ccm"), &ccm).unwrap();
+    let home = base.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    open(&home, 0o777);
+    let nobody = || {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&ccm)
+            .current_dir(base.path());
+        c
+    };
+    check(nobody, &others.conda, &others.prefix, &home, "nobody");
+}
+
+/// A real conda as the tests' user (root in CI): its `conda run` (activation, a shell
+/// wrapper) starts the program.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_sandboxed_children_hold_no_capabilities_and_no_new_privileges() {
+    let conda = support::real_conda();
+    let prefix = support::real_discovery()
+        .prefix
+        .clone()
+        .expect("the target's prefix");
+    let home = tempfile::Builder::new()
+        .prefix("ccm-home-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    check(
+        support::ccm,
+        &conda,
+        &prefix,
+        home.path(),
+        "the tests' user",
+    );
+}
