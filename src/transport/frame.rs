@@ -100,6 +100,11 @@ pub fn inspect(frame: &[u8]) -> Verdict {
             None,
         ));
     };
+    if let Some(path) = &scanned.repeated
+        && text.trim_start().starts_with('{')
+    {
+        return repeated(text, &scanned, path);
+    }
     let value: Value = match serde_json::from_str(text) {
         Ok(value) => value,
         Err(e) => {
@@ -145,6 +150,32 @@ pub fn inspect(frame: &[u8]) -> Verdict {
             None,
         )),
     }
+}
+
+/// A message with a key repeated in one of its objects: serde would keep the last
+/// occurrence while a log or a client's view may show the first (the tool name, an
+/// argument), so it is refused whole and nothing runs. A request gets `-32600` naming the
+/// key's path (never a value), with its id unless the id itself is repeated; a
+/// notification or a response is dropped.
+fn repeated(text: &str, scanned: &Scanned, path: &str) -> Verdict {
+    let id = scanned.id.as_ref().filter(|_| path != "$.id").map(|span| {
+        serde_json::from_str::<Value>(&text[span.clone()])
+            .ok()
+            .filter(usable_id)
+            .unwrap_or(Value::Null)
+    });
+    let id = match (scanned.method, id) {
+        (false, _) => return Verdict::Drop,
+        (true, None) if scanned.id.is_none() => return Verdict::Drop,
+        (true, id) => id.unwrap_or(Value::Null),
+    };
+    let path = clip(path, CLIP);
+    Verdict::Answer(error(
+        id,
+        INVALID_REQUEST,
+        &format!("Invalid request: a repeated key at {path}"),
+        Some(json!({"path": path})),
+    ))
 }
 
 /// Where serde's 1-based line/column points, as a byte offset.

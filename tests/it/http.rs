@@ -110,13 +110,13 @@ fn agent() -> ureq::Agent {
 
 /// An HTTP answer: status, headers (lower-case names) and body.
 pub(crate) struct Answer {
-    status: u16,
+    pub(crate) status: u16,
     headers: Vec<(String, String)>,
     body: String,
 }
 
 impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)

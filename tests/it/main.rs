@@ -49,6 +49,8 @@ mod progress;
 mod protocol;
 /// The README's client configurations, started as pasted.
 mod readme;
+/// Repeated keys in a request: refused before anything runs, stdio and HTTP, every revision.
+mod repeated_keys;
 /// Restart detection and its cost.
 mod restart;
 /// What a tool call answers under each protocol revision (invalid arguments, results).

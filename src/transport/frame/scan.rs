@@ -1,14 +1,23 @@
 //! The scanner behind [`super::inspect`]: RFC 8259 syntax checked without depth or number
-//! limits (iteratively, so any nesting), and the spans of the top-level object's `id` and
-//! `params`, for frames serde cannot take.
+//! limits (iteratively, so any nesting), the spans of the top-level object's `id` and
+//! `params`, for frames serde cannot take, and the first key repeated within one object
+//! (at any depth, keys compared after unescaping), which serde would silently take the
+//! last of.
 
+use std::borrow::Cow;
+use std::collections::HashSet;
 use std::ops::Range;
 
-/// Where a syntactically valid JSON text keeps its top-level `id` and `params`.
+/// What the scanner found in a syntactically valid JSON text.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Scanned {
     pub id: Option<Range<usize>>,
     pub params: Option<Range<usize>>,
+    /// The path (`$.params.name`, `$.a[1].k`) of the first key that repeats a key of its
+    /// own object, keys compared after JSON unescaping (`"a"` is `"\u0061"`).
+    pub repeated: Option<String>,
+    /// The top-level object has a `method` member (a request or a notification).
+    pub method: bool,
 }
 
 /// What the scanner expects next.
@@ -21,20 +30,41 @@ enum Want {
     CommaOrClose,
 }
 
+/// One open container.
+struct Level<'a> {
+    /// An object (else an array).
+    object: bool,
+    /// Where this object's keys start in [`Scanner::keys`].
+    keys_from: usize,
+    /// The object's keys as a set, once it has more than [`LINEAR`] of them.
+    set: Option<Box<HashSet<Cow<'a, str>>>>,
+    /// The current member's key, quotes included (objects).
+    key: Range<usize>,
+    /// The current element's index (arrays).
+    index: usize,
+}
+
+/// Up to this many keys an object's keys are compared one by one (no hashing, no
+/// allocation: most objects have a handful); beyond, through a set.
+const LINEAR: usize = 16;
+
 /// The scanner's position in the text and what it has seen.
 struct Scanner<'a> {
     b: &'a [u8],
     i: usize,
     found: Scanned,
-    /// true: object, false: array.
-    stack: Vec<bool>,
+    stack: Vec<Level<'a>>,
     want: Want,
     key: Option<String>,
     value_start: usize,
+    /// The keys of the open objects, innermost last (each object's from its level's
+    /// `keys_from`).
+    keys: Vec<Range<usize>>,
 }
 
-/// Check RFC 8259 syntax without depth or number limits (iteratively: any nesting), and
-/// find the spans of the top-level object's `id` and `params`. `None`: not JSON.
+/// Check RFC 8259 syntax without depth or number limits (iteratively: any nesting), find
+/// the spans of the top-level object's `id` and `params` and the first repeated key.
+/// `None`: not JSON.
 pub fn scan(b: &[u8]) -> Option<Scanned> {
     let mut s = Scanner {
         b,
@@ -44,6 +74,7 @@ pub fn scan(b: &[u8]) -> Option<Scanned> {
         want: Want::Value,
         key: None,
         value_start: 0,
+        keys: Vec::new(),
     };
     loop {
         s.ws();
@@ -57,7 +88,7 @@ pub fn scan(b: &[u8]) -> Option<Scanned> {
             continue;
         }
         // A value ended at `i`.
-        if s.stack.len() == 1 && s.stack[0] {
+        if s.stack.len() == 1 && s.stack[0].object {
             match s.key.as_deref() {
                 Some("id") => s.found.id = Some(s.value_start..s.i),
                 Some("params") => s.found.params = Some(s.value_start..s.i),
@@ -72,7 +103,7 @@ pub fn scan(b: &[u8]) -> Option<Scanned> {
     }
 }
 
-impl Scanner<'_> {
+impl<'a> Scanner<'a> {
     fn ws(&mut self) {
         while self.i < self.b.len() && matches!(self.b[self.i], b' ' | b'\t' | b'\n' | b'\r') {
             self.i += 1;
@@ -84,23 +115,28 @@ impl Scanner<'_> {
         let (b, i) = (self.b, self.i);
         if self.want == Want::ValueOrClose && c == b']' {
             self.i += 1;
-            self.stack.pop();
+            self.close();
             return Some(true);
         }
-        if self.stack.len() == 1 && self.stack[0] {
+        if self.stack.len() == 1 && self.stack[0].object {
             self.value_start = i;
         }
         self.i = match c {
-            b'{' => {
+            b'{' | b'[' => {
+                let object = c == b'{';
                 self.i += 1;
-                self.stack.push(true);
-                self.want = Want::KeyOrClose;
-                return Some(false);
-            }
-            b'[' => {
-                self.i += 1;
-                self.stack.push(false);
-                self.want = Want::ValueOrClose;
+                self.stack.push(Level {
+                    object,
+                    keys_from: self.keys.len(),
+                    set: None,
+                    key: 0..0,
+                    index: 0,
+                });
+                self.want = if object {
+                    Want::KeyOrClose
+                } else {
+                    Want::ValueOrClose
+                };
                 return Some(false);
             }
             b'"' => string(b, i)?,
@@ -118,15 +154,21 @@ impl Scanner<'_> {
     fn key(&mut self, c: u8) -> Option<bool> {
         if self.want == Want::KeyOrClose && c == b'}' {
             self.i += 1;
-            self.stack.pop();
+            self.close();
             return Some(true);
         }
         if c != b'"' {
             return None;
         }
         let end = string(self.b, self.i)?;
+        let raw = self.i..end;
         if self.stack.len() == 1 {
-            self.key = serde_json::from_slice::<String>(&self.b[self.i..end]).ok();
+            self.key = serde_json::from_slice::<String>(&self.b[raw.clone()]).ok();
+            self.found.method |= self.key.as_deref() == Some("method");
+        }
+        self.stack.last_mut()?.key = raw.clone();
+        if self.found.repeated.is_none() && !self.remember(raw) {
+            self.found.repeated = Some(self.path());
         }
         self.i = end;
         self.ws();
@@ -138,11 +180,56 @@ impl Scanner<'_> {
         Some(false)
     }
 
+    /// Remember the current object's key at `raw`; `false` when it has it already.
+    fn remember(&mut self, raw: Range<usize>) -> bool {
+        let b = self.b;
+        let Some(level) = self.stack.last_mut() else {
+            return true;
+        };
+        if let Some(set) = &mut level.set {
+            return set.insert(unescaped(b, raw));
+        }
+        let own = &self.keys[level.keys_from..];
+        if own.iter().any(|seen| same_key(b, seen.clone(), raw.clone())) {
+            return false;
+        }
+        if own.len() < LINEAR {
+            self.keys.push(raw);
+        } else {
+            let mut set: HashSet<Cow<'_, str>> =
+                own.iter().map(|seen| unescaped(b, seen.clone())).collect();
+            set.insert(unescaped(b, raw));
+            level.set = Some(Box::new(set));
+        }
+        true
+    }
+
+    /// The path of the current member: `$`, then `.key` or `[index]` per level.
+    fn path(&self) -> String {
+        let mut out = String::from("$");
+        for level in &self.stack {
+            if level.object {
+                out.push('.');
+                out.push_str(&unescaped(self.b, level.key.clone()));
+            } else {
+                out.push_str(&format!("[{}]", level.index));
+            }
+        }
+        out
+    }
+
+    /// Leave the innermost container (its keys are forgotten).
+    fn close(&mut self) {
+        if let Some(level) = self.stack.pop() {
+            self.keys.truncate(level.keys_from);
+        }
+    }
+
     /// After a value: a `,`, or the close of its container. `Some(true)`: a value (the
     /// container) ended at `i`.
     fn comma_or_close(&mut self, c: u8) -> Option<bool> {
-        let object = *self.stack.last()?;
-        match (c, object) {
+        let level = self.stack.last_mut()?;
+        match (c, level.object) {
             (b',', true) => {
                 self.i += 1;
                 self.want = Want::Key;
@@ -150,16 +237,43 @@ impl Scanner<'_> {
             }
             (b',', false) => {
                 self.i += 1;
+                level.index += 1;
                 self.want = Want::Value;
                 Some(false)
             }
             (b'}', true) | (b']', false) => {
                 self.i += 1;
-                self.stack.pop();
+                self.close();
                 Some(true)
             }
             _ => None,
         }
+    }
+}
+
+/// Whether the JSON strings at `a` and `b` (quotes included) are the same text: their
+/// bytes when neither has an escape, else their unescaped texts.
+fn same_key(b: &[u8], a: Range<usize>, other: Range<usize>) -> bool {
+    let (x, y) = (&b[a.clone()], &b[other.clone()]);
+    if !x.contains(&b'\\') && !y.contains(&b'\\') {
+        return x == y;
+    }
+    unescaped(b, a) == unescaped(b, other)
+}
+
+/// The text of the JSON string at `raw` (quotes included): borrowed when it has no escape,
+/// else unescaped (a string serde cannot take, a lone surrogate, stays as written: serde
+/// refuses the whole text anyway).
+fn unescaped(b: &[u8], raw: Range<usize>) -> Cow<'_, str> {
+    let inner = &b[raw.start + 1..raw.end - 1];
+    if !inner.contains(&b'\\') {
+        if let Ok(text) = std::str::from_utf8(inner) {
+            return Cow::Borrowed(text);
+        }
+    }
+    match serde_json::from_slice::<String>(&b[raw.clone()]) {
+        Ok(text) => Cow::Owned(text),
+        Err(_) => String::from_utf8_lossy(inner),
     }
 }
 

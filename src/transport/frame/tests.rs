@@ -179,3 +179,119 @@ fn nothing_long_is_echoed() {
     assert!(v.to_string().len() < 500, "{v}");
     assert!(v["error"]["data"].is_object());
 }
+
+/// The path a refusal for a repeated key names, if the frame got one.
+fn repeated_path(frame: &str) -> Option<String> {
+    match inspect(frame.as_bytes()) {
+        Verdict::Answer(v) => v["error"]["data"]["path"].as_str().map(str::to_owned),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_repeated_key_anywhere_is_refused_with_its_path_never_its_value() {
+    for (frame, id, path) in [
+        // The tool name: a log or a client UI shows the first, serde keeps the last.
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"conda_info","name":"conda_run","arguments":{}}}"#,
+            json!(1),
+            "$.params.name",
+        ),
+        // Deep inside the arguments, compared after unescaping.
+        (
+            r#"{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"t","arguments":{"a":[{"b":1},{"k":"SECRET1","\u006b":"SECRET2"}]}}}"#,
+            json!("x"),
+            "$.params.arguments.a[1].k",
+        ),
+        // The method, at the top.
+        (
+            r#"{"jsonrpc":"2.0","id":2,"method":"ping","method":"tools/list"}"#,
+            json!(2),
+            "$.method",
+        ),
+        // A repeated id is answered without one.
+        (
+            r#"{"jsonrpc":"2.0","id":3,"id":4,"method":"ping"}"#,
+            Value::Null,
+            "$.id",
+        ),
+        // In _meta.
+        (
+            r#"{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"_meta":{"p":1,"p":2}}}"#,
+            json!(5),
+            "$.params._meta.p",
+        ),
+    ] {
+        let v = answer(frame);
+        assert_eq!(v["id"], id, "{frame}");
+        assert_eq!(v["error"]["code"], INVALID_REQUEST, "{frame}");
+        assert_eq!(v["error"]["data"]["path"], path, "{frame}");
+        let text = v.to_string();
+        for value in ["SECRET", "conda_run", "tools/list"] {
+            assert!(!text.contains(value), "{frame} echoed {value}: {text}");
+        }
+    }
+    // The same keys in different objects, and different keys, are fine.
+    for frame in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"name":"x","a":{"name":1},"b":[{"a":1},{"a":2}]}}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":1,"A":2,"a ":3,"\u00e9":4,"e\u0301":5}}"#,
+    ] {
+        assert_eq!(repeated_path(frame), None, "{frame}");
+    }
+    // A notification with a repeated key is dropped (never answered, never forwarded).
+    assert!(matches!(
+        inspect(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"requestId":2}}"#),
+        Verdict::Drop
+    ));
+    // A long key is echoed at most CLIP characters long.
+    let long = "k".repeat(500);
+    let v = answer(&format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"{long}":1,"{long}":2}}}}"#
+    ));
+    assert!(v["error"]["data"]["path"].as_str().unwrap().chars().count() <= CLIP + 1);
+}
+
+#[test]
+fn repeated_keys_are_found_at_any_depth_without_recursion() {
+    // Far deeper than serde takes: the scanner still finds it.
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"x":{}{{"a":1,"a":2}}{}}}}}"#,
+        "[".repeat(50_000),
+        "]".repeat(50_000)
+    );
+    let v = answer(&deep);
+    assert_eq!(v["error"]["code"], INVALID_REQUEST);
+    assert!(
+        v["error"]["data"]["path"]
+            .as_str()
+            .unwrap()
+            .starts_with("$.params.x[0][0]"),
+        "{v}"
+    );
+    // Past the first keys an object's keys go into a set: a repeat is still found there.
+    let members: Vec<String> = (0..20).map(|i| format!("\"k{i}\":{i}")).collect();
+    let frame = |extra: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"o":{{{},{extra}}},"k3":0}}}}"#,
+            members.join(",")
+        )
+    };
+    assert_eq!(repeated_path(&frame(r#""\u006b3":1"#)).as_deref(), Some("$.params.o.k3"));
+    assert_eq!(repeated_path(&frame(r#""k20":1"#)), None);
+    // Many keys in one object: each compared once (a hash), not with every other.
+    let mut members: Vec<String> = (0..100_000).map(|i| format!("\"k{i}\":{i}")).collect();
+    let unique = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{{}}}}}"#,
+        members.join(",")
+    );
+    assert_eq!(repeated_path(&unique), None);
+    members.push("\"k99999\":0".into());
+    let repeated = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{{}}}}}"#,
+        members.join(",")
+    );
+    assert_eq!(
+        answer(&repeated)["error"]["data"]["path"],
+        "$.params.k99999"
+    );
+}

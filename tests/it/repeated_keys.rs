@@ -1,0 +1,156 @@
+//! A request with a key repeated in one of its objects is refused whole (-32600 naming the
+//! key's path, never a value) before anything runs, over stdio and HTTP, under every
+//! revision offered: serde would take the last occurrence (the tool name included) while a
+//! log or a client's view may show the first.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::http::{HttpServer, TOKEN, post, post_raw};
+use crate::mcp::Session;
+use crate::support;
+
+/// Grants under which the hidden call (`conda_behave`, writing `pid_file`) would run.
+const GRANTS: [&str; 3] = ["--allow-write", "--classify", "conda_behave=write"];
+
+/// A `tools/call` whose name is given twice: `conda_info` first, then `conda_behave`
+/// (which writes `pid`), and whose `pid_file` argument is given twice as well.
+fn call_frame(id: i64, pid: &Path, meta: Option<&Value>) -> String {
+    let pid = serde_json::to_string(pid.to_str().unwrap()).unwrap();
+    let meta = meta.map(|m| format!(",\"_meta\":{m}")).unwrap_or_default();
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"conda_info","name":"conda_behave","arguments":{{"pid_file":{pid},"pid_file":{pid}}}{meta}}}}}"#
+    )
+}
+
+/// The refusal: -32600 with the request's id, the path of the first repeated key.
+fn assert_refused(answer: &Value, id: i64, what: &str) {
+    assert_eq!(answer["id"], id, "{what}: {answer}");
+    assert_eq!(answer["error"]["code"], -32600, "{what}: {answer}");
+    assert_eq!(
+        answer["error"]["data"]["path"], "$.params.name",
+        "{what}: {answer}"
+    );
+    assert!(
+        !answer.to_string().contains("conda_behave"),
+        "{what}: a value was echoed: {answer}"
+    );
+}
+
+/// The audit log and the file the hidden call would write: both untouched.
+fn assert_nothing_ran(log: &Path, pid: &Path, what: &str) {
+    assert!(!pid.exists(), "{what}: the hidden call ran");
+    let lines = std::fs::read_to_string(log).unwrap_or_default();
+    assert!(
+        lines.is_empty(),
+        "{what}: the call reached the policy: {lines}"
+    );
+}
+
+#[test]
+fn a_repeated_key_is_refused_over_stdio_under_every_revision() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let conda = &support::fixture().conda;
+    let start = || {
+        let mut command = support::ccm();
+        command
+            .arg("--conda-exe")
+            .arg(conda)
+            .args(GRANTS)
+            .arg("--audit-log")
+            .arg(&log);
+        Session::spawn(command)
+    };
+    for revision in ["2024-11-05", "2025-06-18", "2025-11-25"] {
+        let pid = dir.path().join(format!("pid-{revision}"));
+        let mut s = start();
+        let init = s.request(
+            "initialize",
+            json!({"protocolVersion": revision, "capabilities": {},
+                   "clientInfo": {"name": "ccm-tests", "version": "1"}}),
+        );
+        assert_eq!(init["result"]["protocolVersion"], revision, "{init}");
+        s.notify("notifications/initialized", json!({}));
+        s.write_raw(format!("{}\n", call_frame(7, &pid, None)).as_bytes());
+        let answer = s.wait(7, Duration::from_secs(30)).expect("an answer");
+        assert_refused(&answer, 7, revision);
+        // The connection goes on: the same call without the repeat runs.
+        let ran = s.request(
+            "tools/call",
+            json!({"name": "conda_behave", "arguments": {"pid_file": pid}}),
+        );
+        assert_eq!(ran["result"]["isError"], false, "{revision}: {ran}");
+        assert!(pid.exists(), "{revision}: the control call did not run");
+        std::fs::remove_file(&pid).unwrap();
+        std::fs::write(&log, "").unwrap();
+        s.write_raw(format!("{}\n", call_frame(8, &pid, None)).as_bytes());
+        let answer = s.wait(8, Duration::from_secs(30)).expect("an answer");
+        assert_refused(&answer, 8, revision);
+        assert_nothing_ran(&log, &pid, revision);
+    }
+    // Session-less 2026-07-28 (no initialize).
+    let pid = dir.path().join("pid-2026-07-28");
+    let mut s = start();
+    let meta = crate::revisions::session_less_meta();
+    s.write_raw(format!("{}\n", call_frame(9, &pid, Some(&meta))).as_bytes());
+    let answer = s.wait(9, Duration::from_secs(30)).expect("an answer");
+    assert_refused(&answer, 9, "2026-07-28");
+    assert_nothing_ran(&log, &pid, "2026-07-28");
+}
+
+#[test]
+fn a_repeated_key_is_refused_over_http_under_every_revision() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let mut args = GRANTS.to_vec();
+    args.extend(["--audit-log", log.to_str().unwrap()]);
+    let server = HttpServer::start(&args, &[("CCM_MCP_TOKEN", TOKEN)]);
+    let url = server.url.as_str();
+    for (id, revision) in [(2, "2024-11-05"), (3, "2025-06-18"), (4, "2025-11-25")] {
+        let pid = dir.path().join(format!("pid-{revision}"));
+        let init = post(
+            url,
+            Some(TOKEN),
+            None,
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": revision, "capabilities": {},
+                "clientInfo": {"name": "ccm-http-tests", "version": "1"}}}),
+        );
+        assert_eq!(init.response()["result"]["protocolVersion"], revision);
+        let session = init.header("mcp-session-id").unwrap().to_owned();
+        let headers = [("MCP-Protocol-Version", revision)];
+        let done = post_raw(
+            url,
+            Some(&session),
+            &headers,
+            br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        );
+        assert_eq!(done.status, 202, "{revision}");
+        let answer = post_raw(
+            url,
+            Some(&session),
+            &headers,
+            call_frame(id, &pid, None).as_bytes(),
+        );
+        assert_refused(&answer.response(), id, revision);
+        assert_nothing_ran(&log, &pid, revision);
+    }
+    let pid = dir.path().join("pid-2026-07-28");
+    let meta = crate::revisions::session_less_meta();
+    let headers = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "conda_info"),
+    ];
+    let answer = post_raw(
+        url,
+        None,
+        &headers,
+        call_frame(5, &pid, Some(&meta)).as_bytes(),
+    );
+    assert_refused(&answer.response(), 5, "2026-07-28");
+    assert_nothing_ran(&log, &pid, "2026-07-28");
+}
