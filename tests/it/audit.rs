@@ -275,3 +275,38 @@ fn other_spellings_of_the_log_and_its_directory() {
     );
     assert!(log.exists());
 }
+
+/// Credentials in URL query strings (and userinfo) never reach the log: a read-only call
+/// whose channel carries `?token=…`, a signed URL's signature and an API key.
+#[test]
+fn query_string_credentials_are_redacted_in_the_log() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let mut s = crate::mcp::Session::start(
+        &support::fixture().conda,
+        &["--audit-log", log.to_str().unwrap()],
+    );
+    let secrets = ["Q-TOKEN-1", "Q-SIG-2", "Q-KEY-3", "Q-USERINFO-4"];
+    let channel = format!(
+        "https://bob:{}@h.invalid/c?Access_Token={}&X-Amz-Signature={};x-api-key={}&page=2",
+        secrets[3], secrets[0], secrets[1], secrets[2]
+    );
+    s.call(
+        "conda_search",
+        json!({"channel": [channel], "match_spec": "numpy"}),
+    );
+    let entries = lines(&log);
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    for secret in secrets {
+        assert!(!text.contains(secret), "{secret} in {text}");
+    }
+    let argv: Vec<String> = serde_json::from_value(entries[0]["argv"].clone()).unwrap();
+    assert!(
+        argv.contains(
+            &"--channel=https://[redacted]@h.invalid/c?Access_Token=[redacted]&X-Amz-Signature=[redacted];x-api-key=[redacted]&page=2"
+                .to_owned()
+        ),
+        "{argv:?}"
+    );
+}

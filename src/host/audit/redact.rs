@@ -13,7 +13,11 @@
 //! 5. a URL's userinfo (`scheme://user:pass@host` → `scheme://[redacted]@host`, also
 //!    `user:pass@host` without a scheme) and an anaconda.org channel token (`/t/<token>/`
 //!    → `/t/[redacted]/`), wherever they occur;
-//! 6. the value of a `NAME=VALUE` token whose name has a secret word
+//! 6. the value of every URL query (or fragment) parameter whose name, percent-decoded,
+//!    has a secret word or `sig` (`?token=…`, `X-Amz-Signature=…`, `x-api-key=…`,
+//!    `sig=…` of a signed URL, `#access_token=…`), with `&` or `;` between parameters,
+//!    wherever a `?` or `#` starts one in a token;
+//! 7. the value of a `NAME=VALUE` token whose name has a secret word
 //!    (`AWS_SECRET_ACCESS_KEY=…`, `DB_PASSWORD=…`), and what follows `Bearer `/`Basic `.
 //!
 //! Arguments of programs that `conda run` starts are logged as given apart from these
@@ -47,9 +51,95 @@ const CREDENTIAL_COMMANDS: &[&str] = &[
 
 const SETTERS: &[&str] = &["--set", "--append", "--prepend", "--add"];
 
+/// Query parameter names that also hold secrets: signed URLs' signatures (`sig`, the
+/// `X-Amz-Signature`/`X-Goog-Signature` family contain it too).
+const QUERY_WORDS: &[&str] = &["sig", "pwd"];
+
 fn secret_name(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     SECRET_WORDS.iter().any(|w| lower.contains(w))
+}
+
+/// Whether a query parameter's name (as written, percent-escapes decoded) names a secret.
+fn secret_parameter(name: &str) -> bool {
+    let decoded = percent_decoded(name).to_ascii_lowercase();
+    secret_name(&decoded) || QUERY_WORDS.iter().any(|w| decoded.contains(w))
+}
+
+/// `%XX` escapes decoded (invalid ones kept as written; bytes that are not UTF-8 replaced).
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%'
+            && let (Some(Some(high)), Some(Some(low))) = (
+                bytes.get(i + 1).map(|b| hex(*b)),
+                bytes.get(i + 2).map(|b| hex(*b)),
+            )
+        {
+            out.push((high * 16 + low) as u8);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Every query or fragment parameter whose name names a secret: its value hidden. A
+/// query starts at `?`, a fragment at `#`; either ends at whitespace, a quote or `]` (the
+/// end of a match spec's bracket); parameters are separated by `&` or `;`.
+fn query_secrets(token: &str) -> String {
+    let mut out = String::with_capacity(token.len());
+    let mut rest = token;
+    while let Some(at) = rest.find(['?', '#']) {
+        out.push_str(&rest[..=at]);
+        let query = &rest[at + 1..];
+        let end = query
+            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ']' | '?' | '#'))
+            .unwrap_or(query.len());
+        let mut first = true;
+        for (separator, parameter) in parameters(&query[..end]) {
+            if !first {
+                out.push(separator);
+            }
+            first = false;
+            match parameter.split_once('=') {
+                Some((name, value)) if !value.is_empty() && secret_parameter(name) => {
+                    out.push_str(name);
+                    out.push('=');
+                    out.push_str(REDACTED);
+                }
+                _ => out.push_str(parameter),
+            }
+        }
+        rest = &query[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The parameters of a query, each with the separator before it (`&` for the first).
+fn parameters(query: &str) -> Vec<(char, &str)> {
+    let mut out = Vec::new();
+    let mut separator = '&';
+    let mut rest = query;
+    loop {
+        match rest.find(['&', ';']) {
+            Some(at) => {
+                out.push((separator, &rest[..at]));
+                separator = rest[at..].chars().next().unwrap_or('&');
+                rest = &rest[at + 1..];
+            }
+            None => {
+                out.push((separator, rest));
+                return out;
+            }
+        }
+    }
 }
 
 /// `argv` with every secret-looking value replaced (see the module's rule).
@@ -112,10 +202,11 @@ pub fn redact(argv: &[String], withheld: &[String]) -> Vec<String> {
     out
 }
 
-/// Hide URL userinfo, anaconda.org `/t/<token>/` path segments, the value of a
+/// Hide URL userinfo, anaconda.org `/t/<token>/` path segments, query and fragment
+/// parameters named like secrets, the value of a
 /// `NAME=VALUE` whose name has a secret word, and the credentials after `Bearer`/`Basic`.
 fn scrub_urls(token: &str) -> String {
-    let token = channel_tokens(&userinfo(token));
+    let token = query_secrets(&channel_tokens(&userinfo(token)));
     if let Some((name, _)) = token.split_once('=')
         && !name.is_empty()
         && name

@@ -132,3 +132,77 @@ fn secrets_in_the_spellings_conda_and_programs_accept() {
     let plain = argv(&["install", "git@github.com", "numpy=1.26", "PATH=/usr/bin"]);
     assert_eq!(redact(&plain, &[]), plain);
 }
+
+/// `token` with each query (and fragment) parameter value named like a secret hidden.
+fn one(token: &str) -> String {
+    redact(&argv(&[token]), &[]).remove(0)
+}
+
+#[test]
+fn query_parameters_named_like_secrets_are_hidden() {
+    for (given, expected) in [
+        (
+            "https://h.example/c?token=abc123",
+            "https://h.example/c?token=[redacted]",
+        ),
+        // Any case; prefixes and suffixes; `&` and `;` separators; other parameters stay.
+        (
+            "https://s3.example/c/repodata.json?X-Amz-Algorithm=AWS4&X-Amz-Credential=AKIA%2F1&X-Amz-Signature=f00d&X-Amz-Security-Token=zz",
+            "https://s3.example/c/repodata.json?X-Amz-Algorithm=AWS4&X-Amz-Credential=[redacted]&X-Amz-Signature=[redacted]&X-Amz-Security-Token=[redacted]",
+        ),
+        (
+            "https://blob.example/c?sv=2020&sig=AbC%3D;se=2030&x-api-key=K1",
+            "https://blob.example/c?sv=2020&sig=[redacted];se=2030&x-api-key=[redacted]",
+        ),
+        (
+            "https://h/c?API_KEY=1&Access_Token=2&client_secret=3&password=4&auth=5&apikey=6&keep=7",
+            "https://h/c?API_KEY=[redacted]&Access_Token=[redacted]&client_secret=[redacted]&password=[redacted]&auth=[redacted]&apikey=[redacted]&keep=7",
+        ),
+        // A percent-encoded name is the name it decodes to.
+        (
+            "https://h/c?%74oken=abc&%53IG=def",
+            "https://h/c?%74oken=[redacted]&%53IG=[redacted]",
+        ),
+        // The fragment too (OAuth's implicit grant puts tokens there).
+        (
+            "https://h/cb#access_token=abc&state=s",
+            "https://h/cb#access_token=[redacted]&state=s",
+        ),
+        // Embedded: an option's value, a match spec's bracket, several URLs.
+        (
+            "--channel=https://h/c?token=abc",
+            "--channel=https://h/c?token=[redacted]",
+        ),
+        (
+            "pkg[url='https://h/p.conda?sig=abc']",
+            "pkg[url='https://h/p.conda?sig=[redacted]']",
+        ),
+        (
+            "https://a/?key=1 https://b/?secret=2",
+            "https://a/?key=[redacted] https://b/?secret=[redacted]",
+        ),
+        // Nothing secret: unchanged.
+        ("https://h/c?page=2&q=numpy", "https://h/c?page=2&q=numpy"),
+        ("numpy>=1.2", "numpy>=1.2"),
+        ("what?", "what?"),
+        // Userinfo and a query together.
+        (
+            "https://bob:pw@h/c?token=abc",
+            "https://[redacted]@h/c?token=[redacted]",
+        ),
+    ] {
+        assert_eq!(one(given), expected, "{given}");
+    }
+    // An empty value stays empty; a name without a value is no secret.
+    assert_eq!(one("https://h/c?token=&key"), "https://h/c?token=&key");
+}
+
+#[test]
+fn no_secret_survives_in_a_query() {
+    let secrets = ["abc123", "f00d", "AKIA", "K1", "zz", "AbC"];
+    let given = "https://h/c?token=abc123&X-Amz-Signature=f00d&X-Amz-Credential=AKIA;x-api-key=K1#id_token=zz&SIG=AbC";
+    let out = one(given);
+    for secret in secrets {
+        assert!(!out.contains(secret), "{out} shows {secret}");
+    }
+}
