@@ -5,7 +5,9 @@
 //!
 //! * building every tool (schemas; validators are compiled on first use) for a catalog;
 //! * one call's validate + compile + classify, for the generic and the typed compiler;
-//! * serializing the tools/list result.
+//! * serializing the tools/list result;
+//! * judging large incoming frames (`transport::frame::inspect`: syntax, ids, repeated
+//!   keys at any depth) next to serde's own parse of the same text.
 //!
 //! The catalog is the live discovery of `CCM_BENCH_CONDA` when set (e.g. a conda with
 //! plugins), else the checked-in `snapshots/conda-26.7.json`.
@@ -88,6 +90,7 @@ fn main() {
         timeout: Duration::from_secs(900),
     };
     println!("catalog: {source}");
+    frames();
     if std::env::var_os("CCM_BENCH_PROFILE").is_some() {
         for _ in 0..3 {
             profile(&catalog);
@@ -184,6 +187,60 @@ fn main() {
             typed.map(us).unwrap_or_else(|| "—".into()),
             us(classify),
             us(validate + compile + classify)
+        );
+    }
+}
+
+/// Frames of about 1 MiB: one long string (a `conda_execute` stdin), many small objects
+/// (a long package list of objects), one object with many keys (the hashing worst case).
+fn frames() {
+    let call = |arguments: String| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"conda_execute","arguments":{arguments}}}}}"#
+        )
+    };
+    let string = call(format!(
+        r#"{{"argv":["info"],"stdin":"{}"}}"#,
+        "x".repeat(1 << 20)
+    ));
+    let objects = call(format!(
+        r#"{{"items":[{}]}}"#,
+        (0..25_000)
+            .map(|i| format!(r#"{{"name":"pkg{i}","version":"1.0","build":"0"}}"#))
+            .collect::<Vec<_>>()
+            .join(",")
+    ));
+    let keys = call(format!(
+        "{{{}}}",
+        (0..50_000)
+            .map(|i| format!(r#""key{i}":{i}"#))
+            .collect::<Vec<_>>()
+            .join(",")
+    ));
+    println!(
+        "| frame | bytes | inspect (scan, repeated keys, serde, rmcp) | scan alone | serde_json::from_str alone |"
+    );
+    println!("|---|---|---|---|---|");
+    for (name, text) in [
+        ("one 1 MiB string", &string),
+        ("25,000 objects", &objects),
+        ("50,000 keys in one object", &keys),
+    ] {
+        let inspect = measure(15, 3, || {
+            black_box(ccm::transport::frame::inspect(black_box(text.as_bytes())));
+        });
+        let scan = measure(15, 3, || {
+            black_box(ccm::transport::frame::scan(black_box(text.as_bytes())));
+        });
+        let serde = measure(15, 3, || {
+            black_box(serde_json::from_str::<Value>(black_box(text)).unwrap());
+        });
+        println!(
+            "| {name} | {} | {} | {} | {} |",
+            text.len(),
+            ms(inspect),
+            ms(scan),
+            ms(serde)
         );
     }
 }

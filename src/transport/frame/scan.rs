@@ -190,7 +190,10 @@ impl<'a> Scanner<'a> {
             return set.insert(unescaped(b, raw));
         }
         let own = &self.keys[level.keys_from..];
-        if own.iter().any(|seen| same_key(b, seen.clone(), raw.clone())) {
+        if own
+            .iter()
+            .any(|seen| same_key(b, seen.clone(), raw.clone()))
+        {
             return false;
         }
         if own.len() < LINEAR {

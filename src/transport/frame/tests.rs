@@ -276,7 +276,10 @@ fn repeated_keys_are_found_at_any_depth_without_recursion() {
             members.join(",")
         )
     };
-    assert_eq!(repeated_path(&frame(r#""\u006b3":1"#)).as_deref(), Some("$.params.o.k3"));
+    assert_eq!(
+        repeated_path(&frame(r#""\u006b3":1"#)).as_deref(),
+        Some("$.params.o.k3")
+    );
     assert_eq!(repeated_path(&frame(r#""k20":1"#)), None);
     // Many keys in one object: each compared once (a hash), not with every other.
     let mut members: Vec<String> = (0..100_000).map(|i| format!("\"k{i}\":{i}")).collect();
