@@ -1,8 +1,9 @@
 //! The scanner behind [`super::inspect`]: RFC 8259 syntax checked without depth or number
 //! limits (iteratively, so any nesting), the spans of the top-level object's `id` and
 //! `params`, for frames serde cannot take, and the first key repeated within one object
-//! (at any depth, keys compared after unescaping), which serde would silently take the
-//! last of.
+//! (keys compared after unescaping), which serde would silently take the last of. Keys
+//! are tracked in the outer [`TRACKED`] levels only: serde refuses anything deeper, so the
+//! memory the check takes is bounded by the frame's keys, not by its nesting.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -37,12 +38,16 @@ struct Level<'a> {
     /// Where this object's keys start in [`Scanner::keys`].
     keys_from: usize,
     /// The object's keys as a set, once it has more than [`LINEAR`] of them.
-    set: Option<Box<HashSet<Cow<'a, str>>>>,
+    set: Option<HashSet<Cow<'a, str>>>,
     /// The current member's key, quotes included (objects).
     key: Range<usize>,
     /// The current element's index (arrays).
     index: usize,
 }
+
+/// Levels whose keys are tracked: more than serde's recursion limit (128), so every
+/// object of a frame serde accepts is.
+const TRACKED: usize = 130;
 
 /// Up to this many keys an object's keys are compared one by one (no hashing, no
 /// allocation: most objects have a handful); beyond, through a set.
@@ -53,7 +58,10 @@ struct Scanner<'a> {
     b: &'a [u8],
     i: usize,
     found: Scanned,
-    stack: Vec<Level<'a>>,
+    /// true: object, false: array; one byte per level, at any depth.
+    stack: Vec<bool>,
+    /// The outer [`TRACKED`] levels, with their keys, current key and index.
+    levels: Vec<Level<'a>>,
     want: Want,
     key: Option<String>,
     value_start: usize,
@@ -71,6 +79,7 @@ pub fn scan(b: &[u8]) -> Option<Scanned> {
         i: 0,
         found: Scanned::default(),
         stack: Vec::new(),
+        levels: Vec::new(),
         want: Want::Value,
         key: None,
         value_start: 0,
@@ -88,7 +97,7 @@ pub fn scan(b: &[u8]) -> Option<Scanned> {
             continue;
         }
         // A value ended at `i`.
-        if s.stack.len() == 1 && s.stack[0].object {
+        if s.stack.len() == 1 && s.stack[0] {
             match s.key.as_deref() {
                 Some("id") => s.found.id = Some(s.value_start..s.i),
                 Some("params") => s.found.params = Some(s.value_start..s.i),
@@ -118,20 +127,23 @@ impl<'a> Scanner<'a> {
             self.close();
             return Some(true);
         }
-        if self.stack.len() == 1 && self.stack[0].object {
+        if self.stack.len() == 1 && self.stack[0] {
             self.value_start = i;
         }
         self.i = match c {
             b'{' | b'[' => {
                 let object = c == b'{';
                 self.i += 1;
-                self.stack.push(Level {
-                    object,
-                    keys_from: self.keys.len(),
-                    set: None,
-                    key: 0..0,
-                    index: 0,
-                });
+                self.stack.push(object);
+                if self.stack.len() <= TRACKED {
+                    self.levels.push(Level {
+                        object,
+                        keys_from: self.keys.len(),
+                        set: None,
+                        key: 0..0,
+                        index: 0,
+                    });
+                }
                 self.want = if object {
                     Want::KeyOrClose
                 } else {
@@ -166,9 +178,11 @@ impl<'a> Scanner<'a> {
             self.key = serde_json::from_slice::<String>(&self.b[raw.clone()]).ok();
             self.found.method |= self.key.as_deref() == Some("method");
         }
-        self.stack.last_mut()?.key = raw.clone();
-        if self.found.repeated.is_none() && !self.remember(raw) {
-            self.found.repeated = Some(self.path());
+        if self.stack.len() <= TRACKED {
+            self.levels.last_mut()?.key = raw.clone();
+            if self.found.repeated.is_none() && !self.remember(raw) {
+                self.found.repeated = Some(self.path());
+            }
         }
         self.i = end;
         self.ws();
@@ -183,7 +197,7 @@ impl<'a> Scanner<'a> {
     /// Remember the current object's key at `raw`; `false` when it has it already.
     fn remember(&mut self, raw: Range<usize>) -> bool {
         let b = self.b;
-        let Some(level) = self.stack.last_mut() else {
+        let Some(level) = self.levels.last_mut() else {
             return true;
         };
         if let Some(set) = &mut level.set {
@@ -202,7 +216,7 @@ impl<'a> Scanner<'a> {
             let mut set: HashSet<Cow<'_, str>> =
                 own.iter().map(|seen| unescaped(b, seen.clone())).collect();
             set.insert(unescaped(b, raw));
-            level.set = Some(Box::new(set));
+            level.set = Some(set);
         }
         true
     }
@@ -210,7 +224,7 @@ impl<'a> Scanner<'a> {
     /// The path of the current member: `$`, then `.key` or `[index]` per level.
     fn path(&self) -> String {
         let mut out = String::from("$");
-        for level in &self.stack {
+        for level in &self.levels {
             if level.object {
                 out.push('.');
                 out.push_str(&unescaped(self.b, level.key.clone()));
@@ -223,16 +237,19 @@ impl<'a> Scanner<'a> {
 
     /// Leave the innermost container (its keys are forgotten).
     fn close(&mut self) {
-        if let Some(level) = self.stack.pop() {
+        if self.stack.len() <= TRACKED
+            && let Some(level) = self.levels.pop()
+        {
             self.keys.truncate(level.keys_from);
         }
+        self.stack.pop();
     }
 
     /// After a value: a `,`, or the close of its container. `Some(true)`: a value (the
     /// container) ended at `i`.
     fn comma_or_close(&mut self, c: u8) -> Option<bool> {
-        let level = self.stack.last_mut()?;
-        match (c, level.object) {
+        let object = *self.stack.last()?;
+        match (c, object) {
             (b',', true) => {
                 self.i += 1;
                 self.want = Want::Key;
@@ -240,7 +257,11 @@ impl<'a> Scanner<'a> {
             }
             (b',', false) => {
                 self.i += 1;
-                level.index += 1;
+                if self.stack.len() <= TRACKED
+                    && let Some(level) = self.levels.last_mut()
+                {
+                    level.index += 1;
+                }
                 self.want = Want::Value;
                 Some(false)
             }
@@ -269,10 +290,10 @@ fn same_key(b: &[u8], a: Range<usize>, other: Range<usize>) -> bool {
 /// refuses the whole text anyway).
 fn unescaped(b: &[u8], raw: Range<usize>) -> Cow<'_, str> {
     let inner = &b[raw.start + 1..raw.end - 1];
-    if !inner.contains(&b'\\') {
-        if let Ok(text) = std::str::from_utf8(inner) {
-            return Cow::Borrowed(text);
-        }
+    if !inner.contains(&b'\\')
+        && let Ok(text) = std::str::from_utf8(inner)
+    {
+        return Cow::Borrowed(text);
     }
     match serde_json::from_slice::<String>(&b[raw.clone()]) {
         Ok(text) => Cow::Owned(text),

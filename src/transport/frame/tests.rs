@@ -252,22 +252,23 @@ fn a_repeated_key_anywhere_is_refused_with_its_path_never_its_value() {
 }
 
 #[test]
-fn repeated_keys_are_found_at_any_depth_without_recursion() {
-    // Far deeper than serde takes: the scanner still finds it.
-    let deep = format!(
-        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"x":{}{{"a":1,"a":2}}{}}}}}"#,
-        "[".repeat(50_000),
-        "]".repeat(50_000)
-    );
-    let v = answer(&deep);
+fn repeated_keys_are_found_at_any_depth_serde_takes_without_recursion() {
+    let nested = |depth: usize| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"x":[0,{}{{"a":1,"a":2}}{}]}}}}"#,
+            "[".repeat(depth),
+            "]".repeat(depth)
+        )
+    };
+    // As deep as serde takes: found, with its path.
+    let v = answer(&nested(120));
     assert_eq!(v["error"]["code"], INVALID_REQUEST);
-    assert!(
-        v["error"]["data"]["path"]
-            .as_str()
-            .unwrap()
-            .starts_with("$.params.x[0][0]"),
-        "{v}"
-    );
+    let path = v["error"]["data"]["path"].as_str().unwrap();
+    assert!(path.starts_with("$.params.x[1][0][0]"), "{v}");
+    // Far deeper: refused for its depth (serde's limit), nothing forwarded; the scanner
+    // keeps one byte per level beyond the tracked ones.
+    let v = answer(&nested(50_000));
+    assert_eq!(v["error"]["code"], INVALID_PARAMS, "{v}");
     // Past the first keys an object's keys go into a set: a repeat is still found there.
     let members: Vec<String> = (0..20).map(|i| format!("\"k{i}\":{i}")).collect();
     let frame = |extra: &str| {
