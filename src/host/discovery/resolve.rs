@@ -84,7 +84,7 @@ pub fn resolve_executable(
     let found = if expanded.components().count() > 1 || expanded.is_absolute() {
         Some(expanded)
     } else {
-        which::which(&candidate).ok()
+        on_path(&candidate, std::env::var_os("PATH"))
     };
     let Some(found) = found else {
         return Err(ResolveError::NotFound(format!(
@@ -112,6 +112,13 @@ pub fn resolve_executable(
         )));
     }
     Ok(resolved)
+}
+
+/// `name` in the absolute directories of `path` (a `PATH` value): an empty or relative
+/// entry names the working directory, where an agent could plant a `conda`.
+fn on_path(name: &str, path: Option<std::ffi::OsString>) -> Option<PathBuf> {
+    let absolute = crate::host::exec::environ::absolute_entries(&path?);
+    which::which_in(name, Some(absolute), "/").ok()
 }
 
 fn expand_home(path: &str) -> PathBuf {
@@ -197,5 +204,29 @@ mod tests {
             resolve_executable(Some(dir.path().to_str().unwrap()), None),
             Err(ResolveError::NotFound(_))
         ));
+    }
+
+    #[test]
+    fn path_lookup_takes_no_relative_entry() {
+        // Relative to the tests' working directory (the crate root), as an agent's planted
+        // `conda` in the server's working directory would be.
+        std::fs::create_dir_all("target").unwrap();
+        let dir = tempfile::tempdir_in("target").unwrap();
+        script(dir.path(), "conda", "#!/bin/sh\n");
+        let absolute = std::fs::canonicalize(dir.path()).unwrap();
+        let here = std::fs::canonicalize(std::env::current_dir().unwrap()).unwrap();
+        let relative = absolute.strip_prefix(&here).unwrap();
+        let path = |value: String| Some(std::ffi::OsString::from(value));
+        assert_eq!(
+            on_path("conda", path(format!("{}:", relative.display()))),
+            None
+        );
+        assert_eq!(
+            on_path(
+                "conda",
+                path(format!(":/nonexistent:{}", absolute.display()))
+            ),
+            Some(absolute.join("conda"))
+        );
     }
 }
