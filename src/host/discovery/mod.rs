@@ -181,6 +181,16 @@ fn finish(
             blocking: false,
         });
     }
+    if let Some(version) = facts.version.as_deref()
+        && !honours_safe_path(version)
+    {
+        tracing::warn!(
+            version,
+            "the target's Python is older than 3.11 and ignores PYTHONSAFEPATH: a \
+             multiprocessing child conda starts (its CUDA probe in info, doctor and \
+             solves) takes modules from the working directory; see docs/security.md"
+        );
+    }
     Discovery {
         catalog,
         plugins: document.plugins,
@@ -189,6 +199,16 @@ fn finish(
         python_version: facts.version,
         site_dirs: facts.site_dirs,
         processes,
+    }
+}
+
+/// Whether an interpreter of this version (`3.11.7`) honours `PYTHONSAFEPATH` (3.11 and
+/// later); an unreadable version is taken to.
+fn honours_safe_path(version: &str) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>());
+    match (parts.next(), parts.next()) {
+        (Some(Ok(major)), Some(Ok(minor))) => (major, minor) >= (3, 11),
+        _ => true,
     }
 }
 
@@ -208,4 +228,23 @@ pub fn replacements(prefix: Option<&Path>) -> Replacements {
         (std::env::var("HOME").ok(), "~"),
         (std::env::current_dir().ok().as_deref().map(text), "<cwd>"),
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::honours_safe_path;
+
+    #[test]
+    fn python_3_11_and_later_honour_pythonsafepath() {
+        for (version, honours) in [
+            ("3.10.14", false),
+            ("3.9.0", false),
+            ("3.11.7", true),
+            ("3.13.1", true),
+            ("4.0", true),
+            ("unknown", true),
+        ] {
+            assert_eq!(honours_safe_path(version), honours, "{version}");
+        }
+    }
 }
