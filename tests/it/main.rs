@@ -7,6 +7,8 @@ mod support;
 mod argv;
 /// `--audit-log`: lines, redaction, refusals.
 mod audit;
+/// `--confirm-writes`: the confirmed plan is what runs; the question shows what decides it.
+mod binding;
 /// Capacity limits: the execution queue and the per-session limit.
 mod capacity;
 /// The command line: flags, exit codes, messages.

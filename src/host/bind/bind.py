@@ -242,7 +242,7 @@ class Preview:
         from conda.base.context import context
 
         self.document["configuration"] = configuration(context)
-        self.document["prefix"] = str(context.target_prefix)
+        self.document["prefix"] = _target(context)
         self.document["command"] = getattr(args, "func", None)
         if getattr(args, "func", None) == REMOVE and getattr(args, "all", False):
             self.document["deletes_prefix"] = not getattr(args, "keep_env", False)
@@ -303,6 +303,15 @@ class Preview:
         out.flush()
 
 
+def _target(context):
+    """The prefix conda resolves for the command, or None where conda cannot (it reports
+    that itself when the command needs one)."""
+    try:
+        return str(context.target_prefix)
+    except Exception:
+        return None
+
+
 def _installed(prefix):
     try:
         from conda.core.prefix_data import PrefixData
@@ -360,9 +369,9 @@ class Run:
                     if shown.get(source, {}).get(k) != now.get(source, {}).get(k)
                 )
                 raise Changed("the configuration changed: {} in {}".format(", ".join(keys), source))
-        if str(context.target_prefix) != self.plan.get("prefix"):
+        if _target(context) != self.plan.get("prefix"):
             raise Changed(
-                "the target environment changed: {} -> {}".format(self.plan.get("prefix"), context.target_prefix)
+                "the target environment changed: {} -> {}".format(self.plan.get("prefix"), _target(context))
             )
         values, is_list = input_files(args)
         files = self.plan.get("files", [])
@@ -444,12 +453,49 @@ def install(state):
         return original(self)
 
     cls._get_pfe = _get_pfe
+    if isinstance(state.mode, Run):
+        # conda checks the hash of what it downloads (conda/gateways/connection/download.py:
+        # 204-230) but copies a package from a file:// channel into the package cache
+        # unchecked (conda/core/path_actions.py:1353-1405, `_execute_local`): the run checks
+        # that copy against its record before it is extracted.
+        from conda.core import path_actions
+
+        fetch = path_actions.CacheUrlAction
+        fetched = fetch.execute
+
+        def execute(self, *args, **kwargs):
+            result = fetched(self, *args, **kwargs)
+            if str(self.url).startswith("file:/"):
+                state.check(lambda: verify_copy(self))
+            return result
+
+        fetch.execute = execute
     if isinstance(state.mode, Preview):
         # conda/misc.py:206-215 (explicit package files and URLs, explicit environment
         # files: DryRunExit before anything is fetched) and :285-334 (`--clone` and
         # `rename`: DryRunExit before the clone's transaction).
         _note("get_package_records_from_explicit", "explicit package files or URLs", state)
         _note("clone_env", "a clone of an environment", state)
+
+
+def verify_copy(action):
+    """The package file copied from a local channel is the one its record names."""
+    algorithm, expected = ("sha256", action.sha256) if action.sha256 else ("md5", action.md5)
+    path = action.target_full_path
+    if not expected:
+        os.unlink(path)
+        raise Changed("the package {} has no hash in its record, so its bytes cannot be checked".format(action.url))
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != expected:
+        os.unlink(path)
+        raise Changed(
+            "the package file {} is not the one its record names ({} {} -> {})".format(
+                action.url, algorithm, expected[:16], digest.hexdigest()[:16]
+            )
+        )
 
 
 # Modules that import the functions `_note` wraps by name (conda/models/environment.py:20,
