@@ -76,7 +76,8 @@ pub struct EnvironmentChanges {
 }
 
 /// What starting `spec` changes in its environment: the execution marker, `NO_COLOR` on a
-/// terminal (progress), `TMPDIR` in the sandbox; the withheld variables the server has.
+/// terminal (progress), `TMPDIR` in the sandbox; the variables withheld from every child
+/// (the server wiped their values from its own environment at startup).
 pub fn environment_changes(spec: &Spec) -> EnvironmentChanges {
     let mut set = vec![(
         reap::MARKER_VAR.to_owned(),
@@ -97,7 +98,6 @@ pub fn environment_changes(spec: &Spec) -> EnvironmentChanges {
         .iter()
         .map(|n| (*n).to_owned())
         .chain(spec.limits.env_remove.iter().cloned())
-        .filter(|name| std::env::var_os(name).is_some())
         .collect();
     withheld.sort();
     withheld.dedup();

@@ -507,3 +507,143 @@ fn real_conda_an_unchanged_plan_installs_exactly_what_was_shown() {
         assert_eq!(real.marks(), ["barpkg-1.0"], "{context}");
     }
 }
+
+/// The question shows what decides the run, under every revision that can ask:
+/// `conda_execute`'s stdin (quoted whole), its working directory, how the child's
+/// environment differs from the server's (and the child then gets exactly that), and each
+/// channel as its full URL with credentials redacted.
+#[test]
+fn the_question_shows_stdin_the_working_directory_the_environment_and_full_urls() {
+    for revision in ASKING {
+        let context = format!("{revision:?}");
+        let setup = FixtureSetup::new();
+        let index = setup.path("index.json");
+        let condarc = setup.path("condarc");
+        let mut server = Asking::start(
+            revision,
+            &support::fixture().conda,
+            &[
+                "--allow-write",
+                "--allow-exec",
+                "--confirm-writes",
+                "--child-env-remove",
+                "CCM_TEST_WITHHELD",
+            ],
+            &[
+                ("CONDA_FIXTURE_INDEX", index.to_str().unwrap()),
+                ("CONDARC", condarc.to_str().unwrap()),
+                ("CCM_TEST_WITHHELD", "s3cr3t-value"),
+            ],
+        );
+        let cwd = std::fs::canonicalize(setup.dir.path()).unwrap();
+        let stdin = "channels:\n  - https://evil.example/ch\n";
+        let call = json!({"argv": ["config", "--stdin"], "stdin": stdin,
+            "cwd": cwd.to_str().unwrap()});
+        let (question, result) = server.ask("conda_execute", call, "decline", |_| {});
+        assert!(
+            question.contains(&format!("\nWorking directory: {}\n", cwd.display())),
+            "{context}: {question}"
+        );
+        assert!(
+            question.contains(&format!("\nStandard input: {} bytes, sha256 ", stdin.len())),
+            "{context}: {question}"
+        );
+        assert!(
+            question.contains(":\n  | channels:\n  |   - https://evil.example/ch\n  | "),
+            "{context}: {question}"
+        );
+        assert!(text(&result).starts_with("declined_by_user"), "{result}");
+        // The environment: what the question says is what the child gets.
+        let call = json!({"argv": ["run", "-n", "t1", "env"]});
+        let (question, result) = server.ask("conda_execute", call, "accept", |_| {});
+        assert!(
+            question.contains(
+                "\nEnvironment: the server's, with CCM_EXECUTION=<this execution's marker>"
+            ),
+            "{context}: {question}"
+        );
+        let withheld = question
+            .lines()
+            .find(|l| l.starts_with("Environment: "))
+            .unwrap();
+        assert!(
+            withheld.contains("CCM_TEST_WITHHELD") && withheld.ends_with(" withheld"),
+            "{context}: {question}"
+        );
+        assert!(!question.contains("s3cr3t-value"), "{context}: {question}");
+        let stdout = result["structuredContent"]["stdout"].as_str().unwrap();
+        assert!(
+            stdout.contains("\nCCM_EXECUTION=") || stdout.starts_with("CCM_EXECUTION="),
+            "{context}: {stdout}"
+        );
+        assert!(!stdout.contains("CCM_TEST_WITHHELD"), "{context}: {stdout}");
+        // A channel URL with credentials: shown whole, the credentials redacted.
+        let private = json!({"fixture-pkg": {"channel": "https://bob:hunter2@fixture.invalid/t/tk-42/private"}});
+        std::fs::write(&index, private.to_string()).unwrap();
+        let install = json!({"name": "t1", "packages": ["fixture-pkg"]});
+        let (question, _) = server.ask("conda_install", install, "decline", |_| {});
+        assert!(
+            question.contains("fixture-pkg 1.0 0 (https://[redacted]@fixture.invalid/t/[redacted]/private/noarch, md5 "),
+            "{context}: {question}"
+        );
+        assert!(
+            !question.contains("hunter2") && !question.contains("tk-42"),
+            "{context}: {question}"
+        );
+    }
+}
+
+/// On a real conda, removing a whole environment names it and how many packages it holds
+/// (`env remove`, `remove --all`; an empty one too), under every revision that can ask.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_removing_an_environment_names_it_and_its_packages() {
+    let real = Real::new();
+    real.channel("conda-forge", "pkga=1.0", None);
+    let create = |env: &str, packages: &[&str]| {
+        let status = std::process::Command::new(support::real_conda())
+            .args(["create", "-y", "--json", "-p"])
+            .arg(real.path(env))
+            .args(packages)
+            .envs(real.env())
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    create("full", &["barpkg", "pkga"]);
+    create("empty", &[]);
+    for revision in ASKING {
+        let mut server = real.server(revision);
+        for (tool, env, all, packages) in [
+            ("conda_env_remove", "full", false, "2 packages"),
+            ("conda_remove", "full", true, "2 packages"),
+            ("conda_env_remove", "empty", false, "0 packages"),
+        ] {
+            let context = format!("{revision:?} {tool} {env}");
+            let prefix = real.path(env).display().to_string();
+            let mut arguments = json!({"prefix": prefix});
+            if all {
+                arguments["all"] = json!(true);
+            }
+            let (question, result) = server.ask(tool, arguments, "decline", |_| {});
+            assert!(
+                question.contains(&format!(
+                    "\nDelete: the environment {prefix} and everything in it ({packages}, and \
+                     any other files in that directory)"
+                )),
+                "{context}: {question}"
+            );
+            assert!(
+                !question.contains("lists no package changes") || env == "empty",
+                "{context}: {question}"
+            );
+            assert!(
+                text(&result).starts_with("declined_by_user"),
+                "{context}: {result}"
+            );
+        }
+    }
+    assert!(real.path("full/conda-meta").is_dir() && real.path("empty/conda-meta").is_dir());
+    assert_eq!(real.marks(), ["barpkg-1.0", "pkga-1.0"]);
+}
