@@ -342,7 +342,7 @@ impl Server {
         if outcome.cancelled {
             return Err(Refusal::Cancelled);
         }
-        if let Some(changed) = binding.as_ref().and_then(|b| b.changed()) {
+        if let Some(changed) = binding.as_ref().and_then(|b| b.changed(outcome.exit_code)) {
             return Err(Refusal::Busy(super::confirm::plan_changed(&changed)));
         }
         let succeeded = outcome.exit_code == Some(0) && !outcome.timed_out;

@@ -159,6 +159,8 @@ impl FixtureSetup {
     fn server(&self, revision: Revision) -> Asking {
         let index = self.path("index.json");
         let condarc = self.path("condarc");
+        let tmp = self.path("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
         Asking::start(
             revision,
             &support::fixture().conda,
@@ -166,8 +168,20 @@ impl FixtureSetup {
             &[
                 ("CONDA_FIXTURE_INDEX", index.to_str().unwrap()),
                 ("CONDARC", condarc.to_str().unwrap()),
+                ("TMPDIR", tmp.to_str().unwrap()),
             ],
         )
+    }
+
+    /// The server's directory that keeps the plan of the open question.
+    fn kept_plan(&self) -> PathBuf {
+        let mut kept: Vec<PathBuf> = std::fs::read_dir(self.path("tmp"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.join("plan.json").is_file())
+            .collect();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        kept.pop().unwrap()
     }
 }
 
@@ -229,6 +243,19 @@ fn a_plan_changed_while_the_question_is_open_does_not_run() {
         });
         assert_changed(&result, "the configuration changed: channels in ", &context);
         std::fs::write(setup.path("condarc"), "channels:\n  - fixture-channel\n").unwrap();
+        // What the server keeps for the run is checked too: the plan, and the copies.
+        let (_, result) = server.ask("conda_install", install.clone(), "accept", |_| {
+            let plan = setup.kept_plan().join("plan.json");
+            let text = std::fs::read_to_string(&plan).unwrap();
+            std::fs::write(&plan, text.replace("\"1.0\"", "\"9.9\"")).unwrap();
+        });
+        assert_changed(&result, "the plan kept for this run was changed", &context);
+        let from_file = json!({"name": "t1", "file": [specs.to_str().unwrap()]});
+        let (_, result) = server.ask("conda_install", from_file, "accept", |_| {
+            let copy = setup.kept_plan().join("files/0/specs.txt");
+            std::fs::write(copy, "fixture-other\n").unwrap();
+        });
+        assert_changed(&result, "the copy of the input file ", &context);
         // Unchanged: the plan runs, conda reading exactly the argv that was shown.
         let (_, result) = server.ask("conda_install", install, "accept", |_| {});
         assert_eq!(result["isError"], false, "{context}: {result}");

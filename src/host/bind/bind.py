@@ -18,8 +18,9 @@ Modes:
       prefix, each transaction's records (name, version, build, channel, URL, md5, sha256,
       size) — and writes it as the last line of stdout, after conda's own output, as
       ``NONCE <one line of JSON>``.
-  run PLAN CONDA -- ARGV        the confirmed run: PLAN is the server's directory holding
-      ``plan.json`` (what the preview recorded) and the copies of the input files. Before
+  run PLAN CONDA DIGEST -- ARGV the confirmed run: PLAN is the server's directory holding
+      ``plan.json`` (what the preview recorded; DIGEST is its sha256, so a plan changed on
+      disk is refused) and the copies of the input files (checked against their digests). Before
       conda's command starts, the configuration, the target and every input file must be
       as they were (the files are then read from the copies); before each transaction's
       first step, its records must be the preview's. Otherwise nothing more happens:
@@ -263,7 +264,9 @@ class Preview:
         for index, value in enumerate(values):
             path = locate(value)
             entry = {"value": value, "path": path}
-            if path is None or not os.path.isfile(path):
+            if path is not None and os.path.exists(path) and not os.path.isfile(path):
+                raise Changed("the input file {} is not a regular file".format(path))
+            if path is None or not os.path.exists(path):
                 # A URL is fetched at run time; a missing file is conda's error to report.
                 entry["bound"] = False
                 replaced.append(value)
@@ -348,10 +351,13 @@ def _pip_workdir(originals):
 class Run:
     """The confirmed run's checks (see the module's doc)."""
 
-    def __init__(self, directory):
+    def __init__(self, directory, digest):
         self.directory = directory
         with open(os.path.join(directory, "plan.json"), "rb") as handle:
-            self.plan = json.load(handle)
+            data = handle.read()
+        if _sha256(data) != digest:
+            raise Changed("the plan kept for this run was changed")
+        self.plan = json.loads(data)
         self.seen = 0
 
     def post_parse(self, args, parser):
@@ -395,6 +401,9 @@ class Run:
                         entry["path"], entry["sha256"][:16], _sha256(data)[:16]
                     )
                 )
+            with open(entry["copy"], "rb") as handle:
+                if _sha256(handle.read()) != entry["sha256"]:
+                    raise Changed("the copy of the input file {} was changed".format(entry["path"]))
             replaced.append(entry["copy"])
             originals[entry["copy"]] = entry["path"]
         if values:
@@ -560,12 +569,15 @@ class State:
 def main():
     mode, key, conda_exe = sys.argv[1], sys.argv[2], sys.argv[3]
     argv = sys.argv[sys.argv.index("--", 4) + 1 :]
+    digest = sys.argv[4] if sys.argv[4] != "--" else None
     if mode in ("preview", "inspect"):
         state = State(Preview(mode == "inspect"), os.fdopen(os.dup(1), "wb"), key)
     else:
         state = State(None, None, key)
         try:
-            state.mode = Run(key)
+            state.mode = Run(key, digest)
+        except Changed as why:
+            Run.stop_unread(key, str(why))
         except Exception as error:
             Run.stop_unread(key, "the plan could not be read ({})".format(type(error).__name__))
     state.check(lambda: install(state))

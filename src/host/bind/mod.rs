@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use serde::{Deserialize, Serialize};
+use sha2::Digest;
 
 use super::exec;
 
@@ -159,10 +160,17 @@ pub fn nonce() -> String {
     format!("ccm-plan-{hex}")
 }
 
-fn wrapper_args(mode: &str, key: &OsString, conda: &Path, argv: &[OsString]) -> Vec<OsString> {
+fn wrapper_args(
+    mode: &str,
+    key: &OsString,
+    conda: &Path,
+    digest: Option<&str>,
+    argv: &[OsString],
+) -> Vec<OsString> {
     let mut args: Vec<OsString> = vec!["-I".into(), "-c".into(), SOURCE.into(), mode.into()];
     args.push(key.clone());
     args.push(conda.as_os_str().to_owned());
+    args.extend(digest.map(OsString::from));
     args.push("--".into());
     args.extend(argv.iter().cloned());
     args
@@ -182,7 +190,7 @@ pub fn preview_spec(
     };
     let mut preview = spec.clone();
     preview.program = interpreter.to_path_buf();
-    preview.args = wrapper_args(mode, &nonce.into(), &spec.program, &spec.args);
+    preview.args = wrapper_args(mode, &nonce.into(), &spec.program, None, &spec.args);
     preview.stdout_limit = spec.stdout_limit.saturating_add(PLAN_ALLOWANCE);
     preview
 }
@@ -219,6 +227,8 @@ pub fn split_preview(outcome: &mut exec::Outcome, nonce: &str) -> Result<Plan, U
 pub struct Binding {
     dir: tempfile::TempDir,
     interpreter: PathBuf,
+    /// The sha256 of `plan.json` as written (the run refuses another).
+    digest: String,
     pub plan: Plan,
 }
 
@@ -256,9 +266,14 @@ impl Binding {
         }
         let document = serde_json::to_vec(&plan).map_err(|e| Unbound::Io(e.to_string()))?;
         write_new(&dir.path().join("plan.json"), &document).map_err(io)?;
+        let digest = sha2::Sha256::digest(&document)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         Ok(Binding {
             dir,
             interpreter: interpreter.to_path_buf(),
+            digest,
             plan,
         })
     }
@@ -278,18 +293,24 @@ impl Binding {
             "run",
             &self.dir.path().as_os_str().to_owned(),
             &spec.program,
+            Some(&self.digest),
             &spec.args,
         );
         run
     }
 
-    /// What changed, when the run stopped because it would differ from the plan.
-    pub fn changed(&self) -> Option<String> {
+    /// What changed, when the run (which ended with `exit_code`) stopped because it would
+    /// differ from the plan: only the wrapper's own exit status says so, `changed.json`
+    /// only says what.
+    pub fn changed(&self, exit_code: Option<i32>) -> Option<String> {
+        if exit_code != Some(CHANGED_EXIT) {
+            return None;
+        }
         #[derive(Deserialize)]
         struct Changed {
             changed: String,
         }
-        let text = std::fs::read(self.dir.path().join("changed.json")).ok()?;
+        let text = std::fs::read(self.dir.path().join("changed.json")).unwrap_or_default();
         let changed: Changed = serde_json::from_slice(&text).unwrap_or(Changed {
             changed: "the run stopped before it began".into(),
         });

@@ -134,6 +134,13 @@ fn url(text: &str) -> String {
     shown_long(redacted.first().map_or("", String::as_str))
 }
 
+/// A line of a shown content with credentials redacted (the audit log's rule, word by
+/// word).
+fn redacted_line(line: &str) -> String {
+    let words: Vec<String> = line.split(' ').map(str::to_owned).collect();
+    crate::host::audit::redacted(&words).join(" ")
+}
+
 fn environment(changes: &EnvironmentChanges) -> String {
     let set: Vec<String> = changes
         .set
@@ -170,8 +177,11 @@ fn content(title: &str, bytes: &[u8]) -> Vec<String> {
     });
     match text {
         Some(text) => {
-            let mut lines = vec![format!("{head}:")];
-            lines.extend(text.split('\n').map(|l| format!("  | {}", clip(l, ITEM))));
+            let mut lines = vec![format!("{head} (credentials redacted):")];
+            lines.extend(
+                text.split('\n')
+                    .map(|l| format!("  | {}", clip(&redacted_line(l), ITEM))),
+            );
             lines
         }
         None => vec![format!("{head} (too long to show here)")],
@@ -183,8 +193,20 @@ fn plan_lines(plan: &Plan, dry: Option<&Value>) -> Vec<String> {
     for file in &plan.files {
         lines.extend(input_file(file));
     }
-    if let Some(prefix) = &plan.prefix {
-        lines.push(format!("Target environment: {}", shown_long(prefix)));
+    // The environments the transactions change (an environment file may name its own),
+    // else the one conda resolved from the command line.
+    let mut targets: Vec<&str> = plan
+        .transactions
+        .iter()
+        .flatten()
+        .map(|s| s.prefix.as_str())
+        .collect();
+    targets.dedup();
+    if targets.is_empty() {
+        targets.extend(plan.prefix.as_deref());
+    }
+    for target in targets {
+        lines.push(format!("Target environment: {}", shown_long(target)));
     }
     if plan.deletes_prefix == Some(true) {
         let prefix = plan.prefix.as_deref().unwrap_or("?");
@@ -206,12 +228,10 @@ fn plan_lines(plan: &Plan, dry: Option<&Value>) -> Vec<String> {
         return lines;
     }
     let setups: Vec<_> = plan.transactions.iter().flatten().collect();
+    let several = setups.len() > 1;
     for setup in &setups {
-        if plan.prefix.as_deref() != Some(setup.prefix.as_str()) {
-            lines.push(format!(
-                "Environment changed: {}",
-                shown_long(&setup.prefix)
-            ));
+        if several {
+            lines.push(format!("In {}:", shown_long(&setup.prefix)));
         }
         for (records, title) in [(&setup.unlink, "Remove"), (&setup.link, "Install")] {
             if records.is_empty() {

@@ -130,10 +130,21 @@ fn stdin_is_shown_whole_and_quoted_or_by_size_and_digest() {
     let text = message(&question);
     assert!(
         text.contains(&format!(
-            "Standard input: {} bytes, sha256 {}:\n  | channels:\n  |   - https://evil.example/ch\\u{{1b}}[2K\n  | ",
+            "Standard input: {} bytes, sha256 {} (credentials redacted):\n  | channels:\n  |   - https://evil.example/ch\\u{{1b}}[2K\n  | ",
             script.len(),
             Sha256::digest(script).iter().map(|b| format!("{b:02x}")).collect::<String>()
         )),
+        "{text}"
+    );
+    // Credentials in what is shown are redacted.
+    question.stdin = Some(b"channels:\n  - https://bob:hunter2@example.com/t/tk-9/ch\n");
+    let text = message(&question);
+    assert!(
+        text.contains("  |   - https://[redacted]@example.com/t/[redacted]/ch\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("hunter2") && !text.contains("tk-9"),
         "{text}"
     );
     // Too long (or not text) to show: its size and digest, never a clipped part.
