@@ -109,6 +109,22 @@ impl Asking {
     }
 }
 
+impl Asking {
+    /// Call `tool` expecting no question: the call's `result`.
+    pub fn unasked(&mut self, tool: &str, arguments: Value) -> Value {
+        let params = json!({"name": tool, "arguments": arguments});
+        match self {
+            Asking::Stdio(session) => session.request("tools/call", params)["result"].clone(),
+            Asking::Http(server, id) => {
+                *id += 2;
+                let answer = crate::confirm::stateless_call(&server.url, *id, params);
+                assert_ne!(answer["result"]["resultType"], "input_required", "{answer}");
+                answer["result"].clone()
+            }
+        }
+    }
+}
+
 fn next_question(session: &mut Session) -> Value {
     let deadline = std::time::Instant::now() + Duration::from_secs(300);
     while std::time::Instant::now() < deadline {
@@ -673,4 +689,66 @@ fn real_conda_removing_an_environment_names_it_and_its_packages() {
     }
     assert!(real.path("full/conda-meta").is_dir() && real.path("empty/conda-meta").is_dir());
     assert_eq!(real.marks(), ["barpkg-1.0", "pkga-1.0"]);
+}
+
+/// On a real conda, a call whose packages conda's dry run does not list (explicit package
+/// files, an explicit `--file`, a rename, which clones) cannot be bound: it is refused
+/// before anyone is asked, and nothing is installed.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_plan_conda_cannot_preview_is_not_asked() {
+    let real = Real::new();
+    let package = real.path("conda-forge/noarch/barpkg-1.0-0.tar.bz2");
+    let explicit = real.path("project/explicit.txt");
+    std::fs::write(
+        &explicit,
+        format!("@EXPLICIT\nfile://{}\n", package.display()),
+    )
+    .unwrap();
+    let status = std::process::Command::new(support::real_conda())
+        .args(["create", "-y", "--json", "-p"])
+        .arg(real.path("source"))
+        .envs(real.env())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let env = real.path("env").display().to_string();
+    for revision in ASKING {
+        let mut server = real.server(revision);
+        for (tool, arguments, what) in [
+            (
+                "conda_create",
+                json!({"prefix": env, "packages": [package.display().to_string()]}),
+                "explicit package files or URLs",
+            ),
+            (
+                "conda_create",
+                json!({"prefix": env, "file": [explicit.display().to_string()]}),
+                "explicit package files or URLs",
+            ),
+            (
+                "conda_rename",
+                json!({"prefix": real.path("source").display().to_string(),
+                    "destination": real.path("renamed").display().to_string()}),
+                "a rename",
+            ),
+        ] {
+            let context = format!("{revision:?} {tool} {what}");
+            let result = server.unasked(tool, arguments);
+            assert_eq!(result["isError"], true, "{context}: {result}");
+            let text = text(&result);
+            assert!(
+                text.starts_with(&format!(
+                    "{}",
+                    "confirmation_unavailable: the plan cannot be bound"
+                )),
+                "{context}: {text}"
+            );
+            assert!(text.contains(what), "{context}: {text}");
+        }
+    }
+    assert_eq!(real.installed("env"), Vec::<Value>::new());
+    assert!(real.path("source/conda-meta").is_dir() && !real.path("renamed").exists());
+    assert_eq!(real.marks(), Vec::<String>::new());
 }

@@ -57,6 +57,9 @@ FILE_INPUTS = {
 # conda/cli/main_remove.py:183-222: with `args.all` (always for `env remove`,
 # main_env_remove.py:57) and without `--keep-env`, the prefix is deleted (`rm_rf(prefix)`).
 REMOVE = "conda.cli.main_remove.execute"
+# conda/cli/main_rename.py:107-128: the rename clones the environment (conda/cli/install.py
+# `clone` → conda/misc.py `clone_env`), which its dry run only describes in words.
+RENAME = "conda.cli.main_rename.execute"
 # Keys of the command line source that differ between the preview and the run by design.
 PREVIEW_KEYS = ("dry_run", "json")
 # URL schemes conda fetches input files from (conda/cli/common.py:329-333).
@@ -245,6 +248,8 @@ class Preview:
         self.document["configuration"] = configuration(context)
         self.document["prefix"] = _target(context)
         self.document["command"] = getattr(args, "func", None)
+        if getattr(args, "func", None) == RENAME:
+            self.document["unpreviewed"] = "a rename (a clone of the environment)"
         if getattr(args, "func", None) == REMOVE and getattr(args, "all", False):
             self.document["deletes_prefix"] = not getattr(args, "keep_env", False)
             self.document["installed"] = _installed(context.target_prefix)
