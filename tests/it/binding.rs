@@ -739,10 +739,7 @@ fn real_conda_a_plan_conda_cannot_preview_is_not_asked() {
             assert_eq!(result["isError"], true, "{context}: {result}");
             let text = text(&result);
             assert!(
-                text.starts_with(&format!(
-                    "{}",
-                    "confirmation_unavailable: the plan cannot be bound"
-                )),
+                text.starts_with("confirmation_unavailable: the plan cannot be bound"),
                 "{context}: {text}"
             );
             assert!(text.contains(what), "{context}: {text}");
