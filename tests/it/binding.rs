@@ -749,3 +749,47 @@ fn real_conda_a_plan_conda_cannot_preview_is_not_asked() {
     assert!(real.path("source/conda-meta").is_dir() && !real.path("renamed").exists());
     assert_eq!(real.marks(), Vec::<String>::new());
 }
+
+/// On a real conda, a new environment named by `name` (or by its environment file) is
+/// previewed where the run will create it: in the first envs directory the run can write
+/// (the condarc's), not where the read-only preview could; the run then installs there.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_named_environment_is_created_where_the_question_says() {
+    for revision in ASKING {
+        let context = format!("{revision:?}");
+        let real = Real::new();
+        let envs = real.path("home/envs");
+        let condarc = format!(
+            "envs_dirs:\n  - {}\nchannels:\n  - {}\n",
+            envs.display(),
+            real.url("conda-forge")
+        );
+        std::fs::write(real.path("condarc"), condarc).unwrap();
+        let mut server = real.server(revision);
+        let arguments = json!({"name": "named", "packages": ["barpkg"]});
+        let (question, result) = server.ask("conda_create", arguments, "accept", |_| {});
+        assert!(
+            question.contains(&format!(
+                "\nTarget environment: {}\n",
+                envs.join("named").display()
+            )),
+            "{context}: {question}"
+        );
+        assert_eq!(result["isError"], false, "{context}: {result}");
+        assert_eq!(real.installed("home/envs/named").len(), 1, "{context}");
+        let file = real.path("project/environment.yml");
+        std::fs::write(&file, "name: fromfile\ndependencies:\n  - barpkg\n").unwrap();
+        let arguments = json!({"file": [file.display().to_string()]});
+        let (question, result) = server.ask("conda_env_create", arguments, "accept", |_| {});
+        assert!(
+            question.contains(&format!(
+                "\nTarget environment: {}\n",
+                envs.join("fromfile").display()
+            )),
+            "{context}: {question}"
+        );
+        assert_eq!(result["isError"], false, "{context}: {result}");
+        assert_eq!(real.installed("home/envs/fromfile").len(), 1, "{context}");
+    }
+}

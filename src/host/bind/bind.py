@@ -370,16 +370,7 @@ class Run:
 
         if self.plan.get("command") != getattr(args, "func", None):
             raise Changed("conda parses the command differently")
-        now = configuration(context)
-        shown = self.plan.get("configuration", {})
-        for source in sorted(set(shown) | set(now)):
-            if shown.get(source) != now.get(source):
-                keys = sorted(
-                    k
-                    for k in set(shown.get(source, {})) | set(now.get(source, {}))
-                    if shown.get(source, {}).get(k) != now.get(source, {}).get(k)
-                )
-                raise Changed("the configuration changed: {} in {}".format(", ".join(keys), source))
+        self.check_configuration(context)
         if _target(context) != self.plan.get("prefix"):
             raise Changed(
                 "the target environment changed: {} -> {}".format(self.plan.get("prefix"), _target(context))
@@ -415,7 +406,26 @@ class Run:
             args.file = replaced if is_list else replaced[0]
             _pip_workdir(originals)
 
+    def check_configuration(self, context):
+        """conda's configuration is the preview's, source by source."""
+        now = configuration(context)
+        shown = self.plan.get("configuration", {})
+        for source in sorted(set(shown) | set(now)):
+            if shown.get(source) != now.get(source):
+                keys = sorted(
+                    k
+                    for k in set(shown.get(source, {})) | set(now.get(source, {}))
+                    if shown.get(source, {}).get(k) != now.get(source, {}).get(k)
+                )
+                raise Changed("the configuration changed: {} in {}".format(", ".join(keys), source))
+
     def transaction(self, txn):
+        # conda may read its configuration again after the parse (conda/cli/main_create.py
+        # re-initializes the context with the name an environment file gives): the
+        # configuration the transaction runs under is checked again.
+        from conda.base.context import context
+
+        self.check_configuration(context)
         if not self.plan.get("packages"):
             return
         shown = self.plan.get("transactions", [])
@@ -485,11 +495,62 @@ def install(state):
 
         fetch.execute = execute
     if isinstance(state.mode, Preview):
+        _envs_dir_as_outside()
         # conda/misc.py:206-215 (explicit package files and URLs, explicit environment
         # files: DryRunExit before anything is fetched) and :285-334 (`--clone` and
         # `rename`: DryRunExit before the clone's transaction).
         _note("get_package_records_from_explicit", "explicit package files or URLs", state)
         _note("clone_env", "a clone of an environment", state)
+
+
+def _writable_outside(path):
+    """Whether this process could write `path` outside the read-only sandbox, by its
+    permission bits (the preview's sandbox mounts most of the file system read-only and
+    the root prefix as a discarded overlay; the run has neither)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    uid = os.geteuid()
+    if uid == 0:
+        return True
+    if st.st_uid == uid:
+        return bool(st.st_mode & 0o200)
+    if st.st_gid == os.getegid() or st.st_gid in os.getgroups():
+        return bool(st.st_mode & 0o020)
+    return bool(st.st_mode & 0o002)
+
+
+def _envs_dir_as_outside():
+    """The preview names a new environment's prefix as the run will: conda takes the first
+    envs directory it can write (conda/gateways/disk/create.py:500-523, through
+    conda/core/prefix_data.py:52 and :161 `PrefixData.from_name`), which the sandbox would
+    otherwise decide."""
+    try:
+        from conda.base.context import context
+        from conda.core import prefix_data
+        from conda.exceptions import NoWritableEnvsDirError
+    except ImportError:
+        return
+
+    def first_writable_envs_dir(create=True):
+        for envs_dir in context.envs_dirs:
+            if envs_dir == os.devnull:
+                continue
+            magic = os.path.join(envs_dir, ".conda_envs_dir_test")
+            if os.path.isfile(magic):
+                if _writable_outside(magic):
+                    return envs_dir
+            elif create:
+                existing = envs_dir
+                while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+                    existing = os.path.dirname(existing)
+                if os.path.isdir(existing) and _writable_outside(existing):
+                    return envs_dir
+        raise NoWritableEnvsDirError(context.envs_dirs)
+
+    if hasattr(prefix_data, "first_writable_envs_dir"):
+        prefix_data.first_writable_envs_dir = first_writable_envs_dir
 
 
 def verify_copy(action):
