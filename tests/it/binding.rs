@@ -793,3 +793,67 @@ fn real_conda_a_named_environment_is_created_where_the_question_says() {
         assert_eq!(real.installed("home/envs/fromfile").len(), 1, "{context}");
     }
 }
+
+/// On a real conda, `env update` (no dry run: conda's parse is the preview) reads the
+/// environment file that was shown: rewritten while the question is open, the run stops
+/// with `plan_changed` and installs nothing; unchanged, it runs. Under every revision that
+/// can ask.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_env_update_reads_the_file_that_was_shown() {
+    for revision in ASKING {
+        let context = format!("{revision:?}");
+        let real = Real::new();
+        real.channel("conda-forge", "pkga=1.0", None);
+        let status = std::process::Command::new(support::real_conda())
+            .args(["create", "-y", "--json", "-p"])
+            .arg(real.path("env"))
+            .arg("pkga")
+            .envs(real.env())
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let file = real.path("project/update.yml");
+        std::fs::write(&file, "dependencies:\n  - pkga\n").unwrap();
+        let mut server = real.server(revision);
+        let arguments = json!({"prefix": real.path("env").display().to_string(),
+            "file": file.display().to_string()});
+        let (question, result) =
+            server.ask("conda_env_update", arguments.clone(), "accept", |_| {
+                let text = format!(
+                    "channels:\n  - {}\ndependencies:\n  - barpkg=9.9\n",
+                    real.url("other")
+                );
+                std::fs::write(&file, text).unwrap();
+            });
+        assert!(
+            question.contains("\n  | dependencies:\n  |   - pkga\n"),
+            "{context}: {question}"
+        );
+        assert!(
+            question.contains(plan_bound_inspect()),
+            "{context}: {question}"
+        );
+        let what = format!(
+            "the input file {} changed after the question",
+            file.display()
+        );
+        assert_changed(&result, &what, &context);
+        assert_eq!(real.installed("env").len(), 1, "{context}");
+        assert_eq!(real.marks(), ["pkga-1.0"], "{context}");
+        // The file as it is now is shown and runs.
+        let (question, result) = server.ask("conda_env_update", arguments, "accept", |_| {});
+        assert!(
+            question.contains("  |   - barpkg=9.9\n"),
+            "{context}: {question}"
+        );
+        assert_eq!(result["isError"], false, "{context}: {result}");
+        assert_eq!(real.marks(), ["barpkg-9.9", "pkga-1.0"], "{context}");
+    }
+}
+
+/// The start of the line a plan without a dry run ends with.
+fn plan_bound_inspect() -> &'static str {
+    "No package preview: conda has no dry run for this command. Bound: conda's configuration"
+}
