@@ -67,6 +67,54 @@ pub struct Spec {
     pub sandbox: Option<crate::host::sandbox::Plan>,
 }
 
+/// How a child's environment differs from the server's (what `--confirm-writes` shows):
+/// the variables ccm sets (name, value as shown) and the server's variables it withholds
+/// (names only).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EnvironmentChanges {
+    pub set: Vec<(String, String)>,
+    pub withheld: Vec<String>,
+}
+
+/// What starting `spec` changes in its environment: the execution marker, `NO_COLOR` on a
+/// terminal (progress), `TMPDIR` in the sandbox, the variables that say where code may come
+/// from (`environ`); the variables withheld from every child (the server wiped their
+/// values from its own environment at startup).
+pub fn environment_changes(spec: &Spec) -> EnvironmentChanges {
+    let mut set = vec![(
+        reap::MARKER_VAR.to_owned(),
+        "<this execution's marker>".to_owned(),
+    )];
+    set.push((
+        "NO_COLOR".to_owned(),
+        "1 (only when progress is reported on a terminal)".to_owned(),
+    ));
+    if spec.sandbox.is_some() {
+        set.push((
+            crate::host::sandbox::TMPDIR.to_owned(),
+            "<a private tmpfs of the sandbox>".to_owned(),
+        ));
+    }
+    let mut withheld: Vec<String> = spec
+        .env_remove
+        .iter()
+        .map(|n| (*n).to_owned())
+        .chain(spec.limits.env_remove.iter().cloned())
+        .collect();
+    // Where code may come from (`environ`): set, or removed when only relative entries
+    // were left.
+    let changes = environ::changes(|name| self::withheld(spec, name));
+    for (name, value) in changes {
+        match value {
+            Some(value) => set.push((name.to_owned(), value.to_string_lossy().into_owned())),
+            None => withheld.push(name.to_owned()),
+        }
+    }
+    withheld.sort();
+    withheld.dedup();
+    EnvironmentChanges { set, withheld }
+}
+
 /// Most bytes a tool run's argv plus environment may take (each string with its NUL, as
 /// the kernel counts them): well below Linux's `ARG_MAX` (2 MiB with the default stack),
 /// so a run that passes this check cannot fail to start for its size.

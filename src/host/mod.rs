@@ -1,9 +1,11 @@
 //! Everything that touches the host: child processes (`exec`), discovery through the
 //! target's own interpreter (`discovery`), the Python-free scan of the target's
 //! distributions (`stamp`), the read-only sandbox (`sandbox`), `--allow-paths`
-//! (`confine`) and the environments a write targets (`targets`, for `--write-envs`). Only this layer spawns processes or reads the target's files.
+//! (`confine`), the environments a write targets (`targets`, for `--write-envs`) and the
+//! binding of a confirmed plan to its run (`bind`, for `--confirm-writes`). Only this layer spawns processes or reads the target's files.
 
 pub mod audit;
+pub mod bind;
 pub mod confine;
 pub mod discovery;
 pub mod exec;

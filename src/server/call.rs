@@ -317,10 +317,20 @@ impl Server {
         exec::check_size(&spec).map_err(size_refusal)?;
         // Asked before the slot is taken: waiting for the person holds no slot.
         let confirm = self.confirm(ready, &spec, &class, &ct);
-        super::progress::waiting_for(caller, &ct, "Waiting for the user to confirm", confirm)
-            .await?;
+        let binding =
+            super::progress::waiting_for(caller, &ct, "Waiting for the user to confirm", confirm)
+                .await?;
+        // A confirmed plan runs bound to what was shown (`host::bind`).
+        let run = match &binding {
+            Some(binding) => {
+                let run = binding.run_spec(&spec);
+                exec::check_size(&run).map_err(size_refusal)?;
+                run
+            }
+            None => spec.clone(),
+        };
         let _admitted = super::progress::waiting(caller, &ct, self.admit(&ct)).await?;
-        let outcome = match super::progress::run(caller, ready, &spec, &ct).await {
+        let outcome = match super::progress::run(caller, ready, &run, &spec.args, &ct).await {
             Ok(outcome) => outcome,
             Err(error) => {
                 let why = exec::plain_os_error(&error);
@@ -331,6 +341,9 @@ impl Server {
         audit::outcome(&outcome);
         if outcome.cancelled {
             return Err(Refusal::Cancelled);
+        }
+        if let Some(changed) = binding.as_ref().and_then(|b| b.changed(outcome.exit_code)) {
+            return Err(Refusal::Busy(super::confirm::plan_changed(&changed)));
         }
         let succeeded = outcome.exit_code == Some(0) && !outcome.timed_out;
         if succeeded && !class.read_only && !self.restart_required() {

@@ -1,19 +1,26 @@
 //! `--confirm-writes`: the user confirms every write and exec call through MCP
-//! elicitation (form mode) before it runs.
+//! elicitation (form mode) before it runs, and the confirmed plan is what runs.
 //!
-//! The question shows the plan: for a command conda can dry-run (its parser has
-//! `--dry-run`), the same argv is first run with `--dry-run --json` under the same limits
-//! and the plan is read from conda's answer (target prefix, packages to link and unlink,
-//! download size; [`plan`]); a dry run that fails is the call's result and nothing is
-//! asked. Otherwise the plan is the exact argv and the working directory. Every line is
-//! escaped (control and bidi characters). Accept runs the exact argv that was planned;
-//! decline or cancel is an `isError` result starting with `declined_by_user`; no answer
-//! within `--confirm-timeout` is `confirmation_timed_out`; a client that cannot be asked
-//! (no elicitation capability in form mode, or the session-less revision, which has no
-//! server-to-client requests) is refused with `confirmation_unavailable`. Nothing runs in
-//! those cases. The question is asked before the execution slot is taken, so waiting for
-//! the person holds no slot and is not part of the execution timeout; the call's
-//! cancellation withdraws it (`notifications/cancelled` for the question).
+//! The question shows what decides the run: the exact command, the working directory, the
+//! environment the child gets, `conda_execute`'s stdin, and the plan ([`preview`]): for a
+//! call that needs no `--allow-exec`, conda's entry point runs first through the binding
+//! wrapper ([`crate::host::bind`]) — as conda's `--dry-run --json` where it can, else only
+//! as far as conda's parse — and the question lists the input files conda reads, the
+//! target (and whether it is deleted), and each package with its full channel URL
+//! (credentials redacted) and hash ([`plan`]). Accept runs the argv that was shown through
+//! the same wrapper, bound to that plan: the input files are read from the copies the
+//! preview read, and if the configuration, the target, an input file or any package
+//! record differs, nothing is fetched, linked or run, and the result is an `isError`
+//! starting with `plan_changed` that names the change. A dry run that fails is the call's
+//! result; a plan that cannot be bound is refused (`confirmation_unavailable`); nothing is
+//! asked then. Every line is escaped (control and bidi characters). Decline or cancel is
+//! an `isError` result starting with `declined_by_user`; no answer within
+//! `--confirm-timeout` is `confirmation_timed_out`; a client that cannot be asked (no
+//! elicitation capability in form mode; a session-less request that did not declare it)
+//! is refused with `confirmation_unavailable`. Nothing runs in those cases. The question
+//! is asked before the execution slot is taken, so waiting for the person holds no slot
+//! and is not part of the execution timeout; the call's cancellation withdraws it
+//! (`notifications/cancelled` for the question).
 
 use std::collections::BTreeMap;
 
@@ -25,17 +32,20 @@ use rmcp::model::{
 use rmcp::service::{ElicitationMode, Peer, PeerRequestOptions, RequestContext};
 use tokio_util::sync::CancellationToken;
 
-use super::result::execution_result;
+use std::sync::Arc;
+
 use super::{Ready, Refusal, Server, audit};
-use crate::host::{exec, sandbox};
-use crate::tools::policy::{self, Classification, Origin};
+use crate::host::bind::Binding;
+use crate::host::exec;
+use crate::tools::policy::{self, Classification};
 
 mod parked;
 mod plan;
+mod preview;
 
 pub use parked::{Parked, Parking};
 
-pub use plan::{DECLINED, TIMED_OUT, UNAVAILABLE};
+pub use plan::{DECLINED, PLAN_CHANGED, TIMED_OUT, UNAVAILABLE};
 
 tokio::task_local! {
     static ASKER: Asker;
@@ -51,6 +61,8 @@ pub struct Asker {
     input_required: bool,
     /// The plan was confirmed already (the retry of an input-required result).
     confirmed: bool,
+    /// The confirmed plan's binding (the retry of an input-required result).
+    binding: Option<Arc<Binding>>,
 }
 
 impl Asker {
@@ -80,6 +92,7 @@ impl Asker {
             peer: (form && !session_less).then(|| context.peer.clone()),
             input_required: session_less && declared,
             confirmed: false,
+            binding: None,
         }
     }
 
@@ -122,21 +135,21 @@ enum Answer {
 
 impl Server {
     /// Ask the user to confirm `spec` when `--confirm-writes` applies to this call;
-    /// `Ok` means run it.
+    /// `Ok` means run it, bound to the plan that was shown when there is a binding.
     pub(super) async fn confirm(
         &self,
         ready: &Ready,
         spec: &exec::Spec,
         class: &Classification,
         ct: &CancellationToken,
-    ) -> Result<(), Refusal> {
+    ) -> Result<Option<Arc<Binding>>, Refusal> {
         let config = &self.shared.config;
         if !config.confirm_writes || !(class.requires_write || class.requires_exec) {
-            return Ok(());
+            return Ok(None);
         }
         let asker = ASKER.try_with(Asker::clone).ok();
-        if asker.as_ref().is_some_and(|a| a.confirmed) {
-            return Ok(());
+        if let Some(asker) = asker.as_ref().filter(|a| a.confirmed) {
+            return Ok(asker.binding.clone());
         }
         let Some(asker) = asker.filter(Asker::can_ask) else {
             audit::confirmation("unavailable");
@@ -151,11 +164,24 @@ impl Server {
             audit::confirmation("unavailable");
             return Err(refusal(plan::TOO_LONG));
         };
-        let dry = self.preview(ready, spec, class, &argv, ct).await?;
-        let message = plan::message(&command, spec.cwd.as_deref(), dry.as_ref());
+        let previewed = self.preview(ready, spec, class, &argv, ct).await?;
+        let here = std::env::current_dir().unwrap_or_default();
+        let shown = plan::Shown {
+            command: &command,
+            cwd: &here.join(spec.cwd.as_deref().unwrap_or(&here)),
+            stdin: spec.stdin.as_deref(),
+            environment: exec::environment_changes(spec),
+            dry: previewed.dry.as_ref(),
+            plan: previewed.binding.as_ref().map(|b| &b.plan),
+        };
+        let message = plan::message(&shown);
+        let binding = previewed.binding.map(|mut b| {
+            b.forget_contents();
+            Arc::new(b)
+        });
         let Some(peer) = asker.peer else {
             audit::confirmation("input_required");
-            let parked = Parked::new(argv, spec, class, config.confirm_timeout);
+            let parked = Parked::new(argv, spec, class, config.confirm_timeout, binding);
             return Err(Refusal::InputRequired(
                 self.shared.parked.park(parked, form(message)),
             ));
@@ -164,7 +190,7 @@ impl Server {
         match answer {
             Answer::Accepted => {
                 audit::confirmation("accepted");
-                Ok(())
+                Ok(binding)
             }
             Answer::Declined | Answer::Cancelled => {
                 audit::confirmation(if matches!(answer, Answer::Declined) {
@@ -188,84 +214,21 @@ impl Server {
             }
         }
     }
+}
 
-    /// conda's `--dry-run --json` plan of the call, when there is one to show. The preview
-    /// runs before anyone is asked, so it must write nothing: in the read-only sandbox
-    /// where it is active, else only where the policy proves conda's dry run of this argv
-    /// writes nothing (not for -n/-p targets of install/update, --file, --revision,
-    /// explicit packages, plugins…).
-    async fn preview(
-        &self,
-        ready: &Ready,
-        spec: &exec::Spec,
-        class: &Classification,
-        argv: &[String],
-        ct: &CancellationToken,
-    ) -> Result<Option<serde_json::Value>, Refusal> {
-        let root = ready.discovery.catalog.root.as_ref();
-        let sandbox = self.preview_sandbox(ready);
-        let previewable = !class.requires_exec
-            && plan::dry_runnable(root, argv)
-            && (sandbox.is_some()
-                || policy::classify(
-                    &ready.toolset.rules,
-                    root,
-                    &[argv, &["--dry-run".to_owned()]].concat(),
-                    Origin::Generated { opaque: false },
-                )
-                .read_only);
-        if !previewable {
-            return Ok(None);
-        }
-        self.dry_run(spec, sandbox, ct).await.map(Some)
-    }
-
-    /// The read-only sandbox's plan for a preview, when the sandbox is active.
-    fn preview_sandbox(&self, ready: &Ready) -> Option<sandbox::Plan> {
-        let sandbox = self.shared.sandbox.get()?;
-        if *sandbox.state() != sandbox::State::Active {
-            return None;
-        }
-        sandbox.plan(ready.discovery.prefix.as_deref())
-    }
-
-    /// The same argv with `--dry-run --json`, under the same limits (and in the queue
-    /// like any execution); its JSON document, or the failed run as the call's result.
-    async fn dry_run(
-        &self,
-        spec: &exec::Spec,
-        sandbox: Option<sandbox::Plan>,
-        ct: &CancellationToken,
-    ) -> Result<serde_json::Value, Refusal> {
-        let mut dry = spec.clone();
-        dry.args.extend(["--dry-run".into(), "--json".into()]);
-        if sandbox.is_some() {
-            dry.sandbox = sandbox;
-        }
-        let outcome = {
-            let _admitted = self.admit(ct).await?;
-            exec::run(&dry, ct).await.map_err(|error| {
-                let why = exec::plain_os_error(&error);
-                tracing::error!(%why, "conda could not be started for the dry run");
-                Refusal::from(rmcp::ErrorData::internal_error(
-                    "conda could not be started",
-                    None,
-                ))
-            })?
-        };
-        if outcome.cancelled {
-            return Err(Refusal::Cancelled);
-        }
-        if outcome.exit_code != Some(0) || outcome.timed_out {
-            audit::outcome(&outcome);
-            return Err(Refusal::Busy(execution_result(
-                &outcome,
-                self.restart_required(),
-                true,
-            )));
-        }
-        Ok(serde_json::from_slice(&outcome.stdout).unwrap_or(serde_json::Value::Null))
-    }
+/// The result of a confirmed run that stopped because it would differ from the plan that
+/// was shown (`why` from the wrapper, escaped and with credentials redacted).
+pub fn plan_changed(why: &str) -> CallToolResult {
+    audit::refused(PLAN_CHANGED);
+    let redacted =
+        crate::host::audit::redacted(&why.split(' ').map(str::to_owned).collect::<Vec<_>>())
+            .join(" ");
+    let text = format!(
+        "{PLAN_CHANGED}: {}; nothing was fetched, installed or run. Call again to ask the user \
+         about the new plan.",
+        plan::shown_long(&redacted)
+    );
+    CallToolResult::error(vec![ContentBlock::text(text)])
 }
 
 /// An `isError` result with a code; nothing ran.

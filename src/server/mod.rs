@@ -243,7 +243,9 @@ impl Server {
             text.push_str(
                 " Every call that writes or runs a program is shown to the user, who must confirm \
                  it first (--confirm-writes); a result starting with declined_by_user means the \
-                 user said no and nothing ran.",
+                 user said no and nothing ran; plan_changed means the files, configuration or \
+                 packages changed after the user saw the plan and nothing ran (call again to \
+                 ask anew).",
             );
         }
         if let Some(scope) = &c.write_envs {

@@ -76,20 +76,21 @@ impl Progress {
     }
 }
 
-/// Run `spec`: with notifications when the request asked for progress (on a terminal
-/// where conda would then write fetch records: they are only worth it when someone
-/// listens), else exactly as without progress.
+/// Run `spec` (conda with `conda_args`, directly or through the binding wrapper): with
+/// notifications when the request asked for progress (on a terminal where conda would
+/// then write fetch records: they are only worth it when someone listens), else exactly
+/// as without progress.
 pub async fn run(
     caller: &Caller,
     ready: &Ready,
     spec: &exec::Spec,
+    conda_args: &[std::ffi::OsString],
     ct: &CancellationToken,
 ) -> std::io::Result<exec::Outcome> {
     let Some(progress) = &caller.progress else {
         return exec::run(spec, ct).await;
     };
-    let argv: Vec<String> = spec
-        .args
+    let argv: Vec<String> = conda_args
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();

@@ -70,12 +70,22 @@ fn accept_runs_the_planned_argv(mode: &str) {
         ),
         "{seen}"
     );
-    assert!(asked[0].contains("Dry run"), "{seen}");
+    // The dry run's plan, bound: the package with its channel URL and hash.
+    assert!(
+        asked[0].contains(
+            "\nInstall (1):\n  fixture-pkg 1.0 0 (https://fixture.invalid/fixture-channel/noarch, md5 "
+        ),
+        "{seen}"
+    );
+    assert!(
+        asked[0].contains("\nBound: accepting runs exactly this plan"),
+        "{seen}"
+    );
     assert!(
         asked[1].contains("Command: conda \"behave\" \"--pid-file"),
         "{seen}"
     );
-    assert!(!asked[1].contains("Dry run"), "{seen}");
+    assert!(asked[1].contains("\nNo package preview: "), "{seen}");
     // Read-only calls are not asked about.
     assert_eq!(seen["info"]["is_error"], false, "{seen}");
 }
@@ -133,7 +143,7 @@ fn python_sdk_without_elicitation_is_refused() {
 }
 
 /// A session-less (2026-07-28) `tools/call` from a client that declares elicitation.
-fn stateless_call(url: &str, id: i64, params: serde_json::Value) -> serde_json::Value {
+pub(crate) fn stateless_call(url: &str, id: i64, params: serde_json::Value) -> serde_json::Value {
     let mut params = params;
     params["_meta"] = serde_json::json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",

@@ -28,10 +28,20 @@ impl HttpServer {
     }
 
     fn start_at(addr: &str, args: &[&str], env: &[(&str, &str)]) -> HttpServer {
+        Self::start_for(&support::fixture().conda, addr, args, env)
+    }
+
+    /// `ccm --http ADDR` for `conda` (the fixture's, or a real one).
+    pub(crate) fn start_for(
+        conda: &std::path::Path,
+        addr: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> HttpServer {
         let mut command = support::ccm();
         command
             .arg("--conda-exe")
-            .arg(&support::fixture().conda)
+            .arg(conda)
             .args(["--http", addr])
             .args(args)
             .env_remove("CCM_MCP_TOKEN")

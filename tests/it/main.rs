@@ -7,6 +7,8 @@ mod support;
 mod argv;
 /// `--audit-log`: lines, redaction, refusals.
 mod audit;
+/// `--confirm-writes`: the confirmed plan is what runs; the question shows what decides it.
+mod binding;
 /// No caller code in any child: modules planted in working directories never run.
 mod caller_code;
 /// Capacity limits: the execution queue and the per-session limit.

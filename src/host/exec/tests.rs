@@ -333,6 +333,29 @@ async fn withheld_variables_do_not_reach_the_child() {
     assert!(env.contains(&format!("{}=", reap::MARKER_VAR)), "{env}");
 }
 
+/// `--confirm-writes` shows [`environment_changes`]: every variable a child gets that the
+/// server does not have (or has otherwise) is named there, and no withheld one arrives.
+#[tokio::test]
+async fn the_environment_changes_shown_are_what_the_child_gets() {
+    let mut spec = sh("", 5000, 1 << 20);
+    spec.program = "/usr/bin/env".into();
+    spec.args = vec!["-0".into()];
+    spec.limits.env_remove = Arc::from(vec!["PATH".to_owned()]);
+    let changes = environment_changes(&spec);
+    assert_eq!(changes.withheld, ["PATH"]);
+    let out = run(&spec, &CancellationToken::new()).await.unwrap();
+    let set: Vec<&str> = changes.set.iter().map(|(name, _)| name.as_str()).collect();
+    for entry in out.stdout.split(|b| *b == 0).filter(|e| !e.is_empty()) {
+        let entry = String::from_utf8_lossy(entry);
+        let (name, value) = entry.split_once('=').unwrap();
+        assert_ne!(name, "PATH", "a withheld variable reached the child");
+        let server = std::env::var_os(name);
+        if server.as_deref() != Some(std::ffi::OsStr::new(value)) {
+            assert!(set.contains(&name), "{name} is set but not shown: {set:?}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn cancellation_ends_the_run() {
     let cancel = CancellationToken::new();

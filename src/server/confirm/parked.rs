@@ -2,13 +2,14 @@
 //! goes back as the revision's input-required result, and the plan stays on the server,
 //! parked under a random, single-use reference (the result's `requestState`). The retry
 //! is judged by that reference alone: the plan it names runs (exactly the argv that was
-//! planned), whatever the retry's own arguments say, and the reference is gone once
-//! taken. A reference expires after `--confirm-timeout`; at most [`MAX_PARKED`] plans
-//! wait at once (the oldest goes first).
+//! planned, bound to the plan that was shown), whatever the retry's own arguments say, and
+//! the reference is gone once taken (with its binding's directory). A reference expires
+//! after `--confirm-timeout`; at most [`MAX_PARKED`] plans wait at once (the oldest goes
+//! first).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::ErrorData;
@@ -21,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::super::roots::Caller;
 use super::super::{Ready, Refusal, Server, audit};
 use super::{ASKER, Asker, DECLINED, refusal};
+use crate::host::bind::Binding;
 use crate::host::exec;
 use crate::tools::policy::Classification;
 
@@ -43,6 +45,7 @@ pub struct Parked {
     timeout: Duration,
     class: Classification,
     expires: Instant,
+    binding: Option<Arc<Binding>>,
 }
 
 impl Parked {
@@ -51,6 +54,7 @@ impl Parked {
         spec: &exec::Spec,
         class: &Classification,
         wait: Duration,
+        binding: Option<Arc<Binding>>,
     ) -> Parked {
         Parked {
             tool: audit::current_tool(),
@@ -60,6 +64,7 @@ impl Parked {
             timeout: spec.timeout,
             class: *class,
             expires: Instant::now() + wait,
+            binding,
         }
     }
 }
@@ -135,6 +140,7 @@ impl Server {
                     peer: None,
                     input_required: false,
                     confirmed: true,
+                    binding: parked.binding,
                 };
                 let run = self.execute(
                     ready,

@@ -1,13 +1,18 @@
-//! The plan shown to the person (pure): from conda's `--dry-run --json` document when
-//! there is one (target prefix, packages to link and unlink, download size), and always
-//! the exact command and working directory. Every piece of text that comes from the call
-//! or from conda is escaped and clipped, so that a package or path name cannot disguise
-//! the plan with control or bidi characters.
+//! The question shown to the person (pure): the exact command, the working directory, how
+//! the child's environment differs from the server's, `conda_execute`'s stdin, and the
+//! bound plan when there is one (the input files conda reads, the target and whether it is
+//! deleted, each package with its full channel URL and hash, the download size from
+//! conda's dry run). Every piece of text that comes from the call, a file or conda is
+//! escaped (control and bidi characters), URLs have their credentials redacted, and
+//! contents are shown whole and quoted or only by size and digest, never clipped.
 
 use std::path::Path;
 
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
+use crate::host::bind::{InputFile, Plan, Record};
+use crate::host::exec::EnvironmentChanges;
 use crate::model::catalog::Command;
 use crate::tools::schema::clip;
 
@@ -21,20 +26,31 @@ pub const DECLINED: &str = "declined_by_user: the user did not confirm the plan;
 /// The result when nobody answered in time.
 pub const TIMED_OUT: &str = "confirmation_timed_out: the user did not answer within \
     --confirm-timeout; nothing ran.";
+/// The code of a confirmed run that would differ from the plan that was shown.
+pub const PLAN_CHANGED: &str = "plan_changed";
+/// The start of the refusal when the plan cannot be bound to the run (the reason follows).
+pub const UNBOUND: &str = "confirmation_unavailable: the plan cannot be bound to the run, so \
+    the user is not asked (--confirm-writes)";
 
 /// The refusal when the command is too long to show in full (a clipped command could
 /// hide what runs).
 pub const TOO_LONG: &str = "confirmation_unavailable: the command is too long to show the \
     user in full (--confirm-writes); nothing ran.";
-/// The line shown when conda previews nothing (explicit package files or URLs, `--file`,
-/// commands whose dry run would write, commands without a dry run).
+/// The line shown when nothing is previewed (calls that may run any program).
 pub const NO_PREVIEW: &str = "No preview: accepting runs the command above as shown, \
     whatever it installs, removes or runs.";
 
-/// The line shown when conda's dry run lists no package actions (explicit package files
-/// and URLs are installed without a plan).
-pub const NO_PLAN: &str = "Dry run: conda lists no package changes for this command; \
-    accepting runs the command above as shown, whatever it installs, removes or runs.";
+/// The line shown when conda's dry run lists no package actions.
+pub const NO_PLAN: &str = "Dry run: conda lists no package changes for this command; a run \
+    that would change packages stops before it does (plan_changed).";
+/// What a dry-run plan binds.
+pub const BOUND: &str = "Bound: accepting runs exactly this plan (these packages from these \
+    channels with these hashes, this configuration, these input files); if any of it changes \
+    before the run, nothing is fetched, installed or run (plan_changed).";
+/// What a plan without a dry run binds.
+pub const BOUND_INSPECT: &str = "No package preview: conda has no dry run for this command. \
+    Bound: conda's configuration, the target and the input files shown (a change stops the \
+    run: plan_changed); the packages conda resolves at run time are not bound.";
 
 /// Most characters of one shown item (a package or a path of conda's plan).
 const ITEM: usize = 200;
@@ -42,6 +58,24 @@ const ITEM: usize = 200;
 pub const COMMAND_LIMIT: usize = 16 * 1024;
 /// Most packages listed per action.
 const LIST: usize = 50;
+/// Contents (stdin, input files) shown whole up to this many lines of at most [`ITEM`]
+/// characters and this many bytes; otherwise only their size and digest.
+const CONTENT_LINES: usize = 40;
+const CONTENT_BYTES: usize = 4096;
+
+/// Everything the question shows.
+pub struct Shown<'a> {
+    /// From [`command_line`].
+    pub command: &'a str,
+    /// The working directory the child gets.
+    pub cwd: &'a Path,
+    pub stdin: Option<&'a [u8]>,
+    pub environment: EnvironmentChanges,
+    /// conda's dry-run document.
+    pub dry: Option<&'a Value>,
+    /// The bound plan.
+    pub plan: Option<&'a Plan>,
+}
 
 /// Whether the plan comes from a dry run: the command has `--dry-run` and the argv has
 /// no `--` (after which appended options would be arguments).
@@ -65,91 +99,222 @@ pub fn command_line(argv: &[String]) -> Option<String> {
     Some(line)
 }
 
-/// The question's text (`command` from [`command_line`]).
-pub fn message(command: &str, cwd: Option<&Path>, dry: Option<&Value>) -> String {
+/// The question's text.
+pub fn message(shown: &Shown) -> String {
     let mut lines = vec!["Allow conda to run this? Nothing runs unless you accept.".to_owned()];
-    lines.push(format!("Command: {command}"));
-    if let Some(cwd) = cwd {
-        lines.push(format!(
-            "Working directory: {}",
-            shown(&cwd.to_string_lossy())
-        ));
+    lines.push(format!("Command: {}", shown.command));
+    lines.push(format!(
+        "Working directory: {}",
+        shown_long(&shown.cwd.to_string_lossy())
+    ));
+    lines.push(environment(&shown.environment));
+    if let Some(stdin) = shown.stdin {
+        lines.extend(content("Standard input", stdin));
     }
-    match dry {
-        Some(dry) => lines.extend(dry_lines(dry)),
+    match shown.plan {
+        Some(plan) => lines.extend(plan_lines(plan, shown.dry)),
         None => lines.push(NO_PREVIEW.to_owned()),
     }
     lines.join("\n")
 }
 
-fn shown(text: &str) -> String {
+/// An item of conda's plan, escaped and clipped.
+pub fn shown(text: &str) -> String {
     clip(text, ITEM)
 }
 
-/// The lines a dry run's JSON document gives (conda's `actions` object; `PREFIX`,
-/// `LINK`, `UNLINK`, `FETCH`).
-fn dry_lines(dry: &Value) -> Vec<String> {
+/// A path or a reason, escaped, clipped only far beyond what a path takes.
+pub fn shown_long(text: &str) -> String {
+    clip(text, 4 * ITEM)
+}
+
+/// A URL with its credentials redacted (the audit log's rule), escaped.
+fn url(text: &str) -> String {
+    let redacted = crate::host::audit::redacted(&[text.to_owned()]);
+    shown_long(redacted.first().map_or("", String::as_str))
+}
+
+/// A line of a shown content with credentials redacted (the audit log's rule, word by
+/// word).
+fn redacted_line(line: &str) -> String {
+    let words: Vec<String> = line.split(' ').map(str::to_owned).collect();
+    crate::host::audit::redacted(&words).join(" ")
+}
+
+fn environment(changes: &EnvironmentChanges) -> String {
+    let set: Vec<String> = changes
+        .set
+        .iter()
+        .map(|(name, value)| format!("{}={}", shown(name), shown(value)))
+        .collect();
+    let mut line = format!(
+        "Environment: the server's, with {} set by ccm",
+        if set.is_empty() {
+            "nothing".to_owned()
+        } else {
+            set.join(", ")
+        }
+    );
+    if !changes.withheld.is_empty() {
+        let names: Vec<String> = changes.withheld.iter().map(|n| shown(n)).collect();
+        line.push_str(&format!(" and {} withheld", names.join(", ")));
+    }
+    line
+}
+
+/// `title`, its size and digest, then the content quoted line by line when it is short
+/// text; otherwise only the size and digest.
+fn content(title: &str, bytes: &[u8]) -> Vec<String> {
+    let digest: String = Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let head = format!("{title}: {} bytes, sha256 {digest}", bytes.len());
+    let text = std::str::from_utf8(bytes).ok().filter(|t| {
+        bytes.len() <= CONTENT_BYTES
+            && t.lines().count() <= CONTENT_LINES
+            && t.lines().all(|l| l.chars().count() <= ITEM)
+    });
+    match text {
+        Some(text) => {
+            let mut lines = vec![format!("{head} (credentials redacted):")];
+            lines.extend(
+                text.split('\n')
+                    .map(|l| format!("  | {}", clip(&redacted_line(l), ITEM))),
+            );
+            lines
+        }
+        None => vec![format!("{head} (too long to show here)")],
+    }
+}
+
+fn plan_lines(plan: &Plan, dry: Option<&Value>) -> Vec<String> {
+    let mut lines = Vec::new();
+    for file in &plan.files {
+        lines.extend(input_file(file));
+    }
+    // The environments the transactions change (an environment file may name its own),
+    // else the one conda resolved from the command line.
+    let mut targets: Vec<&str> = plan
+        .transactions
+        .iter()
+        .flatten()
+        .map(|s| s.prefix.as_str())
+        .collect();
+    targets.dedup();
+    if targets.is_empty() {
+        targets.extend(plan.prefix.as_deref());
+    }
+    for target in targets {
+        lines.push(format!("Target environment: {}", shown_long(target)));
+    }
+    if plan.deletes_prefix == Some(true) {
+        let prefix = plan.prefix.as_deref().unwrap_or("?");
+        lines.push(match plan.installed {
+            Some(n) => format!(
+                "Delete: the environment {} and everything in it ({n} package{}, and any \
+                 other files in that directory)",
+                shown_long(prefix),
+                if n == 1 { "" } else { "s" }
+            ),
+            None => format!(
+                "Delete: the environment {} and everything in it",
+                shown_long(prefix)
+            ),
+        });
+    }
+    if !plan.packages {
+        lines.push(BOUND_INSPECT.to_owned());
+        return lines;
+    }
+    let setups: Vec<_> = plan.transactions.iter().flatten().collect();
+    let several = setups.len() > 1;
+    for setup in &setups {
+        if several {
+            lines.push(format!("In {}:", shown_long(&setup.prefix)));
+        }
+        for (records, title) in [(&setup.unlink, "Remove"), (&setup.link, "Install")] {
+            if records.is_empty() {
+                continue;
+            }
+            lines.push(format!("{title} ({}):", records.len()));
+            lines.extend(
+                records
+                    .iter()
+                    .take(LIST)
+                    .map(|r| format!("  {}", package(r))),
+            );
+            if records.len() > LIST {
+                lines.push(format!("  … and {} more", records.len() - LIST));
+            }
+        }
+    }
+    if setups
+        .iter()
+        .all(|s| s.link.is_empty() && s.unlink.is_empty())
+    {
+        lines.push(NO_PLAN.to_owned());
+    }
+    if let Some(download) = dry.map(download).filter(|d| *d > 0) {
+        lines.push(format!("Download: {}", size(download)));
+    }
+    lines.push(BOUND.to_owned());
+    lines
+}
+
+fn input_file(file: &InputFile) -> Vec<String> {
+    let name = serde_json::to_string(&file.value).unwrap_or_default();
+    let title = format!(
+        "Input file {} ({})",
+        url(&name),
+        file.path
+            .as_deref()
+            .map_or_else(|| "a URL".to_owned(), shown_long)
+    );
+    match (&file.bytes, file.bound) {
+        (Some(bytes), true) => content(&title, bytes),
+        _ => vec![format!(
+            "{title}: read at run time, not bound (conda fetches it then)"
+        )],
+    }
+}
+
+/// `name version build (package URL's directory, hash)` of a record.
+fn package(record: &Record) -> String {
+    let field = |value: &Option<String>| shown(value.as_deref().unwrap_or("?"));
+    let source = record
+        .url
+        .as_deref()
+        .and_then(|u| u.rsplit_once('/').map(|(dir, _)| dir.to_owned()))
+        .or_else(|| record.channel.clone())
+        .unwrap_or_else(|| "?".to_owned());
+    let hash = match (&record.sha256, &record.md5) {
+        (Some(sha), _) => format!("sha256 {}", shown(sha)),
+        (None, Some(md5)) => format!("md5 {}", shown(md5)),
+        (None, None) => "no hash recorded".to_owned(),
+    };
+    format!(
+        "{} {} {} ({}, {hash})",
+        field(&record.name),
+        field(&record.version),
+        field(&record.build),
+        url(&source)
+    )
+}
+
+/// The bytes conda's dry run would download (its `FETCH` records).
+fn download(dry: &Value) -> u64 {
     let actions: Vec<&Value> = match dry.get("actions") {
         Some(Value::Array(items)) => items.iter().collect(),
         Some(object @ Value::Object(_)) => vec![object],
         _ => Vec::new(),
     };
-    let prefix = actions
-        .iter()
-        .find_map(|a| a.get("PREFIX").and_then(Value::as_str))
-        .or_else(|| dry.get("prefix").and_then(Value::as_str));
-    let mut lines = Vec::new();
-    if actions.is_empty() {
-        lines.push(NO_PLAN.to_owned());
-    }
-    if let Some(prefix) = prefix {
-        lines.push(format!("Target environment: {}", shown(prefix)));
-    }
-    for (key, title) in [("UNLINK", "Remove"), ("LINK", "Install")] {
-        let items: Vec<&Value> = actions
-            .iter()
-            .filter_map(|a| a.get(key).and_then(Value::as_array))
-            .flatten()
-            .collect();
-        if items.is_empty() {
-            continue;
-        }
-        lines.push(format!("{title} ({}):", items.len()));
-        lines.extend(items.iter().take(LIST).map(|p| format!("  {}", package(p))));
-        if items.len() > LIST {
-            lines.push(format!("  … and {} more", items.len() - LIST));
-        }
-    }
-    let download: u64 = actions
+    actions
         .iter()
         .filter_map(|a| a.get("FETCH").and_then(Value::as_array))
         .flatten()
         .filter_map(|p| p.get("size").and_then(Value::as_u64))
-        .sum();
-    if download > 0 {
-        lines.push(format!("Download: {}", size(download)));
-    }
-    lines
-}
-
-/// `name version (channel)` of a package record, or the record's string form.
-fn package(record: &Value) -> String {
-    if let Some(text) = record.as_str() {
-        return shown(text);
-    }
-    let field = |key: &str| record.get(key).and_then(Value::as_str).unwrap_or("?");
-    let channel = record
-        .get("channel")
-        .and_then(Value::as_str)
-        .or_else(|| record.get("base_url").and_then(Value::as_str))
-        .unwrap_or("?");
-    format!(
-        "{} {} {} ({})",
-        shown(field("name")),
-        shown(field("version")),
-        shown(field("build_string")),
-        shown(channel)
-    )
+        .sum()
 }
 
 fn size(bytes: u64) -> String {
@@ -168,79 +333,4 @@ fn size(bytes: u64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn a_dry_run_plan_lists_packages_escaped() {
-        let dry = json!({"actions": {
-            "PREFIX": "/envs/demo",
-            "LINK": [
-                {"name": "numpy", "version": "2.0", "build_string": "py_0", "channel": "local", "size": 1},
-                {"name": "evil\u{202e}gpj.exe", "version": "1\n2", "build_string": "0", "channel": "x"},
-            ],
-            "UNLINK": ["local::old-1.0-0"],
-            "FETCH": [{"size": 2048}, {"size": 1024}],
-        }, "dry_run": true});
-        let argv = vec![
-            "install".to_owned(),
-            "-n".to_owned(),
-            "demo\u{1b}[2J".to_owned(),
-        ];
-        let text = message(&command_line(&argv).unwrap(), None, Some(&dry));
-        assert!(text.contains("Target environment: /envs/demo"), "{text}");
-        assert!(
-            text.contains("Install (2):\n  numpy 2.0 py_0 (local)"),
-            "{text}"
-        );
-        assert!(text.contains("Remove (1):\n  local::old-1.0-0"), "{text}");
-        assert!(text.contains("Download: 3.0 KiB"), "{text}");
-        assert!(
-            !text.contains('\u{202e}') && !text.contains('\u{1b}'),
-            "{text}"
-        );
-        assert!(text.contains("1\\n2"), "{text}");
-        // Only the line breaks the plan puts there.
-        assert_eq!(text.lines().count(), 9, "{text}");
-    }
-
-    #[test]
-    fn without_a_dry_run_the_command_is_the_plan() {
-        let argv = vec![
-            "run".to_owned(),
-            "-n".to_owned(),
-            "x".to_owned(),
-            "rm".to_owned(),
-        ];
-        let text = message(
-            &command_line(&argv).unwrap(),
-            Some(Path::new("/work")),
-            None,
-        );
-        assert_eq!(
-            text,
-            format!(
-                "Allow conda to run this? Nothing runs unless you accept.\n\
-                 Command: conda \"run\" \"-n\" \"x\" \"rm\"\nWorking directory: /work\n{NO_PREVIEW}"
-            )
-        );
-    }
-
-    #[test]
-    fn the_command_is_shown_whole_and_quoted_or_not_asked() {
-        // A long argument is never clipped: what is hidden could run.
-        let long = format!("print(1){};rmtree('/home')", " ".repeat(300));
-        let shown = command_line(&["run".to_owned(), long]).unwrap();
-        assert!(shown.ends_with(";rmtree('/home')\""), "{shown}");
-        // Separators and quotes cannot forge plan lines or merge arguments.
-        let forged = "numpy\u{2028}Target environment: /safe\u{2029}\"x";
-        let shown = command_line(&["install".to_owned(), forged.to_owned()]).unwrap();
-        assert_eq!(shown.lines().count(), 1, "{shown}");
-        assert!(shown.contains("numpy\\u{2028}Target"), "{shown}");
-        assert!(shown.contains("\\\"x\""), "{shown}");
-        // Too long to show in full: not asked at all.
-        let huge = vec!["x".repeat(COMMAND_LIMIT)];
-        assert_eq!(command_line(&huge), None);
-    }
-}
+mod tests;

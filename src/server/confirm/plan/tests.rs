@@ -1,0 +1,245 @@
+use super::*;
+use crate::host::bind::Setup;
+use serde_json::json;
+
+fn record(name: &str, version: &str, url: &str, sha256: Option<&str>) -> Record {
+    Record {
+        name: Some(name.into()),
+        version: Some(version.into()),
+        build: Some("0".into()),
+        url: Some(url.into()),
+        sha256: sha256.map(Into::into),
+        md5: Some("0123456789abcdef0123456789abcdef".into()),
+        ..Record::default()
+    }
+}
+
+fn shown<'a>(command: &'a str, cwd: &'a Path, plan: Option<&'a Plan>) -> Shown<'a> {
+    Shown {
+        command,
+        cwd,
+        stdin: None,
+        environment: EnvironmentChanges::default(),
+        dry: None,
+        plan,
+    }
+}
+
+#[test]
+fn a_dry_run_plan_lists_packages_with_full_urls_and_hashes_escaped() {
+    let plan = Plan {
+        packages: true,
+        prefix: Some("/envs/demo".into()),
+        transactions: vec![vec![Setup {
+            prefix: "/envs/demo".into(),
+            unlink: vec![record(
+                "old",
+                "0.9",
+                "file:///srv/ch/noarch/old-0.9-0.tar.bz2",
+                None,
+            )],
+            link: vec![
+                record(
+                    "numpy",
+                    "2.0",
+                    "https://user:secret@example.com/t/tk-123/conda-forge/linux-64/numpy-2.0-0.conda",
+                    Some("ab".repeat(32).as_str()),
+                ),
+                record(
+                    "evil\u{202e}gpj.exe",
+                    "1\n2",
+                    "file:///x/conda-forge/noarch/e.conda",
+                    None,
+                ),
+            ],
+        }]],
+        ..Plan::default()
+    };
+    let dry = json!({"actions": {"FETCH": [{"size": 2048}, {"size": 1024}]}});
+    let argv = vec![
+        "install".to_owned(),
+        "-n".to_owned(),
+        "demo\u{1b}[2J".to_owned(),
+    ];
+    let command = command_line(&argv).unwrap();
+    let mut question = shown(&command, Path::new("/work"), Some(&plan));
+    question.dry = Some(&dry);
+    let text = message(&question);
+    assert!(text.contains("Target environment: /envs/demo"), "{text}");
+    // The full channel URL (subdir included), credentials redacted, and the hash.
+    assert!(
+        text.contains(&format!(
+            "Install (2):\n  numpy 2.0 0 (https://[redacted]@example.com/t/[redacted]/conda-forge/linux-64, sha256 {})",
+            "ab".repeat(32)
+        )),
+        "{text}"
+    );
+    assert!(
+        !text.contains("secret") && !text.contains("tk-123"),
+        "{text}"
+    );
+    // A local directory named like a well-known channel reads as the path it is.
+    assert!(
+        text.contains("(file:///x/conda-forge/noarch, md5 0123456789abcdef"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Remove (1):\n  old 0.9 0 (file:///srv/ch/noarch, md5 "),
+        "{text}"
+    );
+    assert!(text.contains("Download: 3.0 KiB"), "{text}");
+    assert!(text.contains(BOUND), "{text}");
+    assert!(
+        !text.contains('\u{202e}') && !text.contains('\u{1b}'),
+        "{text}"
+    );
+    assert!(text.contains("1\\n2"), "{text}");
+}
+
+#[test]
+fn without_a_preview_the_command_and_where_it_runs_are_the_plan() {
+    let argv = vec![
+        "run".to_owned(),
+        "-n".to_owned(),
+        "x".to_owned(),
+        "rm".to_owned(),
+    ];
+    let command = command_line(&argv).unwrap();
+    let mut question = shown(&command, Path::new("/work"), None);
+    question.environment = EnvironmentChanges {
+        set: vec![("CCM_EXECUTION".into(), "<marker>".into())],
+        withheld: vec!["CCM_MCP_TOKEN".into()],
+    };
+    assert_eq!(
+        message(&question),
+        format!(
+            "Allow conda to run this? Nothing runs unless you accept.\n\
+             Command: conda \"run\" \"-n\" \"x\" \"rm\"\nWorking directory: /work\n\
+             Environment: the server's, with CCM_EXECUTION=<marker> set by ccm and \
+             CCM_MCP_TOKEN withheld\n{NO_PREVIEW}"
+        )
+    );
+}
+
+#[test]
+fn stdin_is_shown_whole_and_quoted_or_by_size_and_digest() {
+    let command = command_line(&["config".to_owned(), "--stdin".to_owned()]).unwrap();
+    let mut question = shown(&command, Path::new("/"), None);
+    let script = b"channels:\n  - https://evil.example/ch\x1b[2K\n";
+    question.stdin = Some(script);
+    let text = message(&question);
+    assert!(
+        text.contains(&format!(
+            "Standard input: {} bytes, sha256 {} (credentials redacted):\n  | channels:\n  |   - https://evil.example/ch\\u{{1b}}[2K\n  | ",
+            script.len(),
+            Sha256::digest(script).iter().map(|b| format!("{b:02x}")).collect::<String>()
+        )),
+        "{text}"
+    );
+    // Credentials in what is shown are redacted.
+    question.stdin = Some(b"channels:\n  - https://bob:hunter2@example.com/t/tk-9/ch\n");
+    let text = message(&question);
+    assert!(
+        text.contains("  |   - https://[redacted]@example.com/t/[redacted]/ch\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("hunter2") && !text.contains("tk-9"),
+        "{text}"
+    );
+    // Too long (or not text) to show: its size and digest, never a clipped part.
+    let long = "echo hi\n".repeat(600);
+    question.stdin = Some(long.as_bytes());
+    let text = message(&question);
+    assert!(
+        text.contains("Standard input: 4800 bytes, sha256 "),
+        "{text}"
+    );
+    assert!(text.contains("(too long to show here)"), "{text}");
+    assert!(!text.contains("echo hi"), "{text}");
+    question.stdin = Some(b"\xff\xfe\x00binary");
+    assert!(message(&question).contains("(too long to show here)"));
+}
+
+#[test]
+fn input_files_deletions_and_inspected_plans_say_what_they_bind() {
+    let plan = Plan {
+        packages: false,
+        prefix: Some("/envs/old".into()),
+        deletes_prefix: Some(true),
+        installed: Some(2),
+        files: vec![
+            InputFile {
+                value: "environment.yml".into(),
+                path: Some("/project/environment.yml".into()),
+                bound: true,
+                bytes: Some(b"name: x\ndependencies: [pkga]\n".to_vec()),
+                ..InputFile::default()
+            },
+            InputFile {
+                value: "https://example.com/env.yml".into(),
+                ..InputFile::default()
+            },
+        ],
+        ..Plan::default()
+    };
+    let command = command_line(&["env".to_owned(), "update".to_owned()]).unwrap();
+    let text = message(&shown(&command, Path::new("/project"), Some(&plan)));
+    assert!(
+        text.contains(
+            "Input file \"environment.yml\" (/project/environment.yml): 29 bytes, sha256 "
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n  | name: x\n  | dependencies: [pkga]\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Input file \"https://example.com/env.yml\" (a URL): read at run time"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "Delete: the environment /envs/old and everything in it (2 packages, and any other \
+             files in that directory)"
+        ),
+        "{text}"
+    );
+    assert!(text.ends_with(BOUND_INSPECT), "{text}");
+}
+
+#[test]
+fn an_empty_environment_removal_is_still_a_deletion() {
+    let plan = Plan {
+        packages: true,
+        prefix: Some("/envs/empty".into()),
+        deletes_prefix: Some(true),
+        installed: Some(0),
+        ..Plan::default()
+    };
+    let command = command_line(&["env".to_owned(), "remove".to_owned()]).unwrap();
+    let text = message(&shown(&command, Path::new("/"), Some(&plan)));
+    assert!(
+        text.contains("Delete: the environment /envs/empty and everything in it (0 packages"),
+        "{text}"
+    );
+    assert!(text.contains(NO_PLAN), "{text}");
+}
+
+#[test]
+fn the_command_is_shown_whole_and_quoted_or_not_asked() {
+    // A long argument is never clipped: what is hidden could run.
+    let long = format!("print(1){};rmtree('/home')", " ".repeat(300));
+    let shown = command_line(&["run".to_owned(), long]).unwrap();
+    assert!(shown.ends_with(";rmtree('/home')\""), "{shown}");
+    // Separators and quotes cannot forge plan lines or merge arguments.
+    let forged = "numpy\u{2028}Target environment: /safe\u{2029}\"x";
+    let shown = command_line(&["install".to_owned(), forged.to_owned()]).unwrap();
+    assert_eq!(shown.lines().count(), 1, "{shown}");
+    assert!(shown.contains("numpy\\u{2028}Target"), "{shown}");
+    assert!(shown.contains("\\\"x\""), "{shown}");
+    // Too long to show in full: not asked at all.
+    let huge = vec!["x".repeat(COMMAND_LIMIT)];
+    assert_eq!(command_line(&huge), None);
+}

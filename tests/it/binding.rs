@@ -1,0 +1,859 @@
+//! `--confirm-writes` binds the confirmed run to the plan that was shown: what an agent
+//! changes while the question is open (a package index, an input file, the condarc) stops
+//! the run with `plan_changed`, under every revision that can ask (handshake elicitation,
+//! and the session-less revision's parked plans); the question shows what decides the run
+//! (stdin, the working directory, the environment, full channel URLs, deletions). The
+//! fixture conda proves the mechanics offline; `real_conda_*` prove them on conda 26.7
+//! with local channels whose packages run a post-link script.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::http::HttpServer;
+use crate::mcp::Session;
+use crate::support;
+
+/// How the person is asked.
+#[derive(Clone, Copy, Debug)]
+pub enum Revision {
+    /// A handshake revision over stdio: `elicitation/create`.
+    Handshake(&'static str),
+    /// 2026-07-28 over HTTP: the input-required result, the plan parked, the retry.
+    SessionLess,
+}
+
+/// Every revision that can ask the person.
+pub const ASKING: [Revision; 3] = [
+    Revision::Handshake("2025-06-18"),
+    Revision::Handshake("2025-11-25"),
+    Revision::SessionLess,
+];
+
+/// A server that asks, over the revision's transport.
+pub enum Asking {
+    Stdio(Box<Session>),
+    Http(HttpServer, i64),
+}
+
+impl Asking {
+    pub fn start(revision: Revision, conda: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+        match revision {
+            Revision::Handshake(version) => {
+                let mut command = support::ccm();
+                command.arg("--conda-exe").arg(conda).args(args);
+                command.envs(env.iter().copied());
+                let mut session = Session::spawn(command);
+                session.initialize = session.request(
+                    "initialize",
+                    json!({"protocolVersion": version,
+                        "capabilities": {"elicitation": {"form": {}}},
+                        "clientInfo": {"name": "ccm-binding-tests", "version": "1"}}),
+                );
+                assert_eq!(
+                    session.initialize["result"]["protocolVersion"], version,
+                    "{}",
+                    session.initialize
+                );
+                session.notify("notifications/initialized", json!({}));
+                Asking::Stdio(Box::new(session))
+            }
+            Revision::SessionLess => {
+                let mut env = env.to_vec();
+                env.push(("CCM_MCP_TOKEN", crate::http::TOKEN));
+                Asking::Http(HttpServer::start_for(conda, "127.0.0.1:0", args, &env), 1)
+            }
+        }
+    }
+
+    /// Call `tool`; while the question is open, `meanwhile` gets its text; then the
+    /// person answers `action`. The question and the call's `result`.
+    pub fn ask(
+        &mut self,
+        tool: &str,
+        arguments: Value,
+        action: &str,
+        meanwhile: impl FnOnce(&str),
+    ) -> (String, Value) {
+        let params = json!({"name": tool, "arguments": arguments});
+        let answer = json!({"action": action, "content": {}});
+        match self {
+            Asking::Stdio(session) => {
+                let call = session.send("tools/call", params);
+                let question = next_question(session);
+                let message = question["params"]["message"].as_str().unwrap().to_owned();
+                meanwhile(&message);
+                let reply = json!({"jsonrpc": "2.0", "id": question["id"], "result": answer});
+                session.write_raw(format!("{reply}\n").as_bytes());
+                let response = session.wait(call, Duration::from_secs(300)).unwrap();
+                (message, response["result"].clone())
+            }
+            Asking::Http(server, id) => {
+                *id += 2;
+                let first = crate::confirm::stateless_call(&server.url, *id, params.clone());
+                let result = &first["result"];
+                assert_eq!(result["resultType"], "input_required", "{first}");
+                let message = result["inputRequests"]["confirm"]["params"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned();
+                meanwhile(&message);
+                let mut retry = params;
+                retry["requestState"] = result["requestState"].clone();
+                retry["inputResponses"] = json!({"confirm": answer});
+                let response = crate::confirm::stateless_call(&server.url, *id + 1, retry);
+                (message, response["result"].clone())
+            }
+        }
+    }
+}
+
+impl Asking {
+    /// Call `tool` expecting no question: the call's `result`.
+    pub fn unasked(&mut self, tool: &str, arguments: Value) -> Value {
+        let params = json!({"name": tool, "arguments": arguments});
+        match self {
+            Asking::Stdio(session) => session.request("tools/call", params)["result"].clone(),
+            Asking::Http(server, id) => {
+                *id += 2;
+                let answer = crate::confirm::stateless_call(&server.url, *id, params);
+                assert_ne!(answer["result"]["resultType"], "input_required", "{answer}");
+                answer["result"].clone()
+            }
+        }
+    }
+}
+
+fn next_question(session: &mut Session) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    while std::time::Instant::now() < deadline {
+        if let Some(message) = session.next(Duration::from_secs(1))
+            && message["method"] == "elicitation/create"
+        {
+            return message;
+        }
+    }
+    panic!("no question: {}", session.stderr.lock().unwrap());
+}
+
+/// The text of a result.
+pub fn text(result: &Value) -> &str {
+    result["content"][0]["text"].as_str().unwrap_or_default()
+}
+
+/// A result that stopped with `plan_changed`, naming `what`.
+fn assert_changed(result: &Value, what: &str, context: &str) {
+    assert_eq!(result["isError"], true, "{context}: {result}");
+    let text = text(result);
+    assert!(text.starts_with("plan_changed: "), "{context}: {result}");
+    assert!(text.contains(what), "{context}: {what:?} not in {text}");
+}
+
+/// The fixture with an index, a spec file and a condarc of the test's own.
+struct FixtureSetup {
+    dir: tempfile::TempDir,
+}
+
+impl FixtureSetup {
+    fn new() -> FixtureSetup {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("index.json"), "{}").unwrap();
+        std::fs::write(dir.path().join("specs.txt"), "fixture-pkg\n").unwrap();
+        std::fs::write(
+            dir.path().join("condarc"),
+            "channels:\n  - fixture-channel\n",
+        )
+        .unwrap();
+        FixtureSetup { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn server(&self, revision: Revision) -> Asking {
+        let index = self.path("index.json");
+        let condarc = self.path("condarc");
+        let tmp = self.path("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
+        Asking::start(
+            revision,
+            &support::fixture().conda,
+            &["--allow-write", "--allow-paths", "/", "--confirm-writes"],
+            &[
+                ("CONDA_FIXTURE_INDEX", index.to_str().unwrap()),
+                ("CONDARC", condarc.to_str().unwrap()),
+                ("TMPDIR", tmp.to_str().unwrap()),
+            ],
+        )
+    }
+
+    /// The server's directory that keeps the plan of the open question.
+    fn kept_plan(&self) -> PathBuf {
+        let mut kept: Vec<PathBuf> = std::fs::read_dir(self.path("tmp"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.join("plan.json").is_file())
+            .collect();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        kept.pop().unwrap()
+    }
+}
+
+/// What an agent changes while the question is open, on the fixture: the package index
+/// (another version from another channel), a `--file` spec list, the condarc. Each stops
+/// the run with `plan_changed` naming the change, under every revision that can ask; the
+/// same plan unchanged runs.
+#[test]
+fn a_plan_changed_while_the_question_is_open_does_not_run() {
+    for revision in ASKING {
+        let setup = FixtureSetup::new();
+        let mut server = setup.server(revision);
+        let context = format!("{revision:?}");
+        let install = json!({"name": "t1", "packages": ["fixture-pkg"]});
+        let (question, result) = server.ask("conda_install", install.clone(), "accept", |_| {
+            let other = json!({"fixture-pkg": {"version": "9.9",
+                "channel": "https://elsewhere.invalid/other"}});
+            std::fs::write(setup.path("index.json"), other.to_string()).unwrap();
+        });
+        assert!(
+            question.contains("\nInstall (1):\n  fixture-pkg 1.0 0 (https://fixture.invalid/fixture-channel/noarch, md5 "),
+            "{context}: {question}"
+        );
+        assert_changed(
+            &result,
+            "package fixture-pkg to install: version changed from 1.0 to 9.9",
+            &context,
+        );
+        std::fs::write(setup.path("index.json"), "{}").unwrap();
+        let specs = setup.path("specs.txt");
+        let from_file = json!({"name": "t1", "file": [specs.to_str().unwrap()]});
+        let (question, result) = server.ask("conda_install", from_file, "accept", |_| {
+            std::fs::write(&specs, "fixture-other\n").unwrap();
+        });
+        assert!(
+            question.contains(&format!(
+                "Input file {:?} ({}): 12 bytes, sha256 ",
+                specs.to_str().unwrap(),
+                specs.display()
+            )),
+            "{context}: {question}"
+        );
+        assert!(
+            question.contains("\n  | fixture-pkg\n"),
+            "{context}: {question}"
+        );
+        assert_changed(
+            &result,
+            &format!(
+                "the input file {} changed after the question",
+                specs.display()
+            ),
+            &context,
+        );
+        std::fs::write(&specs, "fixture-pkg\n").unwrap();
+        let (_, result) = server.ask("conda_install", install.clone(), "accept", |_| {
+            let condarc = "channels:\n  - evil-channel\n  - fixture-channel\n";
+            std::fs::write(setup.path("condarc"), condarc).unwrap();
+        });
+        assert_changed(&result, "the configuration changed: channels in ", &context);
+        std::fs::write(setup.path("condarc"), "channels:\n  - fixture-channel\n").unwrap();
+        // What the server keeps for the run is checked too: the plan, and the copies.
+        let (_, result) = server.ask("conda_install", install.clone(), "accept", |_| {
+            let plan = setup.kept_plan().join("plan.json");
+            let text = std::fs::read_to_string(&plan).unwrap();
+            std::fs::write(&plan, text.replace("\"1.0\"", "\"9.9\"")).unwrap();
+        });
+        assert_changed(&result, "the plan kept for this run was changed", &context);
+        let from_file = json!({"name": "t1", "file": [specs.to_str().unwrap()]});
+        let (_, result) = server.ask("conda_install", from_file, "accept", |_| {
+            let copy = setup.kept_plan().join("files/0/specs.txt");
+            std::fs::write(copy, "fixture-other\n").unwrap();
+        });
+        assert_changed(&result, "the copy of the input file ", &context);
+        // Unchanged: the plan runs, conda reading exactly the argv that was shown.
+        let (_, result) = server.ask("conda_install", install, "accept", |_| {});
+        assert_eq!(result["isError"], false, "{context}: {result}");
+        assert_eq!(
+            result["structuredContent"]["parsed_json"]["argv"],
+            json!(["install", "fixture-pkg", "--name=t1"]),
+            "{context}: {result}"
+        );
+    }
+}
+
+/// A real conda with local channels of its own: `conda-forge/` (a local directory named
+/// like the well-known channel) holds `barpkg 1.0`, `other/` holds `barpkg 9.9`; each
+/// package's post-link script leaves `marks/barpkg-VERSION` behind.
+struct Real {
+    dir: tempfile::TempDir,
+}
+
+impl Real {
+    fn new() -> Real {
+        let dir = tempfile::Builder::new()
+            .prefix("ccm-binding-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        let real = Real { dir };
+        for sub in ["home", "pkgs", "tmp", "marks", "project"] {
+            std::fs::create_dir_all(real.path(sub)).unwrap();
+        }
+        real.channel("conda-forge", "barpkg=1.0", None);
+        real.channel("other", "barpkg=9.9", None);
+        real.condarc(&["conda-forge"]);
+        real
+    }
+
+    fn path(&self, sub: &str) -> PathBuf {
+        self.dir.path().join(sub)
+    }
+
+    fn url(&self, channel: &str) -> String {
+        format!("file://{}", self.path(channel).display())
+    }
+
+    /// Build (or rebuild, and index anew) a package in a local channel.
+    fn channel(&self, name: &str, package: &str, payload: Option<&str>) {
+        let mut command = std::process::Command::new(support::python());
+        command
+            .arg(support::repo().join("tests/fixtures/make_channel.py"))
+            .arg("--post-link")
+            .arg(self.path("marks"));
+        if let Some(payload) = payload {
+            command.args(["--payload", payload]);
+        }
+        let status = command
+            .arg(self.path(name))
+            .arg(package)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    fn condarc(&self, channels: &[&str]) {
+        let mut text = String::from("channels:\n");
+        for channel in channels {
+            text.push_str(&format!("  - {}\n", self.url(channel)));
+        }
+        std::fs::write(self.path("condarc"), text).unwrap();
+    }
+
+    fn env(&self) -> Vec<(String, String)> {
+        let p = |s: &str| self.path(s).display().to_string();
+        vec![
+            ("HOME".into(), p("home")),
+            ("XDG_CONFIG_HOME".into(), p("home/.config")),
+            ("XDG_CACHE_HOME".into(), p("home/.cache")),
+            ("CONDARC".into(), p("condarc")),
+            ("CONDA_PKGS_DIRS".into(), p("pkgs")),
+            ("TMPDIR".into(), p("tmp")),
+            ("CONDA_OFFLINE".into(), "1".into()),
+            ("CONDA_OVERRIDE_CUDA".into(), String::new()),
+        ]
+    }
+
+    fn server(&self, revision: Revision) -> Asking {
+        let env = self.env();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        Asking::start(
+            revision,
+            &support::real_conda(),
+            &["--allow-write", "--confirm-writes"],
+            &env,
+        )
+    }
+
+    /// Post-link scripts that ran.
+    fn marks(&self) -> Vec<String> {
+        let mut marks: Vec<String> = std::fs::read_dir(self.path("marks"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        marks.sort();
+        marks
+    }
+
+    /// The package records installed in the environment `env`.
+    fn installed(&self, env: &str) -> Vec<Value> {
+        let Ok(entries) = std::fs::read_dir(self.path(env).join("conda-meta")) else {
+            return Vec::new();
+        };
+        entries
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
+            .collect()
+    }
+}
+
+/// What an agent changes while the question is open.
+#[derive(Clone, Copy, Debug)]
+enum Attack {
+    /// `env create -f environment.yml`: the file now names the other channel and 9.9.
+    EnvironmentFile,
+    /// `create --file specs.txt` (both channels configured): the list now asks for 9.9.
+    SpecFile,
+    /// `barpkg 1.0 0` rebuilt with other bytes, and the channel indexed anew.
+    Rebuilt,
+    /// The other channel prepended to the condarc's channels.
+    Condarc,
+}
+
+impl Attack {
+    /// The call, and what `plan_changed` must name.
+    fn call(self, real: &Real) -> (&'static str, Value, String) {
+        let prefix = real.path("env").display().to_string();
+        match self {
+            Attack::EnvironmentFile => {
+                let file = real.path("project/environment.yml");
+                let text = format!(
+                    "name: bound\nchannels:\n  - {}\ndependencies:\n  - barpkg\n",
+                    real.url("conda-forge")
+                );
+                std::fs::write(&file, text).unwrap();
+                let what = format!(
+                    "the input file {} changed after the question",
+                    file.display()
+                );
+                let args = json!({"prefix": prefix, "file": [file.display().to_string()]});
+                ("conda_env_create", args, what)
+            }
+            Attack::SpecFile => {
+                real.condarc(&["conda-forge", "other"]);
+                let file = real.path("project/specs.txt");
+                std::fs::write(&file, "barpkg=1.0\n").unwrap();
+                let what = format!(
+                    "the input file {} changed after the question",
+                    file.display()
+                );
+                let args = json!({"prefix": prefix, "file": [file.display().to_string()]});
+                ("conda_create", args, what)
+            }
+            Attack::Rebuilt => {
+                let args = json!({"prefix": prefix, "packages": ["barpkg"]});
+                let what = "package barpkg to install: md5 changed from ".to_owned();
+                ("conda_create", args, what)
+            }
+            Attack::Condarc => {
+                let args = json!({"prefix": prefix, "packages": ["barpkg"]});
+                let what = format!(
+                    "the configuration changed: channels in {}",
+                    real.path("condarc").display()
+                );
+                ("conda_create", args, what)
+            }
+        }
+    }
+
+    fn tamper(self, real: &Real) {
+        match self {
+            Attack::EnvironmentFile => {
+                let text = format!(
+                    "name: bound\nchannels:\n  - {}\ndependencies:\n  - barpkg=9.9\n",
+                    real.url("other")
+                );
+                std::fs::write(real.path("project/environment.yml"), text).unwrap();
+            }
+            Attack::SpecFile => {
+                std::fs::write(real.path("project/specs.txt"), "barpkg=9.9\n").unwrap();
+            }
+            Attack::Rebuilt => real.channel("conda-forge", "barpkg=1.0", Some("rebuilt\n")),
+            Attack::Condarc => real.condarc(&["other", "conda-forge"]),
+        }
+    }
+}
+
+/// On a real conda, each attack while the question is open: nothing is installed, no
+/// post-link script runs, and the result is `plan_changed` naming the change; under
+/// every revision that can ask.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_plan_changed_while_the_question_is_open_installs_nothing() {
+    for revision in ASKING {
+        for attack in [
+            Attack::EnvironmentFile,
+            Attack::SpecFile,
+            Attack::Rebuilt,
+            Attack::Condarc,
+        ] {
+            let context = format!("{revision:?} {attack:?}");
+            let real = Real::new();
+            let mut server = real.server(revision);
+            let (tool, arguments, what) = attack.call(&real);
+            let (question, result) =
+                server.ask(tool, arguments, "accept", |_| attack.tamper(&real));
+            assert!(
+                question.contains(&format!(
+                    "\nInstall (1):\n  barpkg 1.0 0 ({}/noarch, sha256 ",
+                    real.url("conda-forge")
+                )),
+                "{context}: {question}"
+            );
+            assert_changed(&result, &what, &context);
+            assert_eq!(real.installed("env"), Vec::<Value>::new(), "{context}");
+            assert_eq!(real.marks(), Vec::<String>::new(), "{context}");
+        }
+    }
+}
+
+/// On a real conda, the plan unchanged: exactly the records shown are installed (name,
+/// version, build, the full URL of a local channel named `conda-forge`, the hash), and
+/// the post-link script ran. A package rebuilt without indexing the channel anew keeps
+/// its record, which conda 26.7 would install unchecked (it copies file:// packages
+/// without a checksum): the bound run checks the copy, and nothing is installed.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_an_unchanged_plan_installs_exactly_what_was_shown() {
+    for revision in ASKING {
+        let context = format!("{revision:?}");
+        let real = Real::new();
+        let mut server = real.server(revision);
+        let prefix = real.path("env").display().to_string();
+        let arguments = json!({"prefix": prefix, "packages": ["barpkg"]});
+        let (question, result) = server.ask("conda_create", arguments, "accept", |_| {});
+        assert_eq!(result["isError"], false, "{context}: {result}");
+        let installed = real.installed("env");
+        assert_eq!(installed.len(), 1, "{context}: {installed:?}");
+        let record = &installed[0];
+        let url = format!("{}/noarch/barpkg-1.0-0.tar.bz2", real.url("conda-forge"));
+        assert_eq!(record["url"], url.as_str(), "{context}: {record}");
+        let sha256 = record["sha256"].as_str().unwrap();
+        assert!(
+            question.contains(&format!(
+                "\nInstall (1):\n  barpkg 1.0 0 ({}/noarch, sha256 {sha256})\n",
+                real.url("conda-forge")
+            )),
+            "{context}: {question}"
+        );
+        assert_eq!(real.marks(), ["barpkg-1.0"], "{context}");
+        // Rebuilt without indexing anew: the same record, other bytes.
+        let again = real.path("env2").display().to_string();
+        let index = real.path("conda-forge/noarch/repodata.json");
+        let indexed = std::fs::read(&index).unwrap();
+        let pkgs = real.path("pkgs");
+        std::fs::remove_dir_all(&pkgs).unwrap();
+        std::fs::create_dir(&pkgs).unwrap();
+        let arguments = json!({"prefix": again, "packages": ["barpkg"]});
+        let (_, result) = server.ask("conda_create", arguments, "accept", |_| {
+            real.channel("conda-forge", "barpkg=1.0", Some("rebuilt\n"));
+            std::fs::write(&index, &indexed).unwrap();
+        });
+        let what = format!(
+            "the package file {}/noarch/barpkg-1.0-0.tar.bz2 is not the one its record names",
+            real.url("conda-forge")
+        );
+        assert_changed(&result, &what, &context);
+        assert_eq!(real.installed("env2"), Vec::<Value>::new(), "{context}");
+        assert_eq!(real.marks(), ["barpkg-1.0"], "{context}");
+    }
+}
+
+/// The question shows what decides the run, under every revision that can ask:
+/// `conda_execute`'s stdin (quoted whole), its working directory, how the child's
+/// environment differs from the server's (and the child then gets exactly that), and each
+/// channel as its full URL with credentials redacted.
+#[test]
+fn the_question_shows_stdin_the_working_directory_the_environment_and_full_urls() {
+    for revision in ASKING {
+        let context = format!("{revision:?}");
+        let setup = FixtureSetup::new();
+        let index = setup.path("index.json");
+        let condarc = setup.path("condarc");
+        let mut server = Asking::start(
+            revision,
+            &support::fixture().conda,
+            &[
+                "--allow-write",
+                "--allow-exec",
+                "--confirm-writes",
+                "--child-env-remove",
+                "CCM_TEST_WITHHELD",
+            ],
+            &[
+                ("CONDA_FIXTURE_INDEX", index.to_str().unwrap()),
+                ("CONDARC", condarc.to_str().unwrap()),
+                ("CCM_TEST_WITHHELD", "s3cr3t-value"),
+            ],
+        );
+        let cwd = std::fs::canonicalize(setup.dir.path()).unwrap();
+        let stdin = "channels:\n  - https://evil.example/ch\n";
+        let call = json!({"argv": ["config", "--stdin"], "stdin": stdin,
+            "cwd": cwd.to_str().unwrap()});
+        let (question, result) = server.ask("conda_execute", call, "decline", |_| {});
+        assert!(
+            question.contains(&format!("\nWorking directory: {}\n", cwd.display())),
+            "{context}: {question}"
+        );
+        assert!(
+            question.contains(&format!("\nStandard input: {} bytes, sha256 ", stdin.len())),
+            "{context}: {question}"
+        );
+        assert!(
+            question.contains(":\n  | channels:\n  |   - https://evil.example/ch\n  | "),
+            "{context}: {question}"
+        );
+        assert!(text(&result).starts_with("declined_by_user"), "{result}");
+        // The environment: what the question says is what the child gets.
+        let call = json!({"argv": ["run", "-n", "t1", "env"]});
+        let (question, result) = server.ask("conda_execute", call, "accept", |_| {});
+        assert!(
+            question.contains(
+                "\nEnvironment: the server's, with CCM_EXECUTION=<this execution's marker>"
+            ),
+            "{context}: {question}"
+        );
+        let withheld = question
+            .lines()
+            .find(|l| l.starts_with("Environment: "))
+            .unwrap();
+        assert!(
+            withheld.contains("CCM_TEST_WITHHELD") && withheld.ends_with(" withheld"),
+            "{context}: {question}"
+        );
+        assert!(!question.contains("s3cr3t-value"), "{context}: {question}");
+        let stdout = result["structuredContent"]["stdout"].as_str().unwrap();
+        assert!(
+            stdout.contains("\nCCM_EXECUTION=") || stdout.starts_with("CCM_EXECUTION="),
+            "{context}: {stdout}"
+        );
+        assert!(!stdout.contains("CCM_TEST_WITHHELD"), "{context}: {stdout}");
+        // A channel URL with credentials: shown whole, the credentials redacted.
+        let private = json!({"fixture-pkg": {"channel": "https://bob:hunter2@fixture.invalid/t/tk-42/private"}});
+        std::fs::write(&index, private.to_string()).unwrap();
+        let install = json!({"name": "t1", "packages": ["fixture-pkg"]});
+        let (question, _) = server.ask("conda_install", install, "decline", |_| {});
+        assert!(
+            question.contains("fixture-pkg 1.0 0 (https://[redacted]@fixture.invalid/t/[redacted]/private/noarch, md5 "),
+            "{context}: {question}"
+        );
+        assert!(
+            !question.contains("hunter2") && !question.contains("tk-42"),
+            "{context}: {question}"
+        );
+    }
+}
+
+/// On a real conda, removing a whole environment names it and how many packages it holds
+/// (`env remove`, `remove --all`; an empty one too), under every revision that can ask.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_removing_an_environment_names_it_and_its_packages() {
+    let real = Real::new();
+    real.channel("conda-forge", "pkga=1.0", None);
+    let create = |env: &str, packages: &[&str]| {
+        let status = std::process::Command::new(support::real_conda())
+            .args(["create", "-y", "--json", "-p"])
+            .arg(real.path(env))
+            .args(packages)
+            .envs(real.env())
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    create("full", &["barpkg", "pkga"]);
+    create("empty", &[]);
+    for revision in ASKING {
+        let mut server = real.server(revision);
+        for (tool, env, all, packages) in [
+            ("conda_env_remove", "full", false, "2 packages"),
+            ("conda_remove", "full", true, "2 packages"),
+            ("conda_env_remove", "empty", false, "0 packages"),
+        ] {
+            let context = format!("{revision:?} {tool} {env}");
+            let prefix = real.path(env).display().to_string();
+            let mut arguments = json!({"prefix": prefix});
+            if all {
+                arguments["all"] = json!(true);
+            }
+            let (question, result) = server.ask(tool, arguments, "decline", |_| {});
+            assert!(
+                question.contains(&format!(
+                    "\nDelete: the environment {prefix} and everything in it ({packages}, and \
+                     any other files in that directory)"
+                )),
+                "{context}: {question}"
+            );
+            assert!(
+                !question.contains("lists no package changes") || env == "empty",
+                "{context}: {question}"
+            );
+            assert!(
+                text(&result).starts_with("declined_by_user"),
+                "{context}: {result}"
+            );
+        }
+    }
+    assert!(real.path("full/conda-meta").is_dir() && real.path("empty/conda-meta").is_dir());
+    assert_eq!(real.marks(), ["barpkg-1.0", "pkga-1.0"]);
+}
+
+/// On a real conda, a call whose packages conda's dry run does not list (explicit package
+/// files, an explicit `--file`, a rename, which clones) cannot be bound: it is refused
+/// before anyone is asked, and nothing is installed.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_plan_conda_cannot_preview_is_not_asked() {
+    let real = Real::new();
+    let package = real.path("conda-forge/noarch/barpkg-1.0-0.tar.bz2");
+    let explicit = real.path("project/explicit.txt");
+    std::fs::write(
+        &explicit,
+        format!("@EXPLICIT\nfile://{}\n", package.display()),
+    )
+    .unwrap();
+    let status = std::process::Command::new(support::real_conda())
+        .args(["create", "-y", "--json", "-p"])
+        .arg(real.path("source"))
+        .envs(real.env())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let env = real.path("env").display().to_string();
+    for revision in ASKING {
+        let mut server = real.server(revision);
+        for (tool, arguments, what) in [
+            (
+                "conda_create",
+                json!({"prefix": env, "packages": [package.display().to_string()]}),
+                "explicit package files or URLs",
+            ),
+            (
+                "conda_create",
+                json!({"prefix": env, "file": [explicit.display().to_string()]}),
+                "explicit package files or URLs",
+            ),
+            (
+                "conda_rename",
+                json!({"prefix": real.path("source").display().to_string(),
+                    "destination": real.path("renamed").display().to_string()}),
+                "a rename",
+            ),
+        ] {
+            let context = format!("{revision:?} {tool} {what}");
+            let result = server.unasked(tool, arguments);
+            assert_eq!(result["isError"], true, "{context}: {result}");
+            let text = text(&result);
+            assert!(
+                text.starts_with("confirmation_unavailable: the plan cannot be bound"),
+                "{context}: {text}"
+            );
+            assert!(text.contains(what), "{context}: {text}");
+        }
+    }
+    assert_eq!(real.installed("env"), Vec::<Value>::new());
+    assert!(real.path("source/conda-meta").is_dir() && !real.path("renamed").exists());
+    assert_eq!(real.marks(), Vec::<String>::new());
+}
+
+/// On a real conda, a new environment named by `name` (or by its environment file) is
+/// previewed where the run will create it: in the first envs directory the run can write
+/// (the condarc's), not where the read-only preview could; the run then installs there.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_named_environment_is_created_where_the_question_says() {
+    for revision in ASKING {
+        let context = format!("{revision:?}");
+        let real = Real::new();
+        let envs = real.path("home/envs");
+        let condarc = format!(
+            "envs_dirs:\n  - {}\nchannels:\n  - {}\n",
+            envs.display(),
+            real.url("conda-forge")
+        );
+        std::fs::write(real.path("condarc"), condarc).unwrap();
+        let mut server = real.server(revision);
+        let arguments = json!({"name": "named", "packages": ["barpkg"]});
+        let (question, result) = server.ask("conda_create", arguments, "accept", |_| {});
+        assert!(
+            question.contains(&format!(
+                "\nTarget environment: {}\n",
+                envs.join("named").display()
+            )),
+            "{context}: {question}"
+        );
+        assert_eq!(result["isError"], false, "{context}: {result}");
+        assert_eq!(real.installed("home/envs/named").len(), 1, "{context}");
+        let file = real.path("project/environment.yml");
+        std::fs::write(&file, "name: fromfile\ndependencies:\n  - barpkg\n").unwrap();
+        let arguments = json!({"file": [file.display().to_string()]});
+        let (question, result) = server.ask("conda_env_create", arguments, "accept", |_| {});
+        assert!(
+            question.contains(&format!(
+                "\nTarget environment: {}\n",
+                envs.join("fromfile").display()
+            )),
+            "{context}: {question}"
+        );
+        assert_eq!(result["isError"], false, "{context}: {result}");
+        assert_eq!(real.installed("home/envs/fromfile").len(), 1, "{context}");
+    }
+}
+
+/// On a real conda, `env update` (no dry run: conda's parse is the preview) reads the
+/// environment file that was shown: rewritten while the question is open, the run stops
+/// with `plan_changed` and installs nothing; unchanged, it runs. Under every revision that
+/// can ask.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_env_update_reads_the_file_that_was_shown() {
+    for revision in ASKING {
+        let context = format!("{revision:?}");
+        let real = Real::new();
+        real.channel("conda-forge", "pkga=1.0", None);
+        let status = std::process::Command::new(support::real_conda())
+            .args(["create", "-y", "--json", "-p"])
+            .arg(real.path("env"))
+            .arg("pkga")
+            .envs(real.env())
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let file = real.path("project/update.yml");
+        std::fs::write(&file, "dependencies:\n  - pkga\n").unwrap();
+        let mut server = real.server(revision);
+        let arguments = json!({"prefix": real.path("env").display().to_string(),
+            "file": file.display().to_string()});
+        let (question, result) =
+            server.ask("conda_env_update", arguments.clone(), "accept", |_| {
+                let text = format!(
+                    "channels:\n  - {}\ndependencies:\n  - barpkg=9.9\n",
+                    real.url("other")
+                );
+                std::fs::write(&file, text).unwrap();
+            });
+        assert!(
+            question.contains("\n  | dependencies:\n  |   - pkga\n"),
+            "{context}: {question}"
+        );
+        assert!(
+            question.contains(plan_bound_inspect()),
+            "{context}: {question}"
+        );
+        let what = format!(
+            "the input file {} changed after the question",
+            file.display()
+        );
+        assert_changed(&result, &what, &context);
+        assert_eq!(real.installed("env").len(), 1, "{context}");
+        assert_eq!(real.marks(), ["pkga-1.0"], "{context}");
+        // The file as it is now is shown and runs.
+        let (question, result) = server.ask("conda_env_update", arguments, "accept", |_| {});
+        assert!(
+            question.contains("  |   - barpkg=9.9\n"),
+            "{context}: {question}"
+        );
+        assert_eq!(result["isError"], false, "{context}: {result}");
+        assert_eq!(real.marks(), ["barpkg-9.9", "pkga-1.0"], "{context}");
+    }
+}
+
+/// The start of the line a plan without a dry run ends with.
+fn plan_bound_inspect() -> &'static str {
+    "No package preview: conda has no dry run for this command. Bound: conda's configuration"
+}
