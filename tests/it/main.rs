@@ -7,6 +7,8 @@ mod support;
 mod argv;
 /// `--audit-log`: lines, redaction, refusals.
 mod audit;
+/// Caches by trust domain: what a sandboxed call writes, no later write trusts (real conda).
+mod cache_trust;
 /// Capacity limits: the execution queue and the per-session limit.
 mod capacity;
 /// The command line: flags, exit codes, messages.
