@@ -294,7 +294,7 @@ fn real_conda_repodata_written_in_the_sandbox_is_not_trusted_by_a_write() {
     // The code ran: it wrote (where its writes went is the sandbox's business).
     assert_eq!(out.matches("planted ").count(), 2, "{out}");
     assert_eq!(world.create(&mut s, &operator), "opkg-1.0-0");
-    world.caches_hold_only("9.9");
+    world.caches_hold_only("opkg-9.9");
     assert_eq!(changed(&before, &world.watched()), Vec::<String>::new());
 }
 
@@ -332,7 +332,7 @@ fn real_conda_a_colliding_channel_searched_read_only_is_not_trusted_by_a_write()
         "{result}"
     );
     assert_eq!(world.create(&mut s, &operator), "opkg-1.0-0");
-    world.caches_hold_only("9.9");
+    world.caches_hold_only("opkg-9.9");
     assert_eq!(changed(&before, &world.watched()), Vec::<String>::new());
 }
 
