@@ -281,6 +281,15 @@ fn an_unprivileged_server_gets_the_same_sandbox() {
         "{result}"
     );
     assert!(!target.exists());
+    // conda would create its package cache in ~/.conda (the prefix is not this user's, and
+    // there is no ~/.conda yet): in the sandbox it can, for the call only, while the rest
+    // of HOME stays read-only (above).
+    let created = home.join(".conda/pkgs");
+    let result = s.call("conda_behave", json!({"pid_file": created}));
+    if root {
+        assert_eq!(structured(&result)["exit_code"], 0, "{result}");
+    }
+    assert!(!home.join(".conda").exists());
     // Same documents inside and outside, also for a user who may not write the prefix.
     let mut a = read_only_documents(&mut s);
     let mut b = read_only_documents(&mut server(&["--no-sandbox"]));

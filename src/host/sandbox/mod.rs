@@ -13,7 +13,7 @@
 //!   then vanish with the call) on `~/.conda`, every envs and package cache directory
 //!   (with its repodata cache `<pkgs_dir>/cache`), every other known environment's
 //!   `conda-meta` and the notices cache (`$XDG_CACHE_HOME/conda/notices`, else
-//!   `~/.cache/conda/notices`) ([`areas`]), so that conda's writability probes
+//!   `~/.cache/conda/notices`) (`areas.rs`), so that conda's writability probes
 //!   (`conda-meta/history`, `<pkgs_dir>/urls.txt`, `<envs_dir>/.conda_envs_dir_test`) see
 //!   what they see outside, with the caller's own permissions, and the caches conda
 //!   updates on reads work: a call reads the operator's caches as they are, and what it
@@ -29,8 +29,8 @@
 //! The namespace is set up in the forked child before `exec` ([`install`]): everything
 //! is prepared in the parent ([`Sandbox::plan`]), the child only makes raw system calls.
 //! Setting up the namespaces, the read-only remount and the tmpfs are mandatory (the child
-//! does not start when one fails); overlays are best effort (a failure leaves that
-//! directory read-only). A child cannot undo the sandbox: a non-root child has
+//! does not start when one fails); overlays and unions are best effort (a failure leaves
+//! that directory read-only). A child cannot undo the sandbox: a non-root child has
 //! no capabilities after `exec`, a root child loses the dangerous ones from its bounding
 //! set, and a user namespace either makes locks the read-only mounts. At startup [`Sandbox::probe`] runs one trivial child
 //! in the sandbox; when that fails the server says why and runs children as before.
