@@ -144,6 +144,60 @@ fn exec_without_write_runs_in_the_sandbox() {
     assert!(target.exists());
 }
 
+/// The audit log in a directory the sandbox overlays (a package cache's repodata cache):
+/// a sandboxed program that appends to it (without naming it in the argv) writes the
+/// call's copy, never the log.
+#[test]
+fn the_audit_log_in_a_cache_is_never_written_by_a_child() {
+    let home = home();
+    let cache = home.path().join(".conda/pkgs/cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let log = cache.join("audit.jsonl");
+    let mut s = start(
+        &["--allow-exec", "--audit-log", log.to_str().unwrap()],
+        &[],
+        home.path(),
+    );
+    // The line written ("FORGED") does not appear in the argv the log records.
+    let script = format!(
+        "cd {} && printf '%s%s\\n' FORG ED >> audit.jsonl && cat audit.jsonl",
+        cache.display()
+    );
+    let result = s.call(
+        "conda_run",
+        json!({"executable_call": ["sh", "-c", script]}),
+    );
+    assert_eq!(structured(&result)["exit_code"], 0, "{result}");
+    assert!(
+        structured(&result)["stdout"]
+            .as_str()
+            .unwrap()
+            .ends_with("FORGED\n"),
+        "{result}"
+    );
+    drop(s);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("FORGED"), "{text}");
+    assert!(text.contains("conda_run"), "{text}");
+    // Without the sandbox the same call appends to the log (the check above can fail).
+    let mut off = start(
+        &[
+            "--allow-exec",
+            "--no-sandbox",
+            "--audit-log",
+            log.to_str().unwrap(),
+        ],
+        &[],
+        home.path(),
+    );
+    off.call(
+        "conda_run",
+        json!({"executable_call": ["sh", "-c", script]}),
+    );
+    drop(off);
+    assert!(std::fs::read_to_string(&log).unwrap().contains("FORGED"));
+}
+
 /// `conda info --json` and `conda env list --json` with and without the sandbox.
 fn read_only_documents(s: &mut Session) -> BTreeMap<&'static str, Value> {
     let mut out = BTreeMap::new();
