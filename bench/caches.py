@@ -26,17 +26,22 @@ The channel holds the make_channel.py packages plus PAD synthetic index records
 (`--records`, default 20000: an index of a few MB, like a mid-size channel subdir).
 Each figure is the wire time of `tools/call` (request written -> response read), the
 median over REPS calls; rounds alternate the order (A B, B A, ...) so machine noise hits
-both; the report prints each round and the median of the per-round ratios.
+both; the report prints each round and the median of the per-round ratios. For the http
+scenarios it also counts what the channel served during the repeated calls: whole
+`noarch` indexes (`repodata.json`, 200) per call, the figure that does not depend on the machine's
+noise (over a network, each is a download of the index).
 
 Usage: python3 bench/caches.py BASELINE_BINARY CANDIDATE_BINARY CONDA [--rounds N]
                                 [--reps N] [--records N]
 Python 3 standard library only.
 """
-import argparse, functools, http.server, json, os, statistics, subprocess, sys, tempfile
-import threading, time
+import argparse, collections, functools, http.server, json, os, statistics, subprocess, sys
+import tempfile, threading, time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+SERVED = collections.Counter()  # (path, status) the channel server answered
+SERVED_LOCK = threading.Lock()
 
 
 class Session:
@@ -97,6 +102,10 @@ def serve(root):
             self.send_header("Cache-Control", "public, max-age=3600")
             super().end_headers()
 
+        def log_request(self, code="-", size="-"):
+            with SERVED_LOCK:
+                SERVED[(self.path, int(code))] += 1
+
         def log_message(self, *args):
             pass
 
@@ -134,10 +143,13 @@ def scenario(binary, conda, work, channel, kind, reps):
         if kind == "info, no pkgs/":
             tool, arguments = ("conda_info", {"json": True})
         first = s.call(tool, arguments)
+        SERVED.clear()
         repeated = [s.call(tool, arguments) for _ in range(reps)]
+        with SERVED_LOCK:
+            downloads = SERVED[("/chan/noarch/repodata.json", 200)] / reps
     finally:
         s.close()
-    return first, statistics.median(repeated)
+    return first, statistics.median(repeated), downloads
 
 
 def main():
@@ -171,12 +183,14 @@ def main():
             for kind, channel_url in kinds.items():
                 got = {name: scenario(b, args.conda, work, channel_url, kind, args.reps)
                        for name, b in order}
-                (bf, br), (hf, hr) = got["base"], got["head"]
+                (bf, br, bd), (hf, hr, hd) = got["base"], got["head"]
                 ratios[(kind, "first")].append(hf / bf)
                 ratios[(kind, "repeated")].append(hr / br)
+                fetched = f"; indexes served per repeated call base {bd:g} head {hd:g}" \
+                    if "http" in kind or "write" in kind else ""
                 print(f"round {r + 1} {kind:17}: first base {bf:7.0f} ms head {hf:7.0f} ms "
                       f"({hf / bf:.2f}); repeated base {br:7.0f} ms head {hr:7.0f} ms "
-                      f"({hr / br:.2f})", flush=True)
+                      f"({hr / br:.2f}){fetched}", flush=True)
         print("median head/base ratio over rounds:")
         for (kind, which), values in ratios.items():
             print(f"  {kind:17} {which:8} {statistics.median(values):.2f}")
