@@ -76,11 +76,11 @@ impl World {
             .args(max_age.map(|a| a.to_string()))
             .stdout(Stdio::piped());
         let mut server = command.spawn().expect("start the channel server");
-        let mut line = String::new();
-        BufReader::new(server.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let stdout = server.stdout.take().unwrap();
+        // Kept first, so that a failure below still ends it (`Drop`).
         world.server = Some(server);
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
         let port: u16 = line.trim().parse().expect("the server's port");
         world.base = format!("http://127.0.0.1:{port}");
         world
