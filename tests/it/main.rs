@@ -9,6 +9,8 @@ mod argv;
 mod audit;
 /// `--confirm-writes`: the confirmed plan is what runs; the question shows what decides it.
 mod binding;
+/// Caches by trust domain: what a sandboxed call writes, no later write trusts (real conda).
+mod cache_trust;
 /// No caller code in any child: modules planted in working directories never run.
 mod caller_code;
 /// Capacity limits: the execution queue and the per-session limit.

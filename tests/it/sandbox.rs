@@ -144,6 +144,60 @@ fn exec_without_write_runs_in_the_sandbox() {
     assert!(target.exists());
 }
 
+/// The audit log in a directory the sandbox overlays (a package cache's repodata cache):
+/// a sandboxed program that appends to it (without naming it in the argv) writes the
+/// call's copy, never the log.
+#[test]
+fn the_audit_log_in_a_cache_is_never_written_by_a_child() {
+    let home = home();
+    let cache = home.path().join(".conda/pkgs/cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let log = cache.join("audit.jsonl");
+    let mut s = start(
+        &["--allow-exec", "--audit-log", log.to_str().unwrap()],
+        &[],
+        home.path(),
+    );
+    // The line written ("FORGED") does not appear in the argv the log records.
+    let script = format!(
+        "cd {} && printf '%s%s\\n' FORG ED >> audit.jsonl && cat audit.jsonl",
+        cache.display()
+    );
+    let result = s.call(
+        "conda_run",
+        json!({"executable_call": ["sh", "-c", script]}),
+    );
+    assert_eq!(structured(&result)["exit_code"], 0, "{result}");
+    assert!(
+        structured(&result)["stdout"]
+            .as_str()
+            .unwrap()
+            .ends_with("FORGED\n"),
+        "{result}"
+    );
+    drop(s);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("FORGED"), "{text}");
+    assert!(text.contains("conda_run"), "{text}");
+    // Without the sandbox the same call appends to the log (the check above can fail).
+    let mut off = start(
+        &[
+            "--allow-exec",
+            "--no-sandbox",
+            "--audit-log",
+            log.to_str().unwrap(),
+        ],
+        &[],
+        home.path(),
+    );
+    off.call(
+        "conda_run",
+        json!({"executable_call": ["sh", "-c", script]}),
+    );
+    drop(off);
+    assert!(std::fs::read_to_string(&log).unwrap().contains("FORGED"));
+}
+
 /// `conda info --json` and `conda env list --json` with and without the sandbox.
 fn read_only_documents(s: &mut Session) -> BTreeMap<&'static str, Value> {
     let mut out = BTreeMap::new();
@@ -185,17 +239,22 @@ fn read_only_tools_print_the_same_inside_and_outside() {
     for details in a["envs"]["envs_details"].as_object().unwrap().values() {
         assert_eq!(details["writable"], true, "{details}");
     }
-    // The base's conda-meta and the envs directory (which holds t1) are overlays.
+    // The base's conda-meta and the envs directory (which holds t1) are overlays, or lie
+    // in one: the fixture has no package cache directory yet, so the root prefix (where
+    // conda would create `pkgs`) is one.
     let caps = inside.capabilities();
     let paths = writable_paths(&caps);
     let prefix = &support::fixture().prefix;
     for dir in [prefix.join("conda-meta"), prefix.join("envs")] {
-        let dir = dir.to_string_lossy().into_owned();
         assert!(
-            paths.contains(&(dir.clone(), "overlay".to_owned())),
-            "{dir} in {paths:?}"
+            paths
+                .iter()
+                .any(|(path, kind)| kind == "overlay" && dir.starts_with(path)),
+            "{} in {paths:?}",
+            dir.display()
         );
     }
+    assert!(!prefix.join("pkgs").exists());
 }
 
 /// A server that is not root gets a user namespace too. When the tests run as root, the
@@ -276,6 +335,15 @@ fn an_unprivileged_server_gets_the_same_sandbox() {
         "{result}"
     );
     assert!(!target.exists());
+    // conda would create its package cache in ~/.conda (the prefix is not this user's, and
+    // there is no ~/.conda yet): in the sandbox it can, for the call only, while the rest
+    // of HOME stays read-only (above).
+    let created = home.join(".conda/pkgs");
+    let result = s.call("conda_behave", json!({"pid_file": created}));
+    if root {
+        assert_eq!(structured(&result)["exit_code"], 0, "{result}");
+    }
+    assert!(!home.join(".conda").exists());
     // Same documents inside and outside, also for a user who may not write the prefix.
     let mut a = read_only_documents(&mut s);
     let mut b = read_only_documents(&mut server(&["--no-sandbox"]));

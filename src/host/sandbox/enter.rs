@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{MAX_KEEPS, Overlay, Plan, Prepared, TMPDIR};
+use super::{MAX_KEEPS, Overlay, Plan, Prepared, TMPDIR, UnionMount};
 
 /// Put the child of `command` into the sandbox of `plan` (sets `TMPDIR`, and a
 /// `pre_exec` hook that builds the namespace).
@@ -86,45 +86,6 @@ fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
     }
 }
 
-/// A writable copy of the real directory `path` mounted over `path` (best effort). The
-/// clone is taken before anything is mounted over `path`'s parents.
-#[cfg(target_os = "linux")]
-fn writable_clone(path: &std::ffi::CStr) -> Option<rustix::fd::OwnedFd> {
-    use rustix::mount::{OpenTreeFlags, open_tree};
-    let fd = open_tree(
-        rustix::fs::CWD,
-        path,
-        // A symlink put in the directory's place is not followed (the clone then fails).
-        OpenTreeFlags::OPEN_TREE_CLONE
-            | OpenTreeFlags::OPEN_TREE_CLOEXEC
-            | OpenTreeFlags::AT_SYMLINK_NOFOLLOW,
-    )
-    .ok()?;
-    use std::os::fd::AsRawFd;
-    mount_setattr(
-        fd.as_raw_fd(),
-        c"",
-        libc::AT_EMPTY_PATH,
-        0,
-        MOUNT_ATTR_RDONLY,
-    )
-    .ok()?;
-    Some(fd)
-}
-
-#[cfg(target_os = "linux")]
-/// Mount a detached clone at `path` (best effort; a symlink at `path` is not followed).
-fn attach(fd: rustix::fd::OwnedFd, path: &std::ffi::CStr) {
-    use rustix::mount::{MoveMountFlags, move_mount};
-    let _ = move_mount(
-        &fd,
-        c"",
-        rustix::fs::CWD,
-        path,
-        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
-    );
-}
-
 /// In the child, between fork and exec: build the sandbox. Only system calls.
 #[cfg(target_os = "linux")]
 fn enter(plan: &Prepared) -> std::io::Result<()> {
@@ -157,10 +118,8 @@ fn enter(plan: &Prepared) -> std::io::Result<()> {
     for overlay in &plan.overlays {
         mount_overlay(overlay, plan.ids.is_some(), private);
     }
-    for dir in &plan.writable {
-        if let Some(fd) = writable_clone(dir) {
-            attach(fd, dir);
-        }
+    for union in &plan.unions {
+        mount_union(union, plan.ids.is_some(), private);
     }
     drop_privileges()
 }
@@ -197,18 +156,11 @@ fn unshare_namespaces(ids: Option<&(Vec<u8>, Vec<u8>)>) -> std::io::Result<()> {
     }
 }
 
-/// One copy-on-write overlay (best effort), with its kept subdirectories re-attached as
-/// the real, writable directories. Only system calls.
+/// One copy-on-write overlay (best effort). Only system calls.
 #[cfg(target_os = "linux")]
 fn mount_overlay(overlay: &Overlay, user: bool, private: rustix::mount::MountFlags) {
     use rustix::mount::mount;
 
-    // Clones of the real directories that stay writable, taken before the overlay
-    // covers them.
-    let mut kept: [Option<rustix::fd::OwnedFd>; MAX_KEEPS] = [const { None }; MAX_KEEPS];
-    for (slot, keep) in kept.iter_mut().zip(&overlay.keeps) {
-        *slot = writable_clone(keep);
-    }
     let first = if user {
         &overlay.options_userxattr
     } else {
@@ -222,10 +174,41 @@ fn mount_overlay(overlay: &Overlay, user: bool, private: rustix::mount::MountFla
         };
         let _ = mount(c"overlay", &*overlay.target, c"overlay", private, &**second);
     }
-    for (slot, keep) in kept.iter_mut().zip(&overlay.keeps) {
+}
+
+/// One read-only union with its new entries (best effort): the overlays inside its target
+/// are cloned first and attached again over it, then each new entry gets a tmpfs. Only
+/// system calls.
+#[cfg(target_os = "linux")]
+fn mount_union(union: &UnionMount, user: bool, private: rustix::mount::MountFlags) {
+    use rustix::mount::{MoveMountFlags, OpenTreeFlags, mount, move_mount, open_tree};
+
+    let mut kept: [Option<rustix::fd::OwnedFd>; MAX_KEEPS] = [const { None }; MAX_KEEPS];
+    for (slot, keep) in kept.iter_mut().zip(&union.keeps) {
+        // A symlink put in the directory's place is not followed (the clone then fails).
+        let flags = OpenTreeFlags::OPEN_TREE_CLONE
+            | OpenTreeFlags::OPEN_TREE_CLOEXEC
+            | OpenTreeFlags::AT_SYMLINK_NOFOLLOW;
+        *slot = open_tree(rustix::fs::CWD, &**keep, flags).ok();
+    }
+    let (first, second) = if user {
+        (&union.options_userxattr, &union.options)
+    } else {
+        (&union.options, &union.options_userxattr)
+    };
+    let mounted = mount(c"overlay", &*union.target, c"overlay", private, &**first)
+        .or_else(|_| mount(c"overlay", &*union.target, c"overlay", private, &**second));
+    if mounted.is_err() {
+        return;
+    }
+    for (slot, keep) in kept.iter_mut().zip(&union.keeps) {
         if let Some(fd) = slot.take() {
-            attach(fd, keep);
+            let flags = MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH;
+            let _ = move_mount(&fd, c"", rustix::fs::CWD, &**keep, flags);
         }
+    }
+    for entry in &union.created {
+        let _ = mount(c"tmpfs", &**entry, c"tmpfs", private, c"mode=0755");
     }
 }
 

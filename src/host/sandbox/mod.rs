@@ -1,27 +1,36 @@
-//! The read-only sandbox: children of calls that need no `--allow-write` cannot write.
+//! The read-only sandbox: children of calls that need no `--allow-write` cannot write
+//! anything a later call reads.
 //!
-//! Every execution the policy judges read-only, and every one admitted by `--allow-exec`
-//! without `--allow-write`, runs in a private mount namespace (plus a user namespace when
-//! the server is not root) in which every mount is read-only, except:
+//! Every execution the policy judges read-only, every one admitted by `--allow-exec`
+//! without `--allow-write`, and the dry-run preview of a confirmed write run in a private
+//! mount namespace (plus a user namespace when the server is not root) in which every
+//! mount is read-only, except:
 //!
 //! - a private tmpfs, fresh for each call, over `/dev/shm` (POSIX shared memory and
 //!   semaphores; where there is none, over an empty directory the server makes): the
 //!   child's `TMPDIR` points into it, and it holds the upper layers below;
-//! - the caches conda legitimately updates on reads, bound writable from the real
-//!   filesystem so that they keep working across calls: the repodata cache
-//!   `<pkgs_dir>/cache` of every package cache directory, and the notices cache
-//!   (`$XDG_CACHE_HOME/conda/notices`, else `~/.cache/conda/notices`);
 //! - copy-on-write overlays whose upper layer lies in the call's tmpfs (writes succeed,
-//!   then vanish with the call) on `~/.conda`, every envs and package cache directory and
-//!   every other known environment's `conda-meta`, so that conda's writability probes
-//!   (`conda-meta/history`, `<pkgs_dir>/urls.txt`, `<envs_dir>/.conda_envs_dir_test`)
-//!   see what they see outside, with the caller's own permissions.
+//!   then vanish with the call) on `~/.conda`, every envs and package cache directory
+//!   (with its repodata cache `<pkgs_dir>/cache`), every other known environment's
+//!   `conda-meta` and the notices cache (`$XDG_CACHE_HOME/conda/notices`, else
+//!   `~/.cache/conda/notices`) (`areas.rs`), so that conda's writability probes
+//!   (`conda-meta/history`, `<pkgs_dir>/urls.txt`, `<envs_dir>/.conda_envs_dir_test`) see
+//!   what they see outside, with the caller's own permissions, and the caches conda
+//!   updates on reads work: a call reads the operator's caches as they are, and what it
+//!   writes there (repodata under any cache key, state files, symlinks) is gone when it
+//!   ends. No later call, of any trust, and no unsandboxed conda ever reads it: write
+//!   calls use the operator's caches exactly as conda does.
+//! - where the package cache or envs directory conda would create on a read does not
+//!   exist yet, a tmpfs of the call in its place, added to the nearest existing directory
+//!   by a read-only union (when the server's user may write there, it is not `/` and no
+//!   mount point lies below it): conda creates it there, never in the operator's tree, and
+//!   everything else in that directory stays read-only.
 //!
 //! The namespace is set up in the forked child before `exec` ([`install`]): everything
 //! is prepared in the parent ([`Sandbox::plan`]), the child only makes raw system calls.
 //! Setting up the namespaces, the read-only remount and the tmpfs are mandatory (the child
-//! does not start when one fails); overlays and writable binds are best effort (a failure
-//! leaves that directory read-only). A child cannot undo the sandbox: as root or in a user
+//! does not start when one fails); overlays and unions are best effort (a failure leaves
+//! that directory read-only). A child cannot undo the sandbox: as root or in a user
 //! namespace, it gives up every capability in every set (the bounding set included) and
 //! sets `no_new_privs` and root-is-not-special securebits (locked) before `exec`, so
 //! nothing it runs holds or regains one; a user namespace it makes locks the read-only
@@ -38,6 +47,7 @@ use serde_json::{Value, json};
 
 use crate::tools::policy::Classification;
 
+mod areas;
 mod enter;
 mod plan;
 mod probe;
@@ -49,7 +59,7 @@ pub use enter::enter_forked;
 pub use enter::install;
 pub use probe::Unavailable;
 
-/// Most writable directories inside one overlay.
+/// Most overlays a union carries over (those inside the directory it goes on).
 const MAX_KEEPS: usize = 8;
 
 /// The environment variable that selects where children's `TMPDIR` points.
@@ -92,7 +102,7 @@ struct Facts {
     pkgs_dirs: Vec<PathBuf>,
     /// Extra environment directories (`CONDA_ENVS_PATH`, `CONDA_ENVS_DIRS`).
     envs_dirs: Vec<PathBuf>,
-    /// The notices cache, when it exists.
+    /// The notices cache (made at startup when it can be).
     notices: Option<PathBuf>,
 }
 
@@ -167,7 +177,7 @@ struct Prepared {
     mkdirs: Vec<CString>,
     tmpdir: PathBuf,
     overlays: Vec<Overlay>,
-    writable: Vec<CString>,
+    unions: Vec<UnionMount>,
 }
 
 #[derive(Debug)]
@@ -176,9 +186,21 @@ struct Overlay {
     options: CString,
     /// The same with `userxattr` (needed for overlays inside a user namespace).
     options_userxattr: CString,
-    /// Subdirectories of `target` that stay the real, writable directories (at most
-    /// [`MAX_KEEPS`]).
+}
+
+/// A read-only union that adds missing entries to an existing directory.
+#[derive(Debug)]
+struct UnionMount {
+    target: CString,
+    /// `lowerdir=<target>:<layer with the new entries>` (the target on top, so that the
+    /// directory keeps its own owner and mode).
+    options: CString,
+    options_userxattr: CString,
+    /// Overlays inside `target`, cloned before the union covers them and attached again
+    /// over it (at most [`MAX_KEEPS`]).
     keeps: Vec<CString>,
+    /// The new entries: each gets a tmpfs of its own.
+    created: Vec<CString>,
 }
 
 impl Plan {
@@ -228,18 +250,28 @@ impl Sandbox {
                                 (the same tmpfs as TMPDIR)"}));
                 }
                 let areas = self.areas(root_prefix);
+                let notices = self.facts.as_ref().and_then(|f| f.notices.as_ref());
                 for dir in &areas.caches {
-                    writable.push(json!({"path": dir, "kind": "bind",
-                        "why": "repodata cache (conda writes it on reads: create_cache_dir)"}));
+                    let what = if Some(dir) == notices {
+                        "notices cache"
+                    } else {
+                        "repodata cache"
+                    };
+                    writable.push(json!({"path": dir, "kind": "overlay",
+                        "why": format!("{what}: the call reads the operator's cache as it is; \
+                                what it writes there is discarded with it (no later call \
+                                and no unsandboxed conda reads it)")}));
                 }
-                if let Some(notices) = self.facts.as_ref().and_then(|f| f.notices.as_ref()) {
-                    writable.push(json!({"path": notices, "kind": "bind",
-                        "why": "notices cache (conda writes it on reads: get_notices_cache_dir)"}));
-                }
-                for dir in &areas.overlays {
+                for dir in areas.overlays.iter().filter(|o| !areas.caches.contains(o)) {
                     writable.push(json!({"path": dir, "kind": "overlay",
                         "why": "writes land in the call's tmpfs and are discarded; conda's \
                                 writability probes see the caller's permissions"}));
+                }
+                for dir in areas.unions.iter().flat_map(|u| &u.created) {
+                    writable.push(json!({"path": dir, "kind": "tmpfs",
+                        "why": "does not exist yet, and conda creates it on reads (its \
+                                package cache or envs directory): made for the call, \
+                                discarded with it"}));
                 }
                 json!({"state": "active", "writable": writable})
             }

@@ -85,7 +85,7 @@ async fn writes_fail_except_in_the_declared_places() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("Read-only file system"));
-    // The home write failed, the overlay writes vanished, the caches persisted.
+    // The home write failed, the overlay writes vanished, the caches' writes too.
     assert!(!home.join("x").exists());
     assert_eq!(
         std::fs::read_to_string(root.join("conda-meta/history")).unwrap(),
@@ -96,11 +96,135 @@ async fn writes_fail_except_in_the_declared_places() {
         std::fs::read_to_string(home.join(".conda/environments.txt")).unwrap(),
         ""
     );
-    assert!(root.join("pkgs/cache/r.json").exists());
-    assert!(home.join(".cache/conda/notices/n").exists());
+    assert!(!root.join("pkgs/cache/r.json").exists());
+    assert!(!home.join(".cache/conda/notices/n").exists());
     // The per-call tmpfs left nothing behind.
     let tmpdir = sandbox.plan(Some(&root)).unwrap().tmpdir().to_path_buf();
     assert!(!tmpdir.join("t").exists());
+}
+
+/// What a hostile child leaves in conda's caches for a later, more trusted call (a write
+/// call, the operator's own conda) to follow or trust: a symlink where conda opens with
+/// `a+`, a state file under an existing cache key, a replaced index. All of it vanishes
+/// with the call; the caches hold what they held.
+#[tokio::test]
+async fn nothing_a_child_writes_in_the_caches_outlives_it() {
+    let temp = tempfile::tempdir().unwrap();
+    let home = temp.path().join("home");
+    let root = temp.path().join("root");
+    let cache = root.join("pkgs/cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::write(cache.join("0123abcd.json"), "operator\n").unwrap();
+    std::fs::create_dir_all(home.join(".conda")).unwrap();
+    let victim = temp.path().join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let sandbox = Sandbox::probe(&inputs(&home, temp.path()), Path::new("/bin/true"), &[]).await;
+    assert_eq!(sandbox.state(), &State::Active, "{sandbox:?}");
+    let notices = home.join(".cache/conda/notices");
+    let script = format!(
+        "set -e
+         ln -s {victim} {cache}/0123abcd.info.json
+         echo planted > {cache}/0123abcd.json
+         ln -s {victim} {notices}/notices.cache
+         echo planted > {notices}/feed.json
+         mkdir {cache}/sub && ln -s {victim} {cache}/sub/link
+         cat {cache}/0123abcd.json",
+        victim = victim.display(),
+        cache = cache.display(),
+        notices = notices.display(),
+    );
+    let before = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let (cache_before, notices_before) = (before(&cache), before(&notices));
+    let plan = sandbox.plan(Some(&root)).unwrap();
+    let out = crate::host::exec::run(&sh(&script, Some(plan)), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        out.stdout,
+        b"planted\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(before(&cache), cache_before);
+    assert_eq!(before(&notices), notices_before);
+    assert_eq!(
+        std::fs::read_to_string(cache.join("0123abcd.json")).unwrap(),
+        "operator\n"
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+}
+
+/// A conda that has never cached a package: no `<root>/pkgs`, no `<root>/envs`, no
+/// `~/.conda`. conda creates its package cache (and envs directory) on reads
+/// (`PackageCacheData.first_writable`); in the sandbox it can, in the call's tmpfs, and
+/// nothing appears in the operator's tree. The rest of the root prefix stays as it was:
+/// read-only, with its `conda-meta` overlay carried over the union.
+#[tokio::test]
+async fn a_missing_package_cache_is_created_in_the_call_only() {
+    let temp = tempfile::tempdir().unwrap();
+    let home = temp.path().join("home");
+    let root = temp.path().join("root");
+    std::fs::create_dir_all(root.join("conda-meta")).unwrap();
+    std::fs::write(root.join("conda-meta/history"), "old\n").unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    let sandbox = Sandbox::probe(&inputs(&home, temp.path()), Path::new("/bin/true"), &[]).await;
+    assert_eq!(sandbox.state(), &State::Active, "{sandbox:?}");
+    let caps = sandbox.describe(Some(&root));
+    let made: Vec<&Value> = caps["writable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| {
+            w["kind"] == "tmpfs"
+                && w["path"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(root.to_str().unwrap())
+        })
+        .collect();
+    assert_eq!(made.len(), 2, "{caps}");
+    let script = format!(
+        "set -e
+         mkdir -p {root}/pkgs/cache && touch {root}/pkgs/urls.txt
+         echo r > {root}/pkgs/cache/r.json && cat {root}/pkgs/cache/r.json
+         mkdir -p {root}/envs && touch {root}/envs/.conda_envs_dir_test && echo envs
+         echo new >> {root}/conda-meta/history && echo meta
+         touch {root}/other 2>/dev/null || echo other-refused
+         stat -c %a {root}/pkgs",
+        root = root.display(),
+    );
+    let plan = sandbox.plan(Some(&root)).unwrap();
+    let out = crate::host::exec::run(&sh(&script, Some(plan)), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "r\nenvs\nmeta\nother-refused\n755\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!root.join("pkgs").exists());
+    assert!(!root.join("other").exists());
+    assert_eq!(
+        std::fs::read_to_string(root.join("conda-meta/history")).unwrap(),
+        "old\n"
+    );
+    assert!(!root.join("envs").exists());
+    assert!(!home.join(".conda").exists());
+    // Without the sandbox the same script creates them (so the checks above can fail).
+    let out = crate::host::exec::run(&sh(&script, None), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, Some(0));
+    assert!(root.join("pkgs/cache/r.json").exists());
 }
 
 /// What a program run by `conda run` under `--allow-exec` alone might try: undo the
@@ -212,4 +336,31 @@ async fn works_when_the_server_is_not_dumpable() {
 #[test]
 fn forced_read_only_is_off_by_default() {
     assert!(!forced_read_only("conda_behave"));
+}
+
+#[test]
+fn mount_points_are_decoded() {
+    assert_eq!(
+        super::areas::unescape(r"/a\040b\011c\134d\012e\\x"),
+        b"/a b\tc\\d\ne\\\\x"
+    );
+    assert_eq!(super::areas::unescape(r"/x\0"), b"/x\\0");
+}
+
+/// Where a union may add a missing directory: not on `/`, not over a mount point or the
+/// sandbox's own tmpfs.
+#[test]
+fn a_union_goes_only_where_nothing_would_be_hidden() {
+    use super::areas::fits_union;
+    let temp = tempfile::tempdir().unwrap();
+    let root = temp.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let base = Path::new("/dev/shm");
+    assert!(fits_union(&root, &[], base));
+    // A mount point below it would vanish from the child's view; its own does not.
+    assert!(!fits_union(&root, &[root.join("mnt")], base));
+    assert!(fits_union(&root, std::slice::from_ref(&root), base));
+    // Not over the sandbox's tmpfs, not over `/`.
+    assert!(!fits_union(&root, &[], &root.join("base")));
+    assert!(!fits_union(Path::new("/"), &[], base));
 }
