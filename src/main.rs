@@ -113,10 +113,14 @@ fn tools(runtime: &tokio::runtime::Runtime, config: &ccm::config::Config, json: 
             d.reason
         );
     }
+    // The listing depends on whether read-only calls would run in the read-only sandbox:
+    // probed as a server probes it.
+    let sandbox = runtime.block_on(ccm::server::startup::probe_sandbox(config.no_sandbox));
     let settings = ccm::tools::toolset::Settings {
         allow_exec: config.allow_exec,
         classify: config.classify.clone(),
         timeout: config.timeout,
+        sandboxed: *sandbox.state() == ccm::host::sandbox::State::Active,
     };
     let toolset = ccm::baked::toolset(&found.catalog, &found.plugins, &settings);
     if let Some(unknown) = toolset.unknown_classified.first() {

@@ -41,6 +41,7 @@ mod completion_cache;
 mod confirm;
 mod progress;
 mod ready;
+mod refuse;
 mod restart;
 pub mod result;
 mod roots;
@@ -111,6 +112,10 @@ enum Refusal {
     Cancelled,
     /// The person must confirm first (session-less revision): the question goes back.
     InputRequired(rmcp::model::InputRequiredResult),
+    /// The operator's settings refuse the call ([`refuse`]): the JSON-RPC error -32600
+    /// before 2025-11-25, an `isError` result starting with the stable `reason` from
+    /// 2025-11-25 on.
+    Policy { reason: String, error: ErrorData },
 }
 
 impl From<ErrorData> for Refusal {
@@ -281,7 +286,7 @@ impl Server {
         let ready = self.ready().await;
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let Some(name) = ready.routes.get(request.name.as_ref()) else {
-            return Err(invalid_params("Unknown tool").into());
+            return Err(refuse::unknown_tool(&request.name, &ready.tools));
         };
         let name = name.as_str();
         if let Some(reference) = request.request_state.as_deref() {
@@ -297,9 +302,9 @@ impl Server {
             return self.call_completion(&ready, &arguments, ct).await;
         }
         let Some(tool) = ready.toolset.get(name) else {
-            return Err(invalid_params("Unknown tool").into());
+            return Err(refuse::unknown_tool(&request.name, &ready.tools));
         };
-        self.call_generated(&ready, name, tool, &arguments, caller, ct)
+        self.call_generated(&ready, &request.name, tool, &arguments, caller, ct)
             .await
     }
 }
@@ -373,7 +378,12 @@ impl ServerHandler for Server {
             Ok(Err(Refusal::Arguments(error))) if caller.arguments_as_results() => {
                 Ok(result::invalid_arguments(error).into())
             }
-            Ok(Err(Refusal::Protocol(error) | Refusal::Arguments(error))) => Err(error),
+            Ok(Err(Refusal::Policy { reason, error })) if caller.arguments_as_results() => {
+                Ok(refuse::as_result(&reason, error).into())
+            }
+            Ok(Err(
+                Refusal::Protocol(error) | Refusal::Arguments(error) | Refusal::Policy { error, .. },
+            )) => Err(error),
             // The client cancelled: rmcp drops whatever is returned for this request.
             Ok(Err(Refusal::InputRequired(question))) => Ok(question.into()),
             Ok(Err(Refusal::Cancelled)) => {

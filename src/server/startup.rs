@@ -148,11 +148,13 @@ pub(super) fn spawn(shared: Arc<Shared>, sender: watch::Sender<Option<Arc<Ready>
         let sandbox = probe
             .await
             .unwrap_or_else(|_| Sandbox::unavailable("the sandbox probe failed"));
+        let sandboxed = *sandbox.state() == sandbox::State::Active;
         let _ = shared.sandbox.set(sandbox);
         let settings = Settings {
             allow_exec: shared.config.allow_exec,
             classify: shared.config.classify.clone(),
             timeout: shared.config.timeout,
+            sandboxed,
         };
         match fast_start(&shared.config.conda_exe, shared.config.no_snapshot) {
             Ok(fast) => from_snapshot(&shared, fast, &settings, &sender, started).await,
@@ -284,7 +286,7 @@ impl Shared {
 
 /// Probe the read-only sandbox once (a trial run of this executable's `--version`) and
 /// say at startup what the children of read-only calls get.
-async fn probe_sandbox(disabled: bool) -> Sandbox {
+pub async fn probe_sandbox(disabled: bool) -> Sandbox {
     if disabled {
         tracing::warn!("--no-sandbox: read-only calls run without the read-only sandbox");
         return Sandbox::disabled();

@@ -219,6 +219,17 @@ pub fn toolset(
     plugins: &[ccm::model::catalog::Plugin],
     allow_exec: bool,
 ) -> ccm::tools::toolset::Toolset {
+    toolset_in(catalog, plugins, allow_exec, false)
+}
+
+/// The toolset of a server whose read-only calls run in the read-only sandbox
+/// (`sandboxed`) or not.
+pub fn toolset_in(
+    catalog: &ccm::model::catalog::Catalog,
+    plugins: &[ccm::model::catalog::Plugin],
+    allow_exec: bool,
+    sandboxed: bool,
+) -> ccm::tools::toolset::Toolset {
     ccm::tools::toolset::Toolset::build(
         catalog,
         plugins,
@@ -226,6 +237,7 @@ pub fn toolset(
             allow_exec,
             classify: Vec::new(),
             timeout: Duration::from_secs(900),
+            sandboxed,
         },
     )
 }

@@ -19,6 +19,7 @@ fn settings() -> Settings {
         allow_exec: true,
         classify: Vec::new(),
         timeout: Duration::from_secs(900),
+        sandboxed: false,
     }
 }
 
