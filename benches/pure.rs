@@ -86,6 +86,7 @@ fn main() {
         allow_exec: true,
         classify: Vec::new(),
         timeout: Duration::from_secs(900),
+        sandboxed: false,
     };
     println!("catalog: {source}");
     if std::env::var_os("CCM_BENCH_PROFILE").is_some() {

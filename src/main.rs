@@ -98,6 +98,10 @@ fn discover(
 
 /// `ccm tools`: the tools an agent will get, as a table or JSON.
 fn tools(runtime: &tokio::runtime::Runtime, config: &ccm::config::Config, json: bool) -> ExitCode {
+    // The listing depends on whether read-only calls would run in the read-only sandbox:
+    // probed as a server probes it (before discovery, which ends with the executor's
+    // shutdown).
+    let sandbox = runtime.block_on(ccm::server::startup::probe_sandbox(config.no_sandbox));
     let found = match discover_target(runtime, config) {
         Ok(found) => found,
         Err(code) => return code,
@@ -113,9 +117,6 @@ fn tools(runtime: &tokio::runtime::Runtime, config: &ccm::config::Config, json: 
             d.reason
         );
     }
-    // The listing depends on whether read-only calls would run in the read-only sandbox:
-    // probed as a server probes it.
-    let sandbox = runtime.block_on(ccm::server::startup::probe_sandbox(config.no_sandbox));
     let settings = ccm::tools::toolset::Settings {
         allow_exec: config.allow_exec,
         classify: config.classify.clone(),

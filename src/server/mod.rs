@@ -115,7 +115,10 @@ enum Refusal {
     /// The operator's settings refuse the call ([`refuse`]): the JSON-RPC error -32600
     /// before 2025-11-25, an `isError` result starting with the stable `reason` from
     /// 2025-11-25 on.
-    Policy { reason: String, error: ErrorData },
+    Policy {
+        reason: String,
+        error: ErrorData,
+    },
 }
 
 impl From<ErrorData> for Refusal {
@@ -382,7 +385,9 @@ impl ServerHandler for Server {
                 Ok(refuse::as_result(&reason, error).into())
             }
             Ok(Err(
-                Refusal::Protocol(error) | Refusal::Arguments(error) | Refusal::Policy { error, .. },
+                Refusal::Protocol(error)
+                | Refusal::Arguments(error)
+                | Refusal::Policy { error, .. },
             )) => Err(error),
             // The client cancelled: rmcp drops whatever is returned for this request.
             Ok(Err(Refusal::InputRequired(question))) => Ok(question.into()),

@@ -70,18 +70,21 @@ impl Reason {
             Reason::NotSelected => "--tools".into(),
             Reason::NamesAuditLog => return None,
         };
-        Some(format!(
-            "only the operator can change this: {flags} in this server's command line, in the \
-             client's MCP server configuration"
-        ))
+        Some(hint(&flags))
     }
+}
+
+/// Where the operator sets `flags`: the sentence every policy refusal ends with.
+pub fn hint(flags: &str) -> String {
+    format!("The operator sets {flags} in the client's MCP server configuration.")
 }
 
 /// A policy refusal: `message` is the fixed text (it names the flag), completed with where
 /// the operator sets it.
 pub fn policy(reason: Reason, message: &str) -> Refusal {
     let text = match reason.hint() {
-        Some(hint) => format!("{message}; {hint}"),
+        Some(hint) if message.ends_with('.') => format!("{message} {hint}"),
+        Some(hint) => format!("{message}. {hint}"),
         None => message.to_owned(),
     };
     let word = reason.word();
@@ -106,7 +109,11 @@ pub fn as_result(reason: &str, error: ErrorData) -> CallToolResult {
 
 /// An unexpected property, with the closest property of the schema the session was shown
 /// (`listed`: its `inputSchema`) and up to ten valid names.
-pub fn suggest_property(invalid: Invalid, listed: Option<&Value>, layout: Option<&Layout>) -> Invalid {
+pub fn suggest_property(
+    invalid: Invalid,
+    listed: Option<&Value>,
+    layout: Option<&Layout>,
+) -> Invalid {
     if invalid.keyword != Keyword::AdditionalProperties || invalid.path != "$" {
         return invalid;
     }

@@ -206,7 +206,9 @@ pub fn restricted(tool: &Tool, restriction: &Restriction, forms: &[String]) -> O
     Some(Shown {
         schema: Value::Object(input),
         sentence,
-        why: restriction.unsandboxed.then(|| policy::UNSANDBOXED.to_owned()),
+        why: restriction
+            .unsandboxed
+            .then(|| policy::UNSANDBOXED.to_owned()),
         validator: LazyValidator::default(),
     })
 }

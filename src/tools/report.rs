@@ -195,7 +195,12 @@ pub fn table(report: &Report) -> String {
     let name_w = width(|r| r.name.len() + usize::from(!r.listed) * 9, "tool");
     let access_w = width(|r| r.access.len(), "access");
     let compiler_w = width(|r| r.compiler.len(), "compiler");
-    let model_w = report.total.model_bytes.to_string().len().max("model".len());
+    let model_w = report
+        .total
+        .model_bytes
+        .to_string()
+        .len()
+        .max("model".len());
     let other_w = report.total.other_bytes.to_string().len().max("rest".len());
     let tokens_w = report.total.tokens.to_string().len().max("tokens".len());
     let mut out = format!(

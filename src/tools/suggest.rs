@@ -44,8 +44,16 @@ pub fn rank(wrong: &str, candidates: &[Candidate]) -> Vec<(String, f64)> {
     scored.into_iter().map(|(_, n, s)| (n, s)).collect()
 }
 
+/// A name as compared: lower case, `-` as `_`, without leading dashes and without the
+/// `conda_` every tool name starts with (which would make every tool look close).
 fn normal(name: &str) -> String {
-    name.trim_start_matches('-').to_lowercase().replace('-', "_")
+    let name = name
+        .trim_start_matches('-')
+        .to_lowercase()
+        .replace('-', "_");
+    name.strip_prefix("conda_")
+        .map(str::to_owned)
+        .unwrap_or(name)
 }
 
 fn similarity(a: &str, b: &str) -> f64 {
@@ -160,5 +168,7 @@ mod tests {
         assert_eq!(rank("install", &tools)[0].0, "conda_install");
         assert_eq!(rank("conda_instal", &tools)[0].0, "conda_install");
         assert_eq!(rank("conda_create_env", &tools)[0].0, "conda_env_create");
+        // The shared `conda_` makes nothing close.
+        assert!(!closest("conda_nothing", &tools, "t").starts_with("did you mean"));
     }
 }

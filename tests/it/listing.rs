@@ -283,7 +283,8 @@ fn listing_under_every_revision_and_with_list_all() {
     use serde_json::json;
     let conda = &support::fixture().conda;
     let found = support::fixture_discovery();
-    let expected = support::listed(&found.catalog, &found.plugins, Grants::default());
+    let sandboxed = crate::mcp::Session::start(conda, &[]).sandboxed();
+    let expected = support::listed(&found.catalog, &found.plugins, Grants::default(), sandboxed);
     for revision in ["2024-11-05", "2025-06-18", "2025-11-25"] {
         let mut command = support::ccm();
         command.arg("--conda-exe").arg(conda);
@@ -312,12 +313,25 @@ fn listing_under_every_revision_and_with_list_all() {
 
     let set = json!({"set": [["channel_priority", "strict"]]});
     let mut shaped = Session::start(conda, &[]);
+    // Outside the listed form, the policy's refusal, saying what the form offers.
     let (code, message) = shaped.call_error("conda_config", set.clone());
-    assert_eq!(code, -32602);
+    assert_eq!(code, -32600);
     assert!(
-        message.starts_with("Invalid arguments at $")
+        message.starts_with("Operation requires --allow-write. Here: ")
             && message.contains("not offered: ")
             && message.contains("set")
+            && message.ends_with(
+                "Anything else needs --allow-write. The operator sets --allow-write in the \
+                 client's MCP server configuration."
+            ),
+        "{message}"
+    );
+    // A call outside the form that the policy admits (a form the listing shows once) is
+    // the schema error, which says what the form offers.
+    let (code, message) = shaped.call_error("conda_config", json!({"show": [], "verbose_2": 1}));
+    assert_eq!(code, -32602);
+    assert!(
+        message.starts_with("Invalid arguments at $: unexpected property 'verbose_2'")
             && message.ends_with("Anything else needs --allow-write."),
         "{message}"
     );
@@ -335,7 +349,10 @@ fn listing_under_every_revision_and_with_list_all() {
     ] {
         assert_eq!(
             all.call_error(tool, input),
-            (-32600, "Operation requires --allow-write".to_owned()),
+            (
+                -32600,
+                support::refused("Operation requires --allow-write", "--allow-write")
+            ),
             "{tool}"
         );
     }

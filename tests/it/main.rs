@@ -21,6 +21,8 @@ mod compact;
 mod confirm;
 /// Live discovery against the fixture conda (and a real conda with CCM_TEST_CONDA).
 mod discovery;
+/// Agent fit: descriptions that earn their bytes, one form per option (pure).
+mod fit;
 /// House rules: the layer order of `src/`, files and functions that fit one sitting.
 mod house;
 /// `ccm --http`: authentication, methods and paths, sessions, the Python SDK over HTTP.

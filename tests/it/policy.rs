@@ -366,7 +366,10 @@ fn real_conda_read_only_attacks_are_refused() {
     // With --list-all every input reaches the policy, which refuses it; the default
     // listing refuses it earlier, against the schema it showed, saying what it needs.
     let mut all = crate::mcp::Session::start_with(&conda, &["--list-all"], &env);
-    let write_refusal = (-32600, "Operation requires --allow-write".to_owned());
+    let write_refusal = (
+        -32600,
+        crate::support::refused("Operation requires --allow-write", "--allow-write"),
+    );
     for input in [
         json!({}),
         json!({"json": true}),
@@ -411,7 +414,13 @@ fn real_conda_read_only_attacks_are_refused() {
     );
     assert_eq!(
         all.call_error("conda_info", json!({"unsafe_channels": true})),
-        (-32600, "Operation requires --allow-credentials".to_owned())
+        (
+            -32600,
+            crate::support::refused(
+                "Operation requires --allow-credentials",
+                "--allow-credentials"
+            )
+        )
     );
     let (code, message) = s.call_error("conda_info", json!({"unsafe_channels": true}));
     assert!(
@@ -433,7 +442,12 @@ fn real_conda_read_only_attacks_are_refused() {
 
     // --allow-write alone never runs a program the caller chooses.
     let mut s = crate::mcp::Session::start_with(&conda, &["--allow-write"], &env);
-    let exec_refusal = |missing: &str| (-32600, format!("Operation requires {missing}"));
+    let exec_refusal = |missing: &str| {
+        (
+            -32600,
+            crate::support::refused(&format!("Operation requires {missing}"), missing),
+        )
+    };
     assert_eq!(
         s.call_error(
             "conda_run",

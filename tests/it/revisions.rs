@@ -46,13 +46,17 @@ pub fn assert_invalid_answer(answer: &Value, as_result: bool, revision: &str) {
     }
 }
 
-/// The answer to a call of a tool that does not exist: a protocol error in every revision.
+/// The answer to a call of a tool that does not exist (`conda_nothing`): a protocol error
+/// in every revision, naming the closest listed tools.
 pub fn assert_unknown_answer(answer: &Value, revision: &str) {
-    assert_eq!(
-        answer["error"],
-        json!({"code": -32602, "message": "Unknown tool"}),
+    assert_eq!(answer["error"]["code"], -32602, "{revision}: {answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("Unknown tool; listed tools: conda_"),
         "{revision}: {answer}"
     );
+    assert!(!message.contains("did you mean"), "{revision}: {answer}");
+    assert!(!message.contains("conda_nothing"), "{revision}: {answer}");
 }
 
 /// A `conda_info {json: true}` result: stdout moved to `parsed_json`, in every revision.

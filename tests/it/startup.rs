@@ -37,7 +37,12 @@ fn matching_target_starts_from_the_snapshot_and_is_confirmed() {
     assert_eq!(caps["restart"]["required"], false);
     // The snapshot's tools are the live catalog's tools.
     let found = support::fixture_discovery();
-    let live = support::listed(&found.catalog, &found.plugins, Default::default());
+    let live = support::listed(
+        &found.catalog,
+        &found.plugins,
+        Default::default(),
+        s.sandboxed(),
+    );
     assert_eq!(Value::Array(tools), Value::Array(live));
     // Calls run at once, with the baked compilers.
     assert!(

@@ -267,7 +267,10 @@ mod tests {
         // The leaf's own -v is `verbose` (its per-command form keeps the plain id); the
         // root's, seen from the root, `verbose_2`.
         assert_eq!(said("see --verbose"), "see `verbose`");
-        assert_eq!(in_parameter_names("see --verbose", &l, 0), "see `verbose_2`");
+        assert_eq!(
+            in_parameter_names("see --verbose", &l, 0),
+            "see `verbose_2`"
+        );
         // The root's -v with another help keeps it; with the leaf's help, it refers to it.
         let root_verbose = &l.properties[0];
         assert_eq!(root_verbose.id, "verbose_2");
@@ -316,7 +319,10 @@ mod tests {
             said("unless overridden on the CLI with -n/--name."),
             "unless overridden with `name`."
         );
-        assert_eq!(said("use the '--no-deps' option"), "use the `no_deps` option");
+        assert_eq!(
+            said("use the '--no-deps' option"),
+            "use the `no_deps` option"
+        );
         // A flag takes no placeholder: the capitals after it stay.
         assert_eq!(said("-y YES"), "`yes` YES");
         for kept in ["re-run", "a -1 b", "x-n", "-nx", "--prefix=/a", "- n", "-Z"] {

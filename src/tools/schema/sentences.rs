@@ -79,9 +79,7 @@ pub fn split(text: &str) -> Vec<String> {
             .into_iter()
             .rev()
             .collect();
-        let abbreviation = ABBREVIATIONS
-            .iter()
-            .any(|a| word.eq_ignore_ascii_case(a))
+        let abbreviation = ABBREVIATIONS.iter().any(|a| word.eq_ignore_ascii_case(a))
             || (chars[i] == '.'
                 && word.chars().count() == 1
                 && word.chars().all(char::is_uppercase));
@@ -186,9 +184,18 @@ mod tests {
     fn sentences_end_at_punctuation_not_after_abbreviations_or_initials() {
         assert_eq!(
             split("Use a path, e.g. ./x or\n  /y. Then go. `a` is b! (c) d? done"),
-            ["Use a path, e.g. ./x or /y.", "Then go.", "`a` is b!", "(c) d?", "done"]
+            [
+                "Use a path, e.g. ./x or /y.",
+                "Then go.",
+                "`a` is b!",
+                "(c) d?",
+                "done"
+            ]
         );
-        assert_eq!(split("version 1.2 is. 3 more"), ["version 1.2 is.", "3 more"]);
+        assert_eq!(
+            split("version 1.2 is. 3 more"),
+            ["version 1.2 is.", "3 more"]
+        );
         assert_eq!(
             split("with caution. conda can. i.e. no, etc. and A. B"),
             ["with caution.", "conda can.", "i.e. no, etc. and A. B"]
@@ -236,11 +243,17 @@ mod tests {
         assert_eq!(earn(text, &judge), "Use `override_channels` instead.");
         // A kept sentence that leans on the one before keeps it.
         assert_eq!(
-            earn("Skip checks. Use `x`. It is fast. This must be used with care.", &judge),
+            earn(
+                "Skip checks. Use `x`. It is fast. This must be used with care.",
+                &judge
+            ),
             "Skip checks. Use `x`. It is fast. This must be used with care."
         );
         assert_eq!(
-            earn("Skip. Use `x`. Fast. In this mode it must be used with care.", &judge),
+            earn(
+                "Skip. Use `x`. Fast. In this mode it must be used with care.",
+                &judge
+            ),
             "Skip. Fast. In this mode it must be used with care."
         );
         assert_eq!(
