@@ -22,10 +22,11 @@ use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, ResourceContents, ResourcesCapability,
-    ServerCapabilities, ServerConfig, Tool as McpTool, ToolsCapability,
+    CallToolRequestParams, CallToolResponse, CallToolResult, DiscoverResult, Implementation,
+    InitializeRequestParams, InitializeResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ResourceContents, ResourcesCapability, ServerCapabilities, ServerConfig,
+    Tool as McpTool, ToolsCapability,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -39,6 +40,7 @@ pub mod capabilities;
 mod capacity;
 mod completion_cache;
 mod confirm;
+mod instructions;
 mod progress;
 mod ready;
 mod refuse;
@@ -231,52 +233,16 @@ impl Server {
         }
     }
 
-    fn instructions(&self) -> String {
-        let c = &self.shared.config;
-        let mut text = String::from(
-            "Each conda command is one tool named conda_<command path> (for example conda_info, \
-             conda_env_list); its input schema mirrors conda's own options. Prefer `json: true` \
-             where a tool offers it: stdout is then parsed into `parsed_json` (and `stdout` is \
-             left empty). Every call runs conda once in a fresh process and returns exit_code, \
-             stdout, stderr and flags for timeouts and truncated output; a non-zero exit is an \
-             error result. The resource conda://capabilities describes the discovered catalog.",
-        );
-        text.push_str(if c.allow_write {
-            " Operations that change environments or files are allowed (--allow-write)."
+    /// The instructions for the session behind `context`: naming the tools it is listed.
+    async fn instructions_for(&self, context: &RequestContext<RoleServer>) -> String {
+        let ready = self.ready().await;
+        let listed = if self.shared.config.confirm_writes && !confirm::Asker::of(context).can_ask()
+        {
+            confirm::read_only(&ready.tools)
         } else {
-            " The server is read-only: operations that change environments or files are refused \
-             (the operator can start it with --allow-write); dry runs (`dry_run: true`) are allowed."
-        });
-        if c.confirm_writes {
-            text.push_str(
-                " Every call that writes or runs a program is shown to the user, who must confirm \
-                 it first (--confirm-writes); a result starting with declined_by_user means the \
-                 user said no and nothing ran.",
-            );
-        }
-        if let Some(scope) = &c.write_envs {
-            text.push_str(&format!(
-                " Writes and `conda run` are limited to the environments matching {} \
-                 (--write-envs: name globs and prefix paths; base only when named); commands \
-                 with no single target environment (config, clean, ...) are refused.",
-                scope.patterns().join(", ")
-            ));
-        }
-        text.push_str(if c.allow_exec {
-            " `conda run`, plugin passthrough and the raw conda_execute tool are allowed (--allow-exec)."
-        } else {
-            " `conda run` and plugin passthrough are refused (the operator can start it with --allow-exec)."
-        });
-        text.push_str(
-            " Every conda_<command> tool also takes ccm_cwd (the working directory; when the \
-             client has roots, a relative one is in the first root, none means the first root, \
-             and it must lie inside a root) and ccm_timeout_seconds (at most the server's).",
-        );
-        text.push_str(
-            " If a result says restart_required, the installed plugins changed: the tool list is \
-             stale until the server restarts.",
-        );
-        text
+            ready.tools.clone()
+        };
+        instructions::text(&self.shared.config, &listed)
     }
 
     /// Route a tool call by served name.
@@ -324,9 +290,38 @@ impl ServerHandler for Server {
             .enable_tools_with(tools)
             .enable_resources_with(resources)
             .build();
+        // Before the tools are obtained the instructions name none (`initialize` and
+        // `server/discover` wait for them and name the listed ones).
+        let ready = self.shared.ready.borrow().clone();
+        let listed = ready.as_ref().map_or(&[][..], |r| r.tools.as_slice());
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
-            .with_instructions(self.instructions())
+            .with_instructions(instructions::text(&self.shared.config, listed))
+    }
+
+    /// As rmcp's, once the tools are obtained: the instructions name the listed tools.
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        let instructions = self.instructions_for(&context).await;
+        let mut result = self.negotiate_initialize(&request)?;
+        result.instructions = Some(instructions);
+        Ok(result)
+    }
+
+    /// As rmcp's (session-less clients), with the instructions of [`Self::initialize`].
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        let instructions = self.instructions_for(&context).await;
+        let versions = self.supported_protocol_versions().into_owned();
+        let mut result = DiscoverResult::from_server_info(versions, self.get_info());
+        result.instructions = Some(instructions);
+        Ok(result)
     }
 
     /// Every revision rmcp knows except 2025-03-26, the only one with JSON-RPC batches

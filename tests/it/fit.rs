@@ -324,3 +324,118 @@ fn one_form_per_option_and_none_unreachable() {
         assert!(properties.contains_key("verbose"), "{}", tool["name"]);
     }
 }
+
+/// The tool names a text mentions (`conda_` and at least one more name character).
+fn tool_names_in(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("conda_") {
+        let tail = &rest[at..];
+        let len = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+            .unwrap_or(tail.len());
+        let name = tail[..len].trim_end_matches(['-', '_']);
+        if name.len() > "conda_".len() {
+            names.push(name.to_owned());
+        }
+        rest = &tail[len.max(1)..];
+    }
+    names
+}
+
+/// The instructions (≤ 1 KB) under every grant combination and toolset, in every revision
+/// (`initialize`; `server/discover` for the session-less one): they name only tools the
+/// session is listed, say the policy in force, `ccm_cwd` and what to ask the operator.
+#[test]
+fn instructions_fit_and_name_only_listed_tools() {
+    use crate::mcp::Session;
+    use serde_json::json;
+    let conda = &support::fixture().conda;
+    let selections: [&[&str]; 4] = [
+        &[],
+        &["--tools", "@core"],
+        &["--tools", "conda_info,conda_execute"],
+        &["--tools", "@read"],
+    ];
+    let mut checked = 0;
+    for write in [false, true] {
+        for exec in [false, true] {
+            for credentials in [false, true] {
+                for selection in selections {
+                    let mut args: Vec<&str> = selection.to_vec();
+                    for (granted, flag) in [
+                        (write, "--allow-write"),
+                        (exec, "--allow-exec"),
+                        (credentials, "--allow-credentials"),
+                    ] {
+                        if granted {
+                            args.push(flag);
+                        }
+                    }
+                    let revision = ["2024-11-05", "2025-06-18", "2025-11-25"][checked % 3];
+                    let mut command = support::ccm();
+                    command.arg("--conda-exe").arg(conda).args(&args);
+                    let mut s = Session::spawn(command);
+                    let init = s.request(
+                        "initialize",
+                        json!({"protocolVersion": revision, "capabilities": {},
+                               "clientInfo": {"name": "t", "version": "1"}}),
+                    );
+                    s.notify("notifications/initialized", json!({}));
+                    let text = init["result"]["instructions"].as_str().unwrap().to_owned();
+                    check_instructions(&text, &s.tools(), &args);
+                    checked += 1;
+                }
+            }
+        }
+    }
+    // Session-less: `server/discover` carries them.
+    let mut command = support::ccm();
+    command
+        .arg("--conda-exe")
+        .arg(conda)
+        .args(["--tools", "@core"]);
+    let mut s = Session::spawn(command);
+    let meta = crate::revisions::session_less_meta();
+    let discovered = s.request("server/discover", json!({"_meta": meta}));
+    let text = discovered["result"]["instructions"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{discovered}"))
+        .to_owned();
+    let listed = s.request("tools/list", json!({"_meta": meta}))["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .clone();
+    check_instructions(&text, &listed, &["--tools", "@core"]);
+    eprintln!("instructions checked for {} servers", checked + 1);
+}
+
+fn check_instructions(text: &str, tools: &[Value], args: &[&str]) {
+    assert!(text.len() <= 1024, "{args:?}: {} bytes: {text}", text.len());
+    let listed: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    for name in tool_names_in(text) {
+        assert!(
+            listed.contains(&name.as_str()),
+            "{args:?}: the instructions name {name}, which is not listed: {text}"
+        );
+    }
+    assert!(text.contains("ccm_cwd"), "{args:?}: {text}");
+    assert!(text.contains("operator"), "{args:?}: {text}");
+    let write = args.contains(&"--allow-write");
+    assert_eq!(
+        text.contains("writes (dry runs excepted) need --allow-write"),
+        !write,
+        "{args:?}: {text}"
+    );
+    if listed.contains(&"conda_info") {
+        assert!(text.contains("conda_info"), "{args:?}: {text}");
+    }
+}
+
+#[test]
+fn tool_names_are_found_in_text() {
+    assert_eq!(
+        tool_names_in("conda_<command path>, conda_info (x), `conda_env_list`. conda_x-y."),
+        ["conda_info", "conda_env_list", "conda_x-y"]
+    );
+}
