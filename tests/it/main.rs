@@ -59,6 +59,8 @@ mod sandbox;
 mod scope;
 /// The MCP server end to end over stdio.
 mod server;
+/// Both result shapes complete alone: text content and structured content.
+mod shapes;
 /// Every tool through the server on a copy of a real conda: no writes outside the caches.
 mod side_effects;
 /// Instant start from a baked snapshot, confirmed by live discovery.
