@@ -79,8 +79,11 @@ fn draw(tool: &Tool, runner: &mut TestRunner) -> Map<String, Value> {
 fn check(catalog: &Catalog, plugins: &[Plugin], label: &str) -> BTreeMap<&'static str, usize> {
     let mut runner = inputs::runner(label);
     let mut counts = BTreeMap::new();
-    for grants in all_grants() {
-        let mut toolset = support::toolset(catalog, plugins, grants.exec);
+    for (grants, sandboxed) in all_grants()
+        .into_iter()
+        .flat_map(|g| [(g, false), (g, true)])
+    {
+        let mut toolset = support::toolset_in(catalog, plugins, grants.exec, sandboxed);
         let shaped = listing::shape(&mut toolset, grants);
         for tool in &toolset.generated {
             let shown = shaped.restricted.get(&tool.name);
@@ -115,14 +118,14 @@ fn check(catalog: &Catalog, plugins: &[Plugin], label: &str) -> BTreeMap<&'stati
                 if withheld {
                     assert!(
                         !missing.is_empty(),
-                        "{label} {grants:?}: {} is withheld but the policy admits {value}",
+                        "{label} {grants:?} sandboxed {sandboxed}: {} is withheld but the policy admits {value}",
                         tool.name
                     );
                     refused += 1;
                 } else {
                     assert!(
                         missing.is_empty(),
-                        "{label} {grants:?}: the listed schema of {} admits {value}, which the policy refuses ({missing:?})",
+                        "{label} {grants:?} sandboxed {sandboxed}: the listed schema of {} admits {value}, which the policy refuses ({missing:?})",
                         tool.name
                     );
                     admitted += 1;
@@ -130,7 +133,7 @@ fn check(catalog: &Catalog, plugins: &[Plugin], label: &str) -> BTreeMap<&'stati
             }
             assert!(
                 admitted + refused >= 5,
-                "{label} {grants:?}: only {} inputs of {} could be checked",
+                "{label} {grants:?} sandboxed {sandboxed}: only {} inputs of {} could be checked",
                 admitted + refused,
                 tool.name
             );

@@ -208,6 +208,51 @@ fn dry_run_exemption_needs_the_exact_option() {
     }
 }
 
+/// Where read-only calls run in the read-only sandbox, a dry run of install or update that
+/// names its target (`-n`, `-p`) is read-only: conda empties that directory's trash
+/// before it solves, and the sandbox keeps the deletion from having effect. Nothing else
+/// changes: the forms that write for another reason stay writes, and without the sandbox
+/// the named target still needs --allow-write.
+#[test]
+fn naming_the_target_of_a_dry_run_is_read_only_only_in_the_sandbox() {
+    let mut sandboxed = Rules::default();
+    sandboxed.set_sandboxed(true);
+    let judge = |rules: &Rules, argv: &[&str]| {
+        policy::classify(rules, Some(&root()), &strings(argv), Origin::Raw)
+    };
+    for argv in [
+        &["install", "--dry-run", "-p", "/tmp/not-an-env", "x"][..],
+        &["install", "--dry-run", "--prefix=/tmp/not-an-env", "x"],
+        &["update", "-d", "-n", "some-dir", "x"],
+        &["install", "-d", "--name", "t1", "numpy=1.26"],
+    ] {
+        assert!(judge(&Rules::default(), argv).requires_write, "{argv:?}");
+        let c = judge(&sandboxed, argv);
+        assert!(c.read_only && !c.requires_write, "{argv:?}: {c:?}");
+    }
+    for argv in [
+        &["install", "-p", "/tmp/not-an-env", "x"][..],
+        &["install", "--dry-run", "-n", "t", "--file", "explicit.txt"],
+        &["install", "--dry-run", "-n", "t", "./pkg-1.0-0.conda"],
+        &["update", "--dry-run", "-n", "t", "--revision", "1"],
+        &["install", "-yd", "-n", "t", "x"],
+        &["env", "update", "-d", "-n", "t"],
+    ] {
+        assert!(judge(&sandboxed, argv).requires_write, "{argv:?}");
+    }
+    // The listing follows: install's read-only form offers name and prefix only here.
+    let snapshot = support::snapshot(REAL);
+    for (sandbox, offered) in [(false, false), (true, true)] {
+        let mut tools = support::toolset_in(&snapshot.catalog, &snapshot.plugins, false, sandbox);
+        let shaped = ccm::tools::listing::shape(&mut tools, Grants::default());
+        let install = &shaped.restricted["conda_install"];
+        let properties = install.schema["properties"].as_object().unwrap();
+        assert_eq!(properties.contains_key("name"), offered);
+        assert_eq!(properties.contains_key("prefix"), offered);
+        assert_eq!(install.why.is_some(), !sandbox, "{:?}", install.why);
+    }
+}
+
 #[test]
 fn remainder_swallows_the_rest() {
     // conda run: everything after the command belongs to it, so `--set` is not a config
