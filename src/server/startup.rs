@@ -366,6 +366,40 @@ fn localize(text: &str, prefix: &Path) -> String {
     text.replace(crate::model::snapshot::PREFIX, &quoted[1..quoted.len() - 1])
 }
 
+/// Live discovery as if ccm's own launcher were not installed: its plugin entry (when it
+/// implements nothing but subcommands) and the commands it registers that the served
+/// catalog lacks (`ccm`, and `mcp` where it took that name) left out. Anything else the
+/// launcher's distribution changed still shows.
+fn without_own_launcher<'a>(
+    live: &'a Discovery,
+    served: &Catalog,
+) -> std::borrow::Cow<'a, Discovery> {
+    use crate::model::stamp::{OWN_LAUNCHER_COMMANDS, OWN_LAUNCHER_HOOKS, is_own_launcher};
+    let launcher = |p: &crate::model::catalog::Plugin| {
+        is_own_launcher(&p.distribution, &p.entry_point, &p.value) && p.hooks == OWN_LAUNCHER_HOOKS
+    };
+    if !live.plugins.iter().any(launcher) {
+        return std::borrow::Cow::Borrowed(live);
+    }
+    let mut trimmed = live.clone();
+    trimmed.plugins.retain(|p| !launcher(p));
+    let served_has = |name: &str| {
+        served.root.as_ref().is_some_and(|root| {
+            root.children
+                .iter()
+                .any(|c| c.name.as_deref() == Some(name))
+        })
+    };
+    if let Some(root) = trimmed.catalog.root.as_mut() {
+        root.children.retain(|c| {
+            c.name
+                .as_deref()
+                .is_none_or(|name| !OWN_LAUNCHER_COMMANDS.contains(&name) || served_has(name))
+        });
+    }
+    std::borrow::Cow::Owned(trimmed)
+}
+
 /// Compare live discovery with the snapshot that served the tools (`served`: its catalog,
 /// as localized at startup). `Err` when they
 /// differ in what decides the tool surface (the served tools may not match the target: a
@@ -391,6 +425,7 @@ pub fn confirm(
             .map_or("", |d| d.reason.as_str());
         return Err(Mismatch::LiveFailed(reason.to_owned()));
     }
+    let live = &without_own_launcher(live, served);
     if live.fingerprint() != snapshot.fingerprint {
         return Err(Mismatch::Plugins {
             file: snapshot.file,

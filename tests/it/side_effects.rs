@@ -39,7 +39,7 @@ const DRAWN: usize = 3;
 const SERVERS: usize = 2;
 
 /// A private copy of the prefix of `conda`: the copy's `bin/conda`.
-fn copy_prefix(prefix: &Path, into: &Path) -> PathBuf {
+pub(crate) fn copy_prefix(prefix: &Path, into: &Path) -> PathBuf {
     let status = std::process::Command::new("cp")
         .arg("-a")
         .arg(prefix)
