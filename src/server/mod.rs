@@ -1,7 +1,8 @@
 //! The MCP server: the rmcp handler and the routing of its requests.
 //!
-//! `initialize` is answered at once; the tools are obtained in the background
-//! ([`startup`]) and every request that needs them waits for them. The tool list and the
+//! The tools are obtained in the background from the start ([`startup`]) and every
+//! request that needs them waits for them — `initialize` too, whose [`instructions`] name
+//! the listed tools (at once from a baked snapshot). The tool list and the
 //! capabilities document ([`capabilities`]) are built once. A tool call goes validate →
 //! compile → policy → queue → execute → result ([`call`], [`result`]); requests that run
 //! no process (lists, reads, ping, refused calls) never wait behind a running execution.

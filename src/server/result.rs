@@ -97,7 +97,7 @@ pub fn execution_result(
     ] {
         if truncated {
             summary.push_str(&format!(
-                "; {stream} truncated to its first {kept} bytes (the server's --output-limit)"
+                "; {stream} truncated to its first {kept} bytes (the server's --output-limit-bytes)"
             ));
         }
     }
