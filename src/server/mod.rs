@@ -234,29 +234,37 @@ impl Server {
         }
     }
 
-    /// The instructions for the session behind `context`: naming the tools it is listed.
-    async fn instructions_for(&self, context: &RequestContext<RoleServer>) -> String {
-        let ready = self.ready().await;
-        let listed = if self.shared.config.confirm_writes && !confirm::Asker::of(context).can_ask()
-        {
+    /// The tools a client is listed: every listed tool, or with `--confirm-writes` only the
+    /// read-only ones for a client that cannot be asked.
+    fn listed_for(&self, ready: &Ready, can_ask: bool) -> Vec<McpTool> {
+        if self.shared.config.confirm_writes && !can_ask {
             confirm::read_only(&ready.tools)
         } else {
             ready.tools.clone()
-        };
+        }
+    }
+
+    /// The instructions for the session behind `context`: naming the tools it is listed.
+    async fn instructions_for(&self, context: &RequestContext<RoleServer>) -> String {
+        let ready = self.ready().await;
+        let listed = self.listed_for(&ready, confirm::Asker::of(context).can_ask());
         instructions::text(&self.shared.config, &listed)
     }
 
-    /// Route a tool call by served name.
+    /// Route a tool call by served name (`can_ask`: the client can confirm writes, which
+    /// decides what it is listed).
     async fn call(
         &self,
         request: CallToolRequestParams,
         caller: &roots::Caller,
+        can_ask: bool,
         ct: CancellationToken,
     ) -> Result<CallToolResult, Refusal> {
         let ready = self.ready().await;
         let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let unknown = || refuse::unknown_tool(&request.name, &self.listed_for(&ready, can_ask));
         let Some(name) = ready.routes.get(request.name.as_ref()) else {
-            return Err(refuse::unknown_tool(&request.name, &ready.tools));
+            return Err(unknown());
         };
         let name = name.as_str();
         if let Some(reference) = request.request_state.as_deref() {
@@ -272,7 +280,7 @@ impl Server {
             return self.call_completion(&ready, &arguments, ct).await;
         }
         let Some(tool) = ready.toolset.get(name) else {
-            return Err(refuse::unknown_tool(&request.name, &ready.tools));
+            return Err(unknown());
         };
         self.call_generated(&ready, &request.name, tool, &arguments, caller, ct)
             .await
@@ -366,8 +374,10 @@ impl ServerHandler for Server {
         let caller = roots::Caller::of(&context);
         let trail = audit::Trail::begin(&self.session_id, context.client_info(), &request.name);
         let asker = confirm::Asker::of(&context);
-        let call = asker
-            .scope(std::panic::AssertUnwindSafe(self.call(request, &caller, ct)).catch_unwind());
+        let can_ask = asker.can_ask();
+        let call = asker.scope(
+            std::panic::AssertUnwindSafe(self.call(request, &caller, can_ask, ct)).catch_unwind(),
+        );
         let outcome = match &trail {
             Some(trail) => trail.scope(call).await,
             None => call.await,

@@ -151,11 +151,10 @@ fn conda_error(parsed: &Value, stderr: &Value) -> Option<String> {
         stderr
             .lines()
             .map(str::trim)
-            .filter(|line| {
+            .rfind(|line| {
                 line.split_once(": ")
                     .is_some_and(|(name, text)| exception_name(name) && !text.trim().is_empty())
             })
-            .last()
             .map(str::to_owned)
     };
     let from_argparse = || {

@@ -6,7 +6,7 @@
 
 /// Words that make a sentence a constraint (matched as whole words, lower case): what an
 /// option requires, excludes, overrides or risks.
-const CONSTRAINT_WORDS: [&str; 17] = [
+const CONSTRAINT_WORDS: [&str; 18] = [
     "require",
     "requires",
     "required",
@@ -24,16 +24,30 @@ const CONSTRAINT_WORDS: [&str; 17] = [
     "exclusive",
     "warning",
     "dangerous",
+    "experimental",
 ];
 
-/// How a sentence that leans on the one before it begins ("This may result in …"): kept,
-/// it keeps its predecessor too ("This command" is the tool, not the sentence before).
-const ANAPHORA: [&str; 5] = ["This ", "These ", "It ", "Such ", "That "];
+/// Words that, among a sentence's first five, make it lean on the one before ("This may
+/// result in …", "Note however that this may …"): kept, it keeps its predecessor too.
+const ANAPHORA: [&str; 4] = ["this", "these", "such", "it"];
 
-/// Whether a sentence leans on the one before it.
+/// Whether a sentence leans on the one before it ("this command" is the tool, not the
+/// sentence before; "in this mode" anywhere).
 fn leans_back(sentence: &str) -> bool {
-    (ANAPHORA.iter().any(|a| sentence.starts_with(a)) && !sentence.starts_with("This command"))
-        || sentence.contains("this mode")
+    let words: Vec<String> = sentence
+        .split_whitespace()
+        .take(6)
+        .map(|w| {
+            w.trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase()
+        })
+        .collect();
+    let early = words.iter().enumerate().take(5).any(|(i, w)| {
+        ANAPHORA.contains(&w.as_str())
+            && (w != "it" || i == 0)
+            && words.get(i + 1).is_none_or(|next| next != "command")
+    });
+    early || sentence.contains("this mode")
 }
 
 /// Phrases that make a sentence a constraint (matched in the lower-cased sentence).
@@ -259,6 +273,17 @@ mod tests {
         assert_eq!(
             earn("Make it. Run y. This command requires `x`.", &judge),
             "Make it. This command requires `x`."
+        );
+        assert_eq!(
+            earn(
+                "Remove. Add `x` to skip. Note however that this needs care only.",
+                &judge
+            ),
+            "Remove. Add `x` to skip. Note however that this needs care only."
+        );
+        assert_eq!(
+            earn("Remove. Add y. Note that it must be done.", &judge),
+            "Remove. Note that it must be done."
         );
         // The parenthetical about the epilog is cut, the rest of its sentence kept.
         assert_eq!(
