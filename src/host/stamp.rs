@@ -177,6 +177,21 @@ pub fn stamp(site_dirs: &[PathBuf]) -> Option<Stamp> {
     })
 }
 
+/// Whether ccm's own launcher is installed (`model::stamp::is_own_launcher`).
+pub fn has_own_launcher(site_dirs: &[PathBuf]) -> bool {
+    scan(site_dirs).0.iter().any(|record| {
+        let dir = record.site.join(&record.metadata_dir);
+        let Some((name, _)) = metadata_name_version(&dir) else {
+            return false;
+        };
+        record.conda_entry_points.iter().any(|line| {
+            line.split_once('=').is_some_and(|(entry_point, value)| {
+                crate::model::stamp::is_own_launcher(&name, entry_point.trim(), value.trim())
+            })
+        })
+    })
+}
+
 /// `Name` and `Version` from a distribution's `METADATA` (or `PKG-INFO`) headers.
 fn metadata_name_version(dir: &Path) -> Option<(String, String)> {
     let text = std::fs::read_to_string(dir.join("METADATA"))
@@ -304,6 +319,7 @@ mod tests {
             "[conda]\nccm = ccm_conda_plugin.plugin\n",
         );
         assert_eq!(stamp(&dirs).unwrap(), plain, "the launcher alone");
+        assert!(has_own_launcher(&dirs));
         // Anything else it would declare counts, and so does another value or name.
         for other in [
             "[conda]\nccm = ccm_conda_plugin.plugin\nx = y.plugin\n",

@@ -62,6 +62,45 @@ pub fn execution_result(
     }
     .to_value();
     let declined = declined_prompt(outcome);
+    let failed = outcome.exit_code != Some(0) || outcome.timed_out || outcome.cancelled || declined;
+    let summary = summary(
+        outcome,
+        &structured,
+        transaction,
+        declined,
+        failed,
+        restart_required,
+    );
+    let content = vec![
+        ContentBlock::text(summary),
+        ContentBlock::text(canonical_json(&structured)),
+    ];
+    let mut result = if failed {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    };
+    result.structured_content = Some(structured);
+    if moved {
+        let mut meta = MetaObject::default();
+        meta.0.insert(META_STDOUT.into(), STDOUT_MOVED.into());
+        result.meta = Some(meta);
+    }
+    result
+}
+
+/// The first text block: what happened, in a line — the stable code of a declined prompt,
+/// the exit status, the timeout or the cancellation; a transaction's changes; conda's
+/// error in its own words; truncation; the limit a failed run probably hit; that a restart
+/// is required.
+fn summary(
+    outcome: &exec::Outcome,
+    structured: &Value,
+    transaction: Option<String>,
+    declined: bool,
+    failed: bool,
+    restart_required: bool,
+) -> String {
     let mut summary = if declined {
         NOT_CONFIRMED.to_owned()
     } else if outcome.timed_out {
@@ -78,7 +117,6 @@ pub fn execution_result(
             outcome.exit_code.unwrap_or(-1)
         )
     };
-    let failed = outcome.exit_code != Some(0) || outcome.timed_out || outcome.cancelled || declined;
     if let Some(transaction) = transaction {
         summary.push_str(": ");
         summary.push_str(&transaction);
@@ -107,22 +145,7 @@ pub fn execution_result(
     if restart_required && !outcome.timed_out && !outcome.cancelled {
         summary.push_str(RESTART_SUFFIX);
     }
-    let content = vec![
-        ContentBlock::text(summary),
-        ContentBlock::text(canonical_json(&structured)),
-    ];
-    let mut result = if failed {
-        CallToolResult::error(content)
-    } else {
-        CallToolResult::success(content)
-    };
-    result.structured_content = Some(structured);
-    if moved {
-        let mut meta = MetaObject::default();
-        meta.0.insert(META_STDOUT.into(), STDOUT_MOVED.into());
-        result.meta = Some(meta);
-    }
-    result
+    summary
 }
 
 /// Most characters of conda's error line in a summary.

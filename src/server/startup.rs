@@ -69,6 +69,8 @@ pub enum LiveReason {
     NoSnapshot(String),
     #[error("the baked snapshot {0} does not parse")]
     Unparseable(&'static str),
+    #[error("--list-all lists the commands of ccm's own launcher, which no baked snapshot has")]
+    OwnLauncherListed,
 }
 
 /// How live discovery contradicts the snapshot that served the tools.
@@ -156,7 +158,8 @@ pub(super) fn spawn(shared: Arc<Shared>, sender: watch::Sender<Option<Arc<Ready>
             timeout: shared.config.timeout,
             sandboxed,
         };
-        match fast_start(&shared.config.conda_exe, shared.config.no_snapshot) {
+        let config = &shared.config;
+        match fast_start(&config.conda_exe, config.no_snapshot, config.list_all) {
             Ok(fast) => from_snapshot(&shared, fast, &settings, &sender, started).await,
             Err(reason) => from_live(&shared, reason, &settings, &sender, started).await,
         }
@@ -321,12 +324,17 @@ pub struct Fast {
     pub discovery: Discovery,
 }
 
-/// Decide the start; `Err(reason)` means: wait for live discovery.
-pub fn fast_start(conda_exe: &Path, no_snapshot: bool) -> Result<Fast, LiveReason> {
+/// Decide the start; `Err(reason)` means: wait for live discovery. `list_all`: every
+/// command is listed, ccm's own launcher's too (which the stamp does not count and no
+/// snapshot has), so a target that has it waits for live discovery.
+pub fn fast_start(conda_exe: &Path, no_snapshot: bool, list_all: bool) -> Result<Fast, LiveReason> {
     if no_snapshot {
         return Err(LiveReason::NoSnapshotFlag);
     }
     let located = stamp::locate(conda_exe).ok_or(LiveReason::NoSitePackages)?;
+    if list_all && stamp::has_own_launcher(&located.site_dirs) {
+        return Err(LiveReason::OwnLauncherListed);
+    }
     let stamp = stamp::stamp(&located.site_dirs).ok_or(LiveReason::NoMetadata)?;
     let Some(snapshot) = baked::snapshots()
         .iter()

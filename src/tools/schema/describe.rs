@@ -371,6 +371,26 @@ mod tests {
     }
 
     #[test]
+    fn tool_descriptions_say_what_the_tool_does_in_under_1_kb() {
+        let l = layout(Vec::new(), Vec::new());
+        let path = ["task".to_owned(), "run".to_owned()];
+        assert_eq!(
+            super::command(None, &path, &l),
+            "Runs `conda task run` (conda gives no description)."
+        );
+        assert_eq!(
+            super::command(Some("Run."), &path, &l),
+            "Runs `conda task run`: Run."
+        );
+        let long = "Do a thing. It must be done. ".repeat(100);
+        let said = super::command(Some(&long), &path, &l);
+        assert!(
+            said.len() <= COMMAND_TEXT_LIMIT && said.ends_with("done."),
+            "{said}"
+        );
+    }
+
+    #[test]
     fn deprecation_is_read_from_conda_help() {
         let mut a = arg(
             "env_spec",
