@@ -409,7 +409,7 @@ fn real_conda_read_only_attacks_are_refused() {
     ];
     let mut s = crate::mcp::Session::start_with(&conda, &[], &env);
     // With --list-all every input reaches the policy, which refuses it; the default
-    // listing refuses it earlier, against the schema it showed, saying what it needs.
+    // listing's refusal also says what the form it showed offers.
     let mut all = crate::mcp::Session::start_with(&conda, &["--list-all"], &env);
     let write_refusal = (
         -32600,
@@ -432,7 +432,12 @@ fn real_conda_read_only_attacks_are_refused() {
         );
         let (code, message) = s.call_error("conda_config", input.clone());
         assert!(
-            code == -32602 && message.ends_with("Anything else needs --allow-write."),
+            code == -32600
+                && message.starts_with("Operation requires --allow-write. Here: ")
+                && message.ends_with(
+                    "Anything else needs --allow-write. The operator sets --allow-write in the \
+                     client's MCP server configuration."
+                ),
             "conda_config {input}: {code} {message}"
         );
     }
@@ -469,7 +474,11 @@ fn real_conda_read_only_attacks_are_refused() {
     );
     let (code, message) = s.call_error("conda_info", json!({"unsafe_channels": true}));
     assert!(
-        code == -32602 && message.ends_with("Anything else needs --allow-credentials."),
+        code == -32600
+            && message.ends_with(
+                "Anything else needs --allow-credentials. The operator sets \
+                 --allow-credentials in the client's MCP server configuration."
+            ),
         "{code} {message}"
     );
     let explicit = json!({"packages": ["./pkg-1.0-0.conda"], "dry_run": true});
@@ -479,7 +488,9 @@ fn real_conda_read_only_attacks_are_refused() {
     );
     let (code, message) = s.call_error("conda_install", explicit);
     assert!(
-        code == -32602 && message.contains("$.packages[0]"),
+        code == -32600
+            && message.starts_with("Operation requires --allow-write. Here: only dry runs")
+            && message.contains("plain match specs"),
         "{code} {message}"
     );
     drop(s);

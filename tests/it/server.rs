@@ -758,14 +758,18 @@ fn real_conda_end_to_end() {
         json!({"name": "ccm-dry", "dry_run": true, "offline": true, "json": true}),
     );
     assert_eq!(structured(&dry)["parsed_json"]["dry_run"], true, "{dry}");
-    // Listed in its dry-run form: anything else is a schema error that says what it needs.
+    // Listed in its dry-run form: anything else is the policy's refusal, which says what
+    // the form offers and where the operator sets the flag.
     let (code, message) = s.call_error(
         "conda_create",
         json!({"name": "ccm-dry", "offline": true, "yes": true}),
     );
-    assert_eq!(code, -32602);
+    assert_eq!(code, -32600);
     assert!(
-        message.ends_with("Anything else needs --allow-write."),
+        message.ends_with(
+            "Anything else needs --allow-write. The operator sets --allow-write in the \
+             client's MCP server configuration."
+        ),
         "{message}"
     );
     let caps = s.capabilities();
