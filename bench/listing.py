@@ -9,7 +9,10 @@ sends `initialize` (protocolVersion 2025-06-18), `notifications/initialized` and
   * the total: bytes of every tools/list response line as received (compact JSON, the
     newline excluded), summed over pages;
   * per tool: bytes of its descriptor serialized as compact JSON (the form the server
-    sends), and an estimated token count (bytes / 4, rounded up);
+    sends), and an estimated token count (bytes / 4, rounded up); of those, the
+    model-visible bytes (the compact JSON of an object holding only its `name`,
+    `description` and `inputSchema`: what clients show a model) and the rest (`title`,
+    `outputSchema`, `annotations`, `_meta`: read by clients, not shown to the model);
   * per group: the tools summed by the first word of their command path (`_meta`
     `conda-cli-mcp/path`: `conda_env_*` -> `env`; a plugin's commands share its word,
     e.g. `workspace`, `pypi`); ccm's own tools (`conda_execute`, `conda_cli_command`)
@@ -105,33 +108,59 @@ def measure(binary, conda, extra):
         session.close()
     rows = []
     for tool in tools:
-        size = len(json.dumps(tool, separators=(",", ":"), ensure_ascii=False).encode())
+        size = compact(tool)
+        model = model_bytes(tool)
         rows.append({"name": tool["name"], "group": group_of(tool), "bytes": size,
-                     "tokens": tokens(size)})
+                     "tokens": tokens(size), "model_bytes": model,
+                     "model_tokens": tokens(model), "other_bytes": size - model})
     groups = {}
     for row in rows:
-        g = groups.setdefault(row["group"], {"tools": 0, "bytes": 0})
+        g = groups.setdefault(row["group"], {"tools": 0, "bytes": 0, "model_bytes": 0})
         g["tools"] += 1
         g["bytes"] += row["bytes"]
+        g["model_bytes"] += row["model_bytes"]
     for g in groups.values():
         g["tokens"] = tokens(g["bytes"])
     return {"binary": str(binary), "conda": conda, "flags": extra, "pages": pages,
             "tools": len(rows), "bytes": total, "tokens": tokens(total),
             "groups": groups, "per_tool": rows,
-            "tool_bytes": sum(row["bytes"] for row in rows), "floor_bytes": floor_bytes(tools)}
+            "tool_bytes": sum(row["bytes"] for row in rows),
+            "model_bytes": sum(row["model_bytes"] for row in rows),
+            "model_tokens": tokens(sum(row["model_bytes"] for row in rows)),
+            "other_bytes": sum(row["other_bytes"] for row in rows),
+            "largest_model_bytes": max((row["model_bytes"] for row in rows), default=0),
+            "floor_bytes": floor_bytes(tools),
+            "model_floor_bytes": sum(model_bytes(t) for t in without_parameter_descriptions(tools))}
+
+
+MODEL_KEYS = ("name", "description", "inputSchema")
+
+
+def compact(value):
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def model_bytes(tool):
+    """What clients show the model of one tool: the compact JSON of an object holding only
+    its name, description and inputSchema (in the descriptor's order)."""
+    return compact({key: value for key, value in tool.items() if key in MODEL_KEYS})
+
+
+def without_parameter_descriptions(tools):
+    out = []
+    for tool in tools:
+        tool = json.loads(json.dumps(tool))
+        for schema in (tool.get("inputSchema") or {}).get("properties", {}).values():
+            schema.pop("description", None)
+        out.append(tool)
+    return out
 
 
 def floor_bytes(tools):
     """The listing's bytes with every parameter description removed (compact JSON, one
     newline-free line per tool as in a response's array: the array's own brackets and
     commas are not counted)."""
-    total = 0
-    for tool in tools:
-        tool = json.loads(json.dumps(tool))
-        for schema in (tool.get("inputSchema") or {}).get("properties", {}).values():
-            schema.pop("description", None)
-        total += len(json.dumps(tool, separators=(",", ":"), ensure_ascii=False).encode())
-    return total
+    return sum(compact(tool) for tool in without_parameter_descriptions(tools))
 
 
 def main():
@@ -151,16 +180,23 @@ def main():
     print(f"{report['conda']} {' '.join(report['flags'])}".rstrip())
     print(f"  tools/list: {report['tools']} tools, {report['pages']} page(s), "
           f"{report['bytes']} bytes, ~{report['tokens']} tokens (bytes / 4)")
+    print(f"  model-visible (name + description + inputSchema): {report['model_bytes']} bytes, "
+          f"~{report['model_tokens']} tokens; largest tool {report['largest_model_bytes']} bytes; "
+          f"the rest (title, outputSchema, annotations, _meta): {report['other_bytes']} bytes")
     if args.floor:
         print(f"  descriptors: {report['tool_bytes']} bytes; without any parameter description "
-              f"(the floor): {report['floor_bytes']} bytes")
+              f"(the floor): {report['floor_bytes']} bytes, {report['model_floor_bytes']} "
+              f"model-visible")
     width = max([len(g) for g in report["groups"]] + [5])
-    print(f"  {'group':{width}}  tools    bytes  tokens")
+    print(f"  {'group':{width}}  tools    bytes    model  tokens")
     for name, g in sorted(report["groups"].items(), key=lambda kv: -kv[1]["bytes"]):
-        print(f"  {name:{width}}  {g['tools']:5}  {g['bytes']:7}  {g['tokens']:6}")
+        print(f"  {name:{width}}  {g['tools']:5}  {g['bytes']:7}  {g['model_bytes']:7}  "
+              f"{g['tokens']:6}")
     if args.tools:
-        for row in sorted(report["per_tool"], key=lambda r: -r["bytes"]):
-            print(f"    {row['name']:48}  {row['bytes']:7}  {row['tokens']:6}")
+        print(f"    {'tool':48}  {'bytes':>7}  {'model':>7}  {'rest':>6}")
+        for row in sorted(report["per_tool"], key=lambda r: -r["model_bytes"]):
+            print(f"    {row['name']:48}  {row['bytes']:7}  {row['model_bytes']:7}  "
+                  f"{row['other_bytes']:6}")
 
 
 if __name__ == "__main__":

@@ -88,6 +88,7 @@ fn main() {
         allow_exec: true,
         classify: Vec::new(),
         timeout: Duration::from_secs(900),
+        sandboxed: false,
     };
     println!("catalog: {source}");
     frames();

@@ -215,7 +215,7 @@ pub struct Clean {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -270,7 +270,7 @@ pub struct Clean {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -292,13 +292,13 @@ impl Clean {
     pub const SIGNATURE: &str = "e9f517fa6f4b8ecd7b36abd46d70e2ac1c421f4c5df1b14e740b5878a4864d8a";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"all\":{\"description\":\"Remove index cache, unused cache packages, tarballs, tempfiles, and logfiles.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"force_pkgs_dirs\":{\"description\":\"Remove *all* writable package caches.\",\"type\":\"boolean\"},\"index_cache\":{\"description\":\"Remove index cache.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"logfiles\":{\"description\":\"Remove log files.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"Remove unused packages from writable package caches.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"tarballs\":{\"description\":\"Remove cached package tarballs.\",\"type\":\"boolean\"},\"tempfiles\":{\"description\":\"Remove temporary files that could not be deleted earlier due to being in-use. The argument is the environment(s) where the tempfiles should be found and removed.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"all\":{\"description\":\"Remove index cache, unused cache packages, tarballs, tempfiles, and logfiles.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"force_pkgs_dirs\":{\"description\":\"Remove *all* writable package caches.\",\"type\":\"boolean\"},\"index_cache\":{\"description\":\"Remove index cache.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"logfiles\":{\"description\":\"Remove log files.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"Remove unused packages from writable package caches.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"tarballs\":{\"description\":\"Remove cached package tarballs.\",\"type\":\"boolean\"},\"tempfiles\":{\"description\":\"Remove temporary files that could not be deleted earlier due to being in-use.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `clean`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -340,8 +340,8 @@ impl Clean {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -364,7 +364,7 @@ pub struct Config {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -384,7 +384,7 @@ pub struct Config {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -481,13 +481,13 @@ impl Config {
     pub const SIGNATURE: &str = "7d9532ee68e7518f4a462f8be6d02283b3d701d46b31eb34bfe74f3b83f40adc";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"anyOf\":[{\"properties\":{\"env\":{\"const\":true},\"system\":{\"const\":true}},\"required\":[\"system\",\"env\"]},{\"properties\":{\"system\":{\"const\":true}},\"required\":[\"system\",\"file\"]},{\"properties\":{\"system\":{\"const\":true}},\"required\":[\"system\",\"name\"]},{\"properties\":{\"system\":{\"const\":true}},\"required\":[\"system\",\"prefix\"]},{\"properties\":{\"env\":{\"const\":true}},\"required\":[\"env\",\"file\"]},{\"properties\":{\"env\":{\"const\":true}},\"required\":[\"env\",\"name\"]},{\"properties\":{\"env\":{\"const\":true}},\"required\":[\"env\",\"prefix\"]},{\"required\":[\"file\",\"name\"]},{\"required\":[\"file\",\"prefix\"]},{\"required\":[\"name\",\"prefix\"]}]}},{\"not\":{\"anyOf\":[{\"properties\":{\"show_sources\":{\"const\":true}},\"required\":[\"show\",\"show_sources\"]},{\"properties\":{\"validate\":{\"const\":true}},\"required\":[\"show\",\"validate\"]},{\"required\":[\"show\",\"describe\"]},{\"properties\":{\"write_default\":{\"const\":true}},\"required\":[\"show\",\"write_default\"]},{\"properties\":{\"show_sources\":{\"const\":true},\"validate\":{\"const\":true}},\"required\":[\"show_sources\",\"validate\"]},{\"properties\":{\"show_sources\":{\"const\":true}},\"required\":[\"show_sources\",\"describe\"]},{\"properties\":{\"show_sources\":{\"const\":true},\"write_default\":{\"const\":true}},\"required\":[\"show_sources\",\"write_default\"]},{\"properties\":{\"validate\":{\"const\":true}},\"required\":[\"validate\",\"describe\"]},{\"properties\":{\"validate\":{\"const\":true},\"write_default\":{\"const\":true}},\"required\":[\"validate\",\"write_default\"]},{\"properties\":{\"write_default\":{\"const\":true}},\"required\":[\"describe\",\"write_default\"]}]}},{\"not\":{\"anyOf\":[{\"properties\":{\"append\":{\"minItems\":1}},\"required\":[\"get\",\"append\"]},{\"properties\":{\"prepend\":{\"minItems\":1}},\"required\":[\"get\",\"prepend\"]},{\"properties\":{\"set\":{\"minItems\":1}},\"required\":[\"get\",\"set\"]},{\"properties\":{\"remove\":{\"minItems\":1}},\"required\":[\"get\",\"remove\"]},{\"properties\":{\"remove_key\":{\"minItems\":1}},\"required\":[\"get\",\"remove_key\"]},{\"properties\":{\"stdin\":{\"const\":true}},\"required\":[\"get\",\"stdin\"]},{\"properties\":{\"append\":{\"minItems\":1},\"prepend\":{\"minItems\":1}},\"required\":[\"append\",\"prepend\"]},{\"properties\":{\"append\":{\"minItems\":1},\"set\":{\"minItems\":1}},\"required\":[\"append\",\"set\"]},{\"properties\":{\"append\":{\"minItems\":1},\"remove\":{\"minItems\":1}},\"required\":[\"append\",\"remove\"]},{\"properties\":{\"append\":{\"minItems\":1},\"remove_key\":{\"minItems\":1}},\"required\":[\"append\",\"remove_key\"]},{\"properties\":{\"append\":{\"minItems\":1},\"stdin\":{\"const\":true}},\"required\":[\"append\",\"stdin\"]},{\"properties\":{\"prepend\":{\"minItems\":1},\"set\":{\"minItems\":1}},\"required\":[\"prepend\",\"set\"]},{\"properties\":{\"prepend\":{\"minItems\":1},\"remove\":{\"minItems\":1}},\"required\":[\"prepend\",\"remove\"]},{\"properties\":{\"prepend\":{\"minItems\":1},\"remove_key\":{\"minItems\":1}},\"required\":[\"prepend\",\"remove_key\"]},{\"properties\":{\"prepend\":{\"minItems\":1},\"stdin\":{\"const\":true}},\"required\":[\"prepend\",\"stdin\"]},{\"properties\":{\"remove\":{\"minItems\":1},\"set\":{\"minItems\":1}},\"required\":[\"set\",\"remove\"]},{\"properties\":{\"remove_key\":{\"minItems\":1},\"set\":{\"minItems\":1}},\"required\":[\"set\",\"remove_key\"]},{\"properties\":{\"set\":{\"minItems\":1},\"stdin\":{\"const\":true}},\"required\":[\"set\",\"stdin\"]},{\"properties\":{\"remove\":{\"minItems\":1},\"remove_key\":{\"minItems\":1}},\"required\":[\"remove\",\"remove_key\"]},{\"properties\":{\"remove\":{\"minItems\":1},\"stdin\":{\"const\":true}},\"required\":[\"remove\",\"stdin\"]},{\"properties\":{\"remove_key\":{\"minItems\":1},\"stdin\":{\"const\":true}},\"required\":[\"remove_key\",\"stdin\"]}]}}],\"properties\":{\"append\":{\"description\":\"Add one configuration value to the end of a list key.\",\"items\":{\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"describe\":{\"description\":\"Describe given configuration parameters.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"env\":{\"description\":\"Write to the active conda environment .condarc file.\",\"type\":\"boolean\"},\"file\":{\"description\":\"Write to the given file.\",\"maxLength\":32768,\"type\":\"string\"},\"get\":{\"description\":\"Get a configuration value.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"prepend\":{\"description\":\"Add one configuration value to the beginning of a list key.\",\"items\":{\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"maxItems\":1024,\"type\":\"array\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"remove\":{\"description\":\"Remove a configuration value from a list key.\",\"items\":{\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"maxItems\":1024,\"type\":\"array\"},\"remove_key\":{\"description\":\"Remove a configuration key (and all its values).\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"set\":{\"description\":\"Set a boolean or string key.\",\"items\":{\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"maxItems\":1024,\"type\":\"array\"},\"show\":{\"description\":\"Display configuration values as calculated and compiled.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"show_sources\":{\"description\":\"Display all identified configuration sources.\",\"type\":\"boolean\"},\"stdin\":{\"description\":\"Apply configuration given in yaml format via stdin.\",\"type\":\"boolean\"},\"system\":{\"description\":\"Write to the system .condarc file at '<prefix>/.condarc'.\",\"type\":\"boolean\"},\"validate\":{\"description\":\"Validate all configuration sources.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"write_default\":{\"description\":\"Write the default configuration to a file.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"anyOf\":[{\"properties\":{\"env\":{\"const\":true},\"system\":{\"const\":true}},\"required\":[\"system\",\"env\"]},{\"properties\":{\"system\":{\"const\":true}},\"required\":[\"system\",\"file\"]},{\"properties\":{\"system\":{\"const\":true}},\"required\":[\"system\",\"name\"]},{\"properties\":{\"system\":{\"const\":true}},\"required\":[\"system\",\"prefix\"]},{\"properties\":{\"env\":{\"const\":true}},\"required\":[\"env\",\"file\"]},{\"properties\":{\"env\":{\"const\":true}},\"required\":[\"env\",\"name\"]},{\"properties\":{\"env\":{\"const\":true}},\"required\":[\"env\",\"prefix\"]},{\"required\":[\"file\",\"name\"]},{\"required\":[\"file\",\"prefix\"]},{\"required\":[\"name\",\"prefix\"]}]}},{\"not\":{\"anyOf\":[{\"properties\":{\"show_sources\":{\"const\":true}},\"required\":[\"show\",\"show_sources\"]},{\"properties\":{\"validate\":{\"const\":true}},\"required\":[\"show\",\"validate\"]},{\"required\":[\"show\",\"describe\"]},{\"properties\":{\"write_default\":{\"const\":true}},\"required\":[\"show\",\"write_default\"]},{\"properties\":{\"show_sources\":{\"const\":true},\"validate\":{\"const\":true}},\"required\":[\"show_sources\",\"validate\"]},{\"properties\":{\"show_sources\":{\"const\":true}},\"required\":[\"show_sources\",\"describe\"]},{\"properties\":{\"show_sources\":{\"const\":true},\"write_default\":{\"const\":true}},\"required\":[\"show_sources\",\"write_default\"]},{\"properties\":{\"validate\":{\"const\":true}},\"required\":[\"validate\",\"describe\"]},{\"properties\":{\"validate\":{\"const\":true},\"write_default\":{\"const\":true}},\"required\":[\"validate\",\"write_default\"]},{\"properties\":{\"write_default\":{\"const\":true}},\"required\":[\"describe\",\"write_default\"]}]}},{\"not\":{\"anyOf\":[{\"properties\":{\"append\":{\"minItems\":1}},\"required\":[\"get\",\"append\"]},{\"properties\":{\"prepend\":{\"minItems\":1}},\"required\":[\"get\",\"prepend\"]},{\"properties\":{\"set\":{\"minItems\":1}},\"required\":[\"get\",\"set\"]},{\"properties\":{\"remove\":{\"minItems\":1}},\"required\":[\"get\",\"remove\"]},{\"properties\":{\"remove_key\":{\"minItems\":1}},\"required\":[\"get\",\"remove_key\"]},{\"properties\":{\"stdin\":{\"const\":true}},\"required\":[\"get\",\"stdin\"]},{\"properties\":{\"append\":{\"minItems\":1},\"prepend\":{\"minItems\":1}},\"required\":[\"append\",\"prepend\"]},{\"properties\":{\"append\":{\"minItems\":1},\"set\":{\"minItems\":1}},\"required\":[\"append\",\"set\"]},{\"properties\":{\"append\":{\"minItems\":1},\"remove\":{\"minItems\":1}},\"required\":[\"append\",\"remove\"]},{\"properties\":{\"append\":{\"minItems\":1},\"remove_key\":{\"minItems\":1}},\"required\":[\"append\",\"remove_key\"]},{\"properties\":{\"append\":{\"minItems\":1},\"stdin\":{\"const\":true}},\"required\":[\"append\",\"stdin\"]},{\"properties\":{\"prepend\":{\"minItems\":1},\"set\":{\"minItems\":1}},\"required\":[\"prepend\",\"set\"]},{\"properties\":{\"prepend\":{\"minItems\":1},\"remove\":{\"minItems\":1}},\"required\":[\"prepend\",\"remove\"]},{\"properties\":{\"prepend\":{\"minItems\":1},\"remove_key\":{\"minItems\":1}},\"required\":[\"prepend\",\"remove_key\"]},{\"properties\":{\"prepend\":{\"minItems\":1},\"stdin\":{\"const\":true}},\"required\":[\"prepend\",\"stdin\"]},{\"properties\":{\"remove\":{\"minItems\":1},\"set\":{\"minItems\":1}},\"required\":[\"set\",\"remove\"]},{\"properties\":{\"remove_key\":{\"minItems\":1},\"set\":{\"minItems\":1}},\"required\":[\"set\",\"remove_key\"]},{\"properties\":{\"set\":{\"minItems\":1},\"stdin\":{\"const\":true}},\"required\":[\"set\",\"stdin\"]},{\"properties\":{\"remove\":{\"minItems\":1},\"remove_key\":{\"minItems\":1}},\"required\":[\"remove\",\"remove_key\"]},{\"properties\":{\"remove\":{\"minItems\":1},\"stdin\":{\"const\":true}},\"required\":[\"remove\",\"stdin\"]},{\"properties\":{\"remove_key\":{\"minItems\":1},\"stdin\":{\"const\":true}},\"required\":[\"remove_key\",\"stdin\"]}]}}],\"properties\":{\"append\":{\"description\":\"Add one configuration value to the end of a list key.\",\"items\":{\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"describe\":{\"description\":\"Describe given configuration parameters.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"env\":{\"description\":\"Write to the active conda environment .condarc file.\",\"type\":\"boolean\"},\"file\":{\"description\":\"Write to the given file.\",\"maxLength\":32768,\"type\":\"string\"},\"get\":{\"description\":\"Get a configuration value.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"prepend\":{\"description\":\"Add one configuration value to the beginning of a list key.\",\"items\":{\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"maxItems\":1024,\"type\":\"array\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"remove\":{\"description\":\"Remove a configuration value from a list key.\",\"items\":{\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"maxItems\":1024,\"type\":\"array\"},\"remove_key\":{\"description\":\"Remove a configuration key (and all its values).\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"set\":{\"description\":\"Set a boolean or string key.\",\"items\":{\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"maxItems\":1024,\"type\":\"array\"},\"show\":{\"description\":\"Display configuration values as calculated and compiled.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"show_sources\":{\"description\":\"Display all identified configuration sources.\",\"type\":\"boolean\"},\"stdin\":{\"description\":\"Apply configuration given in yaml format via stdin.\",\"type\":\"boolean\"},\"system\":{\"description\":\"Write to the system .condarc file at '<prefix>/.condarc'.\",\"type\":\"boolean\"},\"validate\":{\"description\":\"Validate all configuration sources.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `config`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"write_default\":{\"description\":\"Write the default configuration to a file.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -504,8 +504,8 @@ impl Config {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -621,7 +621,7 @@ pub struct Create {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -751,7 +751,7 @@ pub struct Create {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -823,13 +823,13 @@ impl Create {
     pub const SIGNATURE: &str = "86d4fad99130268784949fb2b3b1290e7a1538b0f638233fc610b51dc6eb7bbb";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}},{\"not\":{\"properties\":{\"no_deps\":{\"const\":true},\"only_deps\":{\"const\":true}},\"required\":[\"no_deps\",\"only_deps\"]}}],\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"clobber\":{\"description\":\"Allow clobbering (i.e. overwriting) of overlapping file paths within packages.\",\"type\":\"boolean\"},\"clone\":{\"description\":\"Create a new environment as a copy of an existing local environment.\",\"maxLength\":32768,\"type\":\"string\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"copy\":{\"description\":\"Install all packages using copies instead of hard- or soft-linking.\",\"type\":\"boolean\"},\"dev\":{\"description\":\"Use `sys.executable -m conda` in wrapper scripts instead of CONDA_EXE.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"download_only\":{\"description\":\"Solve an environment and ensure package caches are populated, but exit prior to unlinking and linking packages into the prefix.\",\"type\":\"boolean\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"environment_specifier\":{\"deprecated\":true,\"description\":\"`environment_specifier` is deprecated and will be removed in 1.1. Use the `format` flag instead.\",\"enum\":[\"environment-yaml\",\"explicit\",\"requirements\"],\"type\":\"string\"},\"experimental\":{\"deprecated\":true,\"description\":\"`experimental` is deprecated and will be removed in 1.1. Deprecated: jlap and lock no longer supported.\",\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"file\":{\"description\":\"Read environment or package specs from a file.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"format\":{\"description\":\"Override auto-detection of the input file's format.\",\"enum\":[\"environment-yaml\",\"explicit\",\"requirements\"],\"type\":\"string\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_channel_priority\":{\"description\":\"Package version takes precedence over channel priority.\",\"type\":\"boolean\"},\"no_default_packages\":{\"description\":\"Ignore create_default_packages in the .condarc file.\",\"type\":\"boolean\"},\"no_deps\":{\"description\":\"Do not install, update, remove, or change dependencies.\",\"type\":\"boolean\"},\"no_lock\":{\"description\":\"Disable locking when reading the index cache.\",\"type\":\"boolean\"},\"no_pin\":{\"description\":\"Ignore pinned file.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"no_shortcuts\":{\"description\":\"Don't install start menu shortcuts\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode. Don't connect to the Internet.\",\"type\":\"boolean\"},\"only_deps\":{\"description\":\"Only install dependencies.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"List of packages to install or update in the conda environment.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst. Enabled by default.\",\"type\":\"boolean\"},\"shortcuts_only\":{\"description\":\"Install shortcuts only for this package name.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"show_channel_urls\":{\"description\":\"Show channel urls.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"strict_channel_priority\":{\"description\":\"Packages in lower priority channels are not considered if a package with the same name appears in a higher priority channel.\",\"type\":\"boolean\"},\"subdir\":{\"description\":\"Use packages built for this platform.\",\"enum\":[\"emscripten-wasm32\",\"wasi-wasm32\",\"freebsd-64\",\"linux-32\",\"linux-64\",\"linux-aarch64\",\"linux-armv6l\",\"linux-armv7l\",\"linux-ppc64\",\"linux-ppc64le\",\"linux-riscv64\",\"linux-s390x\",\"osx-64\",\"osx-arm64\",\"win-32\",\"win-64\",\"win-arm64\",\"zos-z\"],\"type\":\"string\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '-c local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}},{\"not\":{\"properties\":{\"no_deps\":{\"const\":true},\"only_deps\":{\"const\":true}},\"required\":[\"no_deps\",\"only_deps\"]}}],\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"clobber\":{\"description\":\"Allow clobbering (i.e. overwriting) of overlapping file paths within packages.\",\"type\":\"boolean\"},\"clone\":{\"description\":\"Create a new environment as a copy of an existing local environment.\",\"maxLength\":32768,\"type\":\"string\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"copy\":{\"description\":\"Install all packages using copies instead of hard- or soft-linking.\",\"type\":\"boolean\"},\"dev\":{\"description\":\"Use `sys.executable -m conda` in wrapper scripts instead of CONDA_EXE.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"download_only\":{\"description\":\"Solve an environment and ensure package caches are populated, but exit prior to unlinking and linking packages into the prefix.\",\"type\":\"boolean\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"environment_specifier\":{\"deprecated\":true,\"description\":\"Use the `format` flag instead.\",\"enum\":[\"environment-yaml\",\"explicit\",\"requirements\"],\"type\":\"string\"},\"experimental\":{\"deprecated\":true,\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"file\":{\"description\":\"Read environment or package specs from a file.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"format\":{\"description\":\"Override auto-detection of the input file's format.\",\"enum\":[\"environment-yaml\",\"explicit\",\"requirements\"],\"type\":\"string\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_channel_priority\":{\"description\":\"Package version takes precedence over channel priority.\",\"type\":\"boolean\"},\"no_default_packages\":{\"description\":\"Ignore create_default_packages in the .condarc file.\",\"type\":\"boolean\"},\"no_deps\":{\"description\":\"Do not install, update, remove, or change dependencies.\",\"type\":\"boolean\"},\"no_lock\":{\"description\":\"Disable locking when reading the index cache.\",\"type\":\"boolean\"},\"no_pin\":{\"description\":\"Ignore pinned file.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"no_shortcuts\":{\"description\":\"Don't install start menu shortcuts\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode.\",\"type\":\"boolean\"},\"only_deps\":{\"description\":\"Only install dependencies.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"List of packages to install or update in the conda environment.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst.\",\"type\":\"boolean\"},\"shortcuts_only\":{\"description\":\"Install shortcuts only for this package name.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"show_channel_urls\":{\"description\":\"Show channel urls.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"strict_channel_priority\":{\"description\":\"Packages in lower priority channels are not considered if a package with the same name appears in a higher priority channel.\",\"type\":\"boolean\"},\"subdir\":{\"description\":\"Use packages built for this platform.\",\"enum\":[\"emscripten-wasm32\",\"wasi-wasm32\",\"freebsd-64\",\"linux-32\",\"linux-64\",\"linux-aarch64\",\"linux-armv6l\",\"linux-armv7l\",\"linux-ppc64\",\"linux-ppc64le\",\"linux-riscv64\",\"linux-s390x\",\"osx-64\",\"osx-arm64\",\"win-32\",\"win-64\",\"win-arm64\",\"zos-z\"],\"type\":\"string\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '`channel` local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `create`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -975,8 +975,8 @@ impl Create {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -1256,7 +1256,7 @@ pub struct EnvConfigVarsList {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -1286,7 +1286,7 @@ pub struct EnvConfigVarsList {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -1298,13 +1298,13 @@ impl EnvConfigVarsList {
     pub const SIGNATURE: &str = "216c72b7c4eb34be5863c22a41af075610d819f84a1dba0d8eaf6bf61cd7a7fa";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `list`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(5);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -1334,8 +1334,8 @@ impl EnvConfigVarsList {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -1494,7 +1494,7 @@ pub struct EnvCreate {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -1544,7 +1544,7 @@ pub struct EnvCreate {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -1571,13 +1571,13 @@ impl EnvCreate {
     pub const SIGNATURE: &str = "ca6e9626dd343284f4cc9914594071ea1a2a66d53aa59073190ca00877137163";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"file\":{\"description\":\"Environment definition file(s).\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode. Don't connect to the Internet.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"file\":{\"description\":\"Environment definition file(s).\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `create`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(3);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -1617,8 +1617,8 @@ impl EnvCreate {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -1648,7 +1648,7 @@ pub struct EnvList {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -1668,7 +1668,7 @@ pub struct EnvList {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -1685,13 +1685,13 @@ impl EnvList {
     pub const SIGNATURE: &str = "3beefde56b0f074cba88a01fe93be4b18fa2e218c93b14c5f15d470fb44427f3";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"size\":{\"description\":\"Show conda-managed disk usage for each environment.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"size\":{\"description\":\"Show conda-managed disk usage for each environment.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `list`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(3);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -1709,8 +1709,8 @@ impl EnvList {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -1730,7 +1730,7 @@ pub struct EnvRemove {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -1760,7 +1760,7 @@ pub struct EnvRemove {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -1782,13 +1782,13 @@ impl EnvRemove {
     pub const SIGNATURE: &str = "c550bd1ff2f525c8087a5048e20e1087b6f1135189176a6998051a1999bff179";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `remove`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(3);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -1816,8 +1816,8 @@ impl EnvRemove {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -1840,7 +1840,7 @@ pub struct Info {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -1860,7 +1860,7 @@ pub struct Info {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -1902,13 +1902,13 @@ impl Info {
     pub const SIGNATURE: &str = "912c1db30096d701553f07096af463f82020ca642987d0c77820cb2dda2881fc";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"all\":{\"description\":\"Show all information.\",\"type\":\"boolean\"},\"base\":{\"description\":\"Display base environment path.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"envs\":{\"description\":\"List all known conda environments. Combine with `json` to obtain more details.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"size\":{\"description\":\"Show conda-managed disk usage for each environment.\",\"type\":\"boolean\"},\"system\":{\"description\":\"List environment variables.\",\"type\":\"boolean\"},\"unsafe_channels\":{\"description\":\"Display list of channels with tokens exposed.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"all\":{\"description\":\"Show all information.\",\"type\":\"boolean\"},\"base\":{\"description\":\"Display base environment path.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"envs\":{\"description\":\"List all known conda environments. Combine with `json` to obtain more details.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"size\":{\"description\":\"Show conda-managed disk usage for each environment.\",\"type\":\"boolean\"},\"system\":{\"description\":\"List environment variables.\",\"type\":\"boolean\"},\"unsafe_channels\":{\"description\":\"Display list of channels with tokens exposed.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `info`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -1925,8 +1925,8 @@ impl Info {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -1961,7 +1961,7 @@ pub struct Install {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -2096,7 +2096,7 @@ pub struct Install {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -2188,13 +2188,13 @@ impl Install {
     pub const SIGNATURE: &str = "509f5fc40ad6fbd7ec3e32c329ae6065f4a1f93d8153e1b934ac919d5893740f";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}},{\"not\":{\"properties\":{\"no_deps\":{\"const\":true},\"only_deps\":{\"const\":true}},\"required\":[\"no_deps\",\"only_deps\"]}},{\"not\":{\"anyOf\":[{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_deps\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"satisfied_skip_solve\":{\"const\":true}},\"required\":[\"freeze_installed\",\"satisfied_skip_solve\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_all\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_all\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_specs\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\",\"satisfied_skip_solve\"]},{\"properties\":{\"update_all\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\",\"update_all\"]},{\"properties\":{\"update_deps\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"update_deps\",\"update_specs\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_all\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\",\"update_all\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\",\"update_specs\"]},{\"properties\":{\"update_all\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"update_all\",\"update_specs\"]}]}}],\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"clobber\":{\"description\":\"Allow clobbering (i.e. overwriting) of overlapping file paths within packages.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"copy\":{\"description\":\"Install all packages using copies instead of hard- or soft-linking.\",\"type\":\"boolean\"},\"dev\":{\"description\":\"Use `sys.executable -m conda` in wrapper scripts instead of CONDA_EXE.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"download_only\":{\"description\":\"Solve an environment and ensure package caches are populated, but exit prior to unlinking and linking packages into the prefix.\",\"type\":\"boolean\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"environment_specifier\":{\"deprecated\":true,\"description\":\"`environment_specifier` is deprecated and will be removed in 1.1. Use the `format` flag instead.\",\"enum\":[\"environment-yaml\",\"explicit\",\"requirements\"],\"type\":\"string\"},\"experimental\":{\"deprecated\":true,\"description\":\"`experimental` is deprecated and will be removed in 1.1. Deprecated: jlap and lock no longer supported.\",\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"file\":{\"description\":\"Read environment or package specs from a file.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"force_reinstall\":{\"description\":\"Ensure that any user-requested package for the current operation is uninstalled and reinstalled.\",\"type\":\"boolean\"},\"format\":{\"description\":\"Override auto-detection of the input file's format.\",\"enum\":[\"environment-yaml\",\"explicit\",\"requirements\"],\"type\":\"string\"},\"freeze_installed\":{\"description\":\"Do not update or change already-installed dependencies.\",\"type\":\"boolean\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_channel_priority\":{\"description\":\"Package version takes precedence over channel priority.\",\"type\":\"boolean\"},\"no_deps\":{\"description\":\"Do not install, update, remove, or change dependencies.\",\"type\":\"boolean\"},\"no_lock\":{\"description\":\"Disable locking when reading the index cache.\",\"type\":\"boolean\"},\"no_pin\":{\"description\":\"Ignore pinned file.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"no_shortcuts\":{\"description\":\"Don't install start menu shortcuts\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode. Don't connect to the Internet.\",\"type\":\"boolean\"},\"only_deps\":{\"description\":\"Only install dependencies.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"List of packages to install or update in the conda environment.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst. Enabled by default.\",\"type\":\"boolean\"},\"revision\":{\"description\":\"Revert to the specified REVISION.\",\"maxLength\":32768,\"type\":\"string\"},\"satisfied_skip_solve\":{\"description\":\"Exit early and do not run the solver if the requested specs are satisfied.\",\"type\":\"boolean\"},\"shortcuts_only\":{\"description\":\"Install shortcuts only for this package name.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"show_channel_urls\":{\"description\":\"Show channel urls.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"strict_channel_priority\":{\"description\":\"Packages in lower priority channels are not considered if a package with the same name appears in a higher priority channel.\",\"type\":\"boolean\"},\"update_all\":{\"description\":\"Update all installed packages in the environment.\",\"type\":\"boolean\"},\"update_deps\":{\"description\":\"Update dependencies that have available updates.\",\"type\":\"boolean\"},\"update_specs\":{\"description\":\"Update based on provided specifications.\",\"type\":\"boolean\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '-c local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}},{\"not\":{\"properties\":{\"no_deps\":{\"const\":true},\"only_deps\":{\"const\":true}},\"required\":[\"no_deps\",\"only_deps\"]}},{\"not\":{\"anyOf\":[{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_deps\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"satisfied_skip_solve\":{\"const\":true}},\"required\":[\"freeze_installed\",\"satisfied_skip_solve\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_all\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_all\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_specs\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\",\"satisfied_skip_solve\"]},{\"properties\":{\"update_all\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\",\"update_all\"]},{\"properties\":{\"update_deps\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"update_deps\",\"update_specs\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_all\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\",\"update_all\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\",\"update_specs\"]},{\"properties\":{\"update_all\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"update_all\",\"update_specs\"]}]}}],\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"clobber\":{\"description\":\"Allow clobbering (i.e. overwriting) of overlapping file paths within packages.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"copy\":{\"description\":\"Install all packages using copies instead of hard- or soft-linking.\",\"type\":\"boolean\"},\"dev\":{\"description\":\"Use `sys.executable -m conda` in wrapper scripts instead of CONDA_EXE.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"download_only\":{\"description\":\"Solve an environment and ensure package caches are populated, but exit prior to unlinking and linking packages into the prefix.\",\"type\":\"boolean\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"environment_specifier\":{\"deprecated\":true,\"description\":\"Use the `format` flag instead.\",\"enum\":[\"environment-yaml\",\"explicit\",\"requirements\"],\"type\":\"string\"},\"experimental\":{\"deprecated\":true,\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"file\":{\"description\":\"Read environment or package specs from a file.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"force_reinstall\":{\"description\":\"Ensure that any user-requested package for the current operation is uninstalled and reinstalled.\",\"type\":\"boolean\"},\"format\":{\"description\":\"Override auto-detection of the input file's format.\",\"enum\":[\"environment-yaml\",\"explicit\",\"requirements\"],\"type\":\"string\"},\"freeze_installed\":{\"description\":\"Do not update or change already-installed dependencies.\",\"type\":\"boolean\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_channel_priority\":{\"description\":\"Package version takes precedence over channel priority.\",\"type\":\"boolean\"},\"no_deps\":{\"description\":\"Do not install, update, remove, or change dependencies.\",\"type\":\"boolean\"},\"no_lock\":{\"description\":\"Disable locking when reading the index cache.\",\"type\":\"boolean\"},\"no_pin\":{\"description\":\"Ignore pinned file.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"no_shortcuts\":{\"description\":\"Don't install start menu shortcuts\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode.\",\"type\":\"boolean\"},\"only_deps\":{\"description\":\"Only install dependencies.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"List of packages to install or update in the conda environment.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst.\",\"type\":\"boolean\"},\"revision\":{\"description\":\"Revert to the specified REVISION.\",\"maxLength\":32768,\"type\":\"string\"},\"satisfied_skip_solve\":{\"description\":\"Exit early and do not run the solver if the requested specs are satisfied.\",\"type\":\"boolean\"},\"shortcuts_only\":{\"description\":\"Install shortcuts only for this package name.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"show_channel_urls\":{\"description\":\"Show channel urls.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"strict_channel_priority\":{\"description\":\"Packages in lower priority channels are not considered if a package with the same name appears in a higher priority channel.\",\"type\":\"boolean\"},\"update_all\":{\"description\":\"Update all installed packages in the environment.\",\"type\":\"boolean\"},\"update_deps\":{\"description\":\"Update dependencies that have available updates.\",\"type\":\"boolean\"},\"update_specs\":{\"description\":\"Update based on provided specifications.\",\"type\":\"boolean\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '`channel` local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `install`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -2347,8 +2347,8 @@ impl Install {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -2460,7 +2460,7 @@ pub struct List {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -2490,7 +2490,7 @@ pub struct List {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -2552,13 +2552,13 @@ impl List {
     pub const SIGNATURE: &str = "dd9cf5ed6d66c7abb78ee29985a65a76b13c0c95e908ad78f352daa9c1bc14ca";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"canonical\":{\"description\":\"Output canonical names of packages only.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"explicit\":{\"description\":\"List explicitly all installed conda packages with URL.\",\"type\":\"boolean\"},\"export\":{\"description\":\"Output explicit, machine-readable requirement strings.\",\"type\":\"boolean\"},\"fields\":{\"description\":\"Comma-separated list of fields to print.\",\"maxLength\":32768,\"type\":\"string\"},\"full_name\":{\"description\":\"Only search for full names, i.e., ^<regex>$.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_pip\":{\"description\":\"Do not include pip-only installed packages.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"regex\":{\"anyOf\":[{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},{\"type\":\"null\"}],\"description\":\"List only packages matching this regular expression.\"},\"reverse\":{\"description\":\"List installed packages in reverse order.\",\"type\":\"boolean\"},\"revisions\":{\"description\":\"List the revision history.\",\"type\":\"boolean\"},\"show_channel_urls\":{\"description\":\"Show channel urls.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"canonical\":{\"description\":\"Output canonical names of packages only.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"explicit\":{\"description\":\"List explicitly all installed conda packages with URL.\",\"type\":\"boolean\"},\"export\":{\"description\":\"Output explicit, machine-readable requirement strings.\",\"type\":\"boolean\"},\"fields\":{\"description\":\"Comma-separated list of fields to print.\",\"maxLength\":32768,\"type\":\"string\"},\"full_name\":{\"description\":\"Only search for full names, i.e., ^<regex>$.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_pip\":{\"description\":\"Do not include pip-only installed packages.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"regex\":{\"anyOf\":[{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},{\"type\":\"null\"}],\"description\":\"List only packages matching this regular expression.\"},\"reverse\":{\"description\":\"List installed packages in reverse order.\",\"type\":\"boolean\"},\"revisions\":{\"description\":\"List the revision history.\",\"type\":\"boolean\"},\"show_channel_urls\":{\"description\":\"Show channel urls.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `list`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -2585,8 +2585,8 @@ impl List {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -2647,7 +2647,7 @@ pub struct Remove {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -2752,7 +2752,7 @@ pub struct Remove {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -2794,13 +2794,13 @@ impl Remove {
     pub const SIGNATURE: &str = "ea8aa2b9808eb3cf78e3dcb52b913e0c0d6a8e7af1820969af51bf445009a89c";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"all\":{\"description\":\"Remove all packages, i.e., the entire environment.\",\"type\":\"boolean\"},\"channel\":{\"description\":\"Additional channel to search for packages.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dev\":{\"description\":\"Use `sys.executable -m conda` in wrapper scripts instead of CONDA_EXE.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"experimental\":{\"deprecated\":true,\"description\":\"`experimental` is deprecated and will be removed in 1.1. Deprecated: jlap and lock no longer supported.\",\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"features\":{\"description\":\"Remove features (instead of packages).\",\"type\":\"boolean\"},\"force_remove\":{\"description\":\"Forces removal of a package without removing packages that depend on it.\",\"type\":\"boolean\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"keep_env\":{\"description\":\"Used with `all`, delete all packages but keep the environment.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_lock\":{\"description\":\"Disable locking when reading the index cache.\",\"type\":\"boolean\"},\"no_pin\":{\"description\":\"Ignore pinned package(s) that apply to the current operation.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode. Don't connect to the Internet.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"package_names\":{\"description\":\"Package names to remove from the environment.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst. Enabled by default.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '-c local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"all\":{\"description\":\"Remove all packages, i.e., the entire environment.\",\"type\":\"boolean\"},\"channel\":{\"description\":\"Additional channel to search for packages.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dev\":{\"description\":\"Use `sys.executable -m conda` in wrapper scripts instead of CONDA_EXE.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"experimental\":{\"deprecated\":true,\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"features\":{\"description\":\"Remove features (instead of packages).\",\"type\":\"boolean\"},\"force_remove\":{\"description\":\"Forces removal of a package without removing packages that depend on it.\",\"type\":\"boolean\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"keep_env\":{\"description\":\"Used with `all`, delete all packages but keep the environment.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_lock\":{\"description\":\"Disable locking when reading the index cache.\",\"type\":\"boolean\"},\"no_pin\":{\"description\":\"Ignore pinned package(s) that apply to the current operation.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"package_names\":{\"description\":\"Package names to remove from the environment.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '`channel` local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `remove`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -2919,8 +2919,8 @@ impl Remove {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -2975,7 +2975,7 @@ pub struct Rename {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -3009,7 +3009,7 @@ pub struct Rename {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -3031,13 +3031,13 @@ impl Rename {
     pub const SIGNATURE: &str = "8e2f0d2908e0699ac34d2884053819ca0679bae99e64cc7ccfade238adf6edbe";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}},{\"anyOf\":[{\"required\":[\"name\"]},{\"required\":[\"prefix\"]}]}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"destination\":{\"description\":\"New name for the conda environment.\",\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"required\":[\"destination\"],\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}},{\"anyOf\":[{\"required\":[\"name\"]},{\"required\":[\"prefix\"]}]}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"destination\":{\"description\":\"New name for the conda environment.\",\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `rename`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"required\":[\"destination\"],\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -3065,8 +3065,8 @@ impl Rename {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -3089,7 +3089,7 @@ pub struct Run {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -3109,7 +3109,7 @@ pub struct Run {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// `--dev` is deprecated and will be removed in 1.1. Set `PYTHONPATH` to the conda source root instead.
     ///
     /// conda option `--dev`: count.
@@ -3140,13 +3140,13 @@ impl Run {
     pub const SIGNATURE: &str = "b55658a6b10f5949135c3d78f8584c99285bc580d3a84502c6924081b984fce5";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"cwd\":{\"description\":\"Current working directory for command to run in. Defaults to the user's current working directory if no directory is specified.\",\"maxLength\":32768,\"type\":\"string\"},\"debug_wrapper_scripts\":{\"description\":\"When this is set, where implemented, the shell wrapper scripts will use the echo command to print debugging information to stderr (standard error).\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"dev\":{\"deprecated\":true,\"description\":\"`dev` is deprecated and will be removed in 1.1. Set `PYTHONPATH` to the conda source root instead.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"executable_call\":{\"description\":\"Executable name, with additional arguments to be passed to the executable on invocation. Use '--' to separate conda options from executable options.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"prefixItems\":[{\"pattern\":\"^(?!-)\",\"type\":\"string\"}],\"type\":\"array\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_capture_output\":{\"description\":\"Don't capture stdout/stderr (standard out/standard error).\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"required\":[\"executable_call\"],\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"cwd\":{\"description\":\"Current working directory for command to run in.\",\"maxLength\":32768,\"type\":\"string\"},\"debug_wrapper_scripts\":{\"description\":\"When this is set, where implemented, the shell wrapper scripts will use the echo command to print debugging information to stderr (standard error).\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"dev\":{\"deprecated\":true,\"description\":\"Set `PYTHONPATH` to the conda source root instead.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"executable_call\":{\"description\":\"Executable name, with additional arguments to be passed to the executable on invocation.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"prefixItems\":[{\"pattern\":\"^(?!-)\",\"type\":\"string\"}],\"type\":\"array\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_capture_output\":{\"description\":\"Don't capture stdout/stderr (standard out/standard error).\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `run`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"required\":[\"executable_call\"],\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -3163,8 +3163,8 @@ impl Run {
                     vec![argv::single("--prefix", v.text(), "$.prefix") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.dev {
             level.option("dev", rt::repeat("--dev", v, "$.dev")?);
@@ -3200,7 +3200,7 @@ pub struct Search {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -3293,7 +3293,7 @@ pub struct Search {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -3305,13 +3305,13 @@ impl Search {
     pub const SIGNATURE: &str = "733d6bc0a767409c6ab3b069f189c1296350891384a4a7c3a1a3a1e09429bade";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"envs\":{\"description\":\"Search all of the current user's environments.\",\"type\":\"boolean\"},\"experimental\":{\"deprecated\":true,\"description\":\"`experimental` is deprecated and will be removed in 1.1. Deprecated: jlap and lock no longer supported.\",\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"info\":{\"description\":\"Provide detailed information about each package.\",\"type\":\"boolean\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"match_spec\":{\"anyOf\":[{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},{\"type\":\"null\"}],\"description\":\"Undocumented conda argument `match_spec`.\"},\"no_lock\":{\"description\":\"Disable locking when reading the index cache.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode. Don't connect to the Internet.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst. Enabled by default.\",\"type\":\"boolean\"},\"skip_flexible_search\":{\"description\":\"Do not perform flexible search if initial search fails.\",\"type\":\"boolean\"},\"subdir\":{\"description\":\"Search the given subdir. Should be formatted like 'osx-64', 'linux-32', 'win-64', and so on.\",\"maxLength\":32768,\"type\":\"string\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '-c local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"envs\":{\"description\":\"Search all of the current user's environments.\",\"type\":\"boolean\"},\"experimental\":{\"deprecated\":true,\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"info\":{\"description\":\"Provide detailed information about each package.\",\"type\":\"boolean\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"match_spec\":{\"anyOf\":[{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},{\"type\":\"null\"}],\"description\":\"Undocumented conda argument `match_spec`.\"},\"no_lock\":{\"description\":\"Disable locking when reading the index cache.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst.\",\"type\":\"boolean\"},\"skip_flexible_search\":{\"description\":\"Do not perform flexible search if initial search fails.\",\"type\":\"boolean\"},\"subdir\":{\"description\":\"Search the given subdir.\",\"maxLength\":32768,\"type\":\"string\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '`channel` local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `search`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -3423,8 +3423,8 @@ impl Search {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -3543,7 +3543,7 @@ impl Tune {
     pub const SIGNATURE: &str = "fd6d0e40532d12007282fa5a197fd4f965387097f3c18fdb2eb18b12a919d228";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"color\":{\"anyOf\":[{\"enum\":[\"auto\",\"always\",\"never\"],\"type\":\"string\"},{\"type\":\"null\"}],\"description\":\"Colorize output (default: never; bare flag: auto).\"},\"fast\":{\"description\":\"Select the fast mode.\",\"type\":\"boolean\"},\"format\":{\"description\":\"Output format.\",\"enum\":[\"json\",\"yaml\",\"text\"],\"type\":\"string\"},\"items\":{\"description\":\"Extend with one or more items.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"minItems\":1,\"type\":\"array\"},\"label\":{\"description\":\"Free-form label (whitespace stripped).\",\"maxLength\":32768,\"type\":\"string\"},\"letters\":{\"description\":\"Extend with the characters of WORD (extend without nargs).\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"level\":{\"description\":\"Tuning level.\",\"enum\":[0,1,2,3],\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"names\":{\"description\":\"One or more names.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"minItems\":1,\"type\":\"array\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"pair\":{\"description\":\"Exactly two values.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"ratio\":{\"description\":\"Mixing ratio (default: 0.5).\",\"type\":\"number\"},\"safe\":{\"description\":\"Select the safe mode.\",\"type\":\"boolean\"},\"size\":{\"description\":\"Width and height.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"tag_a\":{\"description\":\"Add tag 'a'.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"tag_b\":{\"description\":\"Add tag 'b'.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"target\":{\"description\":\"Target to tune (required).\",\"maxLength\":32768,\"type\":\"string\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"required\":[\"target\",\"pair\"],\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"color\":{\"anyOf\":[{\"enum\":[\"auto\",\"always\",\"never\"],\"type\":\"string\"},{\"type\":\"null\"}]},\"fast\":{\"description\":\"Select the fast mode.\",\"type\":\"boolean\"},\"format\":{\"description\":\"Output format.\",\"enum\":[\"json\",\"yaml\",\"text\"],\"type\":\"string\"},\"items\":{\"description\":\"Extend with one or more items.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"minItems\":1,\"type\":\"array\"},\"label\":{\"description\":\"Free-form label (whitespace stripped).\",\"maxLength\":32768,\"type\":\"string\"},\"letters\":{\"description\":\"Extend with the characters of WORD (extend without nargs).\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"level\":{\"description\":\"Tuning level.\",\"enum\":[0,1,2,3],\"maximum\":2147483647,\"minimum\":-2147483648,\"type\":\"integer\"},\"names\":{\"description\":\"One or more names.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"minItems\":1,\"type\":\"array\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"pair\":{\"description\":\"Exactly two values.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"ratio\":{\"description\":\"Mixing ratio (default: 0.5).\",\"type\":\"number\"},\"safe\":{\"description\":\"Select the safe mode.\",\"type\":\"boolean\"},\"size\":{\"description\":\"Width and height.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"tag_a\":{\"description\":\"Add tag 'a'.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"tag_b\":{\"description\":\"Add tag 'b'.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"target\":{\"description\":\"Target to tune (required).\",\"maxLength\":32768,\"type\":\"string\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"required\":[\"target\",\"pair\"],\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
@@ -3672,7 +3672,7 @@ pub struct Update {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -3802,7 +3802,7 @@ pub struct Update {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -3889,13 +3889,13 @@ impl Update {
     pub const SIGNATURE: &str = "47ffaf96859892ea392318c4b528dce2ba536d0500d2957c7cab306c6014c45b";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}},{\"not\":{\"properties\":{\"no_deps\":{\"const\":true},\"only_deps\":{\"const\":true}},\"required\":[\"no_deps\",\"only_deps\"]}},{\"not\":{\"anyOf\":[{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_deps\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"satisfied_skip_solve\":{\"const\":true}},\"required\":[\"freeze_installed\",\"satisfied_skip_solve\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_all\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_all\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_specs\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\",\"satisfied_skip_solve\"]},{\"properties\":{\"update_all\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\",\"update_all\"]},{\"properties\":{\"update_deps\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"update_deps\",\"update_specs\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_all\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\",\"update_all\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\",\"update_specs\"]},{\"properties\":{\"update_all\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"update_all\",\"update_specs\"]}]}}],\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"clobber\":{\"description\":\"Allow clobbering (i.e. overwriting) of overlapping file paths within packages.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"copy\":{\"description\":\"Install all packages using copies instead of hard- or soft-linking.\",\"type\":\"boolean\"},\"download_only\":{\"description\":\"Solve an environment and ensure package caches are populated, but exit prior to unlinking and linking packages into the prefix.\",\"type\":\"boolean\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"environment_specifier\":{\"deprecated\":true,\"description\":\"`environment_specifier` is deprecated and will be removed in 1.1. Use the `format` flag instead.\",\"enum\":[\"environment-yaml\",\"explicit\",\"requirements\"],\"type\":\"string\"},\"experimental\":{\"deprecated\":true,\"description\":\"`experimental` is deprecated and will be removed in 1.1. Deprecated: jlap and lock no longer supported.\",\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"file\":{\"description\":\"Read environment or package specs from a file.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"force_reinstall\":{\"description\":\"Ensure that any user-requested package for the current operation is uninstalled and reinstalled.\",\"type\":\"boolean\"},\"format\":{\"description\":\"Override auto-detection of the input file's format.\",\"enum\":[\"environment-yaml\",\"explicit\",\"requirements\"],\"type\":\"string\"},\"freeze_installed\":{\"description\":\"Do not update or change already-installed dependencies.\",\"type\":\"boolean\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_channel_priority\":{\"description\":\"Package version takes precedence over channel priority.\",\"type\":\"boolean\"},\"no_deps\":{\"description\":\"Do not install, update, remove, or change dependencies.\",\"type\":\"boolean\"},\"no_lock\":{\"description\":\"Disable locking when reading the index cache.\",\"type\":\"boolean\"},\"no_pin\":{\"description\":\"Ignore pinned file.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"no_shortcuts\":{\"description\":\"Don't install start menu shortcuts\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode. Don't connect to the Internet.\",\"type\":\"boolean\"},\"only_deps\":{\"description\":\"Only install dependencies.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"List of packages to install or update in the conda environment.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst. Enabled by default.\",\"type\":\"boolean\"},\"satisfied_skip_solve\":{\"description\":\"Exit early and do not run the solver if the requested specs are satisfied.\",\"type\":\"boolean\"},\"shortcuts_only\":{\"description\":\"Install shortcuts only for this package name.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"show_channel_urls\":{\"description\":\"Show channel urls.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"strict_channel_priority\":{\"description\":\"Packages in lower priority channels are not considered if a package with the same name appears in a higher priority channel.\",\"type\":\"boolean\"},\"update_all\":{\"description\":\"Update all installed packages in the environment.\",\"type\":\"boolean\"},\"update_deps\":{\"description\":\"Update dependencies that have available updates.\",\"type\":\"boolean\"},\"update_specs\":{\"description\":\"Update based on provided specifications.\",\"type\":\"boolean\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '-c local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}},{\"not\":{\"properties\":{\"no_deps\":{\"const\":true},\"only_deps\":{\"const\":true}},\"required\":[\"no_deps\",\"only_deps\"]}},{\"not\":{\"anyOf\":[{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_deps\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"satisfied_skip_solve\":{\"const\":true}},\"required\":[\"freeze_installed\",\"satisfied_skip_solve\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_all\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_all\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_specs\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\",\"satisfied_skip_solve\"]},{\"properties\":{\"update_all\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\",\"update_all\"]},{\"properties\":{\"update_deps\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"update_deps\",\"update_specs\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_all\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\",\"update_all\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\",\"update_specs\"]},{\"properties\":{\"update_all\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"update_all\",\"update_specs\"]}]}}],\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"clobber\":{\"description\":\"Allow clobbering (i.e. overwriting) of overlapping file paths within packages.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"copy\":{\"description\":\"Install all packages using copies instead of hard- or soft-linking.\",\"type\":\"boolean\"},\"download_only\":{\"description\":\"Solve an environment and ensure package caches are populated, but exit prior to unlinking and linking packages into the prefix.\",\"type\":\"boolean\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"environment_specifier\":{\"deprecated\":true,\"description\":\"Use the `format` flag instead.\",\"enum\":[\"environment-yaml\",\"explicit\",\"requirements\"],\"type\":\"string\"},\"experimental\":{\"deprecated\":true,\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"file\":{\"description\":\"Read environment or package specs from a file.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"force_reinstall\":{\"description\":\"Ensure that any user-requested package for the current operation is uninstalled and reinstalled.\",\"type\":\"boolean\"},\"format\":{\"description\":\"Override auto-detection of the input file's format.\",\"enum\":[\"environment-yaml\",\"explicit\",\"requirements\"],\"type\":\"string\"},\"freeze_installed\":{\"description\":\"Do not update or change already-installed dependencies.\",\"type\":\"boolean\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_channel_priority\":{\"description\":\"Package version takes precedence over channel priority.\",\"type\":\"boolean\"},\"no_deps\":{\"description\":\"Do not install, update, remove, or change dependencies.\",\"type\":\"boolean\"},\"no_lock\":{\"description\":\"Disable locking when reading the index cache.\",\"type\":\"boolean\"},\"no_pin\":{\"description\":\"Ignore pinned file.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"no_shortcuts\":{\"description\":\"Don't install start menu shortcuts\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode.\",\"type\":\"boolean\"},\"only_deps\":{\"description\":\"Only install dependencies.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"List of packages to install or update in the conda environment.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst.\",\"type\":\"boolean\"},\"satisfied_skip_solve\":{\"description\":\"Exit early and do not run the solver if the requested specs are satisfied.\",\"type\":\"boolean\"},\"shortcuts_only\":{\"description\":\"Install shortcuts only for this package name.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"show_channel_urls\":{\"description\":\"Show channel urls.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"strict_channel_priority\":{\"description\":\"Packages in lower priority channels are not considered if a package with the same name appears in a higher priority channel.\",\"type\":\"boolean\"},\"update_all\":{\"description\":\"Update all installed packages in the environment.\",\"type\":\"boolean\"},\"update_deps\":{\"description\":\"Update dependencies that have available updates.\",\"type\":\"boolean\"},\"update_specs\":{\"description\":\"Update based on provided specifications.\",\"type\":\"boolean\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '`channel` local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `update`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -4041,8 +4041,8 @@ impl Update {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -4151,7 +4151,7 @@ pub struct Doctor {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -4186,7 +4186,7 @@ pub struct Doctor {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -4223,13 +4223,13 @@ impl Doctor {
     pub const SIGNATURE: &str = "d5828ebad5198e42242ec07cee5ca7e053e4a60efb1f522e6b1d02c6f1c9283b";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"checks\":{\"description\":\"Health check names to run (default: all). Use `list` to see available checks.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"fix\":{\"description\":\"Fix issues found by health checks.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"list\":{\"description\":\"List all available health checks and their fix capabilities.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"checks\":{\"description\":\"Health check names to run (default: all). Use `list` to see available checks.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"fix\":{\"description\":\"Fix issues found by health checks.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"list\":{\"description\":\"List all available health checks and their fix capabilities.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `doctor`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -4259,8 +4259,8 @@ impl Doctor {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -4606,7 +4606,7 @@ pub struct PkgInstall {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -4631,7 +4631,7 @@ pub struct PkgInstall {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Only display what would have been done.
     ///
     /// conda option `--dry-run`: store_true.
@@ -4647,13 +4647,13 @@ impl PkgInstall {
     pub const SIGNATURE: &str = "4628fb7eb0b048a756104a98678f5de7a9427cf5898df5059bd9d94184bbf82b";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"Packages to install.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"minItems\":1,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Increase verbosity.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"required\":[\"packages\"],\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"Packages to install.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"minItems\":1,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"verbose\":{\"description\":\"Increase verbosity.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"required\":[\"packages\"],\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(3);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -4674,8 +4674,8 @@ impl PkgInstall {
         if let Some(v) = &self.json {
             level.option("json", rt::when(*v, "--json"));
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.dry_run {
             level.option("dry_run", rt::when(*v, "--dry-run"));

@@ -303,7 +303,7 @@ pub struct Clean {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -358,7 +358,7 @@ pub struct Clean {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -380,13 +380,13 @@ impl Clean {
     pub const SIGNATURE: &str = "e9f517fa6f4b8ecd7b36abd46d70e2ac1c421f4c5df1b14e740b5878a4864d8a";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"all\":{\"description\":\"Remove index cache, unused cache packages, tarballs, tempfiles, and logfiles.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"force_pkgs_dirs\":{\"description\":\"Remove *all* writable package caches. This option is not included with the `all` flag. WARNING: This will break environments with packages installed using symlinks back to the package cache.\",\"type\":\"boolean\"},\"index_cache\":{\"description\":\"Remove index cache.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"logfiles\":{\"description\":\"Remove log files.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"Remove unused packages from writable package caches. WARNING: This does not check for packages installed using symlinks back to the package cache.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"tarballs\":{\"description\":\"Remove cached package tarballs.\",\"type\":\"boolean\"},\"tempfiles\":{\"description\":\"Remove temporary files that could not be deleted earlier due to being in-use. The argument for the `tempfiles` flag is a path (or list of paths) to the environment(s) where the tempfiles should be found and removed.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically. Users will not be asked to confirm any adding, deleting, backups, etc.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"all\":{\"description\":\"Remove index cache, unused cache packages, tarballs, tempfiles, and logfiles.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"force_pkgs_dirs\":{\"description\":\"Remove *all* writable package caches. This option is not included with the `all` flag. WARNING: This will break environments with packages installed using symlinks back to the package cache.\",\"type\":\"boolean\"},\"index_cache\":{\"description\":\"Remove index cache.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"logfiles\":{\"description\":\"Remove log files.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"Remove unused packages from writable package caches. WARNING: This does not check for packages installed using symlinks back to the package cache.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"tarballs\":{\"description\":\"Remove cached package tarballs.\",\"type\":\"boolean\"},\"tempfiles\":{\"description\":\"Remove temporary files that could not be deleted earlier due to being in-use. The argument for the `tempfiles` flag is a path (or list of paths) to the environment(s) where the tempfiles should be found and removed.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `clean`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -428,8 +428,8 @@ impl Clean {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -488,7 +488,7 @@ pub struct Compare {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -508,7 +508,7 @@ pub struct Compare {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -534,13 +534,13 @@ impl Compare {
     pub const SIGNATURE: &str = "0bfff16ecef7da0eeed3130bee9bd145965ff2e1dac760514a7bf2d0d8d57afa";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"file\":{\"description\":\"Path to the environment file that is to be compared against.\",\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"required\":[\"file\"],\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"file\":{\"description\":\"Path to the environment file that is to be compared against.\",\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `compare`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"required\":[\"file\"],\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -557,8 +557,8 @@ impl Compare {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -586,7 +586,7 @@ pub struct Config {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -606,7 +606,7 @@ pub struct Config {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -704,13 +704,13 @@ impl Config {
     pub const SIGNATURE: &str = "7d9532ee68e7518f4a462f8be6d02283b3d701d46b31eb34bfe74f3b83f40adc";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"anyOf\":[{\"properties\":{\"env\":{\"const\":true},\"system\":{\"const\":true}},\"required\":[\"system\",\"env\"]},{\"properties\":{\"system\":{\"const\":true}},\"required\":[\"system\",\"file\"]},{\"properties\":{\"system\":{\"const\":true}},\"required\":[\"system\",\"name\"]},{\"properties\":{\"system\":{\"const\":true}},\"required\":[\"system\",\"prefix\"]},{\"properties\":{\"env\":{\"const\":true}},\"required\":[\"env\",\"file\"]},{\"properties\":{\"env\":{\"const\":true}},\"required\":[\"env\",\"name\"]},{\"properties\":{\"env\":{\"const\":true}},\"required\":[\"env\",\"prefix\"]},{\"required\":[\"file\",\"name\"]},{\"required\":[\"file\",\"prefix\"]},{\"required\":[\"name\",\"prefix\"]}]}},{\"not\":{\"anyOf\":[{\"properties\":{\"show_sources\":{\"const\":true}},\"required\":[\"show\",\"show_sources\"]},{\"properties\":{\"validate\":{\"const\":true}},\"required\":[\"show\",\"validate\"]},{\"required\":[\"show\",\"describe\"]},{\"properties\":{\"write_default\":{\"const\":true}},\"required\":[\"show\",\"write_default\"]},{\"properties\":{\"show_sources\":{\"const\":true},\"validate\":{\"const\":true}},\"required\":[\"show_sources\",\"validate\"]},{\"properties\":{\"show_sources\":{\"const\":true}},\"required\":[\"show_sources\",\"describe\"]},{\"properties\":{\"show_sources\":{\"const\":true},\"write_default\":{\"const\":true}},\"required\":[\"show_sources\",\"write_default\"]},{\"properties\":{\"validate\":{\"const\":true}},\"required\":[\"validate\",\"describe\"]},{\"properties\":{\"validate\":{\"const\":true},\"write_default\":{\"const\":true}},\"required\":[\"validate\",\"write_default\"]},{\"properties\":{\"write_default\":{\"const\":true}},\"required\":[\"describe\",\"write_default\"]}]}},{\"not\":{\"anyOf\":[{\"properties\":{\"append\":{\"minItems\":1}},\"required\":[\"get\",\"append\"]},{\"properties\":{\"prepend\":{\"minItems\":1}},\"required\":[\"get\",\"prepend\"]},{\"properties\":{\"set\":{\"minItems\":1}},\"required\":[\"get\",\"set\"]},{\"properties\":{\"remove\":{\"minItems\":1}},\"required\":[\"get\",\"remove\"]},{\"properties\":{\"remove_key\":{\"minItems\":1}},\"required\":[\"get\",\"remove_key\"]},{\"properties\":{\"stdin\":{\"const\":true}},\"required\":[\"get\",\"stdin\"]},{\"properties\":{\"append\":{\"minItems\":1},\"prepend\":{\"minItems\":1}},\"required\":[\"append\",\"prepend\"]},{\"properties\":{\"append\":{\"minItems\":1},\"set\":{\"minItems\":1}},\"required\":[\"append\",\"set\"]},{\"properties\":{\"append\":{\"minItems\":1},\"remove\":{\"minItems\":1}},\"required\":[\"append\",\"remove\"]},{\"properties\":{\"append\":{\"minItems\":1},\"remove_key\":{\"minItems\":1}},\"required\":[\"append\",\"remove_key\"]},{\"properties\":{\"append\":{\"minItems\":1},\"stdin\":{\"const\":true}},\"required\":[\"append\",\"stdin\"]},{\"properties\":{\"prepend\":{\"minItems\":1},\"set\":{\"minItems\":1}},\"required\":[\"prepend\",\"set\"]},{\"properties\":{\"prepend\":{\"minItems\":1},\"remove\":{\"minItems\":1}},\"required\":[\"prepend\",\"remove\"]},{\"properties\":{\"prepend\":{\"minItems\":1},\"remove_key\":{\"minItems\":1}},\"required\":[\"prepend\",\"remove_key\"]},{\"properties\":{\"prepend\":{\"minItems\":1},\"stdin\":{\"const\":true}},\"required\":[\"prepend\",\"stdin\"]},{\"properties\":{\"remove\":{\"minItems\":1},\"set\":{\"minItems\":1}},\"required\":[\"set\",\"remove\"]},{\"properties\":{\"remove_key\":{\"minItems\":1},\"set\":{\"minItems\":1}},\"required\":[\"set\",\"remove_key\"]},{\"properties\":{\"set\":{\"minItems\":1},\"stdin\":{\"const\":true}},\"required\":[\"set\",\"stdin\"]},{\"properties\":{\"remove\":{\"minItems\":1},\"remove_key\":{\"minItems\":1}},\"required\":[\"remove\",\"remove_key\"]},{\"properties\":{\"remove\":{\"minItems\":1},\"stdin\":{\"const\":true}},\"required\":[\"remove\",\"stdin\"]},{\"properties\":{\"remove_key\":{\"minItems\":1},\"stdin\":{\"const\":true}},\"required\":[\"remove_key\",\"stdin\"]}]}}],\"properties\":{\"append\":{\"description\":\"Add one configuration value to the end of a list key.\",\"items\":{\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"describe\":{\"description\":\"Describe given configuration parameters. If no arguments given, show information for all configuration parameters.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"env\":{\"description\":\"Write to the active conda environment .condarc file (<no active environment>). If no environment is active, write to the user config file (~/.condarc).\",\"type\":\"boolean\"},\"file\":{\"description\":\"Write to the given file.\",\"maxLength\":32768,\"type\":\"string\"},\"get\":{\"description\":\"Get a configuration value.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"prepend\":{\"description\":\"Add one configuration value to the beginning of a list key.\",\"items\":{\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"maxItems\":1024,\"type\":\"array\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"remove\":{\"description\":\"Remove a configuration value from a list key. This removes all instances of the value.\",\"items\":{\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"maxItems\":1024,\"type\":\"array\"},\"remove_key\":{\"description\":\"Remove a configuration key (and all its values).\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"set\":{\"description\":\"Set a boolean or string key.\",\"items\":{\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"maxItems\":1024,\"type\":\"array\"},\"show\":{\"description\":\"Display configuration values as calculated and compiled. If no arguments given, show information for all configuration values.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"show_sources\":{\"description\":\"Display all identified configuration sources.\",\"type\":\"boolean\"},\"stdin\":{\"description\":\"Apply configuration information given in yaml format piped through stdin.\",\"type\":\"boolean\"},\"system\":{\"description\":\"Write to the system .condarc file at '<prefix>/.condarc'.\",\"type\":\"boolean\"},\"validate\":{\"description\":\"Validate all configuration sources. Iterates over all .condarc files and checks for parsing errors.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"write_default\":{\"description\":\"Write the default configuration to a file. Equivalent to `conda config --describe > ~/.condarc`.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"anyOf\":[{\"properties\":{\"env\":{\"const\":true},\"system\":{\"const\":true}},\"required\":[\"system\",\"env\"]},{\"properties\":{\"system\":{\"const\":true}},\"required\":[\"system\",\"file\"]},{\"properties\":{\"system\":{\"const\":true}},\"required\":[\"system\",\"name\"]},{\"properties\":{\"system\":{\"const\":true}},\"required\":[\"system\",\"prefix\"]},{\"properties\":{\"env\":{\"const\":true}},\"required\":[\"env\",\"file\"]},{\"properties\":{\"env\":{\"const\":true}},\"required\":[\"env\",\"name\"]},{\"properties\":{\"env\":{\"const\":true}},\"required\":[\"env\",\"prefix\"]},{\"required\":[\"file\",\"name\"]},{\"required\":[\"file\",\"prefix\"]},{\"required\":[\"name\",\"prefix\"]}]}},{\"not\":{\"anyOf\":[{\"properties\":{\"show_sources\":{\"const\":true}},\"required\":[\"show\",\"show_sources\"]},{\"properties\":{\"validate\":{\"const\":true}},\"required\":[\"show\",\"validate\"]},{\"required\":[\"show\",\"describe\"]},{\"properties\":{\"write_default\":{\"const\":true}},\"required\":[\"show\",\"write_default\"]},{\"properties\":{\"show_sources\":{\"const\":true},\"validate\":{\"const\":true}},\"required\":[\"show_sources\",\"validate\"]},{\"properties\":{\"show_sources\":{\"const\":true}},\"required\":[\"show_sources\",\"describe\"]},{\"properties\":{\"show_sources\":{\"const\":true},\"write_default\":{\"const\":true}},\"required\":[\"show_sources\",\"write_default\"]},{\"properties\":{\"validate\":{\"const\":true}},\"required\":[\"validate\",\"describe\"]},{\"properties\":{\"validate\":{\"const\":true},\"write_default\":{\"const\":true}},\"required\":[\"validate\",\"write_default\"]},{\"properties\":{\"write_default\":{\"const\":true}},\"required\":[\"describe\",\"write_default\"]}]}},{\"not\":{\"anyOf\":[{\"properties\":{\"append\":{\"minItems\":1}},\"required\":[\"get\",\"append\"]},{\"properties\":{\"prepend\":{\"minItems\":1}},\"required\":[\"get\",\"prepend\"]},{\"properties\":{\"set\":{\"minItems\":1}},\"required\":[\"get\",\"set\"]},{\"properties\":{\"remove\":{\"minItems\":1}},\"required\":[\"get\",\"remove\"]},{\"properties\":{\"remove_key\":{\"minItems\":1}},\"required\":[\"get\",\"remove_key\"]},{\"properties\":{\"stdin\":{\"const\":true}},\"required\":[\"get\",\"stdin\"]},{\"properties\":{\"append\":{\"minItems\":1},\"prepend\":{\"minItems\":1}},\"required\":[\"append\",\"prepend\"]},{\"properties\":{\"append\":{\"minItems\":1},\"set\":{\"minItems\":1}},\"required\":[\"append\",\"set\"]},{\"properties\":{\"append\":{\"minItems\":1},\"remove\":{\"minItems\":1}},\"required\":[\"append\",\"remove\"]},{\"properties\":{\"append\":{\"minItems\":1},\"remove_key\":{\"minItems\":1}},\"required\":[\"append\",\"remove_key\"]},{\"properties\":{\"append\":{\"minItems\":1},\"stdin\":{\"const\":true}},\"required\":[\"append\",\"stdin\"]},{\"properties\":{\"prepend\":{\"minItems\":1},\"set\":{\"minItems\":1}},\"required\":[\"prepend\",\"set\"]},{\"properties\":{\"prepend\":{\"minItems\":1},\"remove\":{\"minItems\":1}},\"required\":[\"prepend\",\"remove\"]},{\"properties\":{\"prepend\":{\"minItems\":1},\"remove_key\":{\"minItems\":1}},\"required\":[\"prepend\",\"remove_key\"]},{\"properties\":{\"prepend\":{\"minItems\":1},\"stdin\":{\"const\":true}},\"required\":[\"prepend\",\"stdin\"]},{\"properties\":{\"remove\":{\"minItems\":1},\"set\":{\"minItems\":1}},\"required\":[\"set\",\"remove\"]},{\"properties\":{\"remove_key\":{\"minItems\":1},\"set\":{\"minItems\":1}},\"required\":[\"set\",\"remove_key\"]},{\"properties\":{\"set\":{\"minItems\":1},\"stdin\":{\"const\":true}},\"required\":[\"set\",\"stdin\"]},{\"properties\":{\"remove\":{\"minItems\":1},\"remove_key\":{\"minItems\":1}},\"required\":[\"remove\",\"remove_key\"]},{\"properties\":{\"remove\":{\"minItems\":1},\"stdin\":{\"const\":true}},\"required\":[\"remove\",\"stdin\"]},{\"properties\":{\"remove_key\":{\"minItems\":1},\"stdin\":{\"const\":true}},\"required\":[\"remove_key\",\"stdin\"]}]}}],\"properties\":{\"append\":{\"description\":\"Add one configuration value to the end of a list key.\",\"items\":{\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"describe\":{\"description\":\"Describe given configuration parameters.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"env\":{\"description\":\"Write to the active conda environment .condarc file (<no active environment>).\",\"type\":\"boolean\"},\"file\":{\"description\":\"Write to the given file.\",\"maxLength\":32768,\"type\":\"string\"},\"get\":{\"description\":\"Get a configuration value.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"prepend\":{\"description\":\"Add one configuration value to the beginning of a list key.\",\"items\":{\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"maxItems\":1024,\"type\":\"array\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"remove\":{\"description\":\"Remove a configuration value from a list key.\",\"items\":{\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"maxItems\":1024,\"type\":\"array\"},\"remove_key\":{\"description\":\"Remove a configuration key (and all its values).\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"set\":{\"description\":\"Set a boolean or string key.\",\"items\":{\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":2,\"minItems\":2,\"type\":\"array\"},\"maxItems\":1024,\"type\":\"array\"},\"show\":{\"description\":\"Display configuration values as calculated and compiled.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"show_sources\":{\"description\":\"Display all identified configuration sources.\",\"type\":\"boolean\"},\"stdin\":{\"description\":\"Apply configuration information given in yaml format piped through stdin.\",\"type\":\"boolean\"},\"system\":{\"description\":\"Write to the system .condarc file at '<prefix>/.condarc'.\",\"type\":\"boolean\"},\"validate\":{\"description\":\"Validate all configuration sources.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `config`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"write_default\":{\"description\":\"Write the default configuration to a file.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -727,8 +727,8 @@ impl Config {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -844,7 +844,7 @@ pub struct Create {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -979,7 +979,7 @@ pub struct Create {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -1051,13 +1051,13 @@ impl Create {
     pub const SIGNATURE: &str = "d416e25b66942e3d38d70feb16fd973a410d3e10bea0c04108f0583734bb1aac";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}},{\"not\":{\"properties\":{\"no_deps\":{\"const\":true},\"only_deps\":{\"const\":true}},\"required\":[\"no_deps\",\"only_deps\"]}}],\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages. These are URLs searched in the order they are given (including local directories using the 'file://' syntax or simply a path like '/home/conda/mychan' or '../mychan'). Then, the defaults or channels from .condarc are searched (unless `override_channels` is given). You can use 'defaults' to get the default packages for conda. You can also use any name and the .condarc channel_alias value will be prepended. The default channel_alias is https://conda.anaconda.org/.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"clobber\":{\"description\":\"Allow clobbering (i.e. overwriting) of overlapping file paths within packages and suppress related warnings.\",\"type\":\"boolean\"},\"clone\":{\"description\":\"Create a new environment as a copy of an existing local environment.\",\"maxLength\":32768,\"type\":\"string\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"copy\":{\"description\":\"Install all packages using copies instead of hard- or soft-linking.\",\"type\":\"boolean\"},\"dev\":{\"description\":\"Use `sys.executable -m conda` in wrapper scripts instead of CONDA_EXE. This is mainly for use during tests where we test new conda sources against old Python versions.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"download_only\":{\"description\":\"Solve an environment and ensure package caches are populated, but exit prior to unlinking and linking packages into the prefix.\",\"type\":\"boolean\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"environment_specifier\":{\"deprecated\":true,\"description\":\"`environment_specifier` is pending deprecation and will be removed in 27.3. Use the `format` flag instead.\",\"enum\":[\"cep-24\",\"environment-yaml\",\"env.yml\",\"environment.yml\",\"explicit\",\"requirements.txt\",\"requirements\",\"reqs\"],\"type\":\"string\"},\"experimental\":{\"deprecated\":true,\"description\":\"`experimental` is pending deprecation and will be removed in 27.3. Deprecated: jlap and lock no longer supported.\",\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"file\":{\"description\":\"Read environment or package specs from a file. The format is detected from the filename or contents. Which formats are supported depends on the installed plugins (see the epilog for the list available here). Custom filenames require `format`.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"format\":{\"description\":\"Override auto-detection of the input file's format. See `conda export --help` for the formats available in your installation. Aliases are interchangeable with canonical names.\",\"enum\":[\"cep-24\",\"environment-yaml\",\"env.yml\",\"environment.yml\",\"explicit\",\"requirements.txt\",\"requirements\",\"reqs\"],\"type\":\"string\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers. Equivalent to setting 'ssl_verify' to 'false'.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_channel_priority\":{\"description\":\"Package version takes precedence over channel priority. Overrides the value given by `conda config --show channel_priority`.\",\"type\":\"boolean\"},\"no_default_packages\":{\"description\":\"Ignore create_default_packages in the .condarc file.\",\"type\":\"boolean\"},\"no_deps\":{\"description\":\"Do not install, update, remove, or change dependencies. This WILL lead to broken environments and inconsistent behavior. Use at your own risk.\",\"type\":\"boolean\"},\"no_lock\":{\"description\":\"Disable locking when reading, updating index (repodata.json) cache.\",\"type\":\"boolean\"},\"no_pin\":{\"description\":\"Ignore pinned file.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"no_shortcuts\":{\"description\":\"Don't install start menu shortcuts\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode. Don't connect to the Internet.\",\"type\":\"boolean\"},\"only_deps\":{\"description\":\"Only install dependencies.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels. Requires `channel`.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"List of packages to install or update in the conda environment.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server where your channels are configured or within local backups. Conda will try whatever you specify, but will ultimately fall back to repodata.json if your specs are not satisfiable with what you specify here. This is used to employ repodata that is smaller and reduced in time scope. Leftmost entries are tried first, and the fallback to repodata.json is added for you automatically. For more information, see conda config --describe repodata_fns.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_shards\":{\"description\":\"Use sharded repodata if available. Enabled by default.\",\"type\":\"boolean\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst. Enabled by default.\",\"type\":\"boolean\"},\"shortcuts_only\":{\"description\":\"Install shortcuts only for this package name.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"show_channel_urls\":{\"description\":\"Show channel urls. Overrides the value given by `conda config --show show_channel_urls`.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"strict_channel_priority\":{\"description\":\"Packages in lower priority channels are not considered if a package with the same name appears in a higher priority channel.\",\"type\":\"boolean\"},\"subdir\":{\"description\":\"Use packages built for this platform. The new environment will be configured to remember this choice. Should be formatted like 'osx-64', 'linux-32', 'win-64', and so on. Defaults to the current (native) platform.\",\"enum\":[\"emscripten-wasm32\",\"wasi-wasm32\",\"freebsd-64\",\"linux-32\",\"linux-64\",\"linux-aarch64\",\"linux-armv6l\",\"linux-armv7l\",\"linux-ppc64\",\"linux-ppc64le\",\"linux-riscv64\",\"linux-s390x\",\"osx-64\",\"osx-arm64\",\"win-32\",\"win-64\",\"win-arm64\",\"zos-z\"],\"type\":\"string\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired. This is useful if you don't want conda to check whether a new version of the repodata file exists, which will save bandwidth.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '-c local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically. Users will not be asked to confirm any adding, deleting, backups, etc.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}},{\"not\":{\"properties\":{\"no_deps\":{\"const\":true},\"only_deps\":{\"const\":true}},\"required\":[\"no_deps\",\"only_deps\"]}}],\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages. Then, the defaults or channels from .condarc are searched (unless `override_channels` is given).\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"clobber\":{\"description\":\"Allow clobbering (i.e. overwriting) of overlapping file paths within packages and suppress related warnings.\",\"type\":\"boolean\"},\"clone\":{\"description\":\"Create a new environment as a copy of an existing local environment.\",\"maxLength\":32768,\"type\":\"string\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"copy\":{\"description\":\"Install all packages using copies instead of hard- or soft-linking.\",\"type\":\"boolean\"},\"dev\":{\"description\":\"Use `sys.executable -m conda` in wrapper scripts instead of CONDA_EXE.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"download_only\":{\"description\":\"Solve an environment and ensure package caches are populated, but exit prior to unlinking and linking packages into the prefix.\",\"type\":\"boolean\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"environment_specifier\":{\"deprecated\":true,\"description\":\"Use the `format` flag instead.\",\"enum\":[\"cep-24\",\"environment-yaml\",\"env.yml\",\"environment.yml\",\"explicit\",\"requirements.txt\",\"requirements\",\"reqs\"],\"type\":\"string\"},\"experimental\":{\"deprecated\":true,\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"file\":{\"description\":\"Read environment or package specs from a file. Custom filenames require `format`.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"format\":{\"description\":\"Override auto-detection of the input file's format.\",\"enum\":[\"cep-24\",\"environment-yaml\",\"env.yml\",\"environment.yml\",\"explicit\",\"requirements.txt\",\"requirements\",\"reqs\"],\"type\":\"string\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_channel_priority\":{\"description\":\"Package version takes precedence over channel priority.\",\"type\":\"boolean\"},\"no_default_packages\":{\"description\":\"Ignore create_default_packages in the .condarc file.\",\"type\":\"boolean\"},\"no_deps\":{\"description\":\"Do not install, update, remove, or change dependencies. Use at your own risk.\",\"type\":\"boolean\"},\"no_lock\":{\"description\":\"Disable locking when reading, updating index (repodata.json) cache.\",\"type\":\"boolean\"},\"no_pin\":{\"description\":\"Ignore pinned file.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"no_shortcuts\":{\"description\":\"Don't install start menu shortcuts\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode.\",\"type\":\"boolean\"},\"only_deps\":{\"description\":\"Only install dependencies.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels. Requires `channel`.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"List of packages to install or update in the conda environment.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server where your channels are configured or within local backups.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_shards\":{\"description\":\"Use sharded repodata if available.\",\"type\":\"boolean\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst.\",\"type\":\"boolean\"},\"shortcuts_only\":{\"description\":\"Install shortcuts only for this package name.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"show_channel_urls\":{\"description\":\"Show channel urls.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"strict_channel_priority\":{\"description\":\"Packages in lower priority channels are not considered if a package with the same name appears in a higher priority channel.\",\"type\":\"boolean\"},\"subdir\":{\"description\":\"Use packages built for this platform.\",\"enum\":[\"emscripten-wasm32\",\"wasi-wasm32\",\"freebsd-64\",\"linux-32\",\"linux-64\",\"linux-aarch64\",\"linux-armv6l\",\"linux-armv7l\",\"linux-ppc64\",\"linux-ppc64le\",\"linux-riscv64\",\"linux-s390x\",\"osx-64\",\"osx-arm64\",\"win-32\",\"win-64\",\"win-arm64\",\"zos-z\"],\"type\":\"string\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '`channel` local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `create`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -1213,8 +1213,8 @@ impl Create {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -1530,7 +1530,7 @@ pub struct EnvConfigVarsList {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -1560,7 +1560,7 @@ pub struct EnvConfigVarsList {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -1572,13 +1572,13 @@ impl EnvConfigVarsList {
     pub const SIGNATURE: &str = "216c72b7c4eb34be5863c22a41af075610d819f84a1dba0d8eaf6bf61cd7a7fa";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `list`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(5);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -1608,8 +1608,8 @@ impl EnvConfigVarsList {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -1768,7 +1768,7 @@ pub struct EnvCreate {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -1833,7 +1833,7 @@ pub struct EnvCreate {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -1865,13 +1865,13 @@ impl EnvCreate {
     pub const SIGNATURE: &str = "0eff141aa55977ee1dcfeb7850105783c98af555f794beb7fd6a5a124854fbb8";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"environment_specifier\":{\"deprecated\":true,\"description\":\"`environment_specifier` is pending deprecation and will be removed in 27.3. Use the `format` flag instead.\",\"enum\":[\"cep-24\",\"environment-yaml\",\"env.yml\",\"environment.yml\",\"explicit\",\"requirements.txt\",\"requirements\",\"reqs\"],\"type\":\"string\"},\"file\":{\"description\":\"Environment definition file (default: environment.yml). Standard filenames registered by the installed format plugins are auto-detected. Custom filenames require `format`.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"format\":{\"description\":\"Override auto-detection of the input file's format. See `conda export --help` for the formats available in your installation. Aliases are interchangeable with canonical names.\",\"enum\":[\"cep-24\",\"environment-yaml\",\"env.yml\",\"environment.yml\",\"explicit\",\"requirements.txt\",\"requirements\",\"reqs\"],\"type\":\"string\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers. Equivalent to setting 'ssl_verify' to 'false'.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_default_packages\":{\"description\":\"Ignore create_default_packages in the .condarc file.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode. Don't connect to the Internet.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"subdir\":{\"description\":\"Use packages built for this platform. The new environment will be configured to remember this choice. Should be formatted like 'osx-64', 'linux-32', 'win-64', and so on. Defaults to the current (native) platform.\",\"enum\":[\"emscripten-wasm32\",\"wasi-wasm32\",\"freebsd-64\",\"linux-32\",\"linux-64\",\"linux-aarch64\",\"linux-armv6l\",\"linux-armv7l\",\"linux-ppc64\",\"linux-ppc64le\",\"linux-riscv64\",\"linux-s390x\",\"osx-64\",\"osx-arm64\",\"win-32\",\"win-64\",\"win-arm64\",\"zos-z\"],\"type\":\"string\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired. This is useful if you don't want conda to check whether a new version of the repodata file exists, which will save bandwidth.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically. Users will not be asked to confirm any adding, deleting, backups, etc.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"environment_specifier\":{\"deprecated\":true,\"description\":\"Use the `format` flag instead.\",\"enum\":[\"cep-24\",\"environment-yaml\",\"env.yml\",\"environment.yml\",\"explicit\",\"requirements.txt\",\"requirements\",\"reqs\"],\"type\":\"string\"},\"file\":{\"description\":\"Environment definition file (default: environment.yml). Custom filenames require `format`.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"format\":{\"description\":\"Override auto-detection of the input file's format.\",\"enum\":[\"cep-24\",\"environment-yaml\",\"env.yml\",\"environment.yml\",\"explicit\",\"requirements.txt\",\"requirements\",\"reqs\"],\"type\":\"string\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_default_packages\":{\"description\":\"Ignore create_default_packages in the .condarc file.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"subdir\":{\"description\":\"Use packages built for this platform.\",\"enum\":[\"emscripten-wasm32\",\"wasi-wasm32\",\"freebsd-64\",\"linux-32\",\"linux-64\",\"linux-aarch64\",\"linux-armv6l\",\"linux-armv7l\",\"linux-ppc64\",\"linux-ppc64le\",\"linux-riscv64\",\"linux-s390x\",\"osx-64\",\"osx-arm64\",\"win-32\",\"win-64\",\"win-arm64\",\"zos-z\"],\"type\":\"string\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `create`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(3);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -1931,8 +1931,8 @@ impl EnvCreate {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -2034,7 +2034,7 @@ pub struct EnvExport {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -2104,7 +2104,7 @@ pub struct EnvExport {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -2121,13 +2121,13 @@ impl EnvExport {
     pub const SIGNATURE: &str = "e2e88b9206b1269097ed9c29edaaa1fbb1d001ad5799e1073c541b516567601e";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"channel\":{\"description\":\"Additional channel to include in the export\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"file\":{\"description\":\"File name or path for the exported environment. Standard filenames registered by the installed format plugins are auto-detected. Custom filenames require `format`. Existing files are overwritten silently.\",\"maxLength\":32768,\"type\":\"string\"},\"format\":{\"description\":\"Override the output format. When omitted, the format is detected from `file`. See the epilog for the formats available in your installation.\",\"enum\":[\"env.yml\",\"environment-json\",\"environment-yaml\",\"explicit\",\"json\",\"reqs\",\"requirements\",\"txt\",\"yaml\",\"yml\"],\"type\":\"string\"},\"from_history\":{\"description\":\"Build environment spec from explicit specs in history\",\"type\":\"boolean\"},\"ignore_channels\":{\"description\":\"Do not include channel names with package names.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_builds\":{\"description\":\"Remove build specification from dependencies\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not include .condarc channels\",\"type\":\"boolean\"},\"override_platforms\":{\"description\":\"Override the platforms specified in the condarc\",\"type\":\"boolean\"},\"platform\":{\"description\":\"Target platform(s)/subdir(s) for export (e.g. linux-64, osx-arm64, win-64). For formats that support multi-platform output, repeat the flag to produce a single file covering every platform.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"channel\":{\"description\":\"Additional channel to include in the export\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"file\":{\"description\":\"File name or path for the exported environment. Custom filenames require `format`.\",\"maxLength\":32768,\"type\":\"string\"},\"format\":{\"description\":\"Override the output format. When omitted, the format is detected from `file`.\",\"enum\":[\"env.yml\",\"environment-json\",\"environment-yaml\",\"explicit\",\"json\",\"reqs\",\"requirements\",\"txt\",\"yaml\",\"yml\"],\"type\":\"string\"},\"from_history\":{\"description\":\"Build environment spec from explicit specs in history\",\"type\":\"boolean\"},\"ignore_channels\":{\"description\":\"Do not include channel names with package names.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_builds\":{\"description\":\"Remove build specification from dependencies\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not include .condarc channels\",\"type\":\"boolean\"},\"override_platforms\":{\"description\":\"Override the platforms specified in the condarc\",\"type\":\"boolean\"},\"platform\":{\"description\":\"Target platform(s)/subdir(s) for export (e.g. linux-64, osx-arm64, win-64).\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `export`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(3);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -2207,8 +2207,8 @@ impl EnvExport {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -2228,7 +2228,7 @@ pub struct EnvList {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -2248,7 +2248,7 @@ pub struct EnvList {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -2265,13 +2265,13 @@ impl EnvList {
     pub const SIGNATURE: &str = "3beefde56b0f074cba88a01fe93be4b18fa2e218c93b14c5f15d470fb44427f3";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"size\":{\"description\":\"Show conda-managed disk usage for each environment (excludes untracked files created after installation).\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"size\":{\"description\":\"Show conda-managed disk usage for each environment (excludes untracked files created after installation).\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `list`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(3);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -2289,8 +2289,8 @@ impl EnvList {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -2310,7 +2310,7 @@ pub struct EnvRemove {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -2350,7 +2350,7 @@ pub struct EnvRemove {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -2372,13 +2372,13 @@ impl EnvRemove {
     pub const SIGNATURE: &str = "d36030201c13a3b384d195964b05d583a90dc6c876a95f4be821634e11665150";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically. Users will not be asked to confirm any adding, deleting, backups, etc.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `remove`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(3);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -2416,8 +2416,8 @@ impl EnvRemove {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -2440,7 +2440,7 @@ pub struct EnvUpdate {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -2495,7 +2495,7 @@ pub struct EnvUpdate {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -2512,13 +2512,13 @@ impl EnvUpdate {
     pub const SIGNATURE: &str = "818fc257604d6bd48ff55fc160acc6b8e6a0c1c6a3dff84645b7a514ccc203ec";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"environment_specifier\":{\"deprecated\":true,\"description\":\"`environment_specifier` is pending deprecation and will be removed in 27.3. Use the `format` flag instead.\",\"enum\":[\"cep-24\",\"environment-yaml\",\"env.yml\",\"environment.yml\",\"explicit\",\"requirements.txt\",\"requirements\",\"reqs\"],\"type\":\"string\"},\"file\":{\"description\":\"environment definition (default: environment.yml)\",\"maxLength\":32768,\"type\":\"string\"},\"format\":{\"description\":\"Override auto-detection of the input file's format. See `conda export --help` for the formats available in your installation. Aliases are interchangeable with canonical names.\",\"enum\":[\"cep-24\",\"environment-yaml\",\"env.yml\",\"environment.yml\",\"explicit\",\"requirements.txt\",\"requirements\",\"reqs\"],\"type\":\"string\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"prune\":{\"description\":\"remove installed packages not defined in environment.yml\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"environment_specifier\":{\"deprecated\":true,\"description\":\"Use the `format` flag instead.\",\"enum\":[\"cep-24\",\"environment-yaml\",\"env.yml\",\"environment.yml\",\"explicit\",\"requirements.txt\",\"requirements\",\"reqs\"],\"type\":\"string\"},\"file\":{\"description\":\"environment definition (default: environment.yml)\",\"maxLength\":32768,\"type\":\"string\"},\"format\":{\"description\":\"Override auto-detection of the input file's format.\",\"enum\":[\"cep-24\",\"environment-yaml\",\"env.yml\",\"environment.yml\",\"explicit\",\"requirements.txt\",\"requirements\",\"reqs\"],\"type\":\"string\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"prune\":{\"description\":\"remove installed packages not defined in environment.yml\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `update`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(3);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -2572,8 +2572,8 @@ impl EnvUpdate {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -2597,7 +2597,7 @@ pub struct Export {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -2667,7 +2667,7 @@ pub struct Export {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -2684,13 +2684,13 @@ impl Export {
     pub const SIGNATURE: &str = "cf4850c3efedacf323aef63dffcadee2c576ec08e1ef565ca6f52b8bd7a452bb";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"channel\":{\"description\":\"Additional channel to include in the export\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"file\":{\"description\":\"File name or path for the exported environment. Standard filenames registered by the installed format plugins are auto-detected. Custom filenames require `format`. Existing files are overwritten silently.\",\"maxLength\":32768,\"type\":\"string\"},\"format\":{\"description\":\"Override the output format. When omitted, the format is detected from `file`. See the epilog for the formats available in your installation.\",\"enum\":[\"env.yml\",\"environment-json\",\"environment-yaml\",\"explicit\",\"json\",\"reqs\",\"requirements\",\"txt\",\"yaml\",\"yml\"],\"type\":\"string\"},\"from_history\":{\"description\":\"Build environment spec from explicit specs in history\",\"type\":\"boolean\"},\"ignore_channels\":{\"description\":\"Do not include channel names with package names.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_builds\":{\"description\":\"Remove build specification from dependencies\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not include .condarc channels\",\"type\":\"boolean\"},\"override_platforms\":{\"description\":\"Override the platforms specified in the condarc\",\"type\":\"boolean\"},\"platform\":{\"description\":\"Target platform(s)/subdir(s) for export (e.g. linux-64, osx-arm64, win-64). For formats that support multi-platform output, repeat the flag to produce a single file covering every platform.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"channel\":{\"description\":\"Additional channel to include in the export\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"file\":{\"description\":\"File name or path for the exported environment. Custom filenames require `format`.\",\"maxLength\":32768,\"type\":\"string\"},\"format\":{\"description\":\"Override the output format. When omitted, the format is detected from `file`.\",\"enum\":[\"env.yml\",\"environment-json\",\"environment-yaml\",\"explicit\",\"json\",\"reqs\",\"requirements\",\"txt\",\"yaml\",\"yml\"],\"type\":\"string\"},\"from_history\":{\"description\":\"Build environment spec from explicit specs in history\",\"type\":\"boolean\"},\"ignore_channels\":{\"description\":\"Do not include channel names with package names.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_builds\":{\"description\":\"Remove build specification from dependencies\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not include .condarc channels\",\"type\":\"boolean\"},\"override_platforms\":{\"description\":\"Override the platforms specified in the condarc\",\"type\":\"boolean\"},\"platform\":{\"description\":\"Target platform(s)/subdir(s) for export (e.g. linux-64, osx-arm64, win-64).\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `export`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -2769,8 +2769,8 @@ impl Export {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -2790,7 +2790,7 @@ pub struct Info {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -2810,7 +2810,7 @@ pub struct Info {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -2852,13 +2852,13 @@ impl Info {
     pub const SIGNATURE: &str = "912c1db30096d701553f07096af463f82020ca642987d0c77820cb2dda2881fc";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"all\":{\"description\":\"Show all information.\",\"type\":\"boolean\"},\"base\":{\"description\":\"Display base environment path.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"envs\":{\"description\":\"List all known conda environments. Combine with `json` to obtain more details.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"size\":{\"description\":\"Show conda-managed disk usage for each environment (excludes untracked files created after installation).\",\"type\":\"boolean\"},\"system\":{\"description\":\"List environment variables.\",\"type\":\"boolean\"},\"unsafe_channels\":{\"description\":\"Display list of channels with tokens exposed.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"all\":{\"description\":\"Show all information.\",\"type\":\"boolean\"},\"base\":{\"description\":\"Display base environment path.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"envs\":{\"description\":\"List all known conda environments. Combine with `json` to obtain more details.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"size\":{\"description\":\"Show conda-managed disk usage for each environment (excludes untracked files created after installation).\",\"type\":\"boolean\"},\"system\":{\"description\":\"List environment variables.\",\"type\":\"boolean\"},\"unsafe_channels\":{\"description\":\"Display list of channels with tokens exposed.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `info`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -2875,8 +2875,8 @@ impl Info {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -2911,7 +2911,7 @@ pub struct Init {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -2966,7 +2966,7 @@ pub struct Init {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -2983,13 +2983,13 @@ impl Init {
     pub const SIGNATURE: &str = "d2536ad04953ee989362af5c5994b643bc39c9cecca243a896034a781830bae7";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"all\":{\"description\":\"Initialize all currently available shells.\",\"type\":\"boolean\"},\"condabin\":{\"description\":\"Add 'condabin/' directory to PATH only. Does not install the shell function.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"no_user\":{\"description\":\"Don't initialize conda for the current user.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"reverse\":{\"description\":\"Undo effects of last conda init.\",\"type\":\"boolean\"},\"shells\":{\"description\":\"One or more shells to be initialized. If not given, the default value is 'bash' on unix and 'cmd.exe' & 'powershell' on Windows. Use the '`all`' flag to initialize all shells. Available shells: ['bash', 'fish', 'powershell', 'tcsh', 'xonsh', 'zsh']\",\"items\":{\"enum\":[\"bash\",\"fish\",\"tcsh\",\"xonsh\",\"zsh\",\"powershell\"],\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"system\":{\"description\":\"Initialize conda for all users on the system.\",\"type\":\"boolean\"},\"user\":{\"description\":\"Initialize conda for the current user (default).\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"all\":{\"description\":\"Initialize all currently available shells.\",\"type\":\"boolean\"},\"condabin\":{\"description\":\"Add 'condabin/' directory to PATH only.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"no_user\":{\"description\":\"Don't initialize conda for the current user.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"reverse\":{\"description\":\"Undo effects of last conda init.\",\"type\":\"boolean\"},\"shells\":{\"description\":\"One or more shells to be initialized. Use the `all` flag to initialize all shells.\",\"items\":{\"enum\":[\"bash\",\"fish\",\"tcsh\",\"xonsh\",\"zsh\",\"powershell\"],\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"system\":{\"description\":\"Initialize conda for all users on the system.\",\"type\":\"boolean\"},\"user\":{\"description\":\"Initialize conda for the current user (default).\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `init`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -3030,8 +3030,8 @@ impl Init {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -3080,7 +3080,7 @@ pub struct Install {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -3220,7 +3220,7 @@ pub struct Install {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -3312,13 +3312,13 @@ impl Install {
     pub const SIGNATURE: &str = "42e9342d751f9658bc4f5ab14d80b9939ed1ae16effcb58269e75a582ea8e9de";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}},{\"not\":{\"properties\":{\"no_deps\":{\"const\":true},\"only_deps\":{\"const\":true}},\"required\":[\"no_deps\",\"only_deps\"]}},{\"not\":{\"anyOf\":[{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_deps\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"satisfied_skip_solve\":{\"const\":true}},\"required\":[\"freeze_installed\",\"satisfied_skip_solve\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_all\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_all\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_specs\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\",\"satisfied_skip_solve\"]},{\"properties\":{\"update_all\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\",\"update_all\"]},{\"properties\":{\"update_deps\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"update_deps\",\"update_specs\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_all\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\",\"update_all\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\",\"update_specs\"]},{\"properties\":{\"update_all\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"update_all\",\"update_specs\"]}]}}],\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages. These are URLs searched in the order they are given (including local directories using the 'file://' syntax or simply a path like '/home/conda/mychan' or '../mychan'). Then, the defaults or channels from .condarc are searched (unless `override_channels` is given). You can use 'defaults' to get the default packages for conda. You can also use any name and the .condarc channel_alias value will be prepended. The default channel_alias is https://conda.anaconda.org/.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"clobber\":{\"description\":\"Allow clobbering (i.e. overwriting) of overlapping file paths within packages and suppress related warnings.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"copy\":{\"description\":\"Install all packages using copies instead of hard- or soft-linking.\",\"type\":\"boolean\"},\"dev\":{\"description\":\"Use `sys.executable -m conda` in wrapper scripts instead of CONDA_EXE. This is mainly for use during tests where we test new conda sources against old Python versions.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"download_only\":{\"description\":\"Solve an environment and ensure package caches are populated, but exit prior to unlinking and linking packages into the prefix.\",\"type\":\"boolean\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"environment_specifier\":{\"deprecated\":true,\"description\":\"`environment_specifier` is pending deprecation and will be removed in 27.3. Use the `format` flag instead.\",\"enum\":[\"cep-24\",\"environment-yaml\",\"env.yml\",\"environment.yml\",\"explicit\",\"requirements.txt\",\"requirements\",\"reqs\"],\"type\":\"string\"},\"experimental\":{\"deprecated\":true,\"description\":\"`experimental` is pending deprecation and will be removed in 27.3. Deprecated: jlap and lock no longer supported.\",\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"file\":{\"description\":\"Read environment or package specs from a file. The format is detected from the filename or contents. Which formats are supported depends on the installed plugins (see the epilog for the list available here). Custom filenames require `format`.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"force_reinstall\":{\"description\":\"Ensure that any user-requested package for the current operation is uninstalled and reinstalled, even if that package already exists in the environment.\",\"type\":\"boolean\"},\"format\":{\"description\":\"Override auto-detection of the input file's format. See `conda export --help` for the formats available in your installation. Aliases are interchangeable with canonical names.\",\"enum\":[\"cep-24\",\"environment-yaml\",\"env.yml\",\"environment.yml\",\"explicit\",\"requirements.txt\",\"requirements\",\"reqs\"],\"type\":\"string\"},\"freeze_installed\":{\"description\":\"Do not update or change already-installed dependencies.\",\"type\":\"boolean\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers. Equivalent to setting 'ssl_verify' to 'false'.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_channel_priority\":{\"description\":\"Package version takes precedence over channel priority. Overrides the value given by `conda config --show channel_priority`.\",\"type\":\"boolean\"},\"no_deps\":{\"description\":\"Do not install, update, remove, or change dependencies. This WILL lead to broken environments and inconsistent behavior. Use at your own risk.\",\"type\":\"boolean\"},\"no_lock\":{\"description\":\"Disable locking when reading, updating index (repodata.json) cache.\",\"type\":\"boolean\"},\"no_pin\":{\"description\":\"Ignore pinned file.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"no_shortcuts\":{\"description\":\"Don't install start menu shortcuts\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode. Don't connect to the Internet.\",\"type\":\"boolean\"},\"only_deps\":{\"description\":\"Only install dependencies.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels. Requires `channel`.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"List of packages to install or update in the conda environment.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server where your channels are configured or within local backups. Conda will try whatever you specify, but will ultimately fall back to repodata.json if your specs are not satisfiable with what you specify here. This is used to employ repodata that is smaller and reduced in time scope. Leftmost entries are tried first, and the fallback to repodata.json is added for you automatically. For more information, see conda config --describe repodata_fns.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_shards\":{\"description\":\"Use sharded repodata if available. Enabled by default.\",\"type\":\"boolean\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst. Enabled by default.\",\"type\":\"boolean\"},\"revision\":{\"description\":\"Revert to the specified REVISION.\",\"maxLength\":32768,\"type\":\"string\"},\"satisfied_skip_solve\":{\"description\":\"Exit early and do not run the solver if the requested specs are satisfied. Also skips aggressive updates as configured by the 'aggressive_update_packages' config setting. Use 'conda config --describe aggressive_update_packages' to view your setting. `satisfied_skip_solve` is similar to the default behavior of 'pip install'.\",\"type\":\"boolean\"},\"shortcuts_only\":{\"description\":\"Install shortcuts only for this package name.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"show_channel_urls\":{\"description\":\"Show channel urls. Overrides the value given by `conda config --show show_channel_urls`.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"strict_channel_priority\":{\"description\":\"Packages in lower priority channels are not considered if a package with the same name appears in a higher priority channel.\",\"type\":\"boolean\"},\"update_all\":{\"description\":\"Update all installed packages in the environment.\",\"type\":\"boolean\"},\"update_deps\":{\"description\":\"Update dependencies that have available updates.\",\"type\":\"boolean\"},\"update_specs\":{\"description\":\"Update based on provided specifications.\",\"type\":\"boolean\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired. This is useful if you don't want conda to check whether a new version of the repodata file exists, which will save bandwidth.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '-c local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically. Users will not be asked to confirm any adding, deleting, backups, etc.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}},{\"not\":{\"properties\":{\"no_deps\":{\"const\":true},\"only_deps\":{\"const\":true}},\"required\":[\"no_deps\",\"only_deps\"]}},{\"not\":{\"anyOf\":[{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_deps\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"satisfied_skip_solve\":{\"const\":true}},\"required\":[\"freeze_installed\",\"satisfied_skip_solve\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_all\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_all\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_specs\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\",\"satisfied_skip_solve\"]},{\"properties\":{\"update_all\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\",\"update_all\"]},{\"properties\":{\"update_deps\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"update_deps\",\"update_specs\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_all\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\",\"update_all\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\",\"update_specs\"]},{\"properties\":{\"update_all\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"update_all\",\"update_specs\"]}]}}],\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages. Then, the defaults or channels from .condarc are searched (unless `override_channels` is given).\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"clobber\":{\"description\":\"Allow clobbering (i.e. overwriting) of overlapping file paths within packages and suppress related warnings.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"copy\":{\"description\":\"Install all packages using copies instead of hard- or soft-linking.\",\"type\":\"boolean\"},\"dev\":{\"description\":\"Use `sys.executable -m conda` in wrapper scripts instead of CONDA_EXE.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"download_only\":{\"description\":\"Solve an environment and ensure package caches are populated, but exit prior to unlinking and linking packages into the prefix.\",\"type\":\"boolean\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"environment_specifier\":{\"deprecated\":true,\"description\":\"Use the `format` flag instead.\",\"enum\":[\"cep-24\",\"environment-yaml\",\"env.yml\",\"environment.yml\",\"explicit\",\"requirements.txt\",\"requirements\",\"reqs\"],\"type\":\"string\"},\"experimental\":{\"deprecated\":true,\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"file\":{\"description\":\"Read environment or package specs from a file. Custom filenames require `format`.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"force_reinstall\":{\"description\":\"Ensure that any user-requested package for the current operation is uninstalled and reinstalled, even if that package already exists in the environment.\",\"type\":\"boolean\"},\"format\":{\"description\":\"Override auto-detection of the input file's format.\",\"enum\":[\"cep-24\",\"environment-yaml\",\"env.yml\",\"environment.yml\",\"explicit\",\"requirements.txt\",\"requirements\",\"reqs\"],\"type\":\"string\"},\"freeze_installed\":{\"description\":\"Do not update or change already-installed dependencies.\",\"type\":\"boolean\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_channel_priority\":{\"description\":\"Package version takes precedence over channel priority.\",\"type\":\"boolean\"},\"no_deps\":{\"description\":\"Do not install, update, remove, or change dependencies. Use at your own risk.\",\"type\":\"boolean\"},\"no_lock\":{\"description\":\"Disable locking when reading, updating index (repodata.json) cache.\",\"type\":\"boolean\"},\"no_pin\":{\"description\":\"Ignore pinned file.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"no_shortcuts\":{\"description\":\"Don't install start menu shortcuts\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode.\",\"type\":\"boolean\"},\"only_deps\":{\"description\":\"Only install dependencies.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels. Requires `channel`.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"List of packages to install or update in the conda environment.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server where your channels are configured or within local backups.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_shards\":{\"description\":\"Use sharded repodata if available.\",\"type\":\"boolean\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst.\",\"type\":\"boolean\"},\"revision\":{\"description\":\"Revert to the specified REVISION.\",\"maxLength\":32768,\"type\":\"string\"},\"satisfied_skip_solve\":{\"description\":\"Exit early and do not run the solver if the requested specs are satisfied. `satisfied_skip_solve` is similar to the default behavior of 'pip install'.\",\"type\":\"boolean\"},\"shortcuts_only\":{\"description\":\"Install shortcuts only for this package name.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"show_channel_urls\":{\"description\":\"Show channel urls.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"strict_channel_priority\":{\"description\":\"Packages in lower priority channels are not considered if a package with the same name appears in a higher priority channel.\",\"type\":\"boolean\"},\"update_all\":{\"description\":\"Update all installed packages in the environment.\",\"type\":\"boolean\"},\"update_deps\":{\"description\":\"Update dependencies that have available updates.\",\"type\":\"boolean\"},\"update_specs\":{\"description\":\"Update based on provided specifications.\",\"type\":\"boolean\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '`channel` local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `install`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -3481,8 +3481,8 @@ impl Install {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -3594,7 +3594,7 @@ pub struct List {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -3624,7 +3624,7 @@ pub struct List {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -3706,13 +3706,13 @@ impl List {
     pub const SIGNATURE: &str = "030400388b04f98ae354fe59d5aa276e7e0c6c1c72bbc2583a3baf8f961a29da";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"auth\":{\"description\":\"In explicit mode, leave authentication details in package URLs. They are removed by default otherwise.\",\"type\":\"boolean\"},\"canonical\":{\"description\":\"Output canonical names of packages only.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"explicit\":{\"description\":\"List explicitly all installed conda packages with URL (output may be used by conda create --file).\",\"type\":\"boolean\"},\"export\":{\"description\":\"Output explicit, machine-readable requirement strings instead of human-readable lists of packages. This output may be used by conda create --file.\",\"type\":\"boolean\"},\"fields\":{\"description\":\"Comma-separated list of fields to print. Valid values: arch,build,build_number,channel,channel_name,constrains,depends,dist_str,features,fn,license,license_family,md5,name,noarch,package_type,requested_spec,requested_specs,sha256,size,subdir,timestamp,track_features,url,version.\",\"maxLength\":32768,\"type\":\"string\"},\"full_name\":{\"description\":\"Only search for full names, i.e., ^<regex>$. `full_name` NAME is identical to regex '^NAME$'.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"md5\":{\"description\":\"Add MD5 hashsum when using `explicit`.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_pip\":{\"description\":\"Do not include pip-only installed packages.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"regex\":{\"anyOf\":[{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},{\"type\":\"null\"}],\"description\":\"List only packages matching this regular expression.\"},\"reverse\":{\"description\":\"List installed packages in reverse order.\",\"type\":\"boolean\"},\"revisions\":{\"description\":\"List the revision history.\",\"type\":\"boolean\"},\"sha256\":{\"description\":\"Add SHA256 hashsum when using `explicit`.\",\"type\":\"boolean\"},\"show_channel_urls\":{\"description\":\"Show channel urls. Overrides the value given by `conda config --show show_channel_urls`.\",\"type\":\"boolean\"},\"size\":{\"description\":\"Show package and environment sizes.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"auth\":{\"description\":\"In explicit mode, leave authentication details in package URLs.\",\"type\":\"boolean\"},\"canonical\":{\"description\":\"Output canonical names of packages only.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"explicit\":{\"description\":\"List explicitly all installed conda packages with URL (output may be used by conda create --file).\",\"type\":\"boolean\"},\"export\":{\"description\":\"Output explicit, machine-readable requirement strings instead of human-readable lists of packages.\",\"type\":\"boolean\"},\"fields\":{\"description\":\"Comma-separated list of fields to print.\",\"maxLength\":32768,\"type\":\"string\"},\"full_name\":{\"description\":\"Only search for full names, i.e., ^<regex>$. `full_name` NAME is identical to regex '^NAME$'.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"md5\":{\"description\":\"Add MD5 hashsum when using `explicit`.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_pip\":{\"description\":\"Do not include pip-only installed packages.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"regex\":{\"anyOf\":[{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},{\"type\":\"null\"}],\"description\":\"List only packages matching this regular expression.\"},\"reverse\":{\"description\":\"List installed packages in reverse order.\",\"type\":\"boolean\"},\"revisions\":{\"description\":\"List the revision history.\",\"type\":\"boolean\"},\"sha256\":{\"description\":\"Add SHA256 hashsum when using `explicit`.\",\"type\":\"boolean\"},\"show_channel_urls\":{\"description\":\"Show channel urls.\",\"type\":\"boolean\"},\"size\":{\"description\":\"Show package and environment sizes.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `list`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -3739,8 +3739,8 @@ impl List {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -3806,7 +3806,7 @@ pub struct Notices {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -3866,7 +3866,7 @@ pub struct Notices {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -3878,13 +3878,13 @@ impl Notices {
     pub const SIGNATURE: &str = "f31a56bbeddce67f6f2c400699ee1b0d944eadfcdff8e8055c1c6e2b63f1a100";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages. These are URLs searched in the order they are given (including local directories using the 'file://' syntax or simply a path like '/home/conda/mychan' or '../mychan'). Then, the defaults or channels from .condarc are searched (unless `override_channels` is given). You can use 'defaults' to get the default packages for conda. You can also use any name and the .condarc channel_alias value will be prepended. The default channel_alias is https://conda.anaconda.org/.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"experimental\":{\"deprecated\":true,\"description\":\"`experimental` is pending deprecation and will be removed in 27.3. Deprecated: jlap and lock no longer supported.\",\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"no_lock\":{\"description\":\"Disable locking when reading, updating index (repodata.json) cache.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels. Requires `channel`.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server where your channels are configured or within local backups. Conda will try whatever you specify, but will ultimately fall back to repodata.json if your specs are not satisfiable with what you specify here. This is used to employ repodata that is smaller and reduced in time scope. Leftmost entries are tried first, and the fallback to repodata.json is added for you automatically. For more information, see conda config --describe repodata_fns.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_shards\":{\"description\":\"Use sharded repodata if available. Enabled by default.\",\"type\":\"boolean\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst. Enabled by default.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '-c local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages. Then, the defaults or channels from .condarc are searched (unless `override_channels` is given).\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"experimental\":{\"deprecated\":true,\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"no_lock\":{\"description\":\"Disable locking when reading, updating index (repodata.json) cache.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels. Requires `channel`.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server where your channels are configured or within local backups.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_shards\":{\"description\":\"Use sharded repodata if available.\",\"type\":\"boolean\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '`channel` local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `notices`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -3975,8 +3975,8 @@ impl Notices {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -4127,7 +4127,7 @@ pub struct Remove {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -4237,7 +4237,7 @@ pub struct Remove {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -4279,13 +4279,13 @@ impl Remove {
     pub const SIGNATURE: &str = "f57e10d70c463c64d6f3c77c6db8db8cdec9d15cc8fe072b0024bdcfe72ac8aa";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"all\":{\"description\":\"Remove all packages, i.e., the entire environment.\",\"type\":\"boolean\"},\"channel\":{\"description\":\"Additional channel to search for packages. These are URLs searched in the order they are given (including local directories using the 'file://' syntax or simply a path like '/home/conda/mychan' or '../mychan'). Then, the defaults or channels from .condarc are searched (unless `override_channels` is given). You can use 'defaults' to get the default packages for conda. You can also use any name and the .condarc channel_alias value will be prepended. The default channel_alias is https://conda.anaconda.org/.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dev\":{\"description\":\"Use `sys.executable -m conda` in wrapper scripts instead of CONDA_EXE. This is mainly for use during tests where we test new conda sources against old Python versions.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"experimental\":{\"deprecated\":true,\"description\":\"`experimental` is pending deprecation and will be removed in 27.3. Deprecated: jlap and lock no longer supported.\",\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"features\":{\"description\":\"Remove features (instead of packages).\",\"type\":\"boolean\"},\"force_remove\":{\"description\":\"Forces removal of a package without removing packages that depend on it. Using this option will usually leave your environment in a broken and inconsistent state.\",\"type\":\"boolean\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers. Equivalent to setting 'ssl_verify' to 'false'.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"keep_env\":{\"description\":\"Used with `all`, delete all packages but keep the environment.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_lock\":{\"description\":\"Disable locking when reading, updating index (repodata.json) cache.\",\"type\":\"boolean\"},\"no_pin\":{\"description\":\"Ignore pinned package(s) that apply to the current operation. These pinned packages might come from a .condarc file or a file in <TARGET_ENVIRONMENT>/conda-meta/pinned.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode. Don't connect to the Internet.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels. Requires `channel`.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"package_names\":{\"description\":\"Package names to remove from the environment.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server where your channels are configured or within local backups. Conda will try whatever you specify, but will ultimately fall back to repodata.json if your specs are not satisfiable with what you specify here. This is used to employ repodata that is smaller and reduced in time scope. Leftmost entries are tried first, and the fallback to repodata.json is added for you automatically. For more information, see conda config --describe repodata_fns.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_shards\":{\"description\":\"Use sharded repodata if available. Enabled by default.\",\"type\":\"boolean\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst. Enabled by default.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired. This is useful if you don't want conda to check whether a new version of the repodata file exists, which will save bandwidth.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '-c local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically. Users will not be asked to confirm any adding, deleting, backups, etc.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"all\":{\"description\":\"Remove all packages, i.e., the entire environment.\",\"type\":\"boolean\"},\"channel\":{\"description\":\"Additional channel to search for packages. Then, the defaults or channels from .condarc are searched (unless `override_channels` is given).\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dev\":{\"description\":\"Use `sys.executable -m conda` in wrapper scripts instead of CONDA_EXE.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"experimental\":{\"deprecated\":true,\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"features\":{\"description\":\"Remove features (instead of packages).\",\"type\":\"boolean\"},\"force_remove\":{\"description\":\"Forces removal of a package without removing packages that depend on it.\",\"type\":\"boolean\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"keep_env\":{\"description\":\"Used with `all`, delete all packages but keep the environment.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_lock\":{\"description\":\"Disable locking when reading, updating index (repodata.json) cache.\",\"type\":\"boolean\"},\"no_pin\":{\"description\":\"Ignore pinned package(s) that apply to the current operation.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels. Requires `channel`.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"package_names\":{\"description\":\"Package names to remove from the environment.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server where your channels are configured or within local backups.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_shards\":{\"description\":\"Use sharded repodata if available.\",\"type\":\"boolean\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '`channel` local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `remove`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -4414,8 +4414,8 @@ impl Remove {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -4470,7 +4470,7 @@ pub struct Rename {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -4504,7 +4504,7 @@ pub struct Rename {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -4526,13 +4526,13 @@ impl Rename {
     pub const SIGNATURE: &str = "883c67e85c70816401a8d91285dadaecc5823861a0a791e7933f58884907982a";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"destination\":{\"description\":\"New name for the conda environment.\",\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically. Users will not be asked to confirm any adding, deleting, backups, etc.\",\"type\":\"boolean\"}},\"required\":[\"destination\"],\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"destination\":{\"description\":\"New name for the conda environment.\",\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `rename`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"required\":[\"destination\"],\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -4560,8 +4560,8 @@ impl Rename {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -4584,7 +4584,7 @@ pub struct Run {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -4604,7 +4604,7 @@ pub struct Run {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// `--dev` is pending deprecation and will be removed in 27.3. Set `PYTHONPATH` to the conda source root instead.
     ///
     /// conda option `--dev`: count.
@@ -4635,13 +4635,13 @@ impl Run {
     pub const SIGNATURE: &str = "b55658a6b10f5949135c3d78f8584c99285bc580d3a84502c6924081b984fce5";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"cwd\":{\"description\":\"Current working directory for command to run in. Defaults to the user's current working directory if no directory is specified.\",\"maxLength\":32768,\"type\":\"string\"},\"debug_wrapper_scripts\":{\"description\":\"When this is set, where implemented, the shell wrapper scriptswill use the echo command to print debugging information to stderr (standard error).\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"dev\":{\"deprecated\":true,\"description\":\"`dev` is pending deprecation and will be removed in 27.3. Set `PYTHONPATH` to the conda source root instead.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"executable_call\":{\"description\":\"Executable name, with additional arguments to be passed to the executable on invocation. Use '--' to separate conda options from executable options.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"prefixItems\":[{\"pattern\":\"^(?!-)\",\"type\":\"string\"}],\"type\":\"array\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_capture_output\":{\"description\":\"Don't capture stdout/stderr (standard out/standard error).\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"required\":[\"executable_call\"],\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"cwd\":{\"description\":\"Current working directory for command to run in.\",\"maxLength\":32768,\"type\":\"string\"},\"debug_wrapper_scripts\":{\"description\":\"When this is set, where implemented, the shell wrapper scriptswill use the echo command to print debugging information to stderr (standard error).\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"dev\":{\"deprecated\":true,\"description\":\"Set `PYTHONPATH` to the conda source root instead.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"executable_call\":{\"description\":\"Executable name, with additional arguments to be passed to the executable on invocation.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"prefixItems\":[{\"pattern\":\"^(?!-)\",\"type\":\"string\"}],\"type\":\"array\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_capture_output\":{\"description\":\"Don't capture stdout/stderr (standard out/standard error).\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `run`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"required\":[\"executable_call\"],\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -4658,8 +4658,8 @@ impl Run {
                     vec![argv::single("--prefix", v.text(), "$.prefix") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.dev {
             level.option("dev", rt::repeat("--dev", v, "$.dev")?);
@@ -4695,7 +4695,7 @@ pub struct Search {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -4793,7 +4793,7 @@ pub struct Search {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -4805,13 +4805,13 @@ impl Search {
     pub const SIGNATURE: &str = "f80ff967c9161d2d0a4b07adfe3a93de23349b451ee9d3e4e6b3a5a50eee18a2";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages. These are URLs searched in the order they are given (including local directories using the 'file://' syntax or simply a path like '/home/conda/mychan' or '../mychan'). Then, the defaults or channels from .condarc are searched (unless `override_channels` is given). You can use 'defaults' to get the default packages for conda. You can also use any name and the .condarc channel_alias value will be prepended. The default channel_alias is https://conda.anaconda.org/.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"envs\":{\"description\":\"Search all of the current user's environments. If run as Administrator (on Windows) or UID 0 (on unix), search all known environments on the system.\",\"type\":\"boolean\"},\"experimental\":{\"deprecated\":true,\"description\":\"`experimental` is pending deprecation and will be removed in 27.3. Deprecated: jlap and lock no longer supported.\",\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"info\":{\"description\":\"Provide detailed information about each package.\",\"type\":\"boolean\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers. Equivalent to setting 'ssl_verify' to 'false'.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"match_spec\":{\"anyOf\":[{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},{\"type\":\"null\"}],\"description\":\"Undocumented conda argument `match_spec`.\"},\"no_lock\":{\"description\":\"Disable locking when reading, updating index (repodata.json) cache.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode. Don't connect to the Internet.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels. Requires `channel`.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server where your channels are configured or within local backups. Conda will try whatever you specify, but will ultimately fall back to repodata.json if your specs are not satisfiable with what you specify here. This is used to employ repodata that is smaller and reduced in time scope. Leftmost entries are tried first, and the fallback to repodata.json is added for you automatically. For more information, see conda config --describe repodata_fns.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_shards\":{\"description\":\"Use sharded repodata if available. Enabled by default.\",\"type\":\"boolean\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst. Enabled by default.\",\"type\":\"boolean\"},\"skip_flexible_search\":{\"description\":\"Do not perform flexible search if initial search fails.\",\"type\":\"boolean\"},\"subdir\":{\"description\":\"Search the given subdir. Should be formatted like 'osx-64', 'linux-32', 'win-64', and so on. The default is to search the current platform.\",\"maxLength\":32768,\"type\":\"string\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired. This is useful if you don't want conda to check whether a new version of the repodata file exists, which will save bandwidth.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '-c local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages. Then, the defaults or channels from .condarc are searched (unless `override_channels` is given).\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"envs\":{\"description\":\"Search all of the current user's environments.\",\"type\":\"boolean\"},\"experimental\":{\"deprecated\":true,\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"info\":{\"description\":\"Provide detailed information about each package.\",\"type\":\"boolean\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"match_spec\":{\"anyOf\":[{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},{\"type\":\"null\"}],\"description\":\"Undocumented conda argument `match_spec`.\"},\"no_lock\":{\"description\":\"Disable locking when reading, updating index (repodata.json) cache.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels. Requires `channel`.\",\"type\":\"boolean\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server where your channels are configured or within local backups.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_shards\":{\"description\":\"Use sharded repodata if available.\",\"type\":\"boolean\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst.\",\"type\":\"boolean\"},\"skip_flexible_search\":{\"description\":\"Do not perform flexible search if initial search fails.\",\"type\":\"boolean\"},\"subdir\":{\"description\":\"Search the given subdir.\",\"maxLength\":32768,\"type\":\"string\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '`channel` local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `search`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -4933,8 +4933,8 @@ impl Search {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -4968,7 +4968,7 @@ pub struct Update {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -5103,7 +5103,7 @@ pub struct Update {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -5190,13 +5190,13 @@ impl Update {
     pub const SIGNATURE: &str = "51dbddbfd17d63a2a85781c107b84aaffba55266e28334d3b4f9010db503027a";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}},{\"not\":{\"properties\":{\"no_deps\":{\"const\":true},\"only_deps\":{\"const\":true}},\"required\":[\"no_deps\",\"only_deps\"]}},{\"not\":{\"anyOf\":[{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_deps\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"satisfied_skip_solve\":{\"const\":true}},\"required\":[\"freeze_installed\",\"satisfied_skip_solve\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_all\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_all\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_specs\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\",\"satisfied_skip_solve\"]},{\"properties\":{\"update_all\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\",\"update_all\"]},{\"properties\":{\"update_deps\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"update_deps\",\"update_specs\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_all\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\",\"update_all\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\",\"update_specs\"]},{\"properties\":{\"update_all\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"update_all\",\"update_specs\"]}]}}],\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages. These are URLs searched in the order they are given (including local directories using the 'file://' syntax or simply a path like '/home/conda/mychan' or '../mychan'). Then, the defaults or channels from .condarc are searched (unless `override_channels` is given). You can use 'defaults' to get the default packages for conda. You can also use any name and the .condarc channel_alias value will be prepended. The default channel_alias is https://conda.anaconda.org/.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"clobber\":{\"description\":\"Allow clobbering (i.e. overwriting) of overlapping file paths within packages and suppress related warnings.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"copy\":{\"description\":\"Install all packages using copies instead of hard- or soft-linking.\",\"type\":\"boolean\"},\"download_only\":{\"description\":\"Solve an environment and ensure package caches are populated, but exit prior to unlinking and linking packages into the prefix.\",\"type\":\"boolean\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"environment_specifier\":{\"deprecated\":true,\"description\":\"`environment_specifier` is pending deprecation and will be removed in 27.3. Use the `format` flag instead.\",\"enum\":[\"cep-24\",\"environment-yaml\",\"env.yml\",\"environment.yml\",\"explicit\",\"requirements.txt\",\"requirements\",\"reqs\"],\"type\":\"string\"},\"experimental\":{\"deprecated\":true,\"description\":\"`experimental` is pending deprecation and will be removed in 27.3. Deprecated: jlap and lock no longer supported.\",\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"file\":{\"description\":\"Read environment or package specs from a file. The format is detected from the filename or contents. Which formats are supported depends on the installed plugins (see the epilog for the list available here). Custom filenames require `format`.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"force_reinstall\":{\"description\":\"Ensure that any user-requested package for the current operation is uninstalled and reinstalled, even if that package already exists in the environment.\",\"type\":\"boolean\"},\"format\":{\"description\":\"Override auto-detection of the input file's format. See `conda export --help` for the formats available in your installation. Aliases are interchangeable with canonical names.\",\"enum\":[\"cep-24\",\"environment-yaml\",\"env.yml\",\"environment.yml\",\"explicit\",\"requirements.txt\",\"requirements\",\"reqs\"],\"type\":\"string\"},\"freeze_installed\":{\"description\":\"Do not update or change already-installed dependencies.\",\"type\":\"boolean\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers. Equivalent to setting 'ssl_verify' to 'false'.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_channel_priority\":{\"description\":\"Package version takes precedence over channel priority. Overrides the value given by `conda config --show channel_priority`.\",\"type\":\"boolean\"},\"no_deps\":{\"description\":\"Do not install, update, remove, or change dependencies. This WILL lead to broken environments and inconsistent behavior. Use at your own risk.\",\"type\":\"boolean\"},\"no_lock\":{\"description\":\"Disable locking when reading, updating index (repodata.json) cache.\",\"type\":\"boolean\"},\"no_pin\":{\"description\":\"Ignore pinned file.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"no_shortcuts\":{\"description\":\"Don't install start menu shortcuts\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode. Don't connect to the Internet.\",\"type\":\"boolean\"},\"only_deps\":{\"description\":\"Only install dependencies.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels. Requires `channel`.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"List of packages to install or update in the conda environment.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server where your channels are configured or within local backups. Conda will try whatever you specify, but will ultimately fall back to repodata.json if your specs are not satisfiable with what you specify here. This is used to employ repodata that is smaller and reduced in time scope. Leftmost entries are tried first, and the fallback to repodata.json is added for you automatically. For more information, see conda config --describe repodata_fns.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_shards\":{\"description\":\"Use sharded repodata if available. Enabled by default.\",\"type\":\"boolean\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst. Enabled by default.\",\"type\":\"boolean\"},\"satisfied_skip_solve\":{\"description\":\"Exit early and do not run the solver if the requested specs are satisfied. Also skips aggressive updates as configured by the 'aggressive_update_packages' config setting. Use 'conda config --describe aggressive_update_packages' to view your setting. `satisfied_skip_solve` is similar to the default behavior of 'pip install'.\",\"type\":\"boolean\"},\"shortcuts_only\":{\"description\":\"Install shortcuts only for this package name.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"show_channel_urls\":{\"description\":\"Show channel urls. Overrides the value given by `conda config --show show_channel_urls`.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"strict_channel_priority\":{\"description\":\"Packages in lower priority channels are not considered if a package with the same name appears in a higher priority channel.\",\"type\":\"boolean\"},\"update_all\":{\"description\":\"Update all installed packages in the environment.\",\"type\":\"boolean\"},\"update_deps\":{\"description\":\"Update dependencies that have available updates.\",\"type\":\"boolean\"},\"update_specs\":{\"description\":\"Update based on provided specifications.\",\"type\":\"boolean\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired. This is useful if you don't want conda to check whether a new version of the repodata file exists, which will save bandwidth.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '-c local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically. Users will not be asked to confirm any adding, deleting, backups, etc.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}},{\"not\":{\"properties\":{\"no_deps\":{\"const\":true},\"only_deps\":{\"const\":true}},\"required\":[\"no_deps\",\"only_deps\"]}},{\"not\":{\"anyOf\":[{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_deps\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"satisfied_skip_solve\":{\"const\":true}},\"required\":[\"freeze_installed\",\"satisfied_skip_solve\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_all\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_all\"]},{\"properties\":{\"freeze_installed\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"freeze_installed\",\"update_specs\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\",\"satisfied_skip_solve\"]},{\"properties\":{\"update_all\":{\"const\":true},\"update_deps\":{\"const\":true}},\"required\":[\"update_deps\",\"update_all\"]},{\"properties\":{\"update_deps\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"update_deps\",\"update_specs\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_all\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\",\"update_all\"]},{\"properties\":{\"satisfied_skip_solve\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"satisfied_skip_solve\",\"update_specs\"]},{\"properties\":{\"update_all\":{\"const\":true},\"update_specs\":{\"const\":true}},\"required\":[\"update_all\",\"update_specs\"]}]}}],\"properties\":{\"channel\":{\"description\":\"Additional channel to search for packages. Then, the defaults or channels from .condarc are searched (unless `override_channels` is given).\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"clobber\":{\"description\":\"Allow clobbering (i.e. overwriting) of overlapping file paths within packages and suppress related warnings.\",\"type\":\"boolean\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"copy\":{\"description\":\"Install all packages using copies instead of hard- or soft-linking.\",\"type\":\"boolean\"},\"download_only\":{\"description\":\"Solve an environment and ensure package caches are populated, but exit prior to unlinking and linking packages into the prefix.\",\"type\":\"boolean\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"environment_specifier\":{\"deprecated\":true,\"description\":\"Use the `format` flag instead.\",\"enum\":[\"cep-24\",\"environment-yaml\",\"env.yml\",\"environment.yml\",\"explicit\",\"requirements.txt\",\"requirements\",\"reqs\"],\"type\":\"string\"},\"experimental\":{\"deprecated\":true,\"items\":{\"enum\":[\"jlap\",\"lock\"],\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"file\":{\"description\":\"Read environment or package specs from a file. Custom filenames require `format`.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"force_reinstall\":{\"description\":\"Ensure that any user-requested package for the current operation is uninstalled and reinstalled, even if that package already exists in the environment.\",\"type\":\"boolean\"},\"format\":{\"description\":\"Override auto-detection of the input file's format.\",\"enum\":[\"cep-24\",\"environment-yaml\",\"env.yml\",\"environment.yml\",\"explicit\",\"requirements.txt\",\"requirements\",\"reqs\"],\"type\":\"string\"},\"freeze_installed\":{\"description\":\"Do not update or change already-installed dependencies.\",\"type\":\"boolean\"},\"insecure\":{\"description\":\"Allow conda to perform \\\"insecure\\\" SSL connections and transfers.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_channel_priority\":{\"description\":\"Package version takes precedence over channel priority.\",\"type\":\"boolean\"},\"no_deps\":{\"description\":\"Do not install, update, remove, or change dependencies. Use at your own risk.\",\"type\":\"boolean\"},\"no_lock\":{\"description\":\"Disable locking when reading, updating index (repodata.json) cache.\",\"type\":\"boolean\"},\"no_pin\":{\"description\":\"Ignore pinned file.\",\"type\":\"boolean\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"no_shortcuts\":{\"description\":\"Don't install start menu shortcuts\",\"type\":\"boolean\"},\"offline\":{\"description\":\"Offline mode.\",\"type\":\"boolean\"},\"only_deps\":{\"description\":\"Only install dependencies.\",\"type\":\"boolean\"},\"override_channels\":{\"description\":\"Do not search default or .condarc channels. Requires `channel`.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"packages\":{\"description\":\"List of packages to install or update in the conda environment.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"repodata_fn\":{\"description\":\"Specify file name of repodata on the remote server where your channels are configured or within local backups.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"repodata_use_shards\":{\"description\":\"Use sharded repodata if available.\",\"type\":\"boolean\"},\"repodata_use_zst\":{\"description\":\"Check for/do not check for repodata.json.zst.\",\"type\":\"boolean\"},\"satisfied_skip_solve\":{\"description\":\"Exit early and do not run the solver if the requested specs are satisfied. `satisfied_skip_solve` is similar to the default behavior of 'pip install'.\",\"type\":\"boolean\"},\"shortcuts_only\":{\"description\":\"Install shortcuts only for this package name.\",\"items\":{\"maxLength\":32768,\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"show_channel_urls\":{\"description\":\"Show channel urls.\",\"type\":\"boolean\"},\"solver\":{\"description\":\"Choose which solver backend to use.\",\"enum\":[\"classic\"],\"type\":\"string\"},\"strict_channel_priority\":{\"description\":\"Packages in lower priority channels are not considered if a package with the same name appears in a higher priority channel.\",\"type\":\"boolean\"},\"update_all\":{\"description\":\"Update all installed packages in the environment.\",\"type\":\"boolean\"},\"update_deps\":{\"description\":\"Update dependencies that have available updates.\",\"type\":\"boolean\"},\"update_specs\":{\"description\":\"Update based on provided specifications.\",\"type\":\"boolean\"},\"use_index_cache\":{\"description\":\"Use cache of channel index files, even if it has expired.\",\"type\":\"boolean\"},\"use_local\":{\"description\":\"Use locally built packages. Identical to '`channel` local'.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `update`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -5352,8 +5352,8 @@ impl Update {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -5462,7 +5462,7 @@ pub struct Check {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -5497,7 +5497,7 @@ pub struct Check {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -5534,13 +5534,13 @@ impl Check {
     pub const SIGNATURE: &str = "6c8827985e04247d6bcd04c9d59f2412e07968e1fc85da7fc8382fc2e192e22c";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"checks\":{\"description\":\"Health check names to run (default: all). Use `list` to see available checks.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"fix\":{\"description\":\"Fix issues found by health checks.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"list\":{\"description\":\"List all available health checks and their fix capabilities.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically. Users will not be asked to confirm any adding, deleting, backups, etc.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"checks\":{\"description\":\"Health check names to run (default: all). Use `list` to see available checks.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"fix\":{\"description\":\"Fix issues found by health checks.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"list\":{\"description\":\"List all available health checks and their fix capabilities.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `check`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -5570,8 +5570,8 @@ impl Check {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));
@@ -5606,7 +5606,7 @@ pub struct Doctor {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose: Option<Int>,
+    pub verbose_2: Option<Int>,
     /// Disable all plugins that are not built into conda.
     ///
     /// conda option `--no-plugins`: store_true.
@@ -5641,7 +5641,7 @@ pub struct Doctor {
     ///
     /// conda option `--verbose`: count.
     #[serde(default)]
-    pub verbose_2: Option<Int>,
+    pub verbose: Option<Int>,
     /// Do not display progress bar.
     ///
     /// conda option `--quiet`: store_true.
@@ -5678,13 +5678,13 @@ impl Doctor {
     pub const SIGNATURE: &str = "d5828ebad5198e42242ec07cee5ca7e053e4a60efb1f522e6b1d02c6f1c9283b";
     /// The tool's input schema (baked only for the tests).
     #[cfg(feature = "test-snapshots")]
-    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"checks\":{\"description\":\"Health check names to run (default: all). Use `list` to see available checks.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"fix\":{\"description\":\"Fix issues found by health checks.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json. Suitable for using conda programmatically.\",\"type\":\"boolean\"},\"list\":{\"description\":\"List all available health checks and their fix capabilities.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given after the command name.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically. Users will not be asked to confirm any adding, deleting, backups, etc.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
+    pub const SCHEMA: &str = "{\"additionalProperties\":false,\"allOf\":[{\"not\":{\"required\":[\"name\",\"prefix\"]}}],\"properties\":{\"checks\":{\"description\":\"Health check names to run (default: all). Use `list` to see available checks.\",\"items\":{\"maxLength\":32768,\"pattern\":\"^(?!-)\",\"type\":\"string\"},\"maxItems\":1024,\"type\":\"array\"},\"console\":{\"description\":\"Select the backend to use for normal output rendering.\",\"enum\":[\"classic\",\"json\"],\"type\":\"string\"},\"dry_run\":{\"description\":\"Only display what would have been done.\",\"type\":\"boolean\"},\"fix\":{\"description\":\"Fix issues found by health checks.\",\"type\":\"boolean\"},\"json\":{\"description\":\"Report all output as json.\",\"type\":\"boolean\"},\"list\":{\"description\":\"List all available health checks and their fix capabilities.\",\"type\":\"boolean\"},\"name\":{\"description\":\"Name of environment.\",\"maxLength\":32768,\"type\":\"string\"},\"no_plugins\":{\"description\":\"Disable all plugins that are not built into conda.\",\"type\":\"boolean\"},\"override_frozen\":{\"description\":\"DANGEROUS. Use at your own risk. Ignore protections if the environment is frozen.\",\"type\":\"boolean\"},\"prefix\":{\"description\":\"Full path to environment location (i.e. prefix).\",\"maxLength\":32768,\"type\":\"string\"},\"quiet\":{\"description\":\"Do not display progress bar.\",\"type\":\"boolean\"},\"verbose\":{\"description\":\"1 for detailed output, 2 for INFO logging, 3 for DEBUG logging, 4 for TRACE logging.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"verbose_2\":{\"description\":\"Same as `verbose`, given before `doctor`.\",\"maximum\":16,\"minimum\":0,\"type\":\"integer\"},\"yes\":{\"description\":\"Sets any confirmation values to 'yes' automatically.\",\"type\":\"boolean\"}},\"type\":\"object\"}";
     /// The argv conda receives for this input.
     pub fn argv(&self) -> Result<Vec<String>, Invalid> {
         let mut levels = Vec::with_capacity(2);
         let mut level = Level::new(None);
-        if let Some(v) = &self.verbose {
-            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
+        if let Some(v) = &self.verbose_2 {
+            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
         }
         if let Some(v) = &self.no_plugins {
             level.option("no_plugins", rt::when(*v, "--no-plugins"));
@@ -5714,8 +5714,8 @@ impl Doctor {
                     vec![argv::single("--console", v.text(), "$.console") ?],
                 );
         }
-        if let Some(v) = &self.verbose_2 {
-            level.option("verbose_2", rt::repeat("--verbose", v, "$.verbose_2")?);
+        if let Some(v) = &self.verbose {
+            level.option("verbose", rt::repeat("--verbose", v, "$.verbose")?);
         }
         if let Some(v) = &self.quiet {
             level.option("quiet", rt::when(*v, "--quiet"));

@@ -98,6 +98,10 @@ fn discover(
 
 /// `ccm tools`: the tools an agent will get, as a table or JSON.
 fn tools(runtime: &tokio::runtime::Runtime, config: &ccm::config::Config, json: bool) -> ExitCode {
+    // The listing depends on whether read-only calls would run in the read-only sandbox:
+    // probed as a server probes it (before discovery, which ends with the executor's
+    // shutdown).
+    let sandbox = runtime.block_on(ccm::server::startup::probe_sandbox(config.no_sandbox));
     let found = match discover_target(runtime, config) {
         Ok(found) => found,
         Err(code) => return code,
@@ -117,6 +121,7 @@ fn tools(runtime: &tokio::runtime::Runtime, config: &ccm::config::Config, json: 
         allow_exec: config.allow_exec,
         classify: config.classify.clone(),
         timeout: config.timeout,
+        sandboxed: *sandbox.state() == ccm::host::sandbox::State::Active,
     };
     let toolset = ccm::baked::toolset(&found.catalog, &found.plugins, &settings);
     if let Some(unknown) = toolset.unknown_classified.first() {

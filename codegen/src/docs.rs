@@ -10,25 +10,30 @@ use serde_json::Value;
 /// The snapshot the tool reference is rendered from.
 pub const DOCS_SNAPSHOT: &str = "conda-26.7.json";
 
-/// How the schemas are written, and why the logging options stay on every tool.
+/// How the schemas and descriptions are written, and which forms of an option a default
+/// listing shows.
 const ENCODING: &str = "\
 Schemas are compact but exact: they accept precisely the inputs argparse would (every \
 bound stays; no `$ref`). Options that exclude each other are one \
 `{\"not\": {\"required\": [a, b]}}` per pair (with the `properties` condition that makes \
 a flag count, e.g. `const: true`, where one is needed), all pairs of a larger group under \
 one `not: {anyOf: [...]}`. Descriptions are conda's help texts in parameter names \
-(`` `freeze_installed` ``, not `--freeze-installed`; a flag of another command, as in \
-`conda config --show`, stays), without the sentences the schema already says (\"can be \
-used multiple times\" on a count or an array; a count's \"once for …, twice for …\" reads \
-\"1 for …, 2 for …\"); a subcommand option repeating a root option's help says \"Same as \
-`verbose`, given after the command name.\" Options conda marks for deprecation carry \
-`\"deprecated\": true` (and keep conda's notice).\n\n\
-The root options that only tune conda's own output (`verbose`, `no_plugins`; conda's \
-`--debug`, `--trace` and the root `--json` are hidden and not offered) are kept on every \
-tool: `conda -v install …` and `conda install -v …` are different argv, and a tool's \
-schema is the only way an agent reaches its argv without `conda_execute` (which needs \
-`--allow-exec`). Offering them once would leave those argv unreachable for the \
-default policy. Their descriptions are short instead.\n\n";
+(`` `freeze_installed` ``, not `--freeze-installed`; `` `name` `` for `-n NAME`; a flag \
+of another command, as in `conda config --show`, stays), and only the sentences that \
+earn their bytes: a parameter keeps its first sentence and every one that names a \
+parameter or states a constraint (requires, must, cannot, only, unless, implies, \
+ignored, a warning, …); a sentence the schema already says (the allowed values, conda's \
+deprecation notice, \"can be used multiple times\" on a count or an array) or that \
+speaks of conda's command line (its epilog, `--help`) is dropped, and a count's \"once \
+for …, twice for …\" reads \"1 for …, 2 for …\". A tool keeps its first sentence and its \
+constraints (at most 700 bytes of conda's text). Options conda marks for deprecation \
+carry `\"deprecated\": true`.\n\n\
+An option a command takes in two forms — before and after the command name (the root's \
+`-v` and the command's), or under a deprecated spelling next to its replacement \
+(`--env-spec` beside `--format`) — keeps its plain name in its per-command form \
+(`verbose`; the root's is `verbose_2`, \"Same as `verbose`, given before `install`.\"). \
+A server lists each option once, in that form, unless started with `--list-all`; the \
+other forms stay callable on tools listed in full. This reference shows every form.\n\n";
 
 /// The tool reference for one snapshot.
 pub fn render(snapshot: &Snapshot, json_file: &str) -> String {
@@ -39,6 +44,7 @@ pub fn render(snapshot: &Snapshot, json_file: &str) -> String {
             allow_exec: true,
             classify: Vec::new(),
             timeout: Duration::from_secs(900),
+            sandboxed: false,
         },
     );
     let mut out = String::new();

@@ -28,6 +28,7 @@ pub fn render(snapshot: &Snapshot, json_file: &str) -> String {
             allow_exec: false,
             classify: Vec::new(),
             timeout: Duration::from_secs(900),
+            sandboxed: false,
         },
     );
     let mut names = Names::default();

@@ -7,7 +7,8 @@
 //!
 //! The *target stamp* goes one step further, with no process at all: it locates the
 //! target's site-packages from conda's entry script, and digests conda's version and every
-//! `conda` entry point (distribution, version, name, value). A baked snapshot records the
+//! `conda` entry point (distribution, version, name, value) but ccm's own launcher's
+//! (`model::stamp::is_own_launcher`). A baked snapshot records the
 //! stamp of the conda it was captured from; a target with the same stamp can be served from
 //! that snapshot before live discovery has finished.
 
@@ -152,6 +153,10 @@ pub fn stamp(site_dirs: &[PathBuf]) -> Option<Stamp> {
             let Some((entry_point, value)) = line.split_once('=') else {
                 continue;
             };
+            // ccm's own launcher changes nothing a snapshot serves.
+            if crate::model::stamp::is_own_launcher(&name, entry_point.trim(), value.trim()) {
+                continue;
+            }
             entry_points.push(EntryPoint {
                 distribution: name.clone(),
                 version: version.clone(),
@@ -169,6 +174,21 @@ pub fn stamp(site_dirs: &[PathBuf]) -> Option<Stamp> {
             crate::model::catalog::canonical_json(&payload).as_bytes(),
         ),
         conda_version,
+    })
+}
+
+/// Whether ccm's own launcher is installed (`model::stamp::is_own_launcher`).
+pub fn has_own_launcher(site_dirs: &[PathBuf]) -> bool {
+    scan(site_dirs).0.iter().any(|record| {
+        let dir = record.site.join(&record.metadata_dir);
+        let Some((name, _)) = metadata_name_version(&dir) else {
+            return false;
+        };
+        record.conda_entry_points.iter().any(|line| {
+            line.split_once('=').is_some_and(|(entry_point, value)| {
+                crate::model::stamp::is_own_launcher(&name, entry_point.trim(), value.trim())
+            })
+        })
     })
 }
 
@@ -275,6 +295,50 @@ mod tests {
             with_plugin,
             "a plugin version counts"
         );
+    }
+
+    #[test]
+    fn ccm_own_launcher_is_not_in_the_stamp() {
+        let site = tempfile::tempdir().unwrap();
+        let write = |dir: &str, meta: &str, eps: &str| {
+            let path = site.path().join(dir);
+            std::fs::create_dir_all(&path).unwrap();
+            std::fs::write(path.join("METADATA"), meta).unwrap();
+            std::fs::write(path.join("entry_points.txt"), eps).unwrap();
+        };
+        let dirs = [site.path().to_path_buf()];
+        write(
+            "conda-26.7.1.dist-info",
+            "Name: conda\nVersion: 26.7.1\n",
+            "",
+        );
+        let plain = stamp(&dirs).unwrap();
+        write(
+            "ccm_mcp-0.1.0.dist-info",
+            "Name: ccm-mcp\nVersion: 0.1.0\n",
+            "[conda]\nccm = ccm_conda_plugin.plugin\n",
+        );
+        assert_eq!(stamp(&dirs).unwrap(), plain, "the launcher alone");
+        assert!(has_own_launcher(&dirs));
+        // Anything else it would declare counts, and so does another value or name.
+        for other in [
+            "[conda]\nccm = ccm_conda_plugin.plugin\nx = y.plugin\n",
+            "[conda]\nccm = ccm_conda_plugin.other\n",
+            "[conda]\nmcp = ccm_conda_plugin.plugin\n",
+        ] {
+            write(
+                "ccm_mcp-0.1.0.dist-info",
+                "Name: ccm-mcp\nVersion: 0.1.0\n",
+                other,
+            );
+            assert_ne!(stamp(&dirs).unwrap(), plain, "{other}");
+        }
+        write(
+            "ccm_mcp-0.1.0.dist-info",
+            "Name: not-ccm\nVersion: 0.1.0\n",
+            "[conda]\nccm = ccm_conda_plugin.plugin\n",
+        );
+        assert_ne!(stamp(&dirs).unwrap(), plain, "another distribution");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::audit;
 use super::result::{META_WORKDIR, execution_result};
 use super::roots::Caller;
-use super::{Ready, Refusal, Server, internal, invalid_arguments, invalid_params};
+use super::{Ready, Refusal, Server, internal, invalid_arguments, invalid_params, refuse};
 use crate::host::exec;
 use crate::host::sandbox;
 use crate::model::catalog::canonical_json;
@@ -27,31 +27,35 @@ use crate::tools::{argv, completion};
 pub const NOT_SELECTED: &str = "Operation names a command whose tool is not selected (see --tools)";
 
 impl Server {
-    /// A generated tool (`conda_<command path>`).
+    /// A generated tool (`conda_<command path>`), called by its served name.
     pub(super) async fn call_generated(
         &self,
         ready: &Ready,
-        name: &str,
+        served: &str,
         tool: &Tool,
         arguments: &Value,
         caller: &Caller,
         ct: CancellationToken,
     ) -> Result<CallToolResult, Refusal> {
+        let name = tool.name.as_str();
         let (arguments, own) = split_reserved(arguments);
         self.reserved_validator(&own)
             .map_err(|e| invalid_arguments(&e))?;
-        tool.validate(&arguments)
-            .map_err(|e| invalid_arguments(&e))?;
+        tool.validate(&arguments).map_err(|e| {
+            let listed = ready.listed_schema(served);
+            invalid_arguments(&refuse::suggest_property(
+                e,
+                listed.as_ref(),
+                Some(&tool.layout),
+            ))
+        })?;
         // A call the full schema admits is validated against the schema the session was
-        // shown; outside it, the error says what else needs which grant.
-        if let Some(shown) = ready.restricted.get(&tool.name) {
-            shown.validate(&arguments).map_err(|e| {
-                let mut refusal = invalid_arguments(&e);
-                if let Refusal::Arguments(error) = &mut refusal {
-                    error.message = format!("{} {}", error.message, shown.sentence).into();
-                }
-                refusal
-            })?;
+        // shown; outside it, the policy's refusal (or the schema error, when the policy
+        // would admit it) says what else needs which grant.
+        if let Some(shown) = ready.restricted.get(&tool.name)
+            && let Err(error) = shown.validate(&arguments)
+        {
+            return Err(self.outside_form(ready, served, tool, shown, &arguments, error));
         }
         let input = arguments.as_object().expect("validated as an object");
         let argv = match tool.compiler {
@@ -148,7 +152,10 @@ impl Server {
             return if path.is_dir() {
                 Ok(Some(path))
             } else if !ready.confinement.is_unrestricted() {
-                Err(ErrorData::invalid_request(OUTSIDE_ALLOWED, None).into())
+                Err(refuse::policy(
+                    refuse::Reason::OutsideAllowedPaths,
+                    OUTSIDE_ALLOWED,
+                ))
             } else {
                 Err(invalid_arguments(&Invalid::at(
                     "$.ccm_cwd",
@@ -174,8 +181,59 @@ impl Server {
         } else {
             let refusal = Classification::refusal(&missing);
             audit::refused(&refusal);
-            Err(ErrorData::invalid_request(refusal, None).into())
+            Err(refuse::policy(refuse::Reason::Needs(missing), &refusal))
         }
+    }
+
+    /// A restricted tool's call outside the form it was listed with (the full schema
+    /// admits it): the policy's refusal of its argv, with what the form offers; the
+    /// schema error when the policy would admit it.
+    fn outside_form(
+        &self,
+        ready: &Ready,
+        served: &str,
+        tool: &Tool,
+        shown: &crate::tools::listing::Shown,
+        arguments: &Value,
+        error: Invalid,
+    ) -> Refusal {
+        let schema_error = |error: Invalid| {
+            let listed = ready.listed_schema(served);
+            let error = refuse::suggest_property(error, listed.as_ref(), Some(&tool.layout));
+            let mut refusal = invalid_arguments(&error);
+            if let Refusal::Arguments(error) = &mut refusal {
+                error.message = format!("{} {}", error.message, shown.sentence).into();
+            }
+            refusal
+        };
+        let Some(input) = arguments.as_object() else {
+            return schema_error(error);
+        };
+        let argv = match tool.compiler {
+            Compiler::Generic => argv::compile(&tool.layout, input),
+            Compiler::Baked(baked) => (baked.compile)(input),
+        };
+        let Ok(argv) = argv else {
+            return schema_error(error);
+        };
+        let root = ready.discovery.catalog.root.as_ref();
+        let origin = Origin::Generated {
+            opaque: tool.opaque,
+        };
+        let class = policy::classify(&ready.toolset.rules, root, &argv, origin);
+        let missing = class.missing(super::ready::grants(&self.shared.config));
+        if missing.is_empty() {
+            return schema_error(error);
+        }
+        audit::reached(&tool.name, &argv);
+        let refusal = Classification::refusal(&missing);
+        audit::refused(&refusal);
+        let mut text = format!("{refusal}. {}", shown.sentence);
+        if let Some(why) = &shown.why {
+            text.push(' ');
+            text.push_str(why);
+        }
+        refuse::policy(refuse::Reason::Needs(missing), &text)
     }
 
     /// Path confinement for calls that do not need `--allow-exec` (those may run any
@@ -192,7 +250,10 @@ impl Server {
         let here_cwd = here.join(cwd.unwrap_or(&here));
         if audit::names_log(argv, &here_cwd, home.as_deref(), class.requires_write) {
             audit::refused(audit::NAMES_LOG);
-            return Err(ErrorData::invalid_request(audit::NAMES_LOG, None).into());
+            return Err(refuse::policy(
+                refuse::Reason::NamesAuditLog,
+                audit::NAMES_LOG,
+            ));
         }
         if class.requires_exec || ready.confinement.is_unrestricted() {
             return Ok(());
@@ -211,7 +272,10 @@ impl Server {
                 .is_err()
         {
             audit::refused(OUTSIDE_ALLOWED);
-            return Err(ErrorData::invalid_request(OUTSIDE_ALLOWED, None).into());
+            return Err(refuse::policy(
+                refuse::Reason::OutsideAllowedPaths,
+                OUTSIDE_ALLOWED,
+            ));
         }
         Ok(())
     }
@@ -223,10 +287,10 @@ impl Server {
         caller: &Caller,
         ct: CancellationToken,
     ) -> Result<CallToolResult, Refusal> {
-        ready
-            .toolset
-            .validate_execute(arguments)
-            .map_err(|e| invalid_arguments(&e))?;
+        ready.toolset.validate_execute(arguments).map_err(|e| {
+            let listed = ready.listed_schema(crate::tools::toolset::EXECUTE_TOOL);
+            invalid_arguments(&refuse::suggest_property(e, listed.as_ref(), None))
+        })?;
         let invalid_options = || Refusal::Arguments(invalid_params("Invalid execution options"));
         let argv = strings(arguments.get("argv"));
         let cwd = match arguments.get("cwd").and_then(Value::as_str) {
@@ -264,7 +328,7 @@ impl Server {
             .admits_path(policy::command_path(root, &argv).as_deref())
         {
             audit::refused(NOT_SELECTED);
-            return Err(ErrorData::invalid_request(NOT_SELECTED, None).into());
+            return Err(refuse::policy(refuse::Reason::NotSelected, NOT_SELECTED));
         }
         let class = policy::classify(&ready.toolset.rules, root, &argv, Origin::Raw);
         self.enforce(&class)?;
@@ -362,10 +426,10 @@ impl Server {
         arguments: &Value,
         ct: CancellationToken,
     ) -> Result<CallToolResult, Refusal> {
-        ready
-            .toolset
-            .validate_completion(arguments)
-            .map_err(|e| invalid_arguments(&e))?;
+        ready.toolset.validate_completion(arguments).map_err(|e| {
+            let listed = ready.listed_schema(crate::tools::toolset::COMPLETION_TOOL);
+            invalid_arguments(&refuse::suggest_property(e, listed.as_ref(), None))
+        })?;
         let requested = strings(arguments.get("command_path"));
         let document = self.completion_document(ready, &ct).await?;
         let payload = completion::answer(&document, &requested).map_err(|e| match e {

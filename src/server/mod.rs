@@ -1,7 +1,8 @@
 //! The MCP server: the rmcp handler and the routing of its requests.
 //!
-//! `initialize` is answered at once; the tools are obtained in the background
-//! ([`startup`]) and every request that needs them waits for them. The tool list and the
+//! The tools are obtained in the background from the start ([`startup`]) and every
+//! request that needs them waits for them — `initialize` too, whose [`instructions`] name
+//! the listed tools (at once from a baked snapshot). The tool list and the
 //! capabilities document ([`capabilities`]) are built once. A tool call goes validate →
 //! compile → policy → queue → execute → result ([`call`], [`result`]); requests that run
 //! no process (lists, reads, ping, refused calls) never wait behind a running execution.
@@ -22,10 +23,11 @@ use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, ResourceContents, ResourcesCapability,
-    ServerCapabilities, ServerConfig, Tool as McpTool, ToolsCapability,
+    CallToolRequestParams, CallToolResponse, CallToolResult, DiscoverResult, Implementation,
+    InitializeRequestParams, InitializeResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ResourceContents, ResourcesCapability, ServerCapabilities, ServerConfig,
+    Tool as McpTool, ToolsCapability,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -39,8 +41,10 @@ pub mod capabilities;
 mod capacity;
 mod completion_cache;
 mod confirm;
+mod instructions;
 mod progress;
 mod ready;
+mod refuse;
 mod restart;
 pub mod result;
 mod roots;
@@ -111,6 +115,13 @@ enum Refusal {
     Cancelled,
     /// The person must confirm first (session-less revision): the question goes back.
     InputRequired(rmcp::model::InputRequiredResult),
+    /// The operator's settings refuse the call ([`refuse`]): the JSON-RPC error -32600
+    /// before 2025-11-25, an `isError` result starting with the stable `reason` from
+    /// 2025-11-25 on.
+    Policy {
+        reason: String,
+        error: ErrorData,
+    },
 }
 
 impl From<ErrorData> for Refusal {
@@ -223,67 +234,37 @@ impl Server {
         }
     }
 
-    fn instructions(&self) -> String {
-        let c = &self.shared.config;
-        let mut text = String::from(
-            "Each conda command is one tool named conda_<command path> (for example conda_info, \
-             conda_env_list); its input schema mirrors conda's own options. Prefer `json: true` \
-             where a tool offers it: stdout is then parsed into `parsed_json` (and `stdout` is \
-             left empty). Every call runs conda once in a fresh process and returns exit_code, \
-             stdout, stderr and flags for timeouts and truncated output; a non-zero exit is an \
-             error result. The resource conda://capabilities describes the discovered catalog.",
-        );
-        text.push_str(if c.allow_write {
-            " Operations that change environments or files are allowed (--allow-write)."
+    /// The tools a client is listed: every listed tool, or with `--confirm-writes` only the
+    /// read-only ones for a client that cannot be asked.
+    fn listed_for(&self, ready: &Ready, can_ask: bool) -> Vec<McpTool> {
+        if self.shared.config.confirm_writes && !can_ask {
+            confirm::read_only(&ready.tools)
         } else {
-            " The server is read-only: operations that change environments or files are refused \
-             (the operator can start it with --allow-write); dry runs (`dry_run: true`) are allowed."
-        });
-        if c.confirm_writes {
-            text.push_str(
-                " Every call that writes or runs a program is shown to the user, who must confirm \
-                 it first (--confirm-writes); a result starting with declined_by_user means the \
-                 user said no and nothing ran; plan_changed means the files, configuration or \
-                 packages changed after the user saw the plan and nothing ran (call again to \
-                 ask anew).",
-            );
+            ready.tools.clone()
         }
-        if let Some(scope) = &c.write_envs {
-            text.push_str(&format!(
-                " Writes and `conda run` are limited to the environments matching {} \
-                 (--write-envs: name globs and prefix paths; base only when named); commands \
-                 with no single target environment (config, clean, ...) are refused.",
-                scope.patterns().join(", ")
-            ));
-        }
-        text.push_str(if c.allow_exec {
-            " `conda run`, plugin passthrough and the raw conda_execute tool are allowed (--allow-exec)."
-        } else {
-            " `conda run` and plugin passthrough are refused (the operator can start it with --allow-exec)."
-        });
-        text.push_str(
-            " Every conda_<command> tool also takes ccm_cwd (the working directory; when the \
-             client has roots, a relative one is in the first root, none means the first root, \
-             and it must lie inside a root) and ccm_timeout_seconds (at most the server's).",
-        );
-        text.push_str(
-            " If a result says restart_required, the installed plugins changed: the tool list is \
-             stale until the server restarts.",
-        );
-        text
     }
 
-    /// Route a tool call by served name.
+    /// The instructions for the session behind `context`: naming the tools it is listed.
+    async fn instructions_for(&self, context: &RequestContext<RoleServer>) -> String {
+        let ready = self.ready().await;
+        let listed = self.listed_for(&ready, confirm::Asker::of(context).can_ask());
+        instructions::text(&self.shared.config, &listed)
+    }
+
+    /// Route a tool call by served name (`can_ask`: the client can confirm writes, which
+    /// decides what it is listed).
     async fn call(
         &self,
         request: CallToolRequestParams,
         caller: &roots::Caller,
+        can_ask: bool,
         ct: CancellationToken,
     ) -> Result<CallToolResult, Refusal> {
         let ready = self.ready().await;
         let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let unknown = || refuse::unknown_tool(&request.name, &self.listed_for(&ready, can_ask));
         let Some(name) = ready.routes.get(request.name.as_ref()) else {
-            return Err(invalid_params("Unknown tool").into());
+            return Err(unknown());
         };
         let name = name.as_str();
         if let Some(reference) = request.request_state.as_deref() {
@@ -299,9 +280,9 @@ impl Server {
             return self.call_completion(&ready, &arguments, ct).await;
         }
         let Some(tool) = ready.toolset.get(name) else {
-            return Err(invalid_params("Unknown tool").into());
+            return Err(unknown());
         };
-        self.call_generated(&ready, name, tool, &arguments, caller, ct)
+        self.call_generated(&ready, &request.name, tool, &arguments, caller, ct)
             .await
     }
 }
@@ -318,9 +299,38 @@ impl ServerHandler for Server {
             .enable_tools_with(tools)
             .enable_resources_with(resources)
             .build();
+        // Before the tools are obtained the instructions name none (`initialize` and
+        // `server/discover` wait for them and name the listed ones).
+        let ready = self.shared.ready.borrow().clone();
+        let listed = ready.as_ref().map_or(&[][..], |r| r.tools.as_slice());
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
-            .with_instructions(self.instructions())
+            .with_instructions(instructions::text(&self.shared.config, listed))
+    }
+
+    /// As rmcp's, once the tools are obtained: the instructions name the listed tools.
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        let instructions = self.instructions_for(&context).await;
+        let mut result = self.negotiate_initialize(&request)?;
+        result.instructions = Some(instructions);
+        Ok(result)
+    }
+
+    /// As rmcp's (session-less clients), with the instructions of [`Self::initialize`].
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        let instructions = self.instructions_for(&context).await;
+        let versions = self.supported_protocol_versions().into_owned();
+        let mut result = DiscoverResult::from_server_info(versions, self.get_info());
+        result.instructions = Some(instructions);
+        Ok(result)
     }
 
     /// Every revision rmcp knows except 2025-03-26, the only one with JSON-RPC batches
@@ -364,8 +374,10 @@ impl ServerHandler for Server {
         let caller = roots::Caller::of(&context);
         let trail = audit::Trail::begin(&self.session_id, context.client_info(), &request.name);
         let asker = confirm::Asker::of(&context);
-        let call = asker
-            .scope(std::panic::AssertUnwindSafe(self.call(request, &caller, ct)).catch_unwind());
+        let can_ask = asker.can_ask();
+        let call = asker.scope(
+            std::panic::AssertUnwindSafe(self.call(request, &caller, can_ask, ct)).catch_unwind(),
+        );
         let outcome = match &trail {
             Some(trail) => trail.scope(call).await,
             None => call.await,
@@ -375,7 +387,14 @@ impl ServerHandler for Server {
             Ok(Err(Refusal::Arguments(error))) if caller.arguments_as_results() => {
                 Ok(result::invalid_arguments(error).into())
             }
-            Ok(Err(Refusal::Protocol(error) | Refusal::Arguments(error))) => Err(error),
+            Ok(Err(Refusal::Policy { reason, error })) if caller.arguments_as_results() => {
+                Ok(refuse::as_result(&reason, error).into())
+            }
+            Ok(Err(
+                Refusal::Protocol(error)
+                | Refusal::Arguments(error)
+                | Refusal::Policy { error, .. },
+            )) => Err(error),
             // The client cancelled: rmcp drops whatever is returned for this request.
             Ok(Err(Refusal::InputRequired(question))) => Ok(question.into()),
             Ok(Err(Refusal::Cancelled)) => {

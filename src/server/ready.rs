@@ -122,6 +122,17 @@ pub(super) fn build(
     })
 }
 
+impl Ready {
+    /// The input schema listed (or, for a hidden tool, served) under a served name.
+    pub(super) fn listed_schema(&self, served: &str) -> Option<Value> {
+        self.tools
+            .iter()
+            .chain(&self.unlisted)
+            .find(|t| t.name == served)
+            .map(|t| Value::Object((*t.input_schema).clone()))
+    }
+}
+
 /// The operator's grants.
 pub(super) fn grants(config: &Config) -> Grants {
     Grants {
@@ -147,6 +158,7 @@ pub(super) fn unavailable(config: &Config) -> Ready {
         allow_exec: config.allow_exec,
         classify: Vec::new(),
         timeout: config.timeout,
+        sandboxed: false,
     };
     // A selection cannot be resolved against no commands: it selects nothing then.
     let config = Config {

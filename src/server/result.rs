@@ -62,29 +62,15 @@ pub fn execution_result(
     }
     .to_value();
     let declined = declined_prompt(outcome);
-    let mut summary = if declined {
-        NOT_CONFIRMED.to_owned()
-    } else if outcome.timed_out {
-        "conda command timed out".to_owned()
-    } else if outcome.cancelled {
-        "conda command was cancelled".to_owned()
-    } else {
-        format!(
-            "conda command exited with {}",
-            outcome.exit_code.unwrap_or(-1)
-        )
-    };
     let failed = outcome.exit_code != Some(0) || outcome.timed_out || outcome.cancelled || declined;
-    if let Some(transaction) = transaction {
-        summary.push_str(": ");
-        summary.push_str(&transaction);
-    }
-    if let Some(limit) = outcome.limit.as_deref().filter(|_| failed) {
-        summary.push_str(&format!(" ({limit})"));
-    }
-    if restart_required && !outcome.timed_out && !outcome.cancelled {
-        summary.push_str(RESTART_SUFFIX);
-    }
+    let summary = summary(
+        outcome,
+        &structured,
+        transaction,
+        declined,
+        failed,
+        restart_required,
+    );
     let content = vec![
         ContentBlock::text(summary),
         ContentBlock::text(canonical_json(&structured)),
@@ -101,6 +87,125 @@ pub fn execution_result(
         result.meta = Some(meta);
     }
     result
+}
+
+/// The first text block: what happened, in a line — the stable code of a declined prompt,
+/// the exit status, the timeout or the cancellation; a transaction's changes; conda's
+/// error in its own words; truncation; the limit a failed run probably hit; that a restart
+/// is required.
+fn summary(
+    outcome: &exec::Outcome,
+    structured: &Value,
+    transaction: Option<String>,
+    declined: bool,
+    failed: bool,
+    restart_required: bool,
+) -> String {
+    let mut summary = if declined {
+        NOT_CONFIRMED.to_owned()
+    } else if outcome.timed_out {
+        format!(
+            "conda command timed out after {:.1} s and was stopped (the call's timeout: \
+             ccm_timeout_seconds, at most the server's --timeout)",
+            outcome.duration.as_secs_f64()
+        )
+    } else if outcome.cancelled {
+        "conda command was cancelled".to_owned()
+    } else {
+        format!(
+            "conda command exited with {}",
+            outcome.exit_code.unwrap_or(-1)
+        )
+    };
+    if let Some(transaction) = transaction {
+        summary.push_str(": ");
+        summary.push_str(&transaction);
+    }
+    // What went wrong, in conda's own words.
+    if failed
+        && !declined
+        && let Some(error) = conda_error(&structured["parsed_json"], &structured["stderr"])
+    {
+        summary.push_str(": ");
+        summary.push_str(&error);
+    }
+    for (stream, truncated, kept) in [
+        ("stdout", outcome.stdout_truncated, outcome.stdout.len()),
+        ("stderr", outcome.stderr_truncated, outcome.stderr.len()),
+    ] {
+        if truncated {
+            summary.push_str(&format!(
+                "; {stream} truncated to its first {kept} bytes (the server's --output-limit-bytes)"
+            ));
+        }
+    }
+    if let Some(limit) = outcome.limit.as_deref().filter(|_| failed) {
+        summary.push_str(&format!(" ({limit})"));
+    }
+    if restart_required && !outcome.timed_out && !outcome.cancelled {
+        summary.push_str(RESTART_SUFFIX);
+    }
+    summary
+}
+
+/// Most characters of conda's error line in a summary.
+const ERROR_LIMIT: usize = 300;
+
+/// conda's error in its own words, one line: the exception name and the first line of its
+/// message from conda's JSON error document (`exception_name`, `message`), else the last
+/// `SomeError: text` line of stderr (conda's report, or a traceback's last line), else
+/// argparse's `conda: error: …` line. Clipped, control characters escaped.
+fn conda_error(parsed: &Value, stderr: &Value) -> Option<String> {
+    let from_json = || {
+        let name = parsed.get("exception_name")?.as_str()?;
+        let message = parsed
+            .get("message")
+            .or_else(|| parsed.get("error"))?
+            .as_str()?;
+        let first = message.lines().find(|l| !l.trim().is_empty())?.trim();
+        let first = first
+            .strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix(": "))
+            .unwrap_or(first);
+        Some(format!("{name}: {first}"))
+    };
+    let stderr = stderr.as_str().unwrap_or_default();
+    let from_stderr = || {
+        stderr
+            .lines()
+            .map(str::trim)
+            .rfind(|line| {
+                line.split_once(": ")
+                    .is_some_and(|(name, text)| exception_name(name) && !text.trim().is_empty())
+            })
+            .map(str::to_owned)
+    };
+    let from_argparse = || {
+        stderr
+            .lines()
+            .map(str::trim)
+            .find(|line| {
+                line.split_once(": error: ")
+                    .is_some_and(|(prog, _)| !prog.is_empty() && !prog.contains(' '))
+            })
+            .map(str::to_owned)
+    };
+    let line = from_json().or_else(from_stderr).or_else(from_argparse)?;
+    Some(crate::tools::schema::clip(&line, ERROR_LIMIT))
+}
+
+/// Whether a word is an exception's name as Python prints it: CamelCase (a capital first,
+/// two or more capitals, a lower-case letter), letters, digits and dots only
+/// (`PackagesNotFoundError`, `EnvironmentNameNotFound`, `json.JSONDecodeError`; not
+/// `WARNING` or `Note`).
+fn exception_name(word: &str) -> bool {
+    let last = word.rsplit('.').next().unwrap_or(word);
+    last.chars().next().is_some_and(char::is_uppercase)
+        && last.chars().filter(|c| c.is_uppercase()).count() >= 2
+        && last.chars().any(char::is_lowercase)
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
 }
 
 /// The result `_meta` key of an invalid-arguments result: the `path` and `keyword` a
@@ -149,4 +254,66 @@ fn decode(bytes: &[u8], truncated: bool) -> String {
         return String::from_utf8_lossy(&bytes[..error.valid_up_to()]).into_owned();
     }
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn conda_errors_in_its_own_words() {
+        let none = Value::Null;
+        let stderr = |s: &str| Value::String(s.to_owned());
+        assert_eq!(
+            conda_error(
+                &none,
+                &stderr(
+                    "\nPackagesNotFoundError: The following packages are not available from \
+                     current channels:\n\n  - nope\n\nCurrent channels:\n\n  - x\n"
+                )
+            )
+            .as_deref(),
+            Some(
+                "PackagesNotFoundError: The following packages are not available from current \
+                 channels:"
+            )
+        );
+        let document = json!({
+            "exception_name": "EnvironmentLocationNotFound",
+            "message": "Not a conda environment: /x\nmore",
+            "error": "EnvironmentLocationNotFound: Not a conda environment: /x",
+        });
+        assert_eq!(
+            conda_error(&document, &stderr("")).as_deref(),
+            Some("EnvironmentLocationNotFound: Not a conda environment: /x")
+        );
+        // A traceback: its last line.
+        let traceback = "# >>>>>>>> ERROR REPORT <<<<<<<<\nTraceback (most recent call last):\n  \
+                         File \"x.py\", line 1\nKeyError: 'a'\nValueError: bad value\n";
+        assert_eq!(
+            conda_error(&none, &stderr(traceback)).as_deref(),
+            Some("ValueError: bad value")
+        );
+        assert_eq!(
+            conda_error(
+                &none,
+                &stderr("usage: conda\nconda: error: argument -x: bad\n")
+            )
+            .as_deref(),
+            Some("conda: error: argument -x: bad")
+        );
+        for quiet in [
+            "WARNING: something\n",
+            "Note: x\n",
+            "Current channels:\n",
+            "",
+        ] {
+            assert_eq!(conda_error(&none, &stderr(quiet)), None, "{quiet}");
+        }
+        // Escaped, bounded.
+        let long = format!("SomeError: {}\u{1b}", "x".repeat(400));
+        let said = conda_error(&none, &stderr(&long)).unwrap();
+        assert!(said.chars().count() <= ERROR_LIMIT + 1 && !said.contains('\u{1b}'));
+    }
 }

@@ -5,8 +5,6 @@
 
 use std::path::Path;
 
-use rmcp::ErrorData;
-
 use super::{Ready, Refusal, Server};
 use crate::host::targets;
 use crate::tools::policy::scope::{self, NO_TARGET, Scope};
@@ -27,7 +25,10 @@ impl Server {
         };
         let refuse = |text: String| {
             super::audit::refused(&text);
-            Err(ErrorData::invalid_request(text, None).into())
+            Err(super::refuse::policy(
+                super::refuse::Reason::OutsideWriteEnvs,
+                &text,
+            ))
         };
         let path = policy::command_path(ready.discovery.catalog.root.as_ref(), argv);
         let runs = path.as_deref() == Some(&["run".to_owned()][..]);

@@ -69,6 +69,8 @@ pub enum LiveReason {
     NoSnapshot(String),
     #[error("the baked snapshot {0} does not parse")]
     Unparseable(&'static str),
+    #[error("--list-all lists the commands of ccm's own launcher, which no baked snapshot has")]
+    OwnLauncherListed,
 }
 
 /// How live discovery contradicts the snapshot that served the tools.
@@ -148,13 +150,16 @@ pub(super) fn spawn(shared: Arc<Shared>, sender: watch::Sender<Option<Arc<Ready>
         let sandbox = probe
             .await
             .unwrap_or_else(|_| Sandbox::unavailable("the sandbox probe failed"));
+        let sandboxed = *sandbox.state() == sandbox::State::Active;
         let _ = shared.sandbox.set(sandbox);
         let settings = Settings {
             allow_exec: shared.config.allow_exec,
             classify: shared.config.classify.clone(),
             timeout: shared.config.timeout,
+            sandboxed,
         };
-        match fast_start(&shared.config.conda_exe, shared.config.no_snapshot) {
+        let config = &shared.config;
+        match fast_start(&config.conda_exe, config.no_snapshot, config.list_all) {
             Ok(fast) => from_snapshot(&shared, fast, &settings, &sender, started).await,
             Err(reason) => from_live(&shared, reason, &settings, &sender, started).await,
         }
@@ -284,7 +289,7 @@ impl Shared {
 
 /// Probe the read-only sandbox once (a trial run of this executable's `--version`) and
 /// say at startup what the children of read-only calls get.
-async fn probe_sandbox(disabled: bool) -> Sandbox {
+pub async fn probe_sandbox(disabled: bool) -> Sandbox {
     if disabled {
         tracing::warn!("--no-sandbox: read-only calls run without the read-only sandbox");
         return Sandbox::disabled();
@@ -319,12 +324,17 @@ pub struct Fast {
     pub discovery: Discovery,
 }
 
-/// Decide the start; `Err(reason)` means: wait for live discovery.
-pub fn fast_start(conda_exe: &Path, no_snapshot: bool) -> Result<Fast, LiveReason> {
+/// Decide the start; `Err(reason)` means: wait for live discovery. `list_all`: every
+/// command is listed, ccm's own launcher's too (which the stamp does not count and no
+/// snapshot has), so a target that has it waits for live discovery.
+pub fn fast_start(conda_exe: &Path, no_snapshot: bool, list_all: bool) -> Result<Fast, LiveReason> {
     if no_snapshot {
         return Err(LiveReason::NoSnapshotFlag);
     }
     let located = stamp::locate(conda_exe).ok_or(LiveReason::NoSitePackages)?;
+    if list_all && stamp::has_own_launcher(&located.site_dirs) {
+        return Err(LiveReason::OwnLauncherListed);
+    }
     let stamp = stamp::stamp(&located.site_dirs).ok_or(LiveReason::NoMetadata)?;
     let Some(snapshot) = baked::snapshots()
         .iter()
@@ -364,6 +374,40 @@ fn localize(text: &str, prefix: &Path) -> String {
     text.replace(crate::model::snapshot::PREFIX, &quoted[1..quoted.len() - 1])
 }
 
+/// Live discovery as if ccm's own launcher were not installed: its plugin entry (when it
+/// implements nothing but subcommands) and the commands it registers that the served
+/// catalog lacks (`ccm`, and `mcp` where it took that name) left out. Anything else the
+/// launcher's distribution changed still shows.
+fn without_own_launcher<'a>(
+    live: &'a Discovery,
+    served: &Catalog,
+) -> std::borrow::Cow<'a, Discovery> {
+    use crate::model::stamp::{OWN_LAUNCHER_COMMANDS, OWN_LAUNCHER_HOOKS, is_own_launcher};
+    let launcher = |p: &crate::model::catalog::Plugin| {
+        is_own_launcher(&p.distribution, &p.entry_point, &p.value) && p.hooks == OWN_LAUNCHER_HOOKS
+    };
+    if !live.plugins.iter().any(launcher) {
+        return std::borrow::Cow::Borrowed(live);
+    }
+    let mut trimmed = live.clone();
+    trimmed.plugins.retain(|p| !launcher(p));
+    let served_has = |name: &str| {
+        served.root.as_ref().is_some_and(|root| {
+            root.children
+                .iter()
+                .any(|c| c.name.as_deref() == Some(name))
+        })
+    };
+    if let Some(root) = trimmed.catalog.root.as_mut() {
+        root.children.retain(|c| {
+            c.name
+                .as_deref()
+                .is_none_or(|name| !OWN_LAUNCHER_COMMANDS.contains(&name) || served_has(name))
+        });
+    }
+    std::borrow::Cow::Owned(trimmed)
+}
+
 /// Compare live discovery with the snapshot that served the tools (`served`: its catalog,
 /// as localized at startup). `Err` when they
 /// differ in what decides the tool surface (the served tools may not match the target: a
@@ -389,6 +433,7 @@ pub fn confirm(
             .map_or("", |d| d.reason.as_str());
         return Err(Mismatch::LiveFailed(reason.to_owned()));
     }
+    let live = &without_own_launcher(live, served);
     if live.fingerprint() != snapshot.fingerprint {
         return Err(Mismatch::Plugins {
             file: snapshot.file,

@@ -5,8 +5,11 @@
 //! read a [`Layout`], so they cannot disagree about property ids. Rules: walk the branch
 //! root → terminal; an argument is exposed unless it is a hidden, optional option (so
 //! hidden positionals and required hidden arguments are exposed); each exposed argument
-//! keeps its catalog id, de-duplicated against earlier ids of the branch with `_2`, `_3`…;
-//! a greedy terminal parser adds an `args` passthrough array last.
+//! keeps its catalog id, de-duplicated with `_2`, `_3`… against the ids of the levels
+//! after it (ids are given terminal level first, so an option both the command and an
+//! earlier level take keeps its plain id in its per-command form: the root's `-v` is
+//! `verbose_2`, the command's `verbose`); a greedy terminal parser adds an `args`
+//! passthrough array last.
 //!
 //! Reserved names: ids that start with [`RESERVED_PREFIX`] (`ccm_`) belong to ccm's own
 //! per-call properties ([`WORKDIR`], [`TIMEOUT`]), which every generated tool takes and
@@ -78,14 +81,20 @@ pub fn is_reserved(id: &str) -> bool {
     id == WORKDIR || id == TIMEOUT
 }
 
+/// What `ccm_cwd` says: where an agent looks for the fix when a relative path (an
+/// environment file) is not found.
+pub const WORKDIR_DESCRIPTION: &str = "Directory to run conda in; relative paths resolve from it.";
+/// What `ccm_timeout_seconds` says.
+pub const TIMEOUT_DESCRIPTION: &str = "Stop the call after this many seconds.";
+
 /// The schemas of ccm's own per-call properties, with the bounds of `conda_execute`'s
-/// `cwd` and `timeout_seconds`. No descriptions: every generated tool lists them, so the
-/// server's instructions explain them once.
+/// `cwd` and `timeout_seconds` and one short sentence each (the server's instructions say
+/// how roots change `ccm_cwd`).
 pub fn reserved_properties(timeout: Duration) -> Map<String, Value> {
     let mut properties = Map::new();
     properties.insert(
         WORKDIR.into(),
-        json!({"type": "string", "maxLength": MAX_WORKDIR}),
+        json!({"type": "string", "maxLength": MAX_WORKDIR, "description": WORKDIR_DESCRIPTION}),
     );
     // A whole number of seconds is written as an integer (`900`, not `900.0`).
     let maximum = if timeout.subsec_nanos() == 0 {
@@ -95,7 +104,12 @@ pub fn reserved_properties(timeout: Duration) -> Map<String, Value> {
     };
     properties.insert(
         TIMEOUT.into(),
-        json!({"type": "number", "exclusiveMinimum": 0, "maximum": maximum}),
+        json!({
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": maximum,
+            "description": TIMEOUT_DESCRIPTION,
+        }),
     );
     properties
 }
@@ -125,20 +139,31 @@ impl Argument {
 impl Layout {
     /// Build the layout of the branch `root → … → command` (`branch[0]` is the root).
     pub fn new(branch: &[&Command]) -> Layout {
+        // Ids are given deepest level first: an option the command and an earlier level
+        // both take (`-v` before and after the command name) keeps its plain id in its
+        // per-command form, the one a listing shows.
         let mut used: Vec<String> = Vec::new();
+        let mut ids: Vec<Vec<String>> = vec![Vec::new(); branch.len()];
+        for (level, command) in branch.iter().enumerate().rev() {
+            for argument in command.arguments.iter().filter(|a| a.is_exposed()) {
+                let id = dedupe(&unreserved(&argument.id), &used);
+                used.push(id.clone());
+                ids[level].push(id);
+            }
+        }
         let mut properties = Vec::new();
         let mut levels = Vec::new();
         for (level, command) in branch.iter().enumerate() {
-            let mut local: Vec<(String, String)> = Vec::new(); // catalog id -> property id
-            for argument in &command.arguments {
-                if !argument.is_exposed() {
-                    continue;
-                }
-                let id = dedupe(&unreserved(&argument.id), &used);
-                used.push(id.clone());
-                local.push((argument.id.clone(), id.clone()));
+            let exposed = command.arguments.iter().filter(|a| a.is_exposed());
+            // catalog id -> property id
+            let local: Vec<(&str, &str)> = exposed
+                .clone()
+                .zip(&ids[level])
+                .map(|(argument, id)| (argument.id.as_str(), id.as_str()))
+                .collect();
+            for (argument, id) in exposed.zip(&ids[level]) {
                 properties.push(Property {
-                    id,
+                    id: id.clone(),
                     level,
                     argument: argument.clone(),
                 });
@@ -150,7 +175,12 @@ impl Layout {
                     members: group
                         .members
                         .iter()
-                        .filter_map(|m| local.iter().find(|(c, _)| c == m).map(|(_, p)| p.clone()))
+                        .filter_map(|m| {
+                            local
+                                .iter()
+                                .find(|(c, _)| c == m)
+                                .map(|(_, p)| (*p).to_owned())
+                        })
                         .collect(),
                     required: group.required,
                 })

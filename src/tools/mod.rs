@@ -16,5 +16,6 @@ pub mod report;
 pub mod result;
 pub mod schema;
 pub mod select;
+pub mod suggest;
 pub mod surface;
 pub mod toolset;

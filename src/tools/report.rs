@@ -1,8 +1,11 @@
 //! `ccm tools`: what an agent will get from this target, for a human to check before
 //! wiring it up — every tool under its served name, whether it is listed, the startup
 //! options it needs, its compiler, a one-line summary, and what it costs in context: the
-//! bytes of its descriptor as `tools/list` sends it (compact JSON) and an estimated token
-//! count ([`tokens`]: bytes / 4, rounded up), with the total of the listed tools. Pure;
+//! bytes of its descriptor as `tools/list` sends it (compact JSON), of which the
+//! model-visible bytes (name, description and inputSchema: what clients show a model;
+//! [`model_bytes`]) and the rest (title, outputSchema, annotations, `_meta`: read by
+//! clients, not shown to the model), and an estimated token count of the model-visible
+//! bytes ([`tokens`]: bytes / 4, rounded up), with the totals of the listed tools. Pure;
 //! no I/O.
 
 use serde::Serialize;
@@ -35,7 +38,11 @@ pub struct Row {
     /// Bytes of the descriptor as `tools/list` sends it (compact JSON, operator's surface
     /// applied).
     pub bytes: usize,
-    /// Estimated tokens of those bytes ([`tokens`]).
+    /// Of those, what clients show the model ([`model_bytes`]).
+    pub model_bytes: usize,
+    /// The rest (`title`, `outputSchema`, `annotations`, `_meta`): `bytes - model_bytes`.
+    pub other_bytes: usize,
+    /// Estimated tokens of the model-visible bytes ([`tokens`]).
     pub tokens: usize,
 }
 
@@ -47,7 +54,13 @@ pub struct Total {
     /// Bytes of the `tools` array of a `tools/list` result (compact JSON): every listed
     /// descriptor, the commas and brackets between them.
     pub bytes: usize,
-    /// Estimated tokens of those bytes ([`tokens`]).
+    /// What clients show the model of the listed tools: the sum of their [`Row::model_bytes`].
+    pub model_bytes: usize,
+    /// The rest of the listed descriptors: the sum of their [`Row::other_bytes`].
+    pub other_bytes: usize,
+    /// The largest model-visible size of one listed tool.
+    pub largest_model_bytes: usize,
+    /// Estimated tokens of the model-visible bytes ([`tokens`]).
     pub tokens: usize,
     /// How `tokens` is estimated.
     pub estimator: &'static str,
@@ -74,6 +87,24 @@ fn compact_bytes(value: &Value) -> usize {
     serde_json::to_vec(value).map_or(0, |bytes| bytes.len())
 }
 
+/// The descriptor keys clients show a model (Claude Code, VS Code, Codex, Gemini CLI and
+/// Goose show neither `title`, `outputSchema`, `annotations` nor `_meta`).
+pub const MODEL_KEYS: [&str; 3] = ["name", "description", "inputSchema"];
+
+/// What clients show the model of one descriptor: the compact JSON of an object holding
+/// only its [`MODEL_KEYS`], in the descriptor's order.
+pub fn model_bytes(descriptor: &Value) -> usize {
+    let Some(map) = descriptor.as_object() else {
+        return compact_bytes(descriptor);
+    };
+    let seen: serde_json::Map<String, Value> = map
+        .iter()
+        .filter(|(key, _)| MODEL_KEYS.contains(&key.as_str()))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    compact_bytes(&Value::Object(seen))
+}
+
 /// The rows and their total, from the served tool list (`applied`: the selected tools
 /// through the policy-shaped listing, folding and the operator's surface).
 pub fn report(toolset: &Toolset, applied: &Applied) -> Report {
@@ -81,10 +112,14 @@ pub fn report(toolset: &Toolset, applied: &Applied) -> Report {
     let listed: Vec<&Row> = tools.iter().filter(|r| r.listed).collect();
     // `[` + descriptors joined by `,` + `]`.
     let bytes = 2 + listed.iter().map(|r| r.bytes).sum::<usize>() + listed.len().saturating_sub(1);
+    let model_bytes = listed.iter().map(|r| r.model_bytes).sum::<usize>();
     let total = Total {
         tools: listed.len(),
         bytes,
-        tokens: tokens(bytes),
+        model_bytes,
+        other_bytes: listed.iter().map(|r| r.other_bytes).sum(),
+        largest_model_bytes: listed.iter().map(|r| r.model_bytes).max().unwrap_or(0),
+        tokens: tokens(model_bytes),
         estimator: ESTIMATOR,
     };
     Report { tools, total }
@@ -112,6 +147,7 @@ pub fn rows(toolset: &Toolset, applied: &Applied) -> Vec<Row> {
                 None => ("write", "generic", None),
             };
             let bytes = compact_bytes(descriptor);
+            let model = model_bytes(descriptor);
             rows.push(Row {
                 name,
                 canonical,
@@ -121,7 +157,9 @@ pub fn rows(toolset: &Toolset, applied: &Applied) -> Vec<Row> {
                 summary: summary(descriptor),
                 policy,
                 bytes,
-                tokens: tokens(bytes),
+                model_bytes: model,
+                other_bytes: bytes.saturating_sub(model),
+                tokens: tokens(model),
             });
         }
     }
@@ -157,11 +195,17 @@ pub fn table(report: &Report) -> String {
     let name_w = width(|r| r.name.len() + usize::from(!r.listed) * 9, "tool");
     let access_w = width(|r| r.access.len(), "access");
     let compiler_w = width(|r| r.compiler.len(), "compiler");
-    let bytes_w = report.total.bytes.to_string().len().max("bytes".len());
+    let model_w = report
+        .total
+        .model_bytes
+        .to_string()
+        .len()
+        .max("model".len());
+    let other_w = report.total.other_bytes.to_string().len().max("rest".len());
     let tokens_w = report.total.tokens.to_string().len().max("tokens".len());
     let mut out = format!(
-        "{:name_w$}  {:access_w$}  {:compiler_w$}  {:>bytes_w$}  {:>tokens_w$}  summary\n",
-        "tool", "access", "compiler", "bytes", "tokens"
+        "{:name_w$}  {:access_w$}  {:compiler_w$}  {:>model_w$}  {:>tokens_w$}  {:>other_w$}  summary\n",
+        "tool", "access", "compiler", "model", "tokens", "rest"
     );
     for row in rows {
         let name = if row.listed {
@@ -171,14 +215,20 @@ pub fn table(report: &Report) -> String {
         };
         let summary: String = row.summary.chars().take(100).collect();
         out.push_str(&format!(
-            "{name:name_w$}  {:access_w$}  {:compiler_w$}  {:>bytes_w$}  {:>tokens_w$}  {summary}\n",
-            row.access, row.compiler, row.bytes, row.tokens
+            "{name:name_w$}  {:access_w$}  {:compiler_w$}  {:>model_w$}  {:>tokens_w$}  {:>other_w$}  {summary}\n",
+            row.access, row.compiler, row.model_bytes, row.tokens, row.other_bytes
         ));
     }
     let total = &report.total;
     out.push_str(&format!(
-        "total: {} listed tools, {} bytes of tools/list, ~{} tokens ({})\n",
-        total.tools, total.bytes, total.tokens, total.estimator
+        "total: {} listed tools; the model reads {} bytes (name, description, inputSchema; ~{} tokens, {}; largest tool {} bytes); the rest (title, outputSchema, annotations, _meta) {} bytes; tools/list {} bytes\n",
+        total.tools,
+        total.model_bytes,
+        total.tokens,
+        total.estimator,
+        total.largest_model_bytes,
+        total.other_bytes,
+        total.bytes
     ));
     out
 }
@@ -186,6 +236,22 @@ pub fn table(report: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn model_bytes_count_only_what_the_model_reads() {
+        let descriptor = serde_json::json!({
+            "name": "conda_x",
+            "title": "conda x",
+            "description": "Do x.",
+            "inputSchema": {"type": "object"},
+            "outputSchema": {"type": "object", "properties": {}},
+            "annotations": {"readOnlyHint": true},
+            "_meta": {"k": [1, 2]},
+        });
+        let seen = r#"{"description":"Do x.","inputSchema":{"type":"object"},"name":"conda_x"}"#;
+        assert_eq!(model_bytes(&descriptor), seen.len());
+        assert!(compact_bytes(&descriptor) > seen.len() + 60);
+    }
 
     #[test]
     fn tokens_are_bytes_over_four_rounded_up() {

@@ -20,10 +20,14 @@ use crate::tools::layout::{Layout, Property};
 pub use crate::tools::surface::MAX_NAME;
 
 mod describe;
+mod names;
+pub mod sentences;
 mod validate;
 
 pub use crate::tools::error::{Invalid, Keyword, Unrepresentable};
-pub use describe::in_parameter_names;
+pub use describe::{
+    COMMAND_TEXT_LIMIT, command as command_description, in_parameter_names, is_deprecated,
+};
 pub use validate::{ECHO_LIMIT, LazyValidator, Validator, clip, invisible, json_path};
 
 /// Bounds of every integer value a tool accepts (a 32-bit signed range: argparse's `int`

@@ -87,6 +87,9 @@ pub struct Settings {
     pub classify: Vec<(String, policy::Access)>,
     /// The server's `--timeout` (the maximum of `timeout_seconds`).
     pub timeout: Duration,
+    /// Read-only calls run in the read-only sandbox (it is active): the policy admits a
+    /// few more read-only forms ([`policy::Rules::set_sandboxed`]).
+    pub sandboxed: bool,
 }
 
 /// Every tool of one server.
@@ -144,6 +147,7 @@ impl Toolset {
         let paths: Vec<Vec<String>> = candidates.iter().map(|c| c.0.clone()).collect();
         let names = schema::tool_names(&paths);
         let mut rules = policy::Rules::new(plugins);
+        rules.set_sandboxed(settings.sandboxed);
         let mut unknown_classified = Vec::new();
         for (tool, access) in &settings.classify {
             match names.iter().position(|n| n == tool) {
@@ -307,13 +311,10 @@ fn descriptor(
     class: &Classification,
 ) -> Value {
     let terminal = branch.last().copied();
-    let mut description = terminal
+    let help = terminal
         .and_then(|c| c.summary.clone().or_else(|| c.help.clone()))
-        .filter(|s| !s.trim().is_empty())
-        .map(|text| {
-            schema::in_parameter_names(&text, layout, layout.levels.len().saturating_sub(1))
-        })
-        .unwrap_or_else(|| format!("Run conda {}.", path.join(" ")));
+        .filter(|s| !s.trim().is_empty());
+    let mut description = schema::command_description(help.as_deref(), path, layout);
     if class.requires_write {
         description.push_str(WRITE_SENTENCE);
     }

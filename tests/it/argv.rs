@@ -43,10 +43,11 @@ fn real_conda_argv() {
         &[
             ("conda_info", json!({"json": true}), "info --json"),
             ("conda_info", json!({"json": false}), "info"),
-            // Root options come before the command name.
+            // Root options come before the command name; the per-command form keeps the
+            // plain id.
             (
                 "conda_info",
-                json!({"verbose": 2, "verbose_2": 1}),
+                json!({"verbose_2": 2, "verbose": 1}),
                 "--verbose --verbose info --verbose",
             ),
             // Long flags are preferred; multi-value appends keep their values together.
@@ -180,7 +181,7 @@ fn fixture_argv() {
             ),
             (
                 "conda_pkg_install",
-                json!({"packages": ["a"], "verbose_2": 2, "name": "n"}),
+                json!({"packages": ["a"], "verbose": 2, "name": "n"}),
                 "pkg install a --name=n --verbose --verbose",
             ),
             (

@@ -199,24 +199,49 @@ fn tools_lists_what_an_agent_gets() {
     ))
     .unwrap();
     let rows = report["tools"].as_array().unwrap();
-    // The budget: each tool's bytes and tokens (bytes / 4, rounded up); the total covers
-    // the listed tools only, as the tools array of a tools/list result.
+    // The budget: each tool's bytes, of which what the model reads (name, description and
+    // inputSchema) and the rest, and the tokens of what the model reads (bytes / 4,
+    // rounded up); the totals cover the listed tools only.
     let listed: Vec<&serde_json::Value> = rows.iter().filter(|r| r["listed"] == true).collect();
+    let number = |v: &serde_json::Value, key: &str| v[key].as_u64().unwrap();
     for row in rows {
-        let bytes = row["bytes"].as_u64().unwrap();
+        let bytes = number(row, "bytes");
         assert!(bytes > 100, "{row}");
-        assert_eq!(row["tokens"].as_u64().unwrap(), bytes.div_ceil(4), "{row}");
+        assert_eq!(
+            number(row, "model_bytes") + number(row, "other_bytes"),
+            bytes,
+            "{row}"
+        );
+        assert!(
+            number(row, "other_bytes") > 200,
+            "outputSchema and more: {row}"
+        );
+        assert_eq!(
+            number(row, "tokens"),
+            number(row, "model_bytes").div_ceil(4),
+            "{row}"
+        );
     }
     let total = &report["total"];
-    let sum: u64 = listed.iter().map(|r| r["bytes"].as_u64().unwrap()).sum();
-    assert_eq!(total["tools"].as_u64().unwrap(), listed.len() as u64);
+    let sum = |key: &str| listed.iter().map(|r| number(r, key)).sum::<u64>();
+    assert_eq!(number(total, "tools"), listed.len() as u64);
     assert_eq!(
-        total["bytes"].as_u64().unwrap(),
-        sum + listed.len() as u64 + 1
+        number(total, "bytes"),
+        sum("bytes") + listed.len() as u64 + 1
+    );
+    assert_eq!(number(total, "model_bytes"), sum("model_bytes"));
+    assert_eq!(number(total, "other_bytes"), sum("other_bytes"));
+    assert_eq!(
+        number(total, "largest_model_bytes"),
+        listed
+            .iter()
+            .map(|r| number(r, "model_bytes"))
+            .max()
+            .unwrap()
     );
     assert_eq!(
-        total["tokens"].as_u64().unwrap(),
-        total["bytes"].as_u64().unwrap().div_ceil(4)
+        number(total, "tokens"),
+        number(total, "model_bytes").div_ceil(4)
     );
     assert_eq!(total["estimator"], "bytes / 4, rounded up");
     assert!(
@@ -224,10 +249,36 @@ fn tools_lists_what_an_agent_gets() {
         "the hidden tool is not in the total"
     );
     assert!(
-        table.lines().last().unwrap().starts_with("total: ")
-            && table.contains("bytes of tools/list"),
+        table.lines().last().unwrap().starts_with("total: ") && table.contains("the model reads"),
         "{table}"
     );
+    // What the model reads, counted from what a server serves with the same settings: the
+    // compact JSON of each listed tool's name, description and inputSchema.
+    let mut session = crate::mcp::Session::start_with(
+        &support::fixture().conda,
+        &["--allow-exec"],
+        &[
+            ("CCM_HIDDEN_TOOLS", "conda_tune"),
+            ("CCM_MCP_TOOL_CONDA_INFO_NAME", "info"),
+        ],
+    );
+    let served = session.tools();
+    assert_eq!(served.len(), listed.len());
+    for tool in &served {
+        let seen = serde_json::json!({
+            "name": tool["name"],
+            "description": tool["description"],
+            "inputSchema": tool["inputSchema"],
+        });
+        let row = listed.iter().find(|r| r["name"] == tool["name"]).unwrap();
+        // `ccm tools` probes the sandbox as a server does: the same listing.
+        assert_eq!(
+            number(row, "model_bytes"),
+            serde_json::to_vec(&seen).unwrap().len() as u64,
+            "{}",
+            tool["name"]
+        );
+    }
     let find = |name: &str| {
         rows.iter()
             .find(|r| r["name"] == name)

@@ -51,13 +51,18 @@ pub(crate) fn assert_session_answers(seen: &Value, mode: &str) {
     assert_eq!(seen["info_is_error"], false, "{mode}: {seen}");
     assert_eq!(seen["info_exit_code"], 0, "{mode}: {seen}");
     assert_eq!(seen["info_conda_version"], "0.99.0", "{mode}: {seen}");
+    // The closest valid properties follow (none is close to `bogus`).
+    assert_eq!(seen["invalid"]["is_error"], true, "{mode}: {seen}");
+    assert!(
+        seen["invalid"]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Invalid arguments at $: unexpected property 'bogus'; valid properties: "),
+        "{mode}: {seen}"
+    );
     assert_eq!(
-        seen["invalid"],
-        serde_json::json!({
-            "is_error": true,
-            "text": "Invalid arguments at $: unexpected property 'bogus'",
-            "meta": {"conda-cli-mcp/invalid_arguments": {"path": "$", "keyword": "additionalProperties"}},
-        }),
+        seen["invalid"]["meta"],
+        serde_json::json!({"conda-cli-mcp/invalid_arguments": {"path": "$", "keyword": "additionalProperties"}}),
         "{mode}: {seen}"
     );
     assert_eq!(seen["unknown"]["code"], -32602, "{mode}: {seen}");
@@ -93,14 +98,15 @@ fn python_sdk_over_stdio() {
         );
         assert_session_answers(&seen, mode);
         // The policy-shaped listing: `conda_run` needs --allow-exec and is not listed;
-        // conda_install is listed for dry runs, and a call without dry_run says how to
-        // apply for real.
+        // conda_install is listed for dry runs, and a call without dry_run is the policy's
+        // refusal (a result with its stable word), which says how to apply for real.
         assert!(!tools.iter().any(|t| t == "conda_run"), "{mode}: {seen}");
         let message = seen["dry_run_only"]["message"].as_str().unwrap_or_default();
         assert!(
-            message.contains("$")
+            seen["dry_run_only"]["is_error"] == true
+                && message.starts_with("needs_allow_write: ")
                 && message.contains("dry_run")
-                && message.contains("--allow-write"),
+                && message.contains("--allow-write in the client's MCP server configuration"),
             "{mode}: {seen}"
         );
         // With --list-all, the full listing.
@@ -141,9 +147,13 @@ fn python_sdk_over_stdio() {
             "{mode}: {core}"
         );
         assert_eq!(core["info_exit_code"], 0, "{mode}: {core}");
+        // A policy refusal: from 2025-11-25 on an isError result with the stable word.
         let message = core["dry_run_only"]["message"].as_str().unwrap_or_default();
         assert!(
-            message.ends_with("Anything else needs --allow-write."),
+            message.starts_with("needs_allow_write: Operation requires --allow-write. Here: ")
+                && message.ends_with(
+                    "The operator sets --allow-write in the client's MCP server configuration."
+                ),
             "{mode}: {core}"
         );
     }

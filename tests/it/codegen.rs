@@ -135,6 +135,7 @@ fn live_commands_use_baked_compilers_when_signatures_match() {
             allow_exec: false,
             classify: Vec::new(),
             timeout: std::time::Duration::from_secs(900),
+            sandboxed: false,
         },
     );
     assert!(
@@ -162,6 +163,7 @@ fn live_commands_use_baked_compilers_when_signatures_match() {
             allow_exec: false,
             classify: Vec::new(),
             timeout: std::time::Duration::from_secs(900),
+            sandboxed: false,
         },
     );
     assert!(matches!(

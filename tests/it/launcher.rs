@@ -20,7 +20,7 @@ pub(crate) fn install_plugin(fixture: &Fixture) {
 
 /// `own_ccm`: a prefix-relative path to record in the dist-info's `RECORD` as the
 /// distribution's own `bin/ccm`, as pip does for the wheel's script (`None`: no RECORD).
-fn install_plugin_into(site: &Path, own_ccm: Option<&str>) {
+pub(crate) fn install_plugin_into(site: &Path, own_ccm: Option<&str>) {
     let root = support::repo();
     let pyproject = std::fs::read_to_string(root.join("pyproject.toml")).unwrap();
     let name = pyproject
@@ -457,4 +457,52 @@ fn real_conda_launcher_coexists_with_conda_cli_mcp() {
         assert!(generated.iter().any(|n| n == launcher), "{generated:?}");
         assert!(left_out.iter().any(|n| *n == launcher), "{left_out:?}");
     }
+}
+
+/// The launcher the stamp and confirmation leave out is the one the wheel declares
+/// (`pyproject.toml`) and the plugin registers (`python/ccm_conda_plugin`).
+#[test]
+fn the_own_launcher_constants_are_the_wheels() {
+    use ccm::model::stamp::{
+        OWN_LAUNCHER_COMMANDS, OWN_LAUNCHER_DISTRIBUTION, OWN_LAUNCHER_ENTRY_POINT,
+        OWN_LAUNCHER_VALUE,
+    };
+    let root = support::repo();
+    let pyproject = std::fs::read_to_string(root.join("pyproject.toml")).unwrap();
+    assert!(
+        pyproject.contains(&format!("name = \"{OWN_LAUNCHER_DISTRIBUTION}\"")),
+        "pyproject.toml names another distribution"
+    );
+    let section = pyproject
+        .split("[project.entry-points.conda]")
+        .nth(1)
+        .unwrap();
+    let lines: Vec<&str> = section
+        .lines()
+        .take_while(|l| !l.starts_with('['))
+        .filter(|l| l.contains('='))
+        .collect();
+    assert_eq!(
+        lines,
+        [format!("{OWN_LAUNCHER_ENTRY_POINT} = \"{OWN_LAUNCHER_VALUE}\"").as_str()]
+    );
+    let plugin = std::fs::read_to_string(root.join("python/ccm_conda_plugin/plugin.py")).unwrap();
+    for (constant, name) in [
+        ("NAME", OWN_LAUNCHER_COMMANDS[0]),
+        ("ESTABLISHED_NAME", OWN_LAUNCHER_COMMANDS[1]),
+    ] {
+        assert!(
+            plugin.contains(&format!("{constant} = \"{name}\"")),
+            "{constant} is not {name}"
+        );
+    }
+    // It implements subcommands only (what confirmation expects of it).
+    let hooks: Vec<&str> = plugin
+        .lines()
+        .filter(|l| l.trim_start().starts_with("def conda_"))
+        .collect();
+    assert!(
+        hooks.iter().all(|l| l.contains("def conda_subcommands")) && !hooks.is_empty(),
+        "{hooks:?}"
+    );
 }

@@ -79,8 +79,11 @@ fn draw(tool: &Tool, runner: &mut TestRunner) -> Map<String, Value> {
 fn check(catalog: &Catalog, plugins: &[Plugin], label: &str) -> BTreeMap<&'static str, usize> {
     let mut runner = inputs::runner(label);
     let mut counts = BTreeMap::new();
-    for grants in all_grants() {
-        let mut toolset = support::toolset(catalog, plugins, grants.exec);
+    for (grants, sandboxed) in all_grants()
+        .into_iter()
+        .flat_map(|g| [(g, false), (g, true)])
+    {
+        let mut toolset = support::toolset_in(catalog, plugins, grants.exec, sandboxed);
         let shaped = listing::shape(&mut toolset, grants);
         for tool in &toolset.generated {
             let shown = shaped.restricted.get(&tool.name);
@@ -115,14 +118,14 @@ fn check(catalog: &Catalog, plugins: &[Plugin], label: &str) -> BTreeMap<&'stati
                 if withheld {
                     assert!(
                         !missing.is_empty(),
-                        "{label} {grants:?}: {} is withheld but the policy admits {value}",
+                        "{label} {grants:?} sandboxed {sandboxed}: {} is withheld but the policy admits {value}",
                         tool.name
                     );
                     refused += 1;
                 } else {
                     assert!(
                         missing.is_empty(),
-                        "{label} {grants:?}: the listed schema of {} admits {value}, which the policy refuses ({missing:?})",
+                        "{label} {grants:?} sandboxed {sandboxed}: the listed schema of {} admits {value}, which the policy refuses ({missing:?})",
                         tool.name
                     );
                     admitted += 1;
@@ -130,7 +133,7 @@ fn check(catalog: &Catalog, plugins: &[Plugin], label: &str) -> BTreeMap<&'stati
             }
             assert!(
                 admitted + refused >= 5,
-                "{label} {grants:?}: only {} inputs of {} could be checked",
+                "{label} {grants:?} sandboxed {sandboxed}: only {} inputs of {} could be checked",
                 admitted + refused,
                 tool.name
             );
@@ -283,7 +286,8 @@ fn listing_under_every_revision_and_with_list_all() {
     use serde_json::json;
     let conda = &support::fixture().conda;
     let found = support::fixture_discovery();
-    let expected = support::listed(&found.catalog, &found.plugins, Grants::default());
+    let sandboxed = crate::mcp::Session::start(conda, &[]).sandboxed();
+    let expected = support::listed(&found.catalog, &found.plugins, Grants::default(), sandboxed);
     for revision in ["2024-11-05", "2025-06-18", "2025-11-25"] {
         let mut command = support::ccm();
         command.arg("--conda-exe").arg(conda);
@@ -312,12 +316,25 @@ fn listing_under_every_revision_and_with_list_all() {
 
     let set = json!({"set": [["channel_priority", "strict"]]});
     let mut shaped = Session::start(conda, &[]);
+    // Outside the listed form, the policy's refusal, saying what the form offers.
     let (code, message) = shaped.call_error("conda_config", set.clone());
-    assert_eq!(code, -32602);
+    assert_eq!(code, -32600);
     assert!(
-        message.starts_with("Invalid arguments at $")
+        message.starts_with("Operation requires --allow-write. Here: ")
             && message.contains("not offered: ")
             && message.contains("set")
+            && message.ends_with(
+                "Anything else needs --allow-write. The operator sets --allow-write in the \
+                 client's MCP server configuration."
+            ),
+        "{message}"
+    );
+    // A call outside the form that the policy admits (a form the listing shows once) is
+    // the schema error, which says what the form offers.
+    let (code, message) = shaped.call_error("conda_config", json!({"show": [], "verbose_2": 1}));
+    assert_eq!(code, -32602);
+    assert!(
+        message.starts_with("Invalid arguments at $: unexpected property 'verbose_2'")
             && message.ends_with("Anything else needs --allow-write."),
         "{message}"
     );
@@ -335,7 +352,10 @@ fn listing_under_every_revision_and_with_list_all() {
     ] {
         assert_eq!(
             all.call_error(tool, input),
-            (-32600, "Operation requires --allow-write".to_owned()),
+            (
+                -32600,
+                support::refused("Operation requires --allow-write", "--allow-write")
+            ),
             "{tool}"
         );
     }

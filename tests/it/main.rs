@@ -27,6 +27,8 @@ mod compact;
 mod confirm;
 /// Live discovery against the fixture conda (and a real conda with CCM_TEST_CONDA).
 mod discovery;
+/// Agent fit: descriptions that earn their bytes, one form per option (pure).
+mod fit;
 /// House rules: the layer order of `src/`, files and functions that fit one sitting.
 mod house;
 /// `ccm --http`: authentication, methods and paths, sessions, the Python SDK over HTTP.
@@ -67,6 +69,8 @@ mod sandbox;
 mod scope;
 /// The MCP server end to end over stdio.
 mod server;
+/// Both result shapes complete alone: text content and structured content.
+mod shapes;
 /// Every tool through the server on a copy of a real conda: no writes outside the caches.
 mod side_effects;
 /// Instant start from a baked snapshot, confirmed by live discovery.

@@ -219,6 +219,12 @@ impl Session {
         serde_json::from_str(read["result"]["contents"][0]["text"].as_str().unwrap()).unwrap()
     }
 
+    /// Whether the server's read-only calls run in the read-only sandbox (its listing
+    /// depends on it).
+    pub fn sandboxed(&mut self) -> bool {
+        self.capabilities()["sandbox"]["state"] == "active"
+    }
+
     /// Peak resident memory of the server process (kB), from /proc.
     pub fn peak_rss_kb(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();

@@ -72,6 +72,14 @@ const PROBES: &[(&str, &[&str])] = &[
     ("conda/core/envs_manager.py", &["_rewrite_environments_txt"]),
 ];
 
+/// Writes only the read-only sandbox keeps from having effect: housekeeping that deletes
+/// and treats an OSError as "skip" — gateways/disk/delete.py `delete_trash` (:238-253,
+/// each `os.unlink` in `try … except OSError`), which install/update run on a target that
+/// is not an environment before they solve (cli/install.py:256-263). The harness refuses
+/// them with EROFS, as the sandbox does, and reports them apart: a verdict that is
+/// read-only without the sandbox must not let one happen (policy::Rules::set_sandboxed).
+const CONTAINED: &[(&str, &[&str])] = &[("conda/gateways/disk/delete.py", &["delete_trash"])];
+
 /// A private home for conda: HOME, XDG dirs, condarc, package cache, TMPDIR, cwd.
 pub struct Throwaway {
     pub dir: tempfile::TempDir,
@@ -102,6 +110,11 @@ impl Throwaway {
         )
         .unwrap();
         std::fs::write(t.path("files/specs.txt"), "demo\n").unwrap();
+        // A directory that is not an environment, with trash in it (conda empties it
+        // before a solve into it).
+        std::fs::create_dir_all(t.path("files/notenv/sub")).unwrap();
+        std::fs::write(t.path("files/notenv/old.conda_trash"), "").unwrap();
+        std::fs::write(t.path("files/notenv/sub/x.conda_trash"), "").unwrap();
         std::fs::write(t.path("files/condarc.yml"), "channels:\n  - defaults\n").unwrap();
         std::fs::write(
             t.path("cwd/environment.yml"),
@@ -222,6 +235,10 @@ impl Harness {
             "allowed": throwaway.allowed(),
             "internal_programs": INTERNAL_PROGRAMS,
             "probes": PROBES
+                .iter()
+                .map(|(file, functions)| json!({"file": file, "functions": functions}))
+                .collect::<Vec<_>>(),
+            "contained": CONTAINED
                 .iter()
                 .map(|(file, functions)| json!({"file": file, "functions": functions}))
                 .collect::<Vec<_>>(),
@@ -371,6 +388,7 @@ fn value_pool(throwaway: &Throwaway, prefix: &Path) -> Vec<String> {
         p("files/condarc.yml"),
         p("files/new.yml"),
         p("files"),
+        p("files/notenv"),
         p("home/.condarc"),
         prefix.display().to_string(),
         prefix.join("envs/t1").display().to_string(),
@@ -634,6 +652,7 @@ struct Tally {
     allowed_writes: usize,
     internal_execs: usize,
     probes: usize,
+    contained: usize,
     network: usize,
     exec_only_writes: usize,
 }
@@ -650,6 +669,8 @@ fn run_oracle(label: &str, default_count: usize) {
     let root = found.catalog.root.as_ref().expect("a parser tree");
     let tools = support::toolset(&found.catalog, &found.plugins, true);
     let rules = policy::Rules::new(&found.plugins);
+    let mut sandboxed = rules.clone();
+    sandboxed.set_sandboxed(true);
     let count = std::env::var("CCM_ORACLE_ARGVS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -657,7 +678,21 @@ fn run_oracle(label: &str, default_count: usize) {
     let seed = seed(label);
     let throwaway = Throwaway::new("oracle");
     let pool = value_pool(&throwaway, &prefix);
-    let cases = cases(seed, &tools, root, &pool, count);
+    let mut cases = cases(seed, &tools, root, &pool, count);
+    // Dry runs into a directory that is not an environment and holds trash: conda empties
+    // it first (contained by the sandbox, a write without it).
+    let notenv = throwaway.path("files/notenv").display().to_string();
+    for argv in [
+        vec!["install", "--dry-run", "-p", &notenv, "demo"],
+        vec!["update", "-d", &format!("--prefix={notenv}"), "demo"],
+        vec!["install", "--dry-run", "-n", "t1", "demo"],
+    ] {
+        cases.push(Case {
+            argv: argv.into_iter().map(str::to_owned).collect(),
+            origin: Origin::Generated { opaque: false },
+            tool: None,
+        });
+    }
     let argvs: Vec<Vec<String>> = cases.iter().map(|c| c.argv.clone()).collect();
     let answers = observe(interpreter, &throwaway, &argvs);
 
@@ -682,9 +717,19 @@ fn run_oracle(label: &str, default_count: usize) {
         tally.probes += usize::from(answer.get("probes").is_some());
         tally.network += usize::from(answer.get("network").is_some());
         let v = verdict(&rules, root, case);
+        // Where read-only calls run in the sandbox, the policy admits more: an effect the
+        // sandbox does not stop must be refused there too; one only the sandbox stops
+        // (`contained`) must be refused where it is not active.
+        let in_sandbox = verdict(&sandboxed, root, case);
+        tally.contained += usize::from(answer.get("contained").is_some());
         let wrong = match outcome.as_str() {
-            "write" if is_read_only(&v) => Some("read-only verdict, conda wrote"),
-            "exec" if !v.requires_exec => Some("no --allow-exec needed, conda ran a program"),
+            "write" if is_read_only(&in_sandbox) => Some("read-only verdict, conda wrote"),
+            "exec" if !in_sandbox.requires_exec => {
+                Some("no --allow-exec needed, conda ran a program")
+            }
+            _ if answer.get("contained").is_some() && is_read_only(&v) => {
+                Some("read-only verdict without the sandbox, conda emptied trash")
+            }
             _ => None,
         };
         if outcome == "write" && !v.requires_write && v.requires_exec {
@@ -719,7 +764,7 @@ fn run_oracle(label: &str, default_count: usize) {
     eprintln!(
         "policy oracle on {label} ({}): {} argvs ({} compiled from tools, {} token soups), \
          {:.1} % parsed by conda, outcomes {:?}, {} with allowed cache/tmp writes, {} with \
-         internal platform probes, {} with refused probe/housekeeping writes, {} tried the network, {} write under an exec-only verdict, \
+         internal platform probes, {} with refused probe/housekeeping writes, {} emptied trash (contained), {} tried the network, {} write under an exec-only verdict, \
          {} mismatches in {} classes, {:.1} s",
         conda.display(),
         cases.len(),
@@ -730,6 +775,7 @@ fn run_oracle(label: &str, default_count: usize) {
         tally.allowed_writes,
         tally.internal_execs,
         tally.probes,
+        tally.contained,
         tally.network,
         tally.exec_only_writes,
         mismatches.len(),
@@ -747,6 +793,10 @@ fn run_oracle(label: &str, default_count: usize) {
         0,
         "the harness failed on some argvs (see {})",
         report.display()
+    );
+    assert!(
+        tally.contained > 0,
+        "no argv emptied trash: the sandbox-dependent verdicts were not exercised"
     );
     assert!(
         parse_rate >= 0.30,

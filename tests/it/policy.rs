@@ -208,6 +208,51 @@ fn dry_run_exemption_needs_the_exact_option() {
     }
 }
 
+/// Where read-only calls run in the read-only sandbox, a dry run of install or update that
+/// names its target (`-n`, `-p`) is read-only: conda empties that directory's trash
+/// before it solves, and the sandbox keeps the deletion from having effect. Nothing else
+/// changes: the forms that write for another reason stay writes, and without the sandbox
+/// the named target still needs --allow-write.
+#[test]
+fn naming_the_target_of_a_dry_run_is_read_only_only_in_the_sandbox() {
+    let mut sandboxed = Rules::default();
+    sandboxed.set_sandboxed(true);
+    let judge = |rules: &Rules, argv: &[&str]| {
+        policy::classify(rules, Some(&root()), &strings(argv), Origin::Raw)
+    };
+    for argv in [
+        &["install", "--dry-run", "-p", "/tmp/not-an-env", "x"][..],
+        &["install", "--dry-run", "--prefix=/tmp/not-an-env", "x"],
+        &["update", "-d", "-n", "some-dir", "x"],
+        &["install", "-d", "--name", "t1", "numpy=1.26"],
+    ] {
+        assert!(judge(&Rules::default(), argv).requires_write, "{argv:?}");
+        let c = judge(&sandboxed, argv);
+        assert!(c.read_only && !c.requires_write, "{argv:?}: {c:?}");
+    }
+    for argv in [
+        &["install", "-p", "/tmp/not-an-env", "x"][..],
+        &["install", "--dry-run", "-n", "t", "--file", "explicit.txt"],
+        &["install", "--dry-run", "-n", "t", "./pkg-1.0-0.conda"],
+        &["update", "--dry-run", "-n", "t", "--revision", "1"],
+        &["install", "-yd", "-n", "t", "x"],
+        &["env", "update", "-d", "-n", "t"],
+    ] {
+        assert!(judge(&sandboxed, argv).requires_write, "{argv:?}");
+    }
+    // The listing follows: install's read-only form offers name and prefix only here.
+    let snapshot = support::snapshot(REAL);
+    for (sandbox, offered) in [(false, false), (true, true)] {
+        let mut tools = support::toolset_in(&snapshot.catalog, &snapshot.plugins, false, sandbox);
+        let shaped = ccm::tools::listing::shape(&mut tools, Grants::default());
+        let install = &shaped.restricted["conda_install"];
+        let properties = install.schema["properties"].as_object().unwrap();
+        assert_eq!(properties.contains_key("name"), offered);
+        assert_eq!(properties.contains_key("prefix"), offered);
+        assert_eq!(install.why.is_some(), !sandbox, "{:?}", install.why);
+    }
+}
+
 #[test]
 fn remainder_swallows_the_rest() {
     // conda run: everything after the command belongs to it, so `--set` is not a config
@@ -364,9 +409,12 @@ fn real_conda_read_only_attacks_are_refused() {
     ];
     let mut s = crate::mcp::Session::start_with(&conda, &[], &env);
     // With --list-all every input reaches the policy, which refuses it; the default
-    // listing refuses it earlier, against the schema it showed, saying what it needs.
+    // listing's refusal also says what the form it showed offers.
     let mut all = crate::mcp::Session::start_with(&conda, &["--list-all"], &env);
-    let write_refusal = (-32600, "Operation requires --allow-write".to_owned());
+    let write_refusal = (
+        -32600,
+        crate::support::refused("Operation requires --allow-write", "--allow-write"),
+    );
     for input in [
         json!({}),
         json!({"json": true}),
@@ -384,7 +432,12 @@ fn real_conda_read_only_attacks_are_refused() {
         );
         let (code, message) = s.call_error("conda_config", input.clone());
         assert!(
-            code == -32602 && message.ends_with("Anything else needs --allow-write."),
+            code == -32600
+                && message.starts_with("Operation requires --allow-write. Here: ")
+                && message.ends_with(
+                    "Anything else needs --allow-write. The operator sets --allow-write in the \
+                     client's MCP server configuration."
+                ),
             "conda_config {input}: {code} {message}"
         );
     }
@@ -411,11 +464,21 @@ fn real_conda_read_only_attacks_are_refused() {
     );
     assert_eq!(
         all.call_error("conda_info", json!({"unsafe_channels": true})),
-        (-32600, "Operation requires --allow-credentials".to_owned())
+        (
+            -32600,
+            crate::support::refused(
+                "Operation requires --allow-credentials",
+                "--allow-credentials"
+            )
+        )
     );
     let (code, message) = s.call_error("conda_info", json!({"unsafe_channels": true}));
     assert!(
-        code == -32602 && message.ends_with("Anything else needs --allow-credentials."),
+        code == -32600
+            && message.ends_with(
+                "Anything else needs --allow-credentials. The operator sets \
+                 --allow-credentials in the client's MCP server configuration."
+            ),
         "{code} {message}"
     );
     let explicit = json!({"packages": ["./pkg-1.0-0.conda"], "dry_run": true});
@@ -425,7 +488,9 @@ fn real_conda_read_only_attacks_are_refused() {
     );
     let (code, message) = s.call_error("conda_install", explicit);
     assert!(
-        code == -32602 && message.contains("$.packages[0]"),
+        code == -32600
+            && message.starts_with("Operation requires --allow-write. Here: only dry runs")
+            && message.contains("plain match specs"),
         "{code} {message}"
     );
     drop(s);
@@ -433,7 +498,12 @@ fn real_conda_read_only_attacks_are_refused() {
 
     // --allow-write alone never runs a program the caller chooses.
     let mut s = crate::mcp::Session::start_with(&conda, &["--allow-write"], &env);
-    let exec_refusal = |missing: &str| (-32600, format!("Operation requires {missing}"));
+    let exec_refusal = |missing: &str| {
+        (
+            -32600,
+            crate::support::refused(&format!("Operation requires {missing}"), missing),
+        )
+    };
     assert_eq!(
         s.call_error(
             "conda_run",

@@ -73,7 +73,15 @@ fn outcome(session: &mut Session, tool: &str, arguments: Value) -> Result<(), St
     match response.get("error") {
         Some(error) => {
             assert_eq!(error["code"], -32600, "{response}");
-            Err(error["message"].as_str().unwrap().to_owned())
+            assert_eq!(error["data"]["reason"], "outside_write_envs", "{response}");
+            // Every refusal says where the operator sets the scope.
+            let message = error["message"].as_str().unwrap();
+            let fixed = message
+                .strip_suffix(
+                    " The operator sets --write-envs in the client's MCP server configuration.",
+                )
+                .unwrap_or_else(|| panic!("{response}"));
+            Err(fixed.strip_suffix('.').unwrap_or(fixed).to_owned())
         }
         None => {
             assert!(response.get("result").is_some(), "{response}");

@@ -78,7 +78,13 @@ fn initialize_and_listing() {
     // Listing is stable and equals the toolset built from the same catalog.
     assert_eq!(s.tools(), tools);
     let found = support::fixture_discovery();
-    let expected = support::listed(&found.catalog, &found.plugins, Default::default());
+    let sandboxed = s.sandboxed();
+    let expected = support::listed(
+        &found.catalog,
+        &found.plugins,
+        Default::default(),
+        sandboxed,
+    );
     assert_eq!(Value::Array(tools.clone()), Value::Array(expected));
     // The capabilities resource, once the snapshot start is confirmed (the document, and
     // so the size resources/list reports, changes when it is).
@@ -162,10 +168,11 @@ fn initialize_and_listing() {
 #[test]
 fn generated_call_result_shape() {
     let mut s = Session::start(conda(), &[]);
+    // `verbose` is the per-command form; the root's is `verbose_2`.
     let result = s.call("conda_list", json!({"json": true, "verbose": 2}));
     assert_eq!(
         reported_argv(&result),
-        ["--verbose", "--verbose", "list", "--json"]
+        ["list", "--json", "--verbose", "--verbose"]
     );
     let content = result["content"].as_array().unwrap();
     assert_eq!(content.len(), 2);
@@ -203,35 +210,52 @@ fn generated_call_result_shape() {
     );
     assert_ne!(result["isError"], true);
     // Read-only calls need no flag; mutations are refused before anything runs: the
-    // listed schema of a dry-run-only tool requires dry_run and says how to apply.
+    // policy's refusal says what the listed form of a dry-run-only tool offers (a named
+    // environment only where the read-only sandbox is active) and where the flag is set.
     let (code, message) = s.call_error("conda_install", json!({"packages": ["x"]}));
+    let not_offered = if s.sandboxed() {
+        "revision, file"
+    } else {
+        "revision, name, prefix, file"
+    };
     assert_eq!(
-        (code, message.as_str()),
+        (code, message),
         (
-            -32602,
-            "Invalid arguments at $: missing required property 'dry_run' Here: only dry runs \
-             (dry_run: true); package specs must be plain match specs (no files or URLs); not \
-             offered: revision, name, prefix, file. Anything else needs --allow-write."
+            -32600,
+            support::refused(
+                &format!(
+                    "Operation requires --allow-write. Here: only dry runs (dry_run: true); \
+                     package specs must be plain match specs (no files or URLs); not offered: \
+                     {not_offered}. Anything else needs --allow-write."
+                ),
+                "--allow-write"
+            )
         )
     );
     let dry = s.call("conda_install", json!({"packages": ["x"], "dry_run": true}));
     assert_eq!(reported_argv(&dry), ["install", "x", "--dry-run"]);
     let (code, message) = s.call_error("conda_run", json!({"executable_call": ["true"]}));
     assert_eq!(
-        (code, message.as_str()),
-        (-32600, "Operation requires --allow-exec")
+        (code, message),
+        (
+            -32600,
+            support::refused("Operation requires --allow-exec", "--allow-exec")
+        )
     );
     let (code, message) = s.call_error("conda_passthru", json!({"args": ["x"]}));
     assert_eq!(
-        (code, message.as_str()),
-        (-32600, "Operation requires --allow-write and --allow-exec")
+        (code, message),
+        (
+            -32600,
+            support::refused(
+                "Operation requires --allow-write and --allow-exec",
+                "--allow-write and --allow-exec"
+            )
+        )
     );
     // Unknown and unlisted tools look alike.
     for tool in ["conda_nope", "conda_execute", "conda_cli_command"] {
-        assert_eq!(
-            s.call_error(tool, json!({})),
-            (-32602, "Unknown tool".to_owned())
-        );
+        support::assert_unknown_tool(s.call_error(tool, json!({})), tool, &[]);
     }
     // Schema errors name path and keyword, never the value.
     let (code, message) = s.call_error("conda_list", json!({"regex": "-secret-value"}));
@@ -395,7 +419,11 @@ fn timeouts_are_hard_even_with_a_detached_grandchild() {
         (Some(true), true)
     );
     assert_eq!(result["isError"], true);
-    assert_eq!(result["content"][0]["text"], "conda command timed out");
+    let first = result["content"][0]["text"].as_str().unwrap();
+    assert!(
+        first.starts_with("conda command timed out after ") && first.contains("--timeout"),
+        "{first}"
+    );
     for pid in &pids[..3] {
         assert!(!alive(*pid), "process {pid} of the group survived");
     }
@@ -516,13 +544,19 @@ fn raw_execution() {
     // Raw mutations still need --allow-write.
     let (code, message) = s.call_error("conda_execute", json!({"argv": ["install", "x"]}));
     assert_eq!(
-        (code, message.as_str()),
-        (-32600, "Operation requires --allow-write")
+        (code, message),
+        (
+            -32600,
+            support::refused("Operation requires --allow-write", "--allow-write")
+        )
     );
     let (code, message) = s.call_error("conda_execute", json!({"argv": ["--version"]}));
     assert_eq!(
-        (code, message.as_str()),
-        (-32600, "Operation requires --allow-write")
+        (code, message),
+        (
+            -32600,
+            support::refused("Operation requires --allow-write", "--allow-write")
+        )
     );
     for bad in [
         json!({"argv": ["info"], "cwd": "/nonexistent/dir"}),
@@ -724,14 +758,18 @@ fn real_conda_end_to_end() {
         json!({"name": "ccm-dry", "dry_run": true, "offline": true, "json": true}),
     );
     assert_eq!(structured(&dry)["parsed_json"]["dry_run"], true, "{dry}");
-    // Listed in its dry-run form: anything else is a schema error that says what it needs.
+    // Listed in its dry-run form: anything else is the policy's refusal, which says what
+    // the form offers and where the operator sets the flag.
     let (code, message) = s.call_error(
         "conda_create",
         json!({"name": "ccm-dry", "offline": true, "yes": true}),
     );
-    assert_eq!(code, -32602);
+    assert_eq!(code, -32600);
     assert!(
-        message.ends_with("Anything else needs --allow-write."),
+        message.ends_with(
+            "Anything else needs --allow-write. The operator sets --allow-write in the \
+             client's MCP server configuration."
+        ),
         "{message}"
     );
     let caps = s.capabilities();
@@ -970,7 +1008,10 @@ fn paths_outside_the_allowed_directories_are_refused() {
     let mut s = Session::start(conda(), &["--allow-paths", &scope_text]);
     let refusal = (
         -32600,
-        "Operation names a path outside the allowed directories (see --allow-paths)".to_owned(),
+        support::refused(
+            "Operation names a path outside the allowed directories (see --allow-paths)",
+            "--allow-paths",
+        ),
     );
     let link = format!("{scope_text}/etc-link/passwd");
     let dotdot = format!("{scope_text}/env/../../../etc/passwd");

@@ -15,7 +15,9 @@
 //! package that exist, a flag that makes the call admissible) and schema-drawn inputs
 //! (`inputs`). The `--allow-exec` phase repeats the calls the default policy refused (the
 //! others are the same argv under the same sandbox) and adds raw argv; refused calls write
-//! nothing by construction and are counted apart.
+//! nothing by construction and are counted apart. Dry runs of install and update that name
+//! their target, one of them a directory holding trash that conda empties before a solve,
+//! run under the default policy where the sandbox is active (and must change nothing).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -579,9 +581,35 @@ fn raw_plan() -> Plan {
     )]
 }
 
+/// Dry runs that name their target, which the default policy admits where the read-only
+/// sandbox is active: into the environment `t1`, and into a directory that is not an
+/// environment and holds trash (`files/notenv`), which conda empties before it solves —
+/// the sandbox must keep it (the final hash comparison proves it kept).
+fn trash_plan(world: &World) -> Plan {
+    let notenv = world.throwaway.path("files/notenv").display().to_string();
+    let input = |v: Value| (v.as_object().unwrap().clone(), false);
+    vec![
+        (
+            "conda_install".into(),
+            vec![
+                input(json!({"prefix": notenv, "packages": ["demo"], "dry_run": true})),
+                input(json!({"name": "t1", "packages": ["demo"], "dry_run": true})),
+            ],
+        ),
+        (
+            "conda_update".into(),
+            vec![input(
+                json!({"prefix": notenv, "packages": ["demo"], "dry_run": true, "json": true}),
+            )],
+        ),
+    ]
+}
+
 /// What happened on one server: counts, which tools exited 0, attributed writes.
 #[derive(Default)]
 struct Outcome {
+    /// The server's read-only sandbox was active.
+    sandboxed: bool,
     counts: Counts,
     zero: BTreeMap<String, bool>,
     writes: Vec<String>,
@@ -598,7 +626,10 @@ fn run_calls(world: &World, flags: &[&str], work: &Plan, label: &str) -> Outcome
     );
     let roots = world.roots();
     let allowed = world.allowed();
-    let mut out = Outcome::default();
+    let mut out = Outcome {
+        sandboxed: sandbox["state"] == "active",
+        ..Outcome::default()
+    };
     // Nothing changes between calls: the state after one call is the state before the next.
     let mut state = quick_snapshot(&roots);
     for (tool, list) in work {
@@ -682,8 +713,23 @@ fn real_conda_side_effects() {
                     let before = snapshot(&roots);
                     // --list-all: every schema-valid input reaches the policy, which is
                     // what this test measures (the default listing refuses some earlier).
-                    let default =
-                        run_calls(world, &["--list-all"], &part.to_vec(), "default policy");
+                    let mut part = part.to_vec();
+                    if k == 0 {
+                        part.extend(trash_plan(world));
+                    }
+                    let default = run_calls(world, &["--list-all"], &part, "default policy");
+                    // Where the sandbox is active, the dry runs naming a target ran.
+                    if k == 0 && default.sandboxed {
+                        for (tool, inputs) in trash_plan(world) {
+                            let refused = default
+                                .refused
+                                .iter()
+                                .filter(|(t, _)| *t == tool)
+                                .flat_map(|(_, list)| list)
+                                .any(|(i, _)| inputs.iter().any(|(j, _)| i == j));
+                            assert!(!refused, "{tool}: a dry run naming its target was refused");
+                        }
+                    }
                     let mut again = default.refused.clone();
                     if k == 0 {
                         again.extend(raw_plan());

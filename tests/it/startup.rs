@@ -37,7 +37,12 @@ fn matching_target_starts_from_the_snapshot_and_is_confirmed() {
     assert_eq!(caps["restart"]["required"], false);
     // The snapshot's tools are the live catalog's tools.
     let found = support::fixture_discovery();
-    let live = support::listed(&found.catalog, &found.plugins, Default::default());
+    let live = support::listed(
+        &found.catalog,
+        &found.plugins,
+        Default::default(),
+        s.sandboxed(),
+    );
     assert_eq!(Value::Array(tools), Value::Array(live));
     // Calls run at once, with the baked compilers.
     assert!(
@@ -228,4 +233,65 @@ fn real_conda_snapshot_start_is_confirmed_under_a_foreign_home() {
         let r = s.call("conda_list", json!({"json": true}));
         assert_eq!(structured(&r)["restart_required"], false);
     }
+}
+
+/// Installing the `ccm-mcp` wheel adds ccm's own launcher (`conda ccm`, `conda mcp`) to
+/// conda: a conda whose only extra entry point is that launcher still starts as it did
+/// without it (from the baked snapshot, confirmed, no restart required; live where no
+/// snapshot matches), with the same tools.
+///
+/// The launcher is installed into a fresh copy of the real prefix the way pip installs
+/// the wheel's Python part: the `ccm_conda_plugin` package copied from `python/`, and a
+/// `ccm_mcp-<version>.dist-info` whose `METADATA` (name, version) and `entry_points.txt`
+/// (the `[conda]` section) are read from `pyproject.toml`, which maturin turns into the
+/// wheel's own, plus its `RECORD` naming `bin/ccm` (`launcher::install_plugin_into`); conda
+/// finds plugins through exactly these files. The wheel's binary is not needed for
+/// discovery (a full maturin build takes minutes; `.ci/dist` installs the built wheel).
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_with_ccm_launcher_installed_starts_as_without_it() {
+    let original = support::real_discovery()
+        .prefix
+        .clone()
+        .expect("the target's prefix");
+    let scratch = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let prefix = scratch.path().join("conda");
+    let conda = crate::side_effects::copy_prefix(&original, &prefix);
+    let home = scratch.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let home = home.to_str().unwrap().to_owned();
+    let start = |conda: &Path| {
+        let mut s = Session::start_with(conda, &[], &[("HOME", home.as_str())]);
+        let tools = s.tools();
+        let caps = settled(&mut s);
+        (tools, caps)
+    };
+    let (tools_before, before) = start(&conda);
+    let site = std::fs::read_dir(prefix.join("lib"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("site-packages"))
+        .find(|p| p.is_dir())
+        .expect("site-packages");
+    crate::launcher::install_plugin_into(&site, Some("bin/ccm"));
+    // conda itself sees the launcher.
+    let commands = std::process::Command::new(&conda)
+        .arg("commands")
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&commands.stdout);
+    assert!(listed.lines().any(|l| l == "ccm"), "{listed}");
+    let (tools_after, after) = start(&conda);
+    eprintln!(
+        "without the launcher: {}; with it: {}",
+        before["startup"], after["startup"]
+    );
+    assert_eq!(after["startup"]["path"], before["startup"]["path"]);
+    assert_eq!(after["startup"]["reason"], before["startup"]["reason"]);
+    if before["startup"]["path"] == "snapshot" {
+        assert_eq!(after["startup"]["confirmation"], "confirmed", "{after}");
+    }
+    assert_eq!(after["restart"]["required"], false, "{after}");
+    assert_eq!(tools_after, tools_before);
 }

@@ -219,6 +219,17 @@ pub fn toolset(
     plugins: &[ccm::model::catalog::Plugin],
     allow_exec: bool,
 ) -> ccm::tools::toolset::Toolset {
+    toolset_in(catalog, plugins, allow_exec, false)
+}
+
+/// The toolset of a server whose read-only calls run in the read-only sandbox
+/// (`sandboxed`) or not.
+pub fn toolset_in(
+    catalog: &ccm::model::catalog::Catalog,
+    plugins: &[ccm::model::catalog::Plugin],
+    allow_exec: bool,
+    sandboxed: bool,
+) -> ccm::tools::toolset::Toolset {
     ccm::tools::toolset::Toolset::build(
         catalog,
         plugins,
@@ -226,6 +237,7 @@ pub fn toolset(
             allow_exec,
             classify: Vec::new(),
             timeout: Duration::from_secs(900),
+            sandboxed,
         },
     )
 }
@@ -237,8 +249,9 @@ pub fn listed(
     catalog: &ccm::model::catalog::Catalog,
     plugins: &[ccm::model::catalog::Plugin],
     grants: ccm::tools::policy::Grants,
+    sandboxed: bool,
 ) -> Vec<serde_json::Value> {
-    selected(catalog, plugins, grants, None)
+    selected(catalog, plugins, grants, sandboxed, None)
 }
 
 /// [`listed`] under a `--tools` selection.
@@ -246,9 +259,10 @@ pub fn selected(
     catalog: &ccm::model::catalog::Catalog,
     plugins: &[ccm::model::catalog::Plugin],
     grants: ccm::tools::policy::Grants,
+    sandboxed: bool,
     tools: Option<&str>,
 ) -> Vec<serde_json::Value> {
-    let mut toolset = toolset(catalog, plugins, grants.exec);
+    let mut toolset = toolset_in(catalog, plugins, grants.exec, sandboxed);
     let shaped = ccm::tools::listing::shape(&mut toolset, grants);
     let spec = tools.map(|t| ccm::tools::select::Spec::parse([t]).expect("a valid selection"));
     let shaping =
@@ -336,4 +350,30 @@ pub fn catalog(children: Vec<ccm::model::catalog::Command>) -> ccm::model::catal
         root: Some(command(None, vec![], children)),
         diagnostics: vec![],
     }
+}
+
+/// Assert that a call answered "Unknown tool" (-32602) with the closest listed tools, and
+/// that the answer names neither the requested tool nor any of `never` (tools that exist
+/// but are not listed).
+pub fn assert_unknown_tool(answer: (i64, String), requested: &str, never: &[&str]) {
+    let (code, message) = answer;
+    assert_eq!(code, -32602, "{requested}: {message}");
+    assert!(
+        message.starts_with("Unknown tool; ") && message.contains("listed tools: "),
+        "{requested}: {message}"
+    );
+    for name in std::iter::once(&requested).chain(never) {
+        let named = message
+            .split([',', ' ', '\'', '?'])
+            .any(|word| word == *name);
+        assert!(!named, "{requested}: {message} names {name}");
+    }
+}
+
+/// A policy refusal's message (the JSON-RPC error before 2025-11-25; after the stable word
+/// in the tool result from 2025-11-25 on): the fixed text and where the operator sets
+/// `flags`.
+pub fn refused(fixed: &str, flags: &str) -> String {
+    let stop = if fixed.ends_with('.') { "" } else { "." };
+    format!("{fixed}{stop} The operator sets {flags} in the client's MCP server configuration.")
 }

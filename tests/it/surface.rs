@@ -37,12 +37,15 @@ fn hidden_tools_are_unlisted_but_callable() {
     let info = s.call("conda_info", json!({"json": true}));
     assert_eq!(structured(&info)["exit_code"], 0);
     assert_eq!(s.call_error("conda_info", json!({"bogus": 1})).0, -32602);
-    // A hidden tool keeps its policy-shaped schema: only dry runs without --allow-write.
+    // A hidden tool keeps its policy-shaped schema: only dry runs without --allow-write;
+    // a call outside it is the policy's refusal, saying what the form offers.
     let (code, message) = s.call_error("conda_install", json!({"packages": ["x"]}));
-    assert_eq!(code, -32602);
+    assert_eq!(code, -32600);
     assert!(
-        message.starts_with("Invalid arguments at $: missing required property 'dry_run'")
-            && message.ends_with("Anything else needs --allow-write."),
+        message.starts_with("Operation requires --allow-write. Here: only dry runs")
+            && message.ends_with(
+                "The operator sets --allow-write in the client's MCP server configuration."
+            ),
         "{message}"
     );
     let stderr = s.stderr.lock().unwrap().clone();
@@ -99,10 +102,7 @@ fn every_override_kind() {
     // The served name routes; the canonical one no longer does.
     let result = s.call("about_conda", json!({"json": true}));
     assert_eq!(structured(&result)["exit_code"], 0);
-    assert_eq!(
-        s.call_error("conda_info", json!({})),
-        (-32602, "Unknown tool".to_owned())
-    );
+    support::assert_unknown_tool(s.call_error("conda_info", json!({})), "conda_info", &[]);
     // The hidden parameter is still accepted, and compiled: `info --envs --json` prints
     // the environments instead of the info document.
     let result = s.call("about_conda", json!({"envs": true, "json": true}));

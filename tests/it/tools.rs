@@ -43,7 +43,12 @@ fn golden_tool_lists() {
         let mut text = serde_json::to_string_pretty(&tools.descriptors()).unwrap();
         text.push('\n');
         support::golden(&format!("tools-{stem}.json"), &text);
-        let listed = support::listed(&snapshot.catalog, &snapshot.plugins, Default::default());
+        let listed = support::listed(
+            &snapshot.catalog,
+            &snapshot.plugins,
+            Default::default(),
+            false,
+        );
         let mut text = serde_json::to_string_pretty(&listed).unwrap();
         text.push('\n');
         support::golden(&format!("tools-{stem}-default.json"), &text);
@@ -51,6 +56,7 @@ fn golden_tool_lists() {
             &snapshot.catalog,
             &snapshot.plugins,
             Default::default(),
+            false,
             Some("@core"),
         );
         let mut text = serde_json::to_string_pretty(&core).unwrap();

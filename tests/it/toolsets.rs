@@ -11,6 +11,10 @@ use crate::support;
 
 /// `conda_execute` with an argv whose command is not selected.
 const NOT_SELECTED: &str = "Operation names a command whose tool is not selected (see --tools)";
+
+fn not_selected() -> String {
+    support::refused(NOT_SELECTED, "--tools")
+}
 const GROUPS: &str = "@core, @read, @envs, @packages, @config, @plugin:NAME, @all";
 
 fn names(tools: &[Value]) -> Vec<String> {
@@ -70,7 +74,10 @@ fn core_lists_only_its_tools_and_nothing_else_is_callable() {
             "conda_run",
             json!({"name": "base", "executable_call": ["true"]})
         ),
-        (-32600, "Operation requires --allow-exec".to_owned())
+        (
+            -32600,
+            support::refused("Operation requires --allow-exec", "--allow-exec")
+        )
     );
     let info = s.call("conda_info", json!({"json": true}));
     assert_eq!(structured(&info)["exit_code"], 0);
@@ -81,17 +88,16 @@ fn core_lists_only_its_tools_and_nothing_else_is_callable() {
         "conda_behave",
         "conda_execute",
     ] {
-        assert_eq!(
-            s.call_error(tool, json!({})),
-            (-32602, "Unknown tool".to_owned()),
-            "{tool}"
-        );
+        support::assert_unknown_tool(s.call_error(tool, json!({})), tool, &[]);
     }
     // The policy still applies to the selected ones.
     let (code, message) = s.call_error("conda_install", json!({"packages": ["x"]}));
-    assert_eq!(code, -32602);
+    assert_eq!(code, -32600);
     assert!(
-        message.ends_with("Anything else needs --allow-write."),
+        message.ends_with(
+            "Anything else needs --allow-write. The operator sets --allow-write in the client's \
+             MCP server configuration."
+        ),
         "{message}"
     );
     let toolset = &s.capabilities()["toolset"];
@@ -162,7 +168,7 @@ fn raw_argv_reaches_only_selected_commands() {
     ] {
         assert_eq!(
             s.call_error("conda_execute", json!({"argv": argv})),
-            (-32600, NOT_SELECTED.to_owned()),
+            (-32600, not_selected()),
             "{argv:?}"
         );
     }
@@ -436,7 +442,7 @@ fn real_conda_toolsets_folding_and_left_out_tools() {
     ] {
         assert_eq!(
             raw.call_error("conda_execute", json!({"argv": argv})),
-            (-32600, NOT_SELECTED.to_owned()),
+            (-32600, not_selected()),
             "{argv:?}"
         );
     }
@@ -499,9 +505,10 @@ fn real_conda_toolsets_folding_and_left_out_tools() {
             selected.contains(&"conda_task_list".to_owned()),
             "{selected:?}"
         );
-        assert_eq!(
+        support::assert_unknown_tool(
             plugin.call_error("conda_info", json!({})),
-            (-32602, "Unknown tool".to_owned())
+            "conda_info",
+            &[],
         );
         // Both names callable under the selection.
         let result = plugin.call("conda_ws_list", json!({}));
@@ -560,10 +567,31 @@ fn the_selection_is_the_same_under_every_revision() {
             unselected["error"]["code"], -32602,
             "{revision}: {unselected}"
         );
-        assert_eq!(unselected["error"]["message"], "Unknown tool");
+        // The closest listed tools, never an unselected one.
+        let unknown = unselected["error"]["message"].as_str().unwrap();
+        assert!(
+            unknown.starts_with("Unknown tool; ") && unknown.contains("conda_remove"),
+            "{revision}: {unknown}"
+        );
+        assert!(!unknown.contains("conda_rename"), "{revision}: {unknown}");
         let raw = call(&mut s, "conda_execute", json!({"argv": ["tune"]}));
-        assert_eq!(raw["error"]["code"], -32600, "{revision}: {raw}");
-        assert_eq!(raw["error"]["message"], NOT_SELECTED);
+        if revision < "2025-11-25" {
+            assert_eq!(raw["error"]["code"], -32600, "{revision}: {raw}");
+            assert_eq!(raw["error"]["message"], not_selected());
+            assert_eq!(raw["error"]["data"]["reason"], "tool_not_selected");
+        } else {
+            assert_eq!(raw["result"]["isError"], true, "{revision}: {raw}");
+            assert_eq!(
+                raw["result"]["content"][0]["text"],
+                format!("tool_not_selected: {}", not_selected()),
+                "{revision}: {raw}"
+            );
+            assert_eq!(
+                raw["result"]["_meta"]["conda-cli-mcp/refused"]["reason"],
+                "tool_not_selected"
+            );
+            assert_eq!(raw["result"].get("structuredContent"), None);
+        }
         let info = call(&mut s, "conda_info", json!({"json": true}));
         assert_eq!(
             info["result"]["structuredContent"]["exit_code"], 0,

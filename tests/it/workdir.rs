@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use ccm::model::catalog::{ActionKind, Catalog, Nargs, Plugin};
 use ccm::tools::argv;
-use ccm::tools::layout::{RESERVED_PREFIX, TIMEOUT, WORKDIR};
+use ccm::tools::layout::{
+    RESERVED_PREFIX, TIMEOUT, TIMEOUT_DESCRIPTION, WORKDIR, WORKDIR_DESCRIPTION,
+};
 use ccm::tools::toolset::{Settings, Toolset};
 use serde_json::{Map, Value, json};
 
@@ -19,6 +21,7 @@ fn settings() -> Settings {
         allow_exec: true,
         classify: Vec::new(),
         timeout: Duration::from_secs(900),
+        sandboxed: false,
     }
 }
 
@@ -32,13 +35,14 @@ fn assert_reserved_rule(tools: &Toolset, what: &str) {
             .unwrap_or_else(|| panic!("{what} {}: no properties", tool.name));
         assert_eq!(
             properties[WORKDIR],
-            json!({"type": "string", "maxLength": 4096}),
+            json!({"type": "string", "maxLength": 4096, "description": WORKDIR_DESCRIPTION}),
             "{what} {}",
             tool.name
         );
         assert_eq!(
             properties[TIMEOUT],
-            json!({"type": "number", "exclusiveMinimum": 0, "maximum": 900}),
+            json!({"type": "number", "exclusiveMinimum": 0, "maximum": 900,
+                   "description": TIMEOUT_DESCRIPTION}),
             "{what} {}",
             tool.name
         );
@@ -251,10 +255,13 @@ fn the_working_directory_is_confined_and_the_timeout_applies() {
         json!({"cwd": true, "ccm_cwd": outside.path()}),
     );
     assert_eq!(
-        (code, message.as_str()),
+        (code, message),
         (
             -32600,
-            "Operation names a path outside the allowed directories (see --allow-paths)"
+            support::refused(
+                "Operation names a path outside the allowed directories (see --allow-paths)",
+                "--allow-paths"
+            )
         )
     );
     let started = std::time::Instant::now();
@@ -369,7 +376,10 @@ fn the_working_directory_fails_closed_and_is_no_existence_oracle() {
     );
     let outside = (
         -32600,
-        "Operation names a path outside the allowed directories (see --allow-paths)".to_owned(),
+        support::refused(
+            "Operation names a path outside the allowed directories (see --allow-paths)",
+            "--allow-paths",
+        ),
     );
     for dir in ["/etc", "/hidden-project-codename", "../no-such-dir"] {
         assert_eq!(

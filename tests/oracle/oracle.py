@@ -5,7 +5,8 @@ one long-lived process that reads requests from standard input, one JSON object 
 and answers each on its private copy of standard output, one JSON object a line:
 
     {"allowed": [DIR, ...], "internal_programs": [[PROGRAM, ARG, ...], ...],
-     "probes": [{"file": SUFFIX, "functions": [NAME, ...]}, ...], "budget": SECONDS}
+     "probes": [{"file": SUFFIX, "functions": [NAME, ...]}, ...],
+     "contained": [{"file": SUFFIX, "functions": [NAME, ...]}, ...], "budget": SECONDS}
                                                    first line: the configuration
     {"argv": [TOKEN, ...]}                         then one request per argv
 
@@ -23,7 +24,11 @@ happens and conda's own handlers cannot swallow it. Programs matching
 conda runs for itself) are reported missing (``FileNotFoundError``) instead, and noted in
 ``internal_execs``. Writes made inside a ``probes`` function (conda's writability probes
 and housekeeping that gives up on an OSError) are refused with EROFS, as the read-only
-sandbox refuses them, and noted in ``probes``. Network access is refused with an
+sandbox refuses them, and noted in ``probes``. Writes made inside a ``contained`` function
+(housekeeping that deletes, such as conda's emptying of a target's trash, which also gives
+up on an OSError) are refused the same way and noted in ``contained``: only the read-only
+sandbox keeps them from having effect, so the caller judges them apart. Network access is
+refused with an
 ``OSError`` (conda runs offline) and noted.
 
 Each answer says ``outcome``: ``write`` (with ``path`` and ``event``), ``exec`` (with
@@ -66,6 +71,8 @@ class _State:
         self.internal_runs = []
         self.probes = []
         self.probe_writes = []
+        self.contained = []
+        self.contained_writes = []
         self.local = threading.local()
 
 
@@ -117,6 +124,7 @@ def _write(event, *paths):
         return
     bad = next(p for p in resolved if not (_permitted(p) or _creates_ancestor(event, p)))
     _probe(event, bad)
+    _contain(event, bad)
     _forbid({"outcome": "write", "event": event, "path": bad})
 
 
@@ -150,6 +158,21 @@ def _probe(event, path):
             if code.co_name in names and code.co_filename.endswith(suffix):
                 if len(STATE.probe_writes) < 20:
                     STATE.probe_writes.append([event, path, code.co_name])
+                raise OSError(errno.EROFS, "read-only file system (policy oracle)", path)
+        frame = frame.f_back
+
+
+def _contain(event, path):
+    """A write inside a ``contained`` function (housekeeping that deletes and gives up on
+    an OSError): refused with EROFS, as the read-only sandbox refuses it, and noted apart
+    from the probes — without the sandbox it would take effect."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        for suffix, names in STATE.contained:
+            if code.co_name in names and code.co_filename.endswith(suffix):
+                if len(STATE.contained_writes) < 20:
+                    STATE.contained_writes.append([event, path, code.co_name])
                 raise OSError(errno.EROFS, "read-only file system (policy oracle)", path)
         frame = frame.f_back
 
@@ -391,6 +414,7 @@ def run_one(argv, budget):
     STATE.allowed_writes = []
     STATE.internal_runs = []
     STATE.probe_writes = []
+    STATE.contained_writes = []
     STATE.network = False
     STATE.parsed = False
     environ = dict(os.environ)
@@ -435,6 +459,8 @@ def run_one(argv, budget):
         answer["allowed_writes"] = STATE.allowed_writes
     if STATE.probe_writes:
         answer["probes"] = STATE.probe_writes
+    if STATE.contained_writes:
+        answer["contained"] = STATE.contained_writes
     if STATE.internal_runs:
         answer["internal_execs"] = STATE.internal_runs
     if STATE.network:
@@ -464,6 +490,7 @@ def main():
     STATE.allowed = [os.path.realpath(p) for p in config["allowed"]]
     STATE.internal = [list(p) for p in config.get("internal_programs", [])]
     STATE.probes = [(p["file"], set(p["functions"])) for p in config.get("probes", [])]
+    STATE.contained = [(p["file"], set(p["functions"])) for p in config.get("contained", [])]
     budget = float(config.get("budget", 10))
     try:
         import resource

@@ -100,12 +100,16 @@ pub(super) fn judge(path: &[&str], facts: &Facts) -> Option<Classification> {
         // unless conda never reaches it; see `solve_dry_run`. For install and update,
         // install.py:299 → :256-263 first deletes trash files (and empty parent
         // directories, gateways/disk/delete.py:199-205) in a target that is not an
-        // environment: only the default target (the server's own active environment or
-        // the root prefix, both environments) is exempt; `-n`/`-p` can name any
-        // directory.
+        // environment: the default target (the server's own active environment or the
+        // root prefix, both environments) is exempt; `-n`/`-p` can name any directory,
+        // so a dry run that names one is read-only only in the read-only sandbox, where
+        // that deletion cannot have effect: every mount is read-only or a copy-on-write
+        // overlay discarded after the call (host::sandbox), and `delete_trash`
+        // (gateways/disk/delete.py:238-253) catches the OSError of each `os.unlink` and
+        // goes on; install.py:262-263 then stops with conda's error if trash remains.
         ["create" | "install" | "update"] => {
             let target_is_an_env = path[0] == "create" || !names_target(facts);
-            if facts.dry_run && solve_dry_run(facts) && target_is_an_env {
+            if facts.dry_run && solve_dry_run(facts) && (target_is_an_env || facts.sandboxed) {
                 read(true)
             } else {
                 write(true)

@@ -35,7 +35,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use crate::model::catalog::{Command, Plugin, normalize_distribution};
 
 pub use conda::PLAIN_SPEC;
-pub use shape::{Restriction, Shape, shape};
+pub use shape::{Restriction, Shape, UNSANDBOXED, shape};
 use simulate::simulate;
 
 /// What an operation does, and which startup options it needs.
@@ -168,6 +168,9 @@ pub enum Origin {
 pub struct Rules {
     plugin: HashMap<Vec<String>, Rule>,
     operator: BTreeMap<Vec<String>, Access>,
+    /// Read-only calls run in the read-only sandbox (`host::sandbox` is active): a few
+    /// forms are read-only only there ([`conda`]'s dry runs that name an environment).
+    sandboxed: bool,
 }
 
 impl Rules {
@@ -192,7 +195,20 @@ impl Rules {
         Rules {
             plugin,
             operator: BTreeMap::new(),
+            sandboxed: false,
         }
+    }
+
+    /// Say whether read-only calls run in the read-only sandbox (they do when it is
+    /// active): the verdicts of the forms whose only write the sandbox keeps from having
+    /// effect depend on it.
+    pub fn set_sandboxed(&mut self, sandboxed: bool) {
+        self.sandboxed = sandboxed;
+    }
+
+    /// Whether read-only calls run in the read-only sandbox ([`Rules::set_sandboxed`]).
+    pub fn sandboxed(&self) -> bool {
+        self.sandboxed
     }
 
     /// Add the operator's classification of a command path (it replaces every table).
@@ -212,6 +228,7 @@ impl Rules {
             values: &HashMap::new(),
             positionals: &[],
             dry_run: false,
+            sandboxed: false,
         };
         if conda::judge(&p, &probe).is_some() {
             return "conda's own command, classified from conda 26.7's source";
@@ -265,6 +282,8 @@ pub(crate) struct Facts<'a> {
     /// The exact `--dry-run`/`-d` token is present and argparse triggers conda's
     /// dry-run option.
     pub dry_run: bool,
+    /// Read-only verdicts run in the read-only sandbox ([`Rules::sandboxed`]).
+    pub sandboxed: bool,
 }
 
 impl Facts<'_> {
@@ -305,6 +324,7 @@ pub fn classify(
         values: &parsed.values,
         positionals: &parsed.positionals,
         dry_run: dry_run_token && parsed.dry_run,
+        sandboxed: rules.sandboxed,
     };
     let mut verdict = rules.judge(&facts);
     verdict.requires_exec |= exec;
@@ -374,6 +394,7 @@ pub fn describe(rules: &Rules, path: &[String], opaque: bool) -> Classification 
         values: &values,
         positionals: &[],
         dry_run: false,
+        sandboxed: false,
     };
     let mut verdict = rules.judge(&facts);
     verdict.requires_exec |= opaque;

@@ -9,6 +9,12 @@
 use super::conda::CONFIG_MODIFIERS;
 use super::{Grants, Rules};
 
+/// Why a dry run that names an environment needs `--allow-write` where the read-only
+/// sandbox is not active (see `conda::judge`, install/update).
+pub const UNSANDBOXED: &str = "A dry run that names an environment (name, prefix) is \
+     read-only only in the read-only sandbox, which is not active on this server: conda \
+     first empties the trash of the directory it is given, which there would take effect.";
+
 /// What a listed schema may offer of one command.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Shape {
@@ -35,6 +41,9 @@ pub struct Restriction {
     pub plain_specs: bool,
     /// The grants a call outside this form needs (for the description and errors).
     pub needs: Vec<&'static str>,
+    /// Some options left out are admitted where the read-only sandbox is active (it is
+    /// not here): the errors say so.
+    pub unsandboxed: bool,
 }
 
 /// The shape of the command at `path` (`opaque`: it takes uninspected input) under
@@ -59,7 +68,7 @@ pub fn shape(rules: &Rules, path: &[String], opaque: bool, grants: Grants) -> Sh
         return Shape::Refused;
     }
     let p: Vec<&str> = path.iter().map(String::as_str).collect();
-    match restriction(&p) {
+    match restriction(&p, rules.sandboxed()) {
         Some(mut restriction) => {
             restriction.needs = needs;
             Shape::Restricted(restriction)
@@ -74,9 +83,10 @@ fn credentials_option(rules: &Rules, path: &[String]) -> Option<&'static str> {
 }
 
 /// The read-only forms of conda's own writing commands (see `conda::judge`, whose arms
-/// cite the source lines). `None`: no form is read-only.
+/// cite the source lines; `sandboxed`: read-only calls run in the read-only sandbox).
+/// `None`: no form is read-only.
 // A table: one arm per command path, mirroring conda::judge.
-fn restriction(path: &[&str]) -> Option<Restriction> {
+fn restriction(path: &[&str], sandboxed: bool) -> Option<Restriction> {
     let dry_run = Restriction {
         dry_run: true,
         ..Restriction::default()
@@ -121,8 +131,14 @@ fn restriction(path: &[&str]) -> Option<Restriction> {
             plain_specs: true,
             ..dry_run
         },
-        // conda::judge `install`/`update`: as `create`, and only for the default target
-        // (-n/-p may name a directory that is not an environment).
+        // conda::judge `install`/`update`: as `create`; a target named with -n/-p (which
+        // may be a directory that is not an environment, whose trash conda empties) only
+        // where the read-only sandbox keeps that from having effect.
+        ["install"] | ["update"] if sandboxed => Restriction {
+            without: vec!["--file", "--revision", "--clone"],
+            plain_specs: true,
+            ..dry_run
+        },
         ["install"] | ["update"] => Restriction {
             without: vec![
                 "--file",
@@ -134,6 +150,7 @@ fn restriction(path: &[&str]) -> Option<Restriction> {
                 "--prefix",
             ],
             plain_specs: true,
+            unsandboxed: true,
             ..dry_run
         },
         _ => return None,

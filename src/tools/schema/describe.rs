@@ -1,9 +1,12 @@
 //! Descriptions as an agent reads them: argparse help texts with the boilerplate that the
 //! schema already says dropped (an integer count need not say it "can be used multiple
 //! times", an array need not say the flag "may be repeated"), the tool's own flags named
-//! by their parameter names, and conda's deprecation notices turned into JSON Schema's
-//! `deprecated`. Nothing else in a help text changes. Pure; no I/O.
+//! by their parameter names (`-n NAME` is `name`), conda's deprecation notices turned
+//! into JSON Schema's `deprecated`, and only the sentences that earn their bytes kept
+//! ([`sentences::earn`]: the first, and every one that names another parameter or states
+//! a constraint). Pure; no I/O.
 
+use super::sentences::{self, Judge};
 use crate::model::catalog::{ActionKind, Argument};
 use crate::tools::layout::Layout;
 
@@ -31,12 +34,11 @@ pub fn is_deprecated(argument: &Argument) -> bool {
 }
 
 /// The description of a property: the help text trimmed of what the schema says, in
-/// parameter names; a stand-in for a hidden argument without help; `None` otherwise.
+/// parameter names, only its sentences that earn their bytes; a stand-in for a hidden
+/// argument without help; `None` otherwise.
 pub fn argument(argument: &Argument, layout: &Layout, level: usize) -> Option<String> {
-    if let Some(earlier) = same_as_earlier(argument, layout, level) {
-        return Some(format!(
-            "Same as `{earlier}`, given after the command name."
-        ));
+    if let Some((deeper, command)) = same_as_deeper(argument, layout, level) {
+        return Some(format!("Same as `{deeper}`, given before `{command}`."));
     }
     match &argument.help {
         Some(help) if !help.trim().is_empty() => {
@@ -46,7 +48,19 @@ pub fn argument(argument: &Argument, layout: &Layout, level: usize) -> Option<St
             } else {
                 trimmed
             };
-            Some(in_parameter_names(&text, layout, level))
+            let text = in_parameter_names(&text, layout, level);
+            // A sentence naming the parameter itself says what its value is ("The
+            // argument for the `tempfiles` flag is a path"): it is kept too.
+            let names: Vec<&str> = layout.properties.iter().map(|p| p.id.as_str()).collect();
+            let said = |sentence: &str| schema_says(argument, sentence);
+            let earned = sentences::earn(
+                &text,
+                &Judge {
+                    names: &names,
+                    said: &said,
+                },
+            );
+            (!earned.is_empty()).then_some(earned)
         }
         _ if argument.hidden => Some(format!(
             "Undocumented conda argument `{}`.",
@@ -56,20 +70,82 @@ pub fn argument(argument: &Argument, layout: &Layout, level: usize) -> Option<St
     }
 }
 
-/// The id of a property of an earlier level with the same flags, action and help (a
-/// subcommand's `-v` repeating the root's): its description is not repeated.
-fn same_as_earlier<'a>(argument: &Argument, layout: &'a Layout, level: usize) -> Option<&'a str> {
-    argument.help.as_ref().filter(|h| !h.trim().is_empty())?;
-    layout
-        .properties
+/// Most bytes of conda's text in a tool's description: what ccm adds (the policy's
+/// sentences, a restricted form's) fits in the rest of 1 KB.
+pub const COMMAND_TEXT_LIMIT: usize = 700;
+
+/// A command's description: its help in parameter names, only the sentences that earn
+/// their bytes (the first, then those stating a constraint, which no parameter's own
+/// description says), at
+/// most [`COMMAND_TEXT_LIMIT`] bytes (whole sentences). Where conda says nothing or next
+/// to nothing (under three words), a first line says which conda command the tool runs.
+pub fn command(help: Option<&str>, path: &[String], layout: &Layout) -> String {
+    let level = layout.levels.len().saturating_sub(1);
+    let text = help
+        .map(|h| in_parameter_names(h, layout, level))
+        .unwrap_or_default();
+    // A sentence that only points to a parameter repeats what that parameter's own
+    // description says: after the first, a tool keeps the constraints.
+    let never = |_: &str| false;
+    let earned = sentences::earn(
+        &text,
+        &Judge {
+            names: &[],
+            said: &never,
+        },
+    );
+    let mut out = String::new();
+    for sentence in sentences::split(&earned) {
+        if !out.is_empty() && out.len() + 1 + sentence.len() > COMMAND_TEXT_LIMIT {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(&sentence);
+    }
+    let command = format!("conda {}", path.join(" "));
+    match out.split_whitespace().count() {
+        0 => format!("Runs `{command}` (conda gives no description)."),
+        1 | 2 => format!("Runs `{command}`: {out}"),
+        _ => out,
+    }
+}
+
+/// Whether a sentence of an argument's help only says what its schema says: conda's
+/// deprecation notice (the schema's `deprecated`), or the allowed values (two or more of
+/// its choices, which the schema's `enum` lists).
+fn schema_says(argument: &Argument, sentence: &str) -> bool {
+    let deprecation = DEPRECATION_MARKS.iter().any(|m| sentence.contains(m));
+    let words: Vec<&str> = sentence
+        .split(|c: char| !(c.is_alphanumeric() || matches!(c, '-' | '_' | '.')))
+        .map(|w| w.trim_end_matches('.'))
+        .collect();
+    let choices = argument
+        .choices
         .iter()
-        .find(|p| {
-            p.level < level
-                && p.argument.flags == argument.flags
-                && p.argument.action == argument.action
-                && p.argument.help == argument.help
-        })
-        .map(|p| p.id.as_str())
+        .filter(|choice| words.contains(&choice.as_str()))
+        .count();
+    deprecation || choices >= 2
+}
+
+/// The id of a property of a later level with the same flags, action and help (the
+/// command's `-v` repeating the root's), and the name of the command that level belongs
+/// to: an earlier form's description refers to it instead of repeating it.
+fn same_as_deeper<'a>(
+    argument: &Argument,
+    layout: &'a Layout,
+    level: usize,
+) -> Option<(&'a str, &'a str)> {
+    argument.help.as_ref().filter(|h| !h.trim().is_empty())?;
+    let deeper = layout.properties.iter().find(|p| {
+        p.level > level
+            && p.argument.flags == argument.flags
+            && p.argument.action == argument.action
+            && p.argument.help == argument.help
+    })?;
+    let command = layout.levels.get(deeper.level)?.name.as_deref()?;
+    Some((deeper.id.as_str(), command))
 }
 
 /// Whether the property's schema already says the option repeats (a count, or an array
@@ -113,78 +189,7 @@ fn collapse(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// `text` with each `--long-flag` of this tool replaced by its parameter name in
-/// backticks (the property of `level` when two levels share the flag, else the only
-/// one). Left alone:
-/// flags of no parameter (`--help`), flags written with a value (`--file=a`: command-line
-/// syntax), negative flags (`--no-x` of a `BooleanOptionalAction`) and flags in a conda
-/// command line (`conda config --show x` names another tool's option).
-pub fn in_parameter_names(text: &str, layout: &Layout, level: usize) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find("--") {
-        let (before, from) = rest.split_at(at);
-        out.push_str(before);
-        let len = from[2..]
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
-            .unwrap_or(from.len() - 2);
-        let raw = &from[..2 + len];
-        let flag = raw.trim_end_matches('-');
-        if flag.len() <= 2 {
-            // Dashes alone (`--`, `---`): no flag.
-            out.push_str(raw);
-            rest = &from[raw.len()..];
-            continue;
-        }
-        let starts_word = out
-            .chars()
-            .last()
-            .is_none_or(|c| !(c.is_alphanumeric() || c == '-'));
-        let with_value = from[flag.len()..].starts_with('=');
-        let id = (starts_word && !with_value && !in_command_line(&out))
-            .then(|| parameter_of(flag, layout, level))
-            .flatten();
-        match id {
-            // In backticks, unless the flag already stands in them.
-            Some(id) if out.ends_with('`') && from[flag.len()..].starts_with('`') => {
-                out.push_str(id);
-            }
-            Some(id) => {
-                out.push('`');
-                out.push_str(id);
-                out.push('`');
-            }
-            None => out.push_str(flag),
-        }
-        rest = &from[flag.len()..];
-    }
-    out.push_str(rest);
-    out
-}
-
-/// Whether the text right before a flag is a conda command line (`conda config `).
-fn in_command_line(before: &str) -> bool {
-    before
-        .split_whitespace()
-        .rev()
-        .take(2)
-        .any(|word| word.trim_start_matches(['`', '\'', '"', '(']) == "conda")
-}
-
-/// The parameter id of a flag of this tool, if one parameter (or one of `level`) has it.
-fn parameter_of<'a>(flag: &str, layout: &'a Layout, level: usize) -> Option<&'a str> {
-    let owners: Vec<_> = layout
-        .properties
-        .iter()
-        .filter(|p| p.argument.flags.iter().any(|f| f == flag))
-        .filter(|p| p.argument.action != ActionKind::Boolean || !flag.starts_with("--no-"))
-        .collect();
-    let chosen = match owners.as_slice() {
-        [only] => Some(*only),
-        _ => owners.iter().find(|p| p.level == level).copied(),
-    };
-    chosen.map(|p| p.id.as_str())
-}
+pub use super::names::in_parameter_names;
 
 #[cfg(test)]
 mod tests {
@@ -259,17 +264,22 @@ mod tests {
             "use the `freeze_installed` option."
         );
         assert_eq!(said("`--freeze-installed` is"), "`freeze_installed` is");
-        // The leaf's own -v is `verbose_2`; the root's, seen from the root, `verbose`.
-        assert_eq!(said("see --verbose"), "see `verbose_2`");
-        assert_eq!(in_parameter_names("see --verbose", &l, 0), "see `verbose`");
-        // The leaf's -v with another help keeps it; with the root's help, it refers to it.
-        let leaf_verbose = &l.properties[1];
-        assert_eq!(argument(&leaf_verbose.argument, &l, 1).unwrap(), "leaf");
-        let mut same = leaf_verbose.argument.clone();
-        same.help = Some("root".into());
+        // The leaf's own -v is `verbose` (its per-command form keeps the plain id); the
+        // root's, seen from the root, `verbose_2`.
+        assert_eq!(said("see --verbose"), "see `verbose`");
         assert_eq!(
-            argument(&same, &l, 1).unwrap(),
-            "Same as `verbose`, given after the command name."
+            in_parameter_names("see --verbose", &l, 0),
+            "see `verbose_2`"
+        );
+        // The root's -v with another help keeps it; with the leaf's help, it refers to it.
+        let root_verbose = &l.properties[0];
+        assert_eq!(root_verbose.id, "verbose_2");
+        assert_eq!(argument(&root_verbose.argument, &l, 0).unwrap(), "root");
+        let mut same = root_verbose.argument.clone();
+        same.help = Some("leaf".into());
+        assert_eq!(
+            argument(&same, &l, 0).unwrap(),
+            "Same as `verbose`, given before `install`."
         );
         for kept in [
             "e.g. --file=a --file=b",
@@ -283,6 +293,41 @@ mod tests {
             assert_eq!(said(kept), kept);
         }
         assert_eq!(said("--pyc, or --file"), "`pyc`, or `file`");
+    }
+
+    #[test]
+    fn command_line_wording_becomes_parameter_names() {
+        let l = layout(
+            Vec::new(),
+            vec![
+                arg("name", &["-n", "--name"], ActionKind::Store, "x"),
+                arg("prefix", &["-p", "--prefix"], ActionKind::Store, "x"),
+                arg("yes", &["-y", "--yes"], ActionKind::StoreTrue, "x"),
+                arg("no_deps", &["--no-deps"], ActionKind::StoreTrue, "x"),
+            ],
+        );
+        let said = |text: &str| in_parameter_names(text, &l, 1);
+        assert_eq!(
+            said("requires either the -n NAME or -p PREFIX option unless"),
+            "requires either the `name` or `prefix` option unless"
+        );
+        assert_eq!(
+            said("into the target environment (-n/-p or the current one)"),
+            "into the target environment (`name`/`prefix` or the current one)"
+        );
+        assert_eq!(
+            said("unless overridden on the CLI with -n/--name."),
+            "unless overridden with `name`."
+        );
+        assert_eq!(
+            said("use the '--no-deps' option"),
+            "use the `no_deps` option"
+        );
+        // A flag takes no placeholder: the capitals after it stay.
+        assert_eq!(said("-y YES"), "`yes` YES");
+        for kept in ["re-run", "a -1 b", "x-n", "-nx", "--prefix=/a", "- n", "-Z"] {
+            assert_eq!(said(kept), kept);
+        }
     }
 
     #[test]
@@ -323,6 +368,26 @@ mod tests {
         let only = arg("c", &["--c"], ActionKind::Append, "May be repeated.");
         let l = layout(Vec::new(), vec![only.clone()]);
         assert_eq!(argument(&only, &l, 1).unwrap(), "May be repeated.");
+    }
+
+    #[test]
+    fn tool_descriptions_say_what_the_tool_does_in_under_1_kb() {
+        let l = layout(Vec::new(), Vec::new());
+        let path = ["task".to_owned(), "run".to_owned()];
+        assert_eq!(
+            super::command(None, &path, &l),
+            "Runs `conda task run` (conda gives no description)."
+        );
+        assert_eq!(
+            super::command(Some("Run."), &path, &l),
+            "Runs `conda task run`: Run."
+        );
+        let long = "Do a thing. It must be done. ".repeat(100);
+        let said = super::command(Some(&long), &path, &l);
+        assert!(
+            said.len() <= COMMAND_TEXT_LIMIT && said.ends_with("done."),
+            "{said}"
+        );
     }
 
     #[test]

@@ -60,6 +60,7 @@ fn settings(allow_exec: bool, classify: Vec<(String, Access)>) -> Settings {
         allow_exec,
         classify,
         timeout: Duration::from_secs(60),
+        sandboxed: false,
     }
 }
 
