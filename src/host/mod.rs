@@ -7,6 +7,7 @@ pub mod audit;
 pub mod confine;
 pub mod discovery;
 pub mod exec;
+pub mod install;
 pub mod sandbox;
 pub mod stamp;
 pub mod targets;
