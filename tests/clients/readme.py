@@ -44,9 +44,9 @@ def servers(text):
 
 def environment(ccm, server):
     env = dict(os.environ, PATH=os.path.dirname(ccm) + os.pathsep + os.environ.get("PATH", ""))
-    for name in ("CONDA_EXE", "CCM_LOG", "CCM_TOOLS"):
+    # The launcher form must find the wheel's own ccm (.ci/dist installs it), not be told.
+    for name in ("CONDA_EXE", "CCM_LOG", "CCM_TOOLS", "CCM_BIN"):
         env.pop(name, None)
-    env["CCM_BIN"] = ccm  # the launcher form finds this build's ccm
     for name, value in server.get("env", {}).items():
         env[name] = value
     return env
