@@ -59,6 +59,21 @@ pub const TOOLS_USES: &[&str] = &[
 /// The flags `ccm discover` uses (clap ids).
 pub const DISCOVER_USES: &[&str] = &["conda_exe", "timeout"];
 
+/// The flags a command uses, when it does not use them all (`tools`, `discover`).
+pub fn uses(command: &str) -> Option<&'static [&'static str]> {
+    match command {
+        "tools" => Some(TOOLS_USES),
+        "discover" => Some(DISCOVER_USES),
+        _ => None,
+    }
+}
+
+/// A flag of a command's own (`--json`, `--pretty`) or every command's (`--help`,
+/// `--version`), by clap id.
+pub fn own(id: &str) -> bool {
+    matches!(id, "json" | "pretty" | "help" | "version")
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "ccm",
@@ -67,7 +82,6 @@ pub const DISCOVER_USES: &[&str] = &["conda_exe", "timeout"];
     after_help = AFTER_HELP,
     after_long_help = AFTER_LONG_HELP,
     disable_version_flag = true,
-    disable_help_subcommand = true,
     max_term_width = 100,
     args_conflicts_with_subcommands = false
 )]
@@ -209,6 +223,7 @@ pub struct Options {
     #[arg(
         long,
         global = true,
+        hide_short_help = true,
         help_heading = POLICY,
         help = "Allow options that print credentials [env: CCM_ALLOW_CREDENTIALS]",
         long_help = "Allow options that print credentials (`conda info --unsafe-channels`) [env: \

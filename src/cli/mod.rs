@@ -123,7 +123,8 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     use clap::FromArgMatches;
-    let matches = match flags::command().try_get_matches_from(args) {
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    let matches = match flags::command().try_get_matches_from(&args) {
         Ok(matches) => matches,
         Err(error) => {
             use clap::error::ErrorKind;
@@ -131,11 +132,12 @@ where
                 ErrorKind::DisplayHelp | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
                     Ok(Action::Print(error.render().to_string()))
                 }
-                _ => Err(UsageError(one_line(&error))),
+                _ => Err(UsageError(one_line(&error, command_uses(&args)))),
             };
         }
     };
-    let cli = Cli::from_arg_matches(&matches).map_err(|error| UsageError(one_line(&error)))?;
+    let cli =
+        Cli::from_arg_matches(&matches).map_err(|error| UsageError(one_line(&error, None)))?;
     if cli.version {
         return Ok(Action::Print(format!(
             "{}\n",
@@ -155,10 +157,8 @@ fn applies(matches: &clap::ArgMatches) -> Result<(), UsageError> {
     let Some((name, sub)) = matches.subcommand() else {
         return Ok(());
     };
-    let uses = match name {
-        "tools" => flags::TOOLS_USES,
-        "discover" => flags::DISCOVER_USES,
-        _ => return Ok(()),
+    let Some(uses) = flags::uses(name) else {
+        return Ok(());
     };
     match unused_flag(sub, uses) {
         Some(flag) => Err(UsageError(format!(
@@ -183,9 +183,19 @@ fn unused_flag(matches: &clap::ArgMatches, uses: &[&str]) -> Option<String> {
         .and_then(|arg| arg.get_long().map(|long| format!("--{long}")))
 }
 
+/// The flags the command in `args` takes, when it is one that does not take them all.
+fn command_uses(args: &[std::ffi::OsString]) -> Option<&'static [&'static str]> {
+    let matches = flags::command()
+        .ignore_errors(true)
+        .try_get_matches_from(args)
+        .ok()?;
+    flags::uses(matches.subcommand_name()?)
+}
+
 /// clap's first line, without its `error: ` prefix, with clap's suggestion when it has
-/// one (a misspelled flag or command), plus where to look.
-fn one_line(error: &clap::Error) -> String {
+/// one (a misspelled flag or command) that the command takes (`uses`: its flags, when it
+/// does not take them all), plus where to look.
+fn one_line(error: &clap::Error, uses: Option<&[&str]>) -> String {
     use clap::error::{ContextKind, ContextValue};
     let text = error.to_string();
     let first = text.lines().next().unwrap_or("invalid arguments");
@@ -196,6 +206,12 @@ fn one_line(error: &clap::Error) -> String {
             ContextValue::String(one) => Some(one.clone()),
             ContextValue::Strings(many) => many.first().cloned(),
             _ => None,
+        })
+        .filter(|suggested| {
+            // `ccm tools --htp`: not `--http`, which `tools` refuses.
+            let id = suggested.trim_start_matches('-').replace('-', "_");
+            !suggested.starts_with("--")
+                || uses.is_none_or(|uses| uses.contains(&id.as_str()) || flags::own(&id))
         });
     match suggested {
         Some(suggested) => format!("{first}; did you mean '{suggested}'? (see 'ccm --help')"),

@@ -596,6 +596,11 @@ fn misspelled_flags_and_commands_get_a_suggestion() {
             &["tools", "--jsn"][..],
             "ccm: error: unexpected argument '--jsn' found; did you mean '--json'? (see 'ccm --help')",
         ),
+        // Not a flag the command refuses: `tools` takes no --http.
+        (
+            &["tools", "--htp"][..],
+            "ccm: error: unexpected argument '--htp' found (see 'ccm --help')",
+        ),
         (
             &["tool"][..],
             "ccm: error: unrecognized subcommand 'tool'; did you mean 'tools'? (see 'ccm --help')",
