@@ -16,6 +16,7 @@ mod numbers;
 mod settings;
 #[cfg(test)]
 mod tests;
+mod topics;
 
 use http::http_config;
 use numbers::{positive_int, positive_seconds, whole};
@@ -157,7 +158,7 @@ fn applies(matches: &clap::ArgMatches) -> Result<(), UsageError> {
     let Some((name, sub)) = matches.subcommand() else {
         return Ok(());
     };
-    let Some(uses) = flags::uses(name) else {
+    let Some(uses) = topics::uses(name) else {
         return Ok(());
     };
     match unused_flag(sub, uses) {
@@ -189,7 +190,7 @@ fn command_uses(args: &[std::ffi::OsString]) -> Option<&'static [&'static str]> 
         .ignore_errors(true)
         .try_get_matches_from(args)
         .ok()?;
-    flags::uses(matches.subcommand_name()?)
+    topics::uses(matches.subcommand_name()?)
 }
 
 /// clap's first line, without its `error: ` prefix, with clap's suggestion when it has
@@ -211,7 +212,7 @@ fn one_line(error: &clap::Error, uses: Option<&[&str]>) -> String {
             // `ccm tools --htp`: not `--http`, which `tools` refuses.
             let id = suggested.trim_start_matches('-').replace('-', "_");
             !suggested.starts_with("--")
-                || uses.is_none_or(|uses| uses.contains(&id.as_str()) || flags::own(&id))
+                || uses.is_none_or(|uses| uses.contains(&id.as_str()) || topics::own(&id))
         });
     match suggested {
         Some(suggested) => format!("{first}; did you mean '{suggested}'? (see 'ccm --help')"),
