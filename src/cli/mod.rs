@@ -2,6 +2,8 @@
 //!
 //! Parsing never spawns anything. Every bad value becomes a one-line `ccm: error: …`
 //! message that says what to do, with exit status 2; `--help` and `--version` exit 0.
+//! Parsing is a function of argv and [`Environment`], except `--version`, which reads
+//! which distribution installed this binary (`host::install`).
 
 use std::path::PathBuf;
 
