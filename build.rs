@@ -6,10 +6,12 @@
 //! The fixture conda's snapshots ([`FIXTURES`]) are baked only with the `test-snapshots`
 //! feature, which the test builds turn on.
 //!
-//! It also records which distribution and which build this is, for `ccm --version` (the
-//! only command it may run is `git`, to name the commit):
-//! `CCM_DISTRIBUTION` (`wheel`, `conda`; `source` when unset) and `CCM_BUILD` (when unset,
-//! `git describe --always` of the source tree, or `unknown` outside a git checkout).
+//! It also records which build this is, for `ccm --version` (the only command it may run
+//! is `git`, to name the commit): `CCM_BUILD` (when unset, `git describe --always` of the
+//! source tree, or `unknown` outside a git checkout). The distribution (`wheel`, `conda`)
+//! is not compiled in: one release build serves both, and `host::install` reads at run
+//! time which one installed the binary; `CCM_DISTRIBUTION` is only the label when none
+//! did (`source`).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -76,9 +78,9 @@ fn main() {
     std::fs::write(out, registry).expect("write to OUT_DIR");
 }
 
-/// Sets `CCM_DISTRIBUTION` and `CCM_BUILD` for the crate (`ccm --version` prints both).
+/// Sets `CCM_DISTRIBUTION` (always `source`: the label of a binary no distribution
+/// installed) and `CCM_BUILD` for the crate (`ccm --version` prints both).
 fn record_build(root: &Path) {
-    println!("cargo:rerun-if-env-changed=CCM_DISTRIBUTION");
     println!("cargo:rerun-if-env-changed=CCM_BUILD");
     let label = |value: String| {
         let ok = !value.is_empty()
@@ -88,19 +90,13 @@ fn record_build(root: &Path) {
                 .all(|c| c.is_ascii_alphanumeric() || "._+-".contains(c));
         ok.then_some(value)
     };
-    let distribution = match std::env::var("CCM_DISTRIBUTION") {
-        Ok(value) => label(value.clone()).unwrap_or_else(|| {
-            panic!("CCM_DISTRIBUTION={value:?}: expected a short label such as wheel or conda")
-        }),
-        Err(_) => "source".to_owned(),
-    };
     let build = match std::env::var("CCM_BUILD") {
         Ok(value) => label(value.clone()).unwrap_or_else(|| {
             panic!("CCM_BUILD={value:?}: expected a short label such as a commit")
         }),
         Err(_) => git_describe(root).unwrap_or_else(|| "unknown".to_owned()),
     };
-    println!("cargo:rustc-env=CCM_DISTRIBUTION={distribution}");
+    println!("cargo:rustc-env=CCM_DISTRIBUTION=source");
     println!("cargo:rustc-env=CCM_BUILD={build}");
 }
 

@@ -24,8 +24,9 @@ pub const IDENTITY: &str = "ccm-identity:rust-mcp-server-for-the-conda-command-l
 /// withheld from child processes by `host::exec`.
 pub const TOKEN_VAR: &str = "CCM_MCP_TOKEN";
 
-/// What `ccm --version` prints: the version, then which distribution (`wheel`, `conda`,
-/// `source`) and which build (a `git describe` of the commit) this binary is.
+/// What `ccm --version` prints for a binary no distribution installed (a cargo build):
+/// the version, then `source` and which build (a `git describe` of the commit) it is. An
+/// installed binary names its distribution instead (`host::install::version_text`).
 pub const VERSION_TEXT: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (",

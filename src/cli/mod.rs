@@ -2,10 +2,10 @@
 //!
 //! Parsing never spawns anything. Every bad value becomes a one-line `ccm: error: …`
 //! message that says what to do, with exit status 2; `--help` and `--version` exit 0.
+//! Parsing is a function of argv and [`Environment`], except `--version`, which reads
+//! which distribution installed this binary (`host::install`).
 
 use std::path::PathBuf;
-
-use clap::Parser;
 
 use crate::host::discovery::{self, ResolveError};
 use crate::tools::surface::Surface;
@@ -18,6 +18,7 @@ mod numbers;
 mod settings;
 #[cfg(test)]
 mod tests;
+mod topics;
 
 use http::http_config;
 use numbers::{positive_int, positive_seconds, whole};
@@ -124,42 +125,110 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
-        Ok(cli) => cli,
+    use clap::FromArgMatches;
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    let matches = match flags::command().try_get_matches_from(&args) {
+        Ok(matches) => matches,
         Err(error) => {
             use clap::error::ErrorKind;
             return match error.kind() {
                 ErrorKind::DisplayHelp | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
                     Ok(Action::Print(error.render().to_string()))
                 }
-                _ => Err(UsageError(one_line(&error.to_string()))),
+                _ => Err(UsageError(one_line(&error, command_uses(&args)))),
             };
         }
     };
+    let cli =
+        Cli::from_arg_matches(&matches).map_err(|error| UsageError(one_line(&error, None)))?;
     if cli.version {
-        return Ok(Action::Print(format!("{}\n", crate::VERSION_TEXT)));
+        return Ok(Action::Print(format!(
+            "{}\n",
+            crate::host::install::version_text()
+        )));
     }
-    let config = validate(&cli.options, env)?;
+    let config = validate(&cli.options, env, || applies(&matches))?;
     Ok(match cli.command {
         None | Some(Command::Serve) => Action::Serve(config),
-        Some(Command::Discover { .. }) if config.http.is_some() => {
-            return Err(UsageError(
-                "--http applies to serving, not to 'discover'".into(),
-            ));
-        }
         Some(Command::Discover { pretty }) => Action::Discover { config, pretty },
         Some(Command::Tools { json }) => Action::Tools { config, json },
     })
 }
 
-/// clap's first line, without its `error: ` prefix, plus where to look.
-fn one_line(text: &str) -> String {
-    let first = text.lines().next().unwrap_or("invalid arguments");
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    format!("{first} (see 'ccm --help')")
+/// `Err` when a flag is given to a command that does not use it (`ccm tools --http`).
+fn applies(matches: &clap::ArgMatches) -> Result<(), UsageError> {
+    let Some((name, sub)) = matches.subcommand() else {
+        return Ok(());
+    };
+    let Some(uses) = topics::uses(name) else {
+        return Ok(());
+    };
+    match unused_flag(sub, uses) {
+        Some(flag) => Err(UsageError(format!(
+            "{flag} applies to serving, not to '{name}' (see 'ccm {name} --help')"
+        ))),
+        None => Ok(()),
+    }
 }
 
-fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> {
+/// The first flag given on the command line (before or after the command) that the
+/// command does not use, as written in `--help`.
+fn unused_flag(matches: &clap::ArgMatches, uses: &[&str]) -> Option<String> {
+    let command = flags::command();
+    command
+        .get_arguments()
+        .filter(|arg| arg.is_global_set() && arg.get_id() != "version")
+        .filter(|arg| !uses.contains(&arg.get_id().as_str()))
+        .find(|arg| {
+            matches.value_source(arg.get_id().as_str())
+                == Some(clap::parser::ValueSource::CommandLine)
+        })
+        .and_then(|arg| arg.get_long().map(|long| format!("--{long}")))
+}
+
+/// The flags the command in `args` takes, when it is one that does not take them all.
+fn command_uses(args: &[std::ffi::OsString]) -> Option<&'static [&'static str]> {
+    let matches = flags::command()
+        .ignore_errors(true)
+        .try_get_matches_from(args)
+        .ok()?;
+    topics::uses(matches.subcommand_name()?)
+}
+
+/// clap's first line, without its `error: ` prefix, with clap's suggestion when it has
+/// one (a misspelled flag or command) that the command takes (`uses`: its flags, when it
+/// does not take them all), plus where to look.
+fn one_line(error: &clap::Error, uses: Option<&[&str]>) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let text = error.to_string();
+    let first = text.lines().next().unwrap_or("invalid arguments");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let suggested = [ContextKind::SuggestedArg, ContextKind::SuggestedSubcommand]
+        .into_iter()
+        .find_map(|kind| match error.get(kind)? {
+            ContextValue::String(one) => Some(one.clone()),
+            ContextValue::Strings(many) => many.first().cloned(),
+            _ => None,
+        })
+        .filter(|suggested| {
+            // `ccm tools --htp`: not `--http`, which `tools` refuses.
+            let id = suggested.trim_start_matches('-').replace('-', "_");
+            !suggested.starts_with("--")
+                || uses.is_none_or(|uses| uses.contains(&id.as_str()) || topics::own(&id))
+        });
+    match suggested {
+        Some(suggested) => format!("{first}; did you mean '{suggested}'? (see 'ccm --help')"),
+        None => format!("{first} (see 'ccm --help')"),
+    }
+}
+
+/// The configuration from the flags and variables; `applies` is checked once every value
+/// is, before the target is resolved.
+fn validate(
+    options: &Options,
+    env: &Environment,
+    applies: impl FnOnce() -> Result<(), UsageError>,
+) -> Result<Config, UsageError> {
     let timeout = positive_seconds("--timeout", &options.timeout)?;
     let output_limit = positive_int("--output-limit-bytes", &options.output_limit_bytes)?;
     let stdin_limit = positive_int("--stdin-limit-bytes", &options.stdin_limit_bytes)?;
@@ -171,6 +240,10 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
     let classify = classifications(options, env)?;
     let allow_paths = allowed_paths(options, env)?;
     let write_envs = write_scope(options, env)?;
+    let tools = selection(options, env)?;
+    let audit_log = audit_log(options, env)?;
+    let confirm_timeout = positive_seconds("--confirm-timeout", &options.confirm_timeout)?;
+    applies()?;
     let conda_exe = discovery::resolve_executable(
         options.conda_exe.as_deref(),
         env.get("CONDA_EXE"),
@@ -204,11 +277,11 @@ fn validate(options: &Options, env: &Environment) -> Result<Config, UsageError> 
         max_queue,
         max_session_calls,
         surface,
-        tools: selection(options, env)?,
+        tools,
         list_all: options.list_all || env.get(LIST_ALL_VAR).is_some_and(truthy),
-        audit_log: audit_log(options, env)?,
+        audit_log,
         confirm_writes: options.confirm_writes || env.get(CONFIRM_WRITES_VAR).is_some_and(truthy),
-        confirm_timeout: positive_seconds("--confirm-timeout", &options.confirm_timeout)?,
+        confirm_timeout,
         http,
         limits,
     })

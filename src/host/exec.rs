@@ -253,6 +253,12 @@ pub fn begin_shutdown() {
     shutdown_token().cancel();
 }
 
+/// Whether [`begin_shutdown`] has been called: a run that ends from now on may have been
+/// ended by the shutdown, so what it found says nothing about the target or the host.
+pub fn shutting_down() -> bool {
+    shutdown_token().is_cancelled()
+}
+
 /// [`begin_shutdown`], then wait (at most `bound`) until every execution's termination
 /// sweep has finished and its descendants are reaped; remove the server's cgroups.
 pub async fn shutdown(bound: Duration) {

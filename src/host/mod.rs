@@ -9,6 +9,7 @@ pub mod bind;
 pub mod confine;
 pub mod discovery;
 pub mod exec;
+pub mod install;
 pub mod sandbox;
 pub mod stamp;
 pub mod targets;

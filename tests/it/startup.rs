@@ -295,3 +295,49 @@ fn real_conda_with_ccm_launcher_installed_starts_as_without_it() {
     assert_eq!(after["restart"]["required"], false, "{after}");
     assert_eq!(tools_after, tools_before);
 }
+
+/// A stdio session closed at once (`ccm … </dev/null`, a client that gives up, a
+/// health check): the server ends its startup work, and says nothing false about it. The
+/// sandbox probe's trial child and the confirming live discovery are ended by the
+/// shutdown; neither is a finding about the sandbox or the snapshot.
+fn closed_at_once(conda: &Path, flags: &[&str]) {
+    for run in 0..5 {
+        let output = support::ccm()
+            .arg("--conda-exe")
+            .arg(conda)
+            .args(flags)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "run {run}: {err}");
+        assert!(
+            output.stdout.is_empty(),
+            "run {run}: stdout is the protocol"
+        );
+        for line in err.lines() {
+            assert!(
+                !line.contains(" WARN ") && !line.contains(" ERROR "),
+                "run {run}: a false warning at shutdown: {line}\n{err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_session_closed_at_once_logs_no_false_warning() {
+    // The fixture matches its baked snapshot: the snapshot start, with its confirmation.
+    closed_at_once(&support::fixture().conda, &[]);
+    closed_at_once(&support::fixture().conda, &["--warm"]);
+    // Live discovery (no snapshot start).
+    let fixture = support::build_fixture(&[]);
+    fixture.add_plugin("unbaked", "from conda.plugins import hookimpl\n");
+    closed_at_once(&fixture.conda, &[]);
+}
+
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_session_closed_at_once_logs_no_false_warning() {
+    closed_at_once(&support::real_conda(), &[]);
+    closed_at_once(&support::real_conda(), &["--warm"]);
+}

@@ -183,7 +183,7 @@ pub fn real_conda() -> PathBuf {
         }
         _ => panic!(
             "this test needs a real conda: set CCM_TEST_CONDA=/path/to/conda \
-             (build one with ../shared/vendor/make-real-conda DEST [--plugins])"
+             (build one with scripts/make-real-conda DEST [--plugins], CONTRIBUTING.md)"
         ),
     }
 }
