@@ -32,7 +32,12 @@ Example:
 
 Python 3 standard library only.
 """
-import argparse, json, math, subprocess, sys
+
+import argparse
+import json
+import math
+import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,8 +51,9 @@ def tokens(n):
 
 class Session:
     def __init__(self, argv):
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
         self.next_id = 0
 
     def send(self, message):
@@ -68,8 +74,13 @@ class Session:
                     raise SystemExit(f"{method}: {message['error'].get('message')}")
                 return message["result"], len(line.rstrip(b"\r\n"))
             if "method" in message and "id" in message:  # a request from the server
-                self.send({"jsonrpc": "2.0", "id": message["id"],
-                           "error": {"code": -32601, "message": "not supported"}})
+                self.send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": message["id"],
+                        "error": {"code": -32601, "message": "not supported"},
+                    }
+                )
 
     def close(self):
         self.proc.stdin.close()
@@ -88,8 +99,14 @@ def group_of(tool):
 def measure(binary, conda, extra):
     session = Session([binary, "--conda-exe", conda, *extra])
     try:
-        session.request("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
-                                       "clientInfo": {"name": "listing.py", "version": "1"}})
+        session.request(
+            "initialize",
+            {
+                "protocolVersion": PROTOCOL,
+                "capabilities": {},
+                "clientInfo": {"name": "listing.py", "version": "1"},
+            },
+        )
         session.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         tools, total, pages, cursor = [], 0, 0, None
         while True:
@@ -106,8 +123,9 @@ def measure(binary, conda, extra):
     rows = []
     for tool in tools:
         size = len(json.dumps(tool, separators=(",", ":"), ensure_ascii=False).encode())
-        rows.append({"name": tool["name"], "group": group_of(tool), "bytes": size,
-                     "tokens": tokens(size)})
+        rows.append(
+            {"name": tool["name"], "group": group_of(tool), "bytes": size, "tokens": tokens(size)}
+        )
     groups = {}
     for row in rows:
         g = groups.setdefault(row["group"], {"tools": 0, "bytes": 0})
@@ -115,10 +133,19 @@ def measure(binary, conda, extra):
         g["bytes"] += row["bytes"]
     for g in groups.values():
         g["tokens"] = tokens(g["bytes"])
-    return {"binary": str(binary), "conda": conda, "flags": extra, "pages": pages,
-            "tools": len(rows), "bytes": total, "tokens": tokens(total),
-            "groups": groups, "per_tool": rows,
-            "tool_bytes": sum(row["bytes"] for row in rows), "floor_bytes": floor_bytes(tools)}
+    return {
+        "binary": str(binary),
+        "conda": conda,
+        "flags": extra,
+        "pages": pages,
+        "tools": len(rows),
+        "bytes": total,
+        "tokens": tokens(total),
+        "groups": groups,
+        "per_tool": rows,
+        "tool_bytes": sum(row["bytes"] for row in rows),
+        "floor_bytes": floor_bytes(tools),
+    }
 
 
 def floor_bytes(tools):
@@ -149,11 +176,15 @@ def main():
         print()
         return
     print(f"{report['conda']} {' '.join(report['flags'])}".rstrip())
-    print(f"  tools/list: {report['tools']} tools, {report['pages']} page(s), "
-          f"{report['bytes']} bytes, ~{report['tokens']} tokens (bytes / 4)")
+    print(
+        f"  tools/list: {report['tools']} tools, {report['pages']} page(s), "
+        f"{report['bytes']} bytes, ~{report['tokens']} tokens (bytes / 4)"
+    )
     if args.floor:
-        print(f"  descriptors: {report['tool_bytes']} bytes; without any parameter description "
-              f"(the floor): {report['floor_bytes']} bytes")
+        print(
+            f"  descriptors: {report['tool_bytes']} bytes; without any parameter description "
+            f"(the floor): {report['floor_bytes']} bytes"
+        )
     width = max([len(g) for g in report["groups"]] + [5])
     print(f"  {'group':{width}}  tools    bytes  tokens")
     for name, g in sorted(report["groups"].items(), key=lambda kv: -kv[1]["bytes"]):

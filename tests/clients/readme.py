@@ -28,12 +28,18 @@ def check(name, server, ccm, conda):
     env = dict(os.environ, PATH=ccm_dir + os.pathsep + os.environ.get("PATH", ""))
     args = [conda if a == EXAMPLE_CONDA else a for a in server.get("args", [])]
     process = subprocess.Popen(
-        [{EXAMPLE_CCM: ccm, EXAMPLE_CONDA: conda}.get(server["command"], server["command"]), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL, env=env, text=True,
+        [{EXAMPLE_CCM: ccm, EXAMPLE_CONDA: conda}.get(server["command"], server["command"]), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        text=True,
     )
 
     def request(id_, method, params):
-        process.stdin.write(json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params}) + "\n")
+        process.stdin.write(
+            json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params}) + "\n"
+        )
         process.stdin.flush()
         while True:
             message = json.loads(process.stdout.readline())
@@ -41,12 +47,23 @@ def check(name, server, ccm, conda):
                 return message
 
     try:
-        init = request(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                         "clientInfo": {"name": "readme", "version": "1"}})
+        init = request(
+            1,
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "readme", "version": "1"},
+            },
+        )
         assert init["result"]["serverInfo"]["name"], init
-        process.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+        process.stdin.write(
+            json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n"
+        )
         tools = request(2, "tools/list", {})["result"]["tools"]
-        info = request(3, "tools/call", {"name": "conda_info", "arguments": {"json": True}})["result"]
+        info = request(3, "tools/call", {"name": "conda_info", "arguments": {"json": True}})[
+            "result"
+        ]
         assert not info.get("isError"), info
         version = info["structuredContent"]["parsed_json"]["conda_version"]
         print(f"{name}: {len(tools)} tools, conda {version}")
@@ -82,8 +99,11 @@ def main():
             checked += 1
     assert checked >= 4, f"only {checked} client configurations found"
     if not_checked:
-        print(f"not checked here (they need the wheel's launcher in the conda; .ci/dist "
-              f"checks them): {len(not_checked)} `conda ccm` configuration(s)")
+        print(
+            f"not checked here (they need the wheel's launcher in the conda; .ci/dist "
+            f"checks them): {len(not_checked)} `conda ccm` configuration(s)"
+        )
+
 
 if __name__ == "__main__":
     main()
