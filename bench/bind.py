@@ -46,7 +46,7 @@ def keep_plan(stdout, nonce, directory):
     """What the server does with a preview's document: the copies and plan.json; the
     plan's sha256."""
     marker = ("\n" + nonce + " ").encode()
-    document = json.loads(stdout[stdout.rindex(marker) + len(marker):])
+    document = json.loads(stdout[stdout.rindex(marker) + len(marker) :])
     for index, entry in enumerate(document.get("files", [])):
         content = entry.pop("content", None)
         if content is not None:
@@ -73,10 +73,15 @@ def main():
     with open(WRAPPER) as handle:
         source = handle.read()
     work = tempfile.mkdtemp(prefix="ccm-bench-bind-")
-    names = ["pkg{}={}.0".format(i, i + 1) for i in range(options.packages)]
+    names = [f"pkg{i}={i + 1}.0" for i in range(options.packages)]
     channel = os.path.join(work, "channel")
     subprocess.run(
-        [sys.executable, os.path.join(REPO, "tests", "fixtures", "make_channel.py"), channel, *names],
+        [
+            sys.executable,
+            os.path.join(REPO, "tests", "fixtures", "make_channel.py"),
+            channel,
+            *names,
+        ],
         check=True,
         capture_output=True,
     )
@@ -84,7 +89,7 @@ def main():
         os.makedirs(os.path.join(work, sub))
     condarc = os.path.join(work, "condarc")
     with open(condarc, "w") as handle:
-        handle.write("channels:\n  - file://{}\n".format(channel))
+        handle.write(f"channels:\n  - file://{channel}\n")
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": os.path.join(work, "home"),
@@ -98,14 +103,14 @@ def main():
     steps = {key: [] for key in ("preview_direct", "preview_bound", "run_direct", "run_bound")}
     for round_ in range(options.rounds):
         for bound in (False, True) if round_ % 2 == 0 else (True, False):
-            prefix = os.path.join(work, "env-{}-{}".format(round_, int(bound)))
+            prefix = os.path.join(work, f"env-{round_}-{int(bound)}")
             # A package cache of its own: every run copies, checks and extracts.
-            pkgs = os.path.join(work, "pkgs-{}-{}".format(round_, int(bound)))
+            pkgs = os.path.join(work, f"pkgs-{round_}-{int(bound)}")
             env = dict(env, CONDA_PKGS_DIRS=pkgs)
             argv = ["create", "-y", "--json", "-p", prefix, *packages]
             dry = [*argv, "--dry-run", "--json"]
             if bound:
-                nonce = "bench-{}".format(round_)
+                nonce = f"bench-{round_}"
                 wrapper = [python, "-I", "-c", source]
                 seconds, stdout = timed([*wrapper, "preview", nonce, conda, "--", *dry], env, work)
                 steps["preview_bound"].append(seconds)

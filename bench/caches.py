@@ -35,8 +35,19 @@ Usage: python3 bench/caches.py BASELINE_BINARY CANDIDATE_BINARY CONDA [--rounds 
                                 [--reps N] [--records N]
 Python 3 standard library only.
 """
-import argparse, collections, functools, http.server, json, os, statistics, subprocess, sys
-import tempfile, threading, time
+
+import argparse
+import collections
+import functools
+import http.server
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,11 +57,22 @@ SERVED_LOCK = threading.Lock()
 
 class Session:
     def __init__(self, binary, conda, flags, env):
-        self.p = subprocess.Popen([binary, "--conda-exe", conda, *flags], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        self.p = subprocess.Popen(
+            [binary, "--conda-exe", conda, *flags],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
         self.n = 0
-        self.rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                "clientInfo": {"name": "caches", "version": "1"}})
+        self.rpc(
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "caches", "version": "1"},
+            },
+        )
         self.p.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
         self.p.stdin.flush()
         self.rpc("tools/list", {})
@@ -82,16 +104,29 @@ class Session:
 
 def build_channel(root, records):
     channel = root / "chan"
-    subprocess.run([sys.executable, str(REPO / "tests/fixtures/make_channel.py"), str(channel)],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, str(REPO / "tests/fixtures/make_channel.py"), str(channel)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     index_path = channel / "noarch" / "repodata.json"
     index = json.loads(index_path.read_text())
     for i in range(records):
         name = f"pad{i % 2000}"
         index["packages"][f"{name}-{i}.0-0.tar.bz2"] = {
-            "name": name, "version": f"{i}.0", "build": "0", "build_number": 0,
-            "depends": [], "noarch": "generic", "subdir": "noarch", "license": "BSD-3-Clause",
-            "md5": "0" * 32, "sha256": "0" * 64, "size": 1000, "timestamp": 0}
+            "name": name,
+            "version": f"{i}.0",
+            "build": "0",
+            "build_number": 0,
+            "depends": [],
+            "noarch": "generic",
+            "subdir": "noarch",
+            "license": "BSD-3-Clause",
+            "md5": "0" * 32,
+            "sha256": "0" * 64,
+            "size": 1000,
+            "timestamp": 0,
+        }
     index_path.write_text(json.dumps(index))
     return channel
 
@@ -109,15 +144,19 @@ def serve(root):
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                             functools.partial(Handler, directory=str(root)))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Handler, directory=str(root))
+    )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return f"http://127.0.0.1:{server.server_address[1]}"
 
 
 def environment(home, pkgs):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("CONDA_PKGS_DIRS", "XDG_CACHE_HOME", "CONDARC", "CCM_LOG", "CONDA_EXE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CONDA_PKGS_DIRS", "XDG_CACHE_HOME", "CONDARC", "CCM_LOG", "CONDA_EXE")
+    }
     env["HOME"] = str(home)
     if pkgs is not None:
         env["CONDA_PKGS_DIRS"] = str(pkgs)
@@ -136,9 +175,17 @@ def scenario(binary, conda, work, channel, kind, reps):
     s = Session(binary, conda, flags, environment(world / "home", pkgs))
     try:
         if kind == "read after write":
-            s.call("conda_create", {"prefix": str(world / "env"), "yes": True, "json": True,
-                                    "override_channels": True, "channel": [channel],
-                                    "packages": ["pkga"]})
+            s.call(
+                "conda_create",
+                {
+                    "prefix": str(world / "env"),
+                    "yes": True,
+                    "json": True,
+                    "override_channels": True,
+                    "channel": [channel],
+                    "packages": ["pkga"],
+                },
+            )
         tool, arguments = ("conda_search", search)
         if kind == "info, no pkgs/":
             tool, arguments = ("conda_info", {"json": True})
@@ -166,31 +213,44 @@ def main():
         channel = build_channel(work, args.records)
         size = (channel / "noarch" / "repodata.json").stat().st_size
         base = serve(work)
-        kinds = {"search, file://": f"file://{channel}", "search, http": f"{base}/chan",
-                 "read after write": f"{base}/chan"}
+        kinds = {
+            "search, file://": f"file://{channel}",
+            "search, http": f"{base}/chan",
+            "read after write": f"{base}/chan",
+        }
         root = Path(os.path.realpath(args.conda)).parent.parent
         if not (root / "pkgs").exists():
             kinds["info, no pkgs/"] = ""
         else:
             print(f"{root}/pkgs exists: no 'info, no pkgs/' scenario")
-        print(f"index: {args.records + 3} records, {size / 1e6:.1f} MB; "
-              f"{args.rounds} rounds, {args.reps} repeated calls each")
+        print(
+            f"index: {args.records + 3} records, {size / 1e6:.1f} MB; "
+            f"{args.rounds} rounds, {args.reps} repeated calls each"
+        )
         ratios = {(k, which): [] for k in kinds for which in ("first", "repeated")}
         for r in range(args.rounds):
             order = [("base", args.baseline), ("head", args.candidate)]
             if r % 2:
                 order.reverse()
             for kind, channel_url in kinds.items():
-                got = {name: scenario(b, args.conda, work, channel_url, kind, args.reps)
-                       for name, b in order}
+                got = {
+                    name: scenario(b, args.conda, work, channel_url, kind, args.reps)
+                    for name, b in order
+                }
                 (bf, br, bd), (hf, hr, hd) = got["base"], got["head"]
                 ratios[(kind, "first")].append(hf / bf)
                 ratios[(kind, "repeated")].append(hr / br)
-                fetched = f"; indexes served per repeated call base {bd:g} head {hd:g}" \
-                    if "http" in kind or "write" in kind else ""
-                print(f"round {r + 1} {kind:17}: first base {bf:7.0f} ms head {hf:7.0f} ms "
-                      f"({hf / bf:.2f}); repeated base {br:7.0f} ms head {hr:7.0f} ms "
-                      f"({hr / br:.2f}){fetched}", flush=True)
+                fetched = (
+                    f"; indexes served per repeated call base {bd:g} head {hd:g}"
+                    if "http" in kind or "write" in kind
+                    else ""
+                )
+                print(
+                    f"round {r + 1} {kind:17}: first base {bf:7.0f} ms head {hf:7.0f} ms "
+                    f"({hf / bf:.2f}); repeated base {br:7.0f} ms head {hr:7.0f} ms "
+                    f"({hr / br:.2f}){fetched}",
+                    flush=True,
+                )
         print("median head/base ratio over rounds:")
         for (kind, which), values in ratios.items():
             print(f"  {kind:17} {which:8} {statistics.median(values):.2f}")

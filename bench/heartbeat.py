@@ -30,17 +30,35 @@ def main():
         child.stdin.write((json.dumps(message) + "\n").encode())
         child.stdin.flush()
 
-    send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "heartbeat", "version": "1"}}})
+    send(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "heartbeat", "version": "1"},
+            },
+        }
+    )
     child.stdout.readline()
     send({"jsonrpc": "2.0", "method": "notifications/initialized"})
     send({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
     child.stdout.readline()
     started = time.monotonic()
-    send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-        "name": "conda_behave", "arguments": {"sleep": seconds},
-        "_meta": {"progressToken": "heartbeat"}}})
+    send(
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {
+                "name": "conda_behave",
+                "arguments": {"sleep": seconds},
+                "_meta": {"progressToken": "heartbeat"},
+            },
+        }
+    )
     times = [started]
     while True:
         message = json.loads(child.stdout.readline())
@@ -49,14 +67,18 @@ def main():
             break
     child.stdin.close()
     child.wait()
-    gaps = [b - a for a, b in zip(times, times[1:])]
-    print(json.dumps({
-        "sleep_seconds": seconds,
-        "notifications": len(times) - 2,
-        "gap_median_s": round(statistics.median(gaps), 3),
-        "gap_max_s": round(max(gaps), 3),
-        "gaps_s": [round(g, 3) for g in gaps],
-    }))
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    print(
+        json.dumps(
+            {
+                "sleep_seconds": seconds,
+                "notifications": len(times) - 2,
+                "gap_median_s": round(statistics.median(gaps), 3),
+                "gap_max_s": round(max(gaps), 3),
+                "gaps_s": [round(g, 3) for g in gaps],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

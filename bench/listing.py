@@ -35,7 +35,12 @@ Example:
 
 Python 3 standard library only.
 """
-import argparse, json, math, subprocess, sys
+
+import argparse
+import json
+import math
+import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -49,8 +54,9 @@ def tokens(n):
 
 class Session:
     def __init__(self, argv):
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
         self.next_id = 0
 
     def send(self, message):
@@ -71,8 +77,13 @@ class Session:
                     raise SystemExit(f"{method}: {message['error'].get('message')}")
                 return message["result"], len(line.rstrip(b"\r\n"))
             if "method" in message and "id" in message:  # a request from the server
-                self.send({"jsonrpc": "2.0", "id": message["id"],
-                           "error": {"code": -32601, "message": "not supported"}})
+                self.send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": message["id"],
+                        "error": {"code": -32601, "message": "not supported"},
+                    }
+                )
 
     def close(self):
         self.proc.stdin.close()
@@ -91,8 +102,14 @@ def group_of(tool):
 def measure(binary, conda, extra):
     session = Session([binary, "--conda-exe", conda, *extra])
     try:
-        session.request("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
-                                       "clientInfo": {"name": "listing.py", "version": "1"}})
+        session.request(
+            "initialize",
+            {
+                "protocolVersion": PROTOCOL,
+                "capabilities": {},
+                "clientInfo": {"name": "listing.py", "version": "1"},
+            },
+        )
         session.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         tools, total, pages, cursor = [], 0, 0, None
         while True:
@@ -110,9 +127,17 @@ def measure(binary, conda, extra):
     for tool in tools:
         size = compact(tool)
         model = model_bytes(tool)
-        rows.append({"name": tool["name"], "group": group_of(tool), "bytes": size,
-                     "tokens": tokens(size), "model_bytes": model,
-                     "model_tokens": tokens(model), "other_bytes": size - model})
+        rows.append(
+            {
+                "name": tool["name"],
+                "group": group_of(tool),
+                "bytes": size,
+                "tokens": tokens(size),
+                "model_bytes": model,
+                "model_tokens": tokens(model),
+                "other_bytes": size - model,
+            }
+        )
     groups = {}
     for row in rows:
         g = groups.setdefault(row["group"], {"tools": 0, "bytes": 0, "model_bytes": 0})
@@ -121,16 +146,24 @@ def measure(binary, conda, extra):
         g["model_bytes"] += row["model_bytes"]
     for g in groups.values():
         g["tokens"] = tokens(g["bytes"])
-    return {"binary": str(binary), "conda": conda, "flags": extra, "pages": pages,
-            "tools": len(rows), "bytes": total, "tokens": tokens(total),
-            "groups": groups, "per_tool": rows,
-            "tool_bytes": sum(row["bytes"] for row in rows),
-            "model_bytes": sum(row["model_bytes"] for row in rows),
-            "model_tokens": tokens(sum(row["model_bytes"] for row in rows)),
-            "other_bytes": sum(row["other_bytes"] for row in rows),
-            "largest_model_bytes": max((row["model_bytes"] for row in rows), default=0),
-            "floor_bytes": floor_bytes(tools),
-            "model_floor_bytes": sum(model_bytes(t) for t in without_parameter_descriptions(tools))}
+    return {
+        "binary": str(binary),
+        "conda": conda,
+        "flags": extra,
+        "pages": pages,
+        "tools": len(rows),
+        "bytes": total,
+        "tokens": tokens(total),
+        "groups": groups,
+        "per_tool": rows,
+        "tool_bytes": sum(row["bytes"] for row in rows),
+        "model_bytes": sum(row["model_bytes"] for row in rows),
+        "model_tokens": tokens(sum(row["model_bytes"] for row in rows)),
+        "other_bytes": sum(row["other_bytes"] for row in rows),
+        "largest_model_bytes": max((row["model_bytes"] for row in rows), default=0),
+        "floor_bytes": floor_bytes(tools),
+        "model_floor_bytes": sum(model_bytes(t) for t in without_parameter_descriptions(tools)),
+    }
 
 
 MODEL_KEYS = ("name", "description", "inputSchema")
@@ -178,25 +211,35 @@ def main():
         print()
         return
     print(f"{report['conda']} {' '.join(report['flags'])}".rstrip())
-    print(f"  tools/list: {report['tools']} tools, {report['pages']} page(s), "
-          f"{report['bytes']} bytes, ~{report['tokens']} tokens (bytes / 4)")
-    print(f"  model-visible (name + description + inputSchema): {report['model_bytes']} bytes, "
-          f"~{report['model_tokens']} tokens; largest tool {report['largest_model_bytes']} bytes; "
-          f"the rest (title, outputSchema, annotations, _meta): {report['other_bytes']} bytes")
+    print(
+        f"  tools/list: {report['tools']} tools, {report['pages']} page(s), "
+        f"{report['bytes']} bytes, ~{report['tokens']} tokens (bytes / 4)"
+    )
+    print(
+        f"  model-visible (name + description + inputSchema): {report['model_bytes']} bytes, "
+        f"~{report['model_tokens']} tokens; largest tool {report['largest_model_bytes']} bytes; "
+        f"the rest (title, outputSchema, annotations, _meta): {report['other_bytes']} bytes"
+    )
     if args.floor:
-        print(f"  descriptors: {report['tool_bytes']} bytes; without any parameter description "
-              f"(the floor): {report['floor_bytes']} bytes, {report['model_floor_bytes']} "
-              f"model-visible")
+        print(
+            f"  descriptors: {report['tool_bytes']} bytes; without any parameter description "
+            f"(the floor): {report['floor_bytes']} bytes, {report['model_floor_bytes']} "
+            f"model-visible"
+        )
     width = max([len(g) for g in report["groups"]] + [5])
     print(f"  {'group':{width}}  tools    bytes    model  tokens")
     for name, g in sorted(report["groups"].items(), key=lambda kv: -kv[1]["bytes"]):
-        print(f"  {name:{width}}  {g['tools']:5}  {g['bytes']:7}  {g['model_bytes']:7}  "
-              f"{g['tokens']:6}")
+        print(
+            f"  {name:{width}}  {g['tools']:5}  {g['bytes']:7}  {g['model_bytes']:7}  "
+            f"{g['tokens']:6}"
+        )
     if args.tools:
         print(f"    {'tool':48}  {'bytes':>7}  {'model':>7}  {'rest':>6}")
         for row in sorted(report["per_tool"], key=lambda r: -r["model_bytes"]):
-            print(f"    {row['name']:48}  {row['bytes']:7}  {row['model_bytes']:7}  "
-                  f"{row['other_bytes']:6}")
+            print(
+                f"    {row['name']:48}  {row['bytes']:7}  {row['model_bytes']:7}  "
+                f"{row['other_bytes']:6}"
+            )
 
 
 if __name__ == "__main__":

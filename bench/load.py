@@ -116,7 +116,12 @@ class Client:
             self.conn.close()
             self.conn = None
             raise
-        return response.status, response.getheader("Content-Type", ""), response.getheader("Mcp-Session-Id"), body
+        return (
+            response.status,
+            response.getheader("Content-Type", ""),
+            response.getheader("Mcp-Session-Id"),
+            body,
+        )
 
     def request(self, method, params, timeout):
         self.next_id += 1
@@ -132,15 +137,19 @@ class Client:
     def open(self):
         reply, session = self.request(
             "initialize",
-            {"protocolVersion": "2025-06-18", "capabilities": {},
-             "clientInfo": {"name": "ccm-load", "version": "1"}},
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "ccm-load", "version": "1"},
+            },
             TIMEOUTS["ping"],
         )
         if "result" not in reply or not session:
             raise RuntimeError(f"initialize failed: {reply}")
         self.session = session
-        status, _, _, _ = self.post({"jsonrpc": "2.0", "method": "notifications/initialized"},
-                                    TIMEOUTS["ping"])
+        status, _, _, _ = self.post(
+            {"jsonrpc": "2.0", "method": "notifications/initialized"}, TIMEOUTS["ping"]
+        )
         if status != 202:
             raise RuntimeError(f"initialized: HTTP {status}")
 
@@ -154,7 +163,11 @@ def judge(kind, reply):
         return "ok" if result == {} else f"bad ping result {result}"
     if kind == "tools/list":
         tools = (result or {}).get("tools") or []
-        return "ok" if any(t.get("name") == "conda_info" for t in tools) else "tools/list without conda_info"
+        return (
+            "ok"
+            if any(t.get("name") == "conda_info" for t in tools)
+            else "tools/list without conda_info"
+        )
     text = ((result or {}).get("content") or [{}])[0].get("text", "")
     if result.get("isError"):
         for code in CAPACITY_CODES:
@@ -172,7 +185,7 @@ def client_run(index, args, address, token, results, halfway):
     client = Client(host, port, path, token)
     try:
         client.open()
-    except Exception as error:  # noqa: BLE001 - reported as a failure
+    except Exception as error:
         results.append(("initialize", 0.0, f"initialize: {error}", False))
         halfway.abort()
         return
@@ -187,11 +200,13 @@ def client_run(index, args, address, token, results, halfway):
         started = time.monotonic()
         try:
             if kind == "execution":
-                reply, _ = client.request("tools/call", {"name": "conda_info", "arguments": {"json": True}}, timeout)
+                reply, _ = client.request(
+                    "tools/call", {"name": "conda_info", "arguments": {"json": True}}, timeout
+                )
             else:
                 reply, _ = client.request(kind, {}, timeout)
             verdict = judge(kind, reply)
-        except Exception as error:  # noqa: BLE001 - reported as a failure
+        except Exception as error:
             verdict = f"{type(error).__name__}: {error}"
         elapsed = time.monotonic() - started
         results.append((kind, elapsed, verdict, elapsed > timeout))
@@ -212,8 +227,9 @@ def main():
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--max-queue", type=int, default=16)
     parser.add_argument("--max-session-calls", type=int, default=4)
-    parser.add_argument("--audit-log", action="store_true",
-                        help="run the server with --audit-log and check the log")
+    parser.add_argument(
+        "--audit-log", action="store_true", help="run the server with --audit-log and check the log"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     ccm = Path(args.ccm)
@@ -223,7 +239,10 @@ def main():
     with tempfile.TemporaryDirectory(prefix="ccm-load-") as work:
         conda = subprocess.run(
             [sys.executable, str(REPO / "tests/fixtures/build_fixture.py"), f"{work}/conda"],
-            check=True, capture_output=True, text=True).stdout.strip()
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         token = secrets.token_hex(24)
         log = open(f"{work}/ccm.log", "w+")
         env = {k: v for k, v in os.environ.items() if not k.startswith("CCM_")}
@@ -231,10 +250,23 @@ def main():
         audit = [] if not args.audit_log else ["--audit-log", f"{work}/audit.jsonl"]
         args.audit_path = audit[1] if audit else None
         server = subprocess.Popen(
-            [str(ccm), "--conda-exe", conda, "--http", "127.0.0.1:0",
-             "--max-queue", str(args.max_queue), "--max-session-calls", str(args.max_session_calls),
-             *audit],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, env=env)
+            [
+                str(ccm),
+                "--conda-exe",
+                conda,
+                "--http",
+                "127.0.0.1:0",
+                "--max-queue",
+                str(args.max_queue),
+                "--max-session-calls",
+                str(args.max_session_calls),
+                *audit,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            env=env,
+        )
         try:
             return run(args, server, log, token)
         finally:
@@ -276,8 +308,12 @@ def run(args, server, log, token):
     rss_start = rss_kib(server.pid)
     results = []
     halfway = threading.Barrier(args.clients + 1)
-    threads = [threading.Thread(target=client_run, args=(i, args, address, token, results, halfway), daemon=True)
-               for i in range(args.clients)]
+    threads = [
+        threading.Thread(
+            target=client_run, args=(i, args, address, token, results, halfway), daemon=True
+        )
+        for i in range(args.clients)
+    ]
     started = time.monotonic()
     for t in threads:
         t.start()
@@ -310,8 +346,13 @@ def run(args, server, log, token):
         "outcomes": {},
         "late": sum(1 for r in results if r[3]),
         "hung_clients": hung,
-        "rss_kib": {"start": rss_start, "mid": rss_mid, "end": rss_end, "peak": peak,
-                    "samples": len(sampler.samples)},
+        "rss_kib": {
+            "start": rss_start,
+            "mid": rss_mid,
+            "end": rss_end,
+            "peak": peak,
+            "samples": len(sampler.samples),
+        },
     }
     for kind in kinds:
         ok = [r[1] * 1000 for r in results if r[0] == kind and r[2] == "ok"]
@@ -337,16 +378,25 @@ def run(args, server, log, token):
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
-        print(f"{len(results)} requests from {args.clients} clients in {wall:.1f} s: "
-              f"{figures['requests_per_second']} requests/s")
+        print(
+            f"{len(results)} requests from {args.clients} clients in {wall:.1f} s: "
+            f"{figures['requests_per_second']} requests/s"
+        )
         for kind in kinds:
             lat = figures["latency_ms"][kind]
             refused = f"  refused p99={lat['refused_p99']} ms" if "refused_p99" in lat else ""
-            print(f"  {kind:11} n={lat['count']:5}  p50={lat['p50']} ms  p99={lat['p99']} ms  "
-                  f"max={lat['max']} ms{refused}")
-        print(f"  outcomes: {figures['outcomes']}; late answers: {figures['late']}; hung clients: {hung}")
-        print(f"  RSS (KiB): start {rss_start}, after half {rss_mid}, end {rss_end}, peak {peak} "
-              f"({'flat' if flat else 'GREW'})")
+            print(
+                f"  {kind:11} n={lat['count']:5}  p50={lat['p50']} ms  p99={lat['p99']} ms  "
+                f"max={lat['max']} ms{refused}"
+            )
+        print(
+            f"  outcomes: {figures['outcomes']}; late answers: {figures['late']}; "
+            f"hung clients: {hung}"
+        )
+        print(
+            f"  RSS (KiB): start {rss_start}, after half {rss_mid}, end {rss_end}, peak {peak} "
+            f"({'flat' if flat else 'GREW'})"
+        )
     for kind, _, verdict, _ in failures[:10]:
         print(f"  failure ({kind}): {verdict}", file=sys.stderr)
     log.seek(0)
@@ -365,8 +415,10 @@ def audit_log_holds(path, results, token):
     executions = sum(1 for r in results if r[0] == "execution")
     whole = all(json.loads(line).get("canonical_tool") == "conda_info" for line in lines)
     held = text.endswith("\n") and whole and len(lines) == executions and token not in text
-    print(f"  audit log: {len(lines)} lines for {executions} executions "
-          f"({'ok' if held else 'FAILED'})")
+    print(
+        f"  audit log: {len(lines)} lines for {executions} executions "
+        f"({'ok' if held else 'FAILED'})"
+    )
     return held
 
 

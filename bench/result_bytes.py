@@ -24,13 +24,28 @@ def measure(binary, conda):
         child.stdin.write((json.dumps(message) + "\n").encode())
         child.stdin.flush()
 
-    send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "result-bytes", "version": "1"}}})
+    send(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "result-bytes", "version": "1"},
+            },
+        }
+    )
     child.stdout.readline()
     send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-          "params": {"name": "conda_info", "arguments": {"json": True}}})
+    send(
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "conda_info", "arguments": {"json": True}},
+        }
+    )
     line = child.stdout.readline().rstrip(b"\n")
     child.stdin.close()
     child.wait()

@@ -15,11 +15,18 @@ bits of /proc/PID/pagemap; needs root and binutils' readelf).
 Several binaries may be given (--ccm A --ccm B): runs alternate A B A B ... so that
 machine noise hits each the same way. Python 3 standard library only.
 """
-import argparse, json, os, statistics, sys, tempfile, time
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import Session  # noqa: E402  (the raw JSON-RPC stdio client of the benchmark)
+from run import Session
 
 CALLS = [
     ("conda_info", {"json": True}),
@@ -46,8 +53,11 @@ def smaps_breakdown(pid, exe):
             perms = head[1]
             name = head[5] if len(head) == 6 else ""
             if name == exe or name.endswith("/" + os.path.basename(exe)):
-                kind = {"r-xp": "binary code (r-x)", "r--p": "binary read-only data (r--)",
-                        "rw-p": "binary data (rw-)"}.get(perms, f"binary {perms}")
+                kind = {
+                    "r-xp": "binary code (r-x)",
+                    "r--p": "binary read-only data (r--)",
+                    "rw-p": "binary data (rw-)",
+                }.get(perms, f"binary {perms}")
             elif name == "[heap]":
                 kind = "heap (brk: main arena)"
             elif name == "[stack]":
@@ -68,14 +78,16 @@ def smaps_breakdown(pid, exe):
 
 def section_residency(pid, exe):
     """Resident KiB of each allocated section of the running executable."""
-    import struct, subprocess
+    import struct
+    import subprocess
+
     listing = subprocess.run(["readelf", "-SW", exe], capture_output=True, text=True).stdout
     sections = []
     for line in listing.splitlines():
         line = line.strip()
         if not line.startswith("[") or "]" not in line:
             continue
-        fields = line[line.index("]") + 1:].split()
+        fields = line[line.index("]") + 1 :].split()
         if len(fields) < 5 or fields[0] == "Name":
             continue
         name, address, size = fields[0], int(fields[2], 16), int(fields[4], 16)
@@ -137,7 +149,9 @@ def one_run(ccm, conda_exe, tmp, sections=False):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conda-exe", required=True)
-    parser.add_argument("--ccm", action="append", help="binary (repeatable); default target/release/ccm")
+    parser.add_argument(
+        "--ccm", action="append", help="binary (repeatable); default target/release/ccm"
+    )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--sections", action="store_true", help="residency by ELF section")
@@ -153,18 +167,24 @@ def main():
         return
     for binary, runs in results.items():
         peaks = [r["vmhwm_kib"] / 1024 for r in runs]
-        print(f"{binary} ({os.path.getsize(binary):,} bytes): {runs[0]['tools']} tools, "
-              f"start {runs[0]['start']} ({runs[0]['confirmation']})")
+        print(
+            f"{binary} ({os.path.getsize(binary):,} bytes): {runs[0]['tools']} tools, "
+            f"start {runs[0]['start']} ({runs[0]['confirmation']})"
+        )
         each = ", ".join(f"{p:.2f}" for p in peaks)
-        print(f"  VmHWM MiB: median {statistics.median(peaks):.2f}, "
-              f"range {min(peaks):.2f}-{max(peaks):.2f} [{each}]")
+        print(
+            f"  VmHWM MiB: median {statistics.median(peaks):.2f}, "
+            f"range {min(peaks):.2f}-{max(peaks):.2f} [{each}]"
+        )
         ends = ", ".join(f"{r['vmrss_kib'] / 1024:.2f}" for r in runs)
         print(f"  VmRSS at the end MiB: {ends}")
         kinds = sorted({k for r in runs for k in r["breakdown_kib"]})
         for kind in kinds:
             values = [r["breakdown_kib"].get(kind, 0) for r in runs]
             unit = "" if kind.startswith("(") else " KiB"
-            print(f"    {kind}: {statistics.median(values):.0f}{unit} ({min(values)}-{max(values)})")
+            print(
+                f"    {kind}: {statistics.median(values):.0f}{unit} ({min(values)}-{max(values)})"
+            )
         if args.sections:
             print("  resident by section of the executable, KiB (median over runs):")
             for name, first in runs[0]["sections"].items():

@@ -29,8 +29,21 @@ median of WARM_REPS calls each, and the zygote's RSS and start time from capabil
 Usage: python3 bench/run.py [--target fixture|real|both] [--runs N] [--out FILE.md]
                             [--reference-venv DIR] [--warm]
 """
-import argparse, hashlib, json, os, queue, re, shutil, statistics, subprocess, sys
-import tempfile, threading, time, zipfile
+
+import argparse
+import hashlib
+import json
+import os
+import queue
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,9 +59,14 @@ READ_CALLS = [  # (label, tool, arguments, repetitions)
     ("conda_config", "conda_config", {"show": ["channels", "solver"], "json": True}, 1),
 ]
 WRITE_CALLS = {
-    "real": [("conda_create", "conda_create",
-              {"name": "bench-tmp", "packages": [], "offline": True, "yes": True}),
-             ("conda_env_remove", "conda_env_remove", {"name": "bench-tmp", "yes": True})],
+    "real": [
+        (
+            "conda_create",
+            "conda_create",
+            {"name": "bench-tmp", "packages": [], "offline": True, "yes": True},
+        ),
+        ("conda_env_remove", "conda_env_remove", {"name": "bench-tmp", "yes": True}),
+    ],
     "fixture": [("conda_install", "conda_install", {"packages": ["numpy"]})],
 }
 NOTES = []  # anything odd seen during the run, printed in the report
@@ -67,8 +85,15 @@ class Session:
         self.argv, self.next_id, self.lines = argv, 1, queue.Queue()
         self.log = open(log_path, "wb")
         self.t0 = time.perf_counter()
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.log, cwd=cwd, start_new_session=True, env=env)
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            cwd=cwd,
+            start_new_session=True,
+            env=env,
+        )
         threading.Thread(target=self._reader, daemon=True).start()
 
     def _reader(self):
@@ -93,22 +118,35 @@ class Session:
             try:
                 received, line = self.lines.get(timeout=max(0.0, deadline - time.perf_counter()))
             except queue.Empty:
-                raise RuntimeError(f"{method}: no response within {REQUEST_TIMEOUT:.0f} s")
+                raise RuntimeError(
+                    f"{method}: no response within {REQUEST_TIMEOUT:.0f} s"
+                ) from None
             if line is None:
                 raise RuntimeError(f"{method}: server closed stdout (exit {self.proc.poll()})")
             message = json.loads(line)
             if "method" in message and "id" in message:  # a request from the server
-                self._send({"jsonrpc": "2.0", "id": message["id"], "result": {}} if message["method"] == "ping"
-                           else {"jsonrpc": "2.0", "id": message["id"],
-                                 "error": {"code": -32601, "message": "Method not found"}})
+                self._send(
+                    {"jsonrpc": "2.0", "id": message["id"], "result": {}}
+                    if message["method"] == "ping"
+                    else {
+                        "jsonrpc": "2.0",
+                        "id": message["id"],
+                        "error": {"code": -32601, "message": "Method not found"},
+                    }
+                )
             elif message.get("id") == rid:
                 return message, received - sent, len(line.rstrip(b"\n")), received
 
     def handshake(self):
         """initialize + initialized; returns (result, spawn->response seconds)."""
-        message, _, _, received = self.request("initialize", {
-            "protocolVersion": PROTOCOL, "capabilities": {},
-            "clientInfo": {"name": "ccm-bench", "version": "0"}})
+        message, _, _, received = self.request(
+            "initialize",
+            {
+                "protocolVersion": PROTOCOL,
+                "capabilities": {},
+                "clientInfo": {"name": "ccm-bench", "version": "0"},
+            },
+        )
         if "result" not in message:
             raise RuntimeError(f"initialize failed: {message.get('error')}")
         self.notify("notifications/initialized")
@@ -169,6 +207,7 @@ def median(values):
 
 # ---------------------------------------------------------------- measurements
 
+
 def measure_startup(session, out):
     """1 + 2: spawn->initialize and spawn->tools/list; returns the listed tool names."""
     result, t_init = session.handshake()
@@ -206,7 +245,10 @@ def measure_read_calls(session, tools, out, name):
                 note(f"{name}: {tool} {json.dumps(arguments)} -> {str(result)[:200]}")
                 break
             if result.get("isError"):
-                note(f"{name}: {tool} returned isError (exit {result['structuredContent'].get('exit_code')})")
+                note(
+                    f"{name}: {tool} returned isError "
+                    f"(exit {result['structuredContent'].get('exit_code')})"
+                )
             rows.append({"wire_ms": wire, "server_ms": duration, "overhead_ms": wire - duration})
         out[f"call_{label}"] = rows
         if rows:
@@ -221,12 +263,23 @@ def measure_cli_command(session, tools, out, name, conda):
         return
     arguments = {"command_path": ["env", "list"]}
     _, _, result = session.call("conda_cli_command", arguments)
-    availability = (result.get("structuredContent") or {}).get("availability") \
-        if isinstance(result, dict) and "content" in result else None
+    availability = (
+        (result.get("structuredContent") or {}).get("availability")
+        if isinstance(result, dict) and "content" in result
+        else None
+    )
     if availability == "not_generated":
-        note(f"{name}: completion manifest not generated; ran `conda completion generate --no-repodata`")
-        subprocess.run([conda, "completion", "generate", "--no-repodata"], check=False,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
+        note(
+            f"{name}: completion manifest not generated; "
+            "ran `conda completion generate --no-repodata`"
+        )
+        subprocess.run(
+            [conda, "completion", "generate", "--no-repodata"],
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=600,
+        )
         session.call("conda_cli_command", arguments)
     elif availability is None:
         note(f"{name}: conda_cli_command [env list] failed: {str(result)[:200]}; skipped")
@@ -279,8 +332,9 @@ def run_server(server, target, workdir, run_index):
                 tools = {t["name"] for t in session.request("tools/list")[0]["result"]["tools"]}
                 measure_writes(session, tools, out, name, target["name"])
         except Exception as error:  # record and go on with the other server
-            note(f"{name}, {mode} session, run {run_index + 1}: {error}; "
-                 f"stderr: {stderr_tail(log)}")
+            note(
+                f"{name}, {mode} session, run {run_index + 1}: {error}; stderr: {stderr_tail(log)}"
+            )
         finally:
             session.close()
     return out
@@ -299,7 +353,11 @@ def measure_discovery(target, ccm, runs):
     if not python:
         note(f"{target['name']}: no interpreter in conda's #! line; discovery benchmark skipped")
         return None
-    bare_argv = [python, "-c", "from conda.cli.conda_argparse import generate_parser; generate_parser()"]
+    bare_argv = [
+        python,
+        "-c",
+        "from conda.cli.conda_argparse import generate_parser; generate_parser()",
+    ]
     ccm_argv = [str(ccm), "--conda-exe", target["conda"], "discover"]
     times = {"bare": [], "ccm": []}
     for _ in range(runs):
@@ -321,24 +379,44 @@ WARM_TARGETS = {"conda_list": 0.3, "conda_env_list": 0.5, "conda_info": 0.7, "co
 def local_channel(tmp):
     """A file:// channel with one package, and a private package cache."""
     channel = tmp / "warm-channel"
-    for subdir, packages in (("noarch", {"demo-1.0-0.tar.bz2": {
-            "name": "demo", "version": "1.0", "build": "0", "build_number": 0, "depends": [],
-            "noarch": "generic", "subdir": "noarch", "md5": "0" * 32, "size": 1}}),
-                             ("linux-64", {})):
+    for subdir, packages in (
+        (
+            "noarch",
+            {
+                "demo-1.0-0.tar.bz2": {
+                    "name": "demo",
+                    "version": "1.0",
+                    "build": "0",
+                    "build_number": 0,
+                    "depends": [],
+                    "noarch": "generic",
+                    "subdir": "noarch",
+                    "md5": "0" * 32,
+                    "size": 1,
+                }
+            },
+        ),
+        ("linux-64", {}),
+    ):
         (channel / subdir).mkdir(parents=True, exist_ok=True)
-        (channel / subdir / "repodata.json").write_text(json.dumps(
-            {"info": {"subdir": subdir}, "packages": packages, "packages.conda": {}}))
+        (channel / subdir / "repodata.json").write_text(
+            json.dumps({"info": {"subdir": subdir}, "packages": packages, "packages.conda": {}})
+        )
     (tmp / "warm-pkgs").mkdir(exist_ok=True)
     return f"file://{channel}"
 
 
 def warm_calls(conda, channel):
     prefix = str(Path(conda).resolve().parent.parent)
-    return [("conda_list", {"prefix": prefix, "json": True}),
-            ("conda_env_list", {"json": True}),
-            ("conda_info", {"json": True}),
-            ("conda_search", {"match_spec": "demo", "channel": [channel],
-                              "override_channels": True, "json": True})]
+    return [
+        ("conda_list", {"prefix": prefix, "json": True}),
+        ("conda_env_list", {"json": True}),
+        ("conda_info", {"json": True}),
+        (
+            "conda_search",
+            {"match_spec": "demo", "channel": [channel], "override_channels": True, "json": True},
+        ),
+    ]
 
 
 def run_warm_session(ccm, target, tmp, warm, run_index, channel):
@@ -370,44 +448,68 @@ def run_warm_session(ccm, target, tmp, warm, run_index, channel):
         read = session.request("resources/read", {"uri": "conda://capabilities"})[0]
         out["warm"] = json.loads(read["result"]["contents"][0]["text"]).get("warm")
     except Exception as error:
-        note(f"{target['name']} warm={warm}, run {run_index + 1}: {error}; stderr: {stderr_tail(log)}")
+        note(
+            f"{target['name']} warm={warm}, run {run_index + 1}: {error}; "
+            f"stderr: {stderr_tail(log)}"
+        )
     finally:
         session.close()
     return out
 
 
 def warm_report(target, runs):
-    lines = [f"## Warm vs cold: {target['name']} ({target['conda_version']}, `{target['conda']}`)", "",
-             f"Wire time of each call, median of {WARM_REPS} calls per session, median over "
-             f"{len(runs)} alternating sessions (min–max).", "",
-             "| call | cold (ms) | warm (ms) | warm/cold | target |", "|---|---|---|---|---|"]
+    lines = [
+        f"## Warm vs cold: {target['name']} ({target['conda_version']}, `{target['conda']}`)",
+        "",
+        f"Wire time of each call, median of {WARM_REPS} calls per session, median over "
+        f"{len(runs)} alternating sessions (min–max).",
+        "",
+        "| call | cold (ms) | warm (ms) | warm/cold | target |",
+        "|---|---|---|---|---|",
+    ]
     for tool, goal in WARM_TARGETS.items():
         cold = [r["cold"][tool] for r in runs if tool in r["cold"]]
         warm = [r["warm"][tool] for r in runs if tool in r["warm"]]
         ratio = median(warm) / median(cold) if cold and warm else None
         verdict = "–" if ratio is None else f"≤ {goal} ({'met' if ratio <= goal else 'not met'})"
-        lines.append(f"| {tool} | {cell(cold)} | {cell(warm)} | "
-                     f"{'–' if ratio is None else f'{ratio:.2f}'} | {verdict} |")
+        lines.append(
+            f"| {tool} | {cell(cold)} | {cell(warm)} | "
+            f"{'–' if ratio is None else f'{ratio:.2f}'} | {verdict} |"
+        )
     zygotes = [r["warm"].get("warm") or {} for r in runs]
     rss = [z["zygote_rss_bytes"] / 2**20 for z in zygotes if z.get("zygote_rss_bytes")]
     start = [z["zygote_start_ms"] for z in zygotes if z.get("zygote_start_ms")]
     cold_calls = sum(z.get("cold_calls", 0) for z in zygotes)
-    lines += ["", f"Zygote RSS {cell(rss)} MiB, start {cell(start)} ms; calls that ran cold on "
-              f"the warm server: {cold_calls}.", ""]
+    lines += [
+        "",
+        f"Zygote RSS {cell(rss)} MiB, start {cell(start)} ms; calls that ran cold on "
+        f"the warm server: {cold_calls}.",
+        "",
+    ]
     return "\n".join(lines)
 
 
 def warm_main(args, tmp, ccm, info, started):
-    out = ["# ccm benchmark: cold vs --warm", "", f"* date: {info[0]}",
-           f"* machine: {info[1]}, {info[2]} CPUs, {info[3]} RAM, load average at start {' '.join(info[4])}", ""]
+    out = [
+        "# ccm benchmark: cold vs --warm",
+        "",
+        f"* date: {info[0]}",
+        f"* machine: {info[1]}, {info[2]} CPUs, {info[3]} RAM, "
+        f"load average at start {' '.join(info[4])}",
+        "",
+    ]
     channel = local_channel(tmp)
-    for kind in (["fixture", "real"] if args.target == "both" else [args.target]):
+    for kind in ["fixture", "real"] if args.target == "both" else [args.target]:
         target = prepare_target(kind, tmp, None, ccm, reference=False)
         runs = []
         for i in range(args.runs):
             print(f"[{kind}] warm run {i + 1}/{args.runs}", file=sys.stderr)
-            runs.append({"cold": run_warm_session(ccm, target, tmp, False, i, channel),
-                         "warm": run_warm_session(ccm, target, tmp, True, i, channel)})
+            runs.append(
+                {
+                    "cold": run_warm_session(ccm, target, tmp, False, i, channel),
+                    "warm": run_warm_session(ccm, target, tmp, True, i, channel),
+                }
+            )
         out.append(warm_report(target, runs))
     out += [f"Wall time {time.perf_counter() - started:.0f} s.", "", "## Notes", ""]
     out += [f"* {n}" for n in NOTES or ["none"]]
@@ -415,6 +517,7 @@ def warm_main(args, tmp, ccm, info, started):
 
 
 # ---------------------------------------------------------------- targets and servers
+
 
 def sh(argv, **kw):
     return subprocess.run(argv, capture_output=True, text=True, **kw)
@@ -437,18 +540,30 @@ def install_reference(venv):
     wheel = next(wheels.glob("*.whl"))
     with zipfile.ZipFile(wheel) as z:
         meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
-    requires = [l.split(":", 1)[1].strip() for l in meta.splitlines() if l.startswith("Requires-Dist:")]
+    requires = [
+        line.split(":", 1)[1].strip()
+        for line in meta.splitlines()
+        if line.startswith("Requires-Dist:")
+    ]
     requires = [r for r in requires if ";" not in r or "extra ==" not in r]
-    is_conda = lambda r: re.match(r"[A-Za-z0-9._-]*", r).group().lower() == "conda"
+
+    def is_conda(r):
+        return re.match(r"[A-Za-z0-9._-]*", r).group().lower() == "conda"
+
     if any(map(is_conda, requires)):  # PyPI's `conda` is ancient and unrelated: never pull it
-        steps = [[pip, "install", "-q", "--no-deps", str(wheel)],
-                 [pip, "install", "-q", *[r for r in requires if not is_conda(r)]]]
+        steps = [
+            [pip, "install", "-q", "--no-deps", str(wheel)],
+            [pip, "install", "-q", *[r for r in requires if not is_conda(r)]],
+        ]
     else:
         steps = [[pip, "install", "-q", str(wheel)]]
     for step in steps:
         done = sh(step, timeout=900)
         if done.returncode:
-            note(f"pip failed ({' '.join(step[1:3])}): {done.stderr.strip()[-300:]}; reference side skipped")
+            note(
+                f"pip failed ({' '.join(step[1:3])}): {done.stderr.strip()[-300:]}; "
+                "reference side skipped"
+            )
             return None
     return venv / "bin" / "ccm"
 
@@ -464,7 +579,9 @@ def reference_versions(ccm_script):
 def prepare_target(kind, tmp, reference_venv, ccm, reference=True):
     """Returns {name, conda, servers: [...]} for a target."""
     if kind == "fixture":
-        got = sh([sys.executable, str(REPO / "tests/fixtures/build_fixture.py"), str(tmp / "fixture")])
+        got = sh(
+            [sys.executable, str(REPO / "tests/fixtures/build_fixture.py"), str(tmp / "fixture")]
+        )
         if got.returncode:
             raise SystemExit(f"fixture build failed: {got.stderr}")
         conda = got.stdout.strip()
@@ -475,15 +592,28 @@ def prepare_target(kind, tmp, reference_venv, ccm, reference=True):
             raise SystemExit(f"real conda not found at {conda} (set CCM_TEST_CONDA)")
         beside = Path(conda).resolve().parent / "ccm"
         if reference:
-            reference = beside if beside.exists() else install_reference(reference_venv or tmp / "reference-venv")
+            reference = (
+                beside
+                if beside.exists()
+                else install_reference(reference_venv or tmp / "reference-venv")
+            )
         if reference:  # leftovers of an interrupted run would make conda_create fail
             sh([conda, "env", "remove", "-n", "bench-tmp", "-y"], cwd=tmp)
     servers = [{"name": "ccm", "argv": [str(ccm), "--conda-exe", conda]}]
     if reference:
-        servers.append({"name": "reference", "argv": [str(reference), "--conda-exe", conda],
-                        "version": reference_versions(reference)})
-    return {"name": kind, "conda": conda, "servers": servers,
-            "conda_version": sh([conda, "--version"]).stdout.strip()}
+        servers.append(
+            {
+                "name": "reference",
+                "argv": [str(reference), "--conda-exe", conda],
+                "version": reference_versions(reference),
+            }
+        )
+    return {
+        "name": kind,
+        "conda": conda,
+        "servers": servers,
+        "conda_version": sh([conda, "--version"]).stdout.strip(),
+    }
 
 
 # ---------------------------------------------------------------- report
@@ -516,15 +646,25 @@ METRICS = [  # (key, label)
 def cell(values):
     if not values:
         return "–"
-    fmt = (lambda v: f"{v:,.0f}") if all(float(v).is_integer() for v in values) else (lambda v: f"{v:,.1f}")
+    fmt = (
+        (lambda v: f"{v:,.0f}")
+        if all(float(v).is_integer() for v in values)
+        else (lambda v: f"{v:,.1f}")
+    )
     med = median(values)
-    return fmt(med) if len(values) == 1 or min(values) == max(values) else \
-        f"{fmt(med)} ({fmt(min(values))}–{fmt(max(values))})"
+    return (
+        fmt(med)
+        if len(values) == 1 or min(values) == max(values)
+        else f"{fmt(med)} ({fmt(min(values))}–{fmt(max(values))})"
+    )
 
 
 def target_table(target, runs):
     per = {s["name"]: [r[s["name"]] for r in runs] for s in target["servers"]}
-    lines = ["| metric | ccm median | reference median | ratio (ccm/reference) |", "|---|---|---|---|"]
+    lines = [
+        "| metric | ccm median | reference median | ratio (ccm/reference) |",
+        "|---|---|---|---|",
+    ]
     for key, label in METRICS:
         values = {n: [r[key] for r in rs if r.get(key) is not None] for n, rs in per.items()}
         if not any(values.values()):
@@ -536,44 +676,77 @@ def target_table(target, runs):
 
 
 def machine():
-    mem = next(l.split()[1] for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal"))
-    return (sh(["date", "-u"]).stdout.strip(), sh(["uname", "-srm"]).stdout.strip(),
-            sh(["nproc"]).stdout.strip(), f"{int(mem) / 1024 / 1024:.1f} GiB",
-            Path("/proc/loadavg").read_text().split()[:3])
+    mem = next(
+        line.split()[1]
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemTotal")
+    )
+    return (
+        sh(["date", "-u"]).stdout.strip(),
+        sh(["uname", "-srm"]).stdout.strip(),
+        sh(["nproc"]).stdout.strip(),
+        f"{int(mem) / 1024 / 1024:.1f} GiB",
+        Path("/proc/loadavg").read_text().split()[:3],
+    )
 
 
 def report(targets, results, args, elapsed, info, sha, build):
     date, uname, nproc, mem, load = info
-    out = ["# ccm benchmark: ccm vs the reference server (conda-cli-mcp 0.2.0)", "",
-           f"* date: {date}", f"* machine: {uname}, {nproc} CPUs, {mem} RAM, load average at start {' '.join(load)}",
-           f"* ccm: {build} (sha256 {sha[:16]}…; copied from `{CCM}` to the temp dir at start, "
-           "so a rebuild during the run cannot change it)",
-           f"* runs: {args.runs} per target, alternating ccm / reference; wall time {elapsed:.0f} s",
-           "* client: this harness's raw JSON-RPC stdio driver (protocolVersion 2025-06-18), the same for both",
-           "* cells: median over runs (min–max over runs); a run's value for a repeated call is the median "
-           "of its calls; overhead = wire time − server-reported `duration_ms`", ""]
+    out = [
+        "# ccm benchmark: ccm vs the reference server (conda-cli-mcp 0.2.0)",
+        "",
+        f"* date: {date}",
+        f"* machine: {uname}, {nproc} CPUs, {mem} RAM, load average at start {' '.join(load)}",
+        f"* ccm: {build} (sha256 {sha[:16]}…; copied from `{CCM}` to the temp dir at start, "
+        "so a rebuild during the run cannot change it)",
+        f"* runs: {args.runs} per target, alternating ccm / reference; wall time {elapsed:.0f} s",
+        "* client: this harness's raw JSON-RPC stdio driver (protocolVersion 2025-06-18), "
+        "the same for both",
+        "* cells: median over runs (min–max over runs); a run's value for a repeated call is the "
+        "median of its calls; overhead = wire time − server-reported `duration_ms`",
+        "",
+    ]
     for target in targets:
         out += [f"## Target: {target['name']} ({target['conda_version']}, `{target['conda']}`)", ""]
         for s in target["servers"]:
             extra = f" ({s['version']})" if s.get("version") else ""
-            out.append(f"* {s['name']}{extra}: `{' '.join(s['argv'])}` (write session: add `--allow-write`)")
+            out.append(
+                f"* {s['name']}{extra}: `{' '.join(s['argv'])}` "
+                "(write session: add `--allow-write`)"
+            )
         if len(target["servers"]) == 1:
             out.append("* reference: not run (see notes)")
         out += ["", target_table(target, results[target["name"]]), ""]
-        paths = sorted({r["ccm"].get("start_path") or "?" for r in results[target["name"]] if "ccm" in r})
-        out += [f"ccm started from: {', '.join(paths)} (`snapshot` = tools served from a baked snapshot "
-                "while live discovery confirms; `live` = tools after live discovery).", ""]
+        paths = sorted(
+            {r["ccm"].get("start_path") or "?" for r in results[target["name"]] if "ccm" in r}
+        )
+        out += [
+            f"ccm started from: {', '.join(paths)} "
+            "(`snapshot` = tools served from a baked snapshot "
+            "while live discovery confirms; `live` = tools after live discovery).",
+            "",
+        ]
         d = target.get("discovery")
         if d:
-            out += [f"Discovery, median of {d['runs']} alternating runs: `ccm discover` {d['ccm_ms']:.0f} ms, "
-                    f"one bare `generate_parser()` under the same interpreter {d['bare_ms']:.0f} ms, "
-                    f"ratio {d['ccm_ms'] / d['bare_ms']:.2f}.", ""]
-        names = {s["name"]: set(results[target["name"]][0][s["name"]].get("tool_names", []))
-                 for s in target["servers"]}
+            out += [
+                f"Discovery, median of {d['runs']} alternating runs: "
+                f"`ccm discover` {d['ccm_ms']:.0f} ms, "
+                f"one bare `generate_parser()` under the same interpreter {d['bare_ms']:.0f} ms, "
+                f"ratio {d['ccm_ms'] / d['bare_ms']:.2f}.",
+                "",
+            ]
+        names = {
+            s["name"]: set(results[target["name"]][0][s["name"]].get("tool_names", []))
+            for s in target["servers"]
+        }
         if len(names) == 2 and names["ccm"] != names["reference"]:
-            only = lambda a, b: ", ".join(sorted(names[a] - names[b])) or "none"
-            out += [f"Tools only ccm lists: {only('ccm', 'reference')}.",
-                    f"Tools only the reference lists: {only('reference', 'ccm')}.", ""]
+            ccm_only = ", ".join(sorted(names["ccm"] - names["reference"])) or "none"
+            reference_only = ", ".join(sorted(names["reference"] - names["ccm"])) or "none"
+            out += [
+                f"Tools only ccm lists: {ccm_only}.",
+                f"Tools only the reference lists: {reference_only}.",
+                "",
+            ]
     out += ["## Notes", ""] + [f"* {n}" for n in NOTES or ["none"]]
     return "\n".join(out) + "\n"
 
@@ -582,9 +755,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--target", choices=["fixture", "real", "both"], default="both")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--out", help="write the Markdown report here (raw numbers: same name, .json)")
-    parser.add_argument("--reference-venv", help="venv for the reference server (created if missing, kept)")
-    parser.add_argument("--warm", action="store_true", help="measure ccm cold vs ccm --warm instead")
+    parser.add_argument(
+        "--out", help="write the Markdown report here (raw numbers: same name, .json)"
+    )
+    parser.add_argument(
+        "--reference-venv", help="venv for the reference server (created if missing, kept)"
+    )
+    parser.add_argument(
+        "--warm", action="store_true", help="measure ccm cold vs ccm --warm instead"
+    )
     args = parser.parse_args()
     if not CCM.exists():
         raise SystemExit(f"{CCM} does not exist: run `cargo build --release` in {REPO} first")
@@ -593,9 +772,13 @@ def main():
     ccm = tmp / "ccm"
     shutil.copy2(CCM, ccm)
     sha = hashlib.sha256(ccm.read_bytes()).hexdigest()
-    git = sh(["git", "-C", str(REPO), "describe", "--always", "--dirty"]).stdout.strip() or "unknown"
-    build = (f"{sh([str(ccm), '--version']).stdout.strip()}, tree {git}, binary modified "
-             f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(CCM.stat().st_mtime))}")
+    git = (
+        sh(["git", "-C", str(REPO), "describe", "--always", "--dirty"]).stdout.strip() or "unknown"
+    )
+    build = (
+        f"{sh([str(ccm), '--version']).stdout.strip()}, tree {git}, binary modified "
+        f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(CCM.stat().st_mtime))}"
+    )
     targets, results = [], {}
     if args.warm:
         try:
@@ -607,7 +790,7 @@ def main():
             Path(args.out).write_text(text)
         return
     try:
-        for kind in (["fixture", "real"] if args.target == "both" else [args.target]):
+        for kind in ["fixture", "real"] if args.target == "both" else [args.target]:
             target = prepare_target(kind, tmp, args.reference_venv, ccm)
             targets.append(target)
             results[kind] = []
@@ -624,10 +807,17 @@ def main():
     print(text)
     if args.out:
         Path(args.out).write_text(text)
-        raw = {"machine": info, "runs": args.runs, "notes": NOTES, "ccm_sha256": sha,
-               "targets": [{k: t.get(k) for k in ("name", "conda", "conda_version", "servers", "discovery")}
-                           for t in targets],
-               "results": results}
+        raw = {
+            "machine": info,
+            "runs": args.runs,
+            "notes": NOTES,
+            "ccm_sha256": sha,
+            "targets": [
+                {k: t.get(k) for k in ("name", "conda", "conda_version", "servers", "discovery")}
+                for t in targets
+            ],
+            "results": results,
+        }
         Path(args.out).with_suffix(".json").write_text(json.dumps(raw, indent=1) + "\n")
 
 

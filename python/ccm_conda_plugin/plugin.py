@@ -191,11 +191,7 @@ def provided_elsewhere(name: str) -> bool:
         from importlib.metadata import entry_points
 
         found = entry_points()
-        group = (
-            found.select(group="conda")
-            if hasattr(found, "select")
-            else found.get("conda", [])
-        )
+        group = found.select(group="conda") if hasattr(found, "select") else found.get("conda", [])
     except Exception:
         return False
     own = __name__.split(".")[0]

@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+
 import tomllib
 
 EXAMPLE_CONDA = "/opt/conda/bin/conda"
@@ -28,7 +29,9 @@ FILES = ["README.md", "docs/clients.md"]
 def servers(text):
     """(section, name, server) for every configuration in a Markdown text."""
     section = ""
-    for heading, kind, block in re.findall(r"^## (.*?)$|```(json|toml)\n(.*?)```", text, flags=re.S | re.M):
+    for heading, kind, block in re.findall(
+        r"^## (.*?)$|```(json|toml)\n(.*?)```", text, flags=re.S | re.M
+    ):
         if heading:
             section = heading
             continue
@@ -55,21 +58,36 @@ def environment(ccm, server):
 def listed_by_ccm_tools(ccm, conda, server, env):
     """The tool names `ccm tools --json` reports listed for this configuration."""
     args = [a for a in server.get("args", []) if a not in ("ccm", "--conda-exe", EXAMPLE_CONDA)]
-    out = subprocess.run([ccm, "--conda-exe", conda, "tools", "--json", *args],
-                         env=env, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [ccm, "--conda-exe", conda, "tools", "--json", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return sorted(t["name"] for t in json.loads(out)["tools"] if t["listed"])
 
 
 def check(name, server, ccm, conda):
     env = environment(ccm, server)
     replace = {EXAMPLE_CCM: ccm, EXAMPLE_CONDA: conda}
-    argv = [replace.get(server["command"], server["command"]),
-            *[replace.get(a, a) for a in server.get("args", [])]]
-    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, env=env, text=True)
+    argv = [
+        replace.get(server["command"], server["command"]),
+        *[replace.get(a, a) for a in server.get("args", [])],
+    ]
+    process = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        text=True,
+    )
 
     def request(id_, method, params):
-        process.stdin.write(json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params}) + "\n")
+        process.stdin.write(
+            json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params}) + "\n"
+        )
         process.stdin.flush()
         while True:
             line = process.stdout.readline()
@@ -79,14 +97,25 @@ def check(name, server, ccm, conda):
                 return message
 
     try:
-        init = request(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                         "clientInfo": {"name": "readme", "version": "1"}})
+        init = request(
+            1,
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "readme", "version": "1"},
+            },
+        )
         assert init["result"]["serverInfo"]["name"], init
-        process.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+        process.stdin.write(
+            json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n"
+        )
         tools = sorted(t["name"] for t in request(2, "tools/list", {})["result"]["tools"])
         expected = listed_by_ccm_tools(ccm, conda, server, env)
         assert tools == expected, f"{name}: lists {tools}, `ccm tools` says {expected}"
-        info = request(3, "tools/call", {"name": "conda_info", "arguments": {"json": True}})["result"]
+        info = request(3, "tools/call", {"name": "conda_info", "arguments": {"json": True}})[
+            "result"
+        ]
         assert not info.get("isError"), info
         version = info["structuredContent"]["parsed_json"]["conda_version"]
         return f"{len(tools)} tools, conda {version}"
@@ -106,7 +135,7 @@ def main():
     for file in FILES:
         with open(os.path.join(ROOT, file)) as f:
             text = f.read()
-        for section, name, server in servers(text):
+        for section, _name, server in servers(text):
             command = server.get("command")
             label = f"{file}, {section}: {'launcher' if command == EXAMPLE_CONDA else 'binary'}"
             assert command in (EXAMPLE_CCM, EXAMPLE_CONDA), (
@@ -121,8 +150,10 @@ def main():
             checked += 1
     assert checked >= (15 if launcher else 8), f"only {checked} client configurations found"
     if not_checked:
-        print(f"not checked here (they need the wheel's launcher in the conda; .ci/dist "
-              f"checks them): {not_checked} `conda ccm` configuration(s)")
+        print(
+            f"not checked here (they need the wheel's launcher in the conda; .ci/dist "
+            f"checks them): {not_checked} `conda ccm` configuration(s)"
+        )
 
 
 if __name__ == "__main__":

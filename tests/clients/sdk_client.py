@@ -59,7 +59,9 @@ async def run(target, mode):
             "capabilities_keys": sorted(document),
             "info_is_error": bool(info.is_error),
             "info_exit_code": (info.structured_content or {}).get("exit_code"),
-            "info_conda_version": ((info.structured_content or {}).get("parsed_json") or {}).get("conda_version"),
+            "info_conda_version": ((info.structured_content or {}).get("parsed_json") or {}).get(
+                "conda_version"
+            ),
             "invalid": invalid,
             "dry_run_only": dry_run_only,
             "unknown": unknown,
@@ -90,7 +92,9 @@ def main():
     kind = sys.argv[1]
     if kind == "stdio":
         extra = sys.argv[5:]
-        target = StdioServerParameters(command=sys.argv[2], args=["--conda-exe", sys.argv[3], *extra])
+        target = StdioServerParameters(
+            command=sys.argv[2], args=["--conda-exe", sys.argv[3], *extra]
+        )
         mode = sys.argv[4] if len(sys.argv) > 4 else "legacy"
         seen = asyncio.run(run(target, mode))
     else:

@@ -49,7 +49,11 @@ async def run(ccm, conda, mode, answer, directory, elicit):
     target = StdioServerParameters(
         command=ccm,
         args=[
-            "--conda-exe", conda, "--allow-write", "--classify", "conda_behave=write",
+            "--conda-exe",
+            conda,
+            "--allow-write",
+            "--classify",
+            "conda_behave=write",
             "--confirm-writes",
         ],
     )

@@ -7,9 +7,9 @@ Usage: python sdk_roots.py stdio CCM CONDA MODE ROOT1 ROOT2 OUTSIDE   (MODE: leg
 Over stdio the server is started in OUTSIDE; over HTTP it must already run. It runs with
 `--allow-write --classify conda_behave=write` (over HTTP also `--allow-paths /`); every call is
 `conda_behave` with `cwd: true` (it prints its working directory). The roots are ROOT1
-and ROOT2 (ROOT1 has a `sub` directory and a symbolic link `link` to OUTSIDE); after the first calls the roots change to ROOT2
-alone and the client says so with `notifications/roots/list_changed`. Exits non-zero on any
-unexpected failure.
+and ROOT2 (ROOT1 has a `sub` directory and a symbolic link `link` to OUTSIDE); after the
+first calls the roots change to ROOT2 alone and the client says so with
+`notifications/roots/list_changed`. Exits non-zero on any unexpected failure.
 """
 
 import asyncio

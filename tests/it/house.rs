@@ -22,11 +22,15 @@ fn layers() -> Vec<String> {
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    files_ending(dir, "rs", out);
+}
+
+fn files_ending(dir: &Path, extension: &str, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
+            files_ending(&path, extension, out);
+        } else if path.extension().is_some_and(|e| e == extension) {
             out.push(path);
         }
     }
@@ -278,5 +282,207 @@ fn the_size_scan_measures_functions() {
     assert_eq!(
         function_name("    pub(crate) async fn run_it(x: u8) {"),
         Some("run_it")
+    );
+}
+
+/// Where a Python line starts: inside a bracket or a triple-quoted string of an earlier
+/// line (a continuation), or as a statement of its own.
+#[derive(Default)]
+struct PythonScan {
+    depth: i32,
+    triple: Option<&'static str>,
+}
+
+impl PythonScan {
+    /// Whether `line` starts a statement; then takes in its strings, comment and brackets.
+    fn starts_statement(&mut self, line: &str) -> bool {
+        let starts = self.depth == 0 && self.triple.is_none();
+        let mut rest = line;
+        while !rest.is_empty() {
+            if let Some(quote) = self.triple {
+                match rest.find(quote) {
+                    Some(at) if !rest[..at].ends_with('\\') => {
+                        rest = &rest[at + 3..];
+                        self.triple = None;
+                    }
+                    Some(at) => rest = &rest[at + 3..],
+                    None => break,
+                }
+                continue;
+            }
+            let Some(c) = rest.chars().next() else { break };
+            if c == '#' {
+                break;
+            }
+            if let Some(quote) = ["\"\"\"", "'''"].into_iter().find(|q| rest.starts_with(q)) {
+                self.triple = Some(quote);
+                rest = &rest[3..];
+                continue;
+            }
+            match c {
+                '(' | '[' | '{' => self.depth += 1,
+                ')' | ']' | '}' => self.depth -= 1,
+                '"' | '\'' => {
+                    rest = skip_python_string(rest, c);
+                    continue;
+                }
+                _ => {}
+            }
+            rest = &rest[c.len_utf8()..];
+        }
+        starts
+    }
+}
+
+/// `rest` after the one-line string its first character (`quote`) opens.
+fn skip_python_string(rest: &str, quote: char) -> &str {
+    let mut chars = rest[1..].char_indices();
+    while let Some((at, d)) = chars.next() {
+        if d == '\\' {
+            chars.next();
+        } else if d == quote {
+            return &rest[at + 2..];
+        }
+    }
+    ""
+}
+
+/// A `def name` statement at the start of a line (after indentation and `async`).
+fn python_function_name(line: &str) -> Option<&str> {
+    let rest = line.trim_start();
+    let rest = rest.strip_prefix("async ").unwrap_or(rest);
+    let rest = rest.strip_prefix("def ")?;
+    let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+    Some(&rest[..end])
+}
+
+fn indentation(line: &str) -> usize {
+    line.len() - line.trim_start().len()
+}
+
+/// Lines of the Python function whose `def` is `lines[start]`, through its last line of
+/// code (comments and blank lines after it do not count).
+fn python_function_length(lines: &[&str], start: usize) -> usize {
+    let own = indentation(lines[start]);
+    let mut scan = PythonScan::default();
+    scan.starts_statement(lines[start]);
+    let mut last = start;
+    for (at, line) in lines.iter().enumerate().skip(start + 1) {
+        let code = !line.trim().is_empty() && !line.trim_start().starts_with('#');
+        let statement = scan.starts_statement(line);
+        if statement && code && indentation(line) <= own {
+            break;
+        }
+        if code || !statement {
+            last = at;
+        }
+    }
+    last - start + 1
+}
+
+/// The Python in `src/` (the programs the binary embeds) is held to the same rooms: no
+/// file over 500 lines, no function over 80 unless `# A table` on a line before its `def`
+/// (or among its decorators) says it is one, and each file opens with a paragraph (a
+/// comment or a docstring) saying what it owns.
+#[test]
+fn python_rooms_are_small() {
+    const MAX_FILE: usize = 500;
+    const MAX_FUNCTION: usize = 80;
+    let mut files = Vec::new();
+    files_ending(&Path::new(ROOT).join("src"), "py", &mut files);
+    files.sort();
+    let mut too_big = Vec::new();
+    let mut functions = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        if lines.len() > MAX_FILE {
+            too_big.push(format!("{}: {} lines", file.display(), lines.len()));
+        }
+        let opens = lines
+            .first()
+            .is_some_and(|l| l.starts_with('#') || l.starts_with("\"\"\""));
+        if !opens {
+            too_big.push(format!("{}: opens with no paragraph", file.display()));
+        }
+        let mut scan = PythonScan::default();
+        for (at, line) in lines.iter().enumerate() {
+            let statement = scan.starts_statement(line);
+            let Some(name) = python_function_name(line).filter(|_| statement) else {
+                continue;
+            };
+            functions += 1;
+            let table = lines[..at]
+                .iter()
+                .map(|l| l.trim_start())
+                .rev()
+                .take_while(|l| l.starts_with('@') || l.starts_with('#'))
+                .any(|l| l.starts_with("# A table"));
+            let n = python_function_length(&lines, at);
+            if n > MAX_FUNCTION && !table {
+                too_big.push(format!(
+                    "{}:{}: def {name}: {n} lines",
+                    file.display(),
+                    at + 1
+                ));
+            }
+        }
+    }
+    assert!(
+        functions > 60,
+        "only {functions} Python functions found: the scan is broken"
+    );
+    assert!(
+        too_big.is_empty(),
+        "too big to read in one sitting:\n{}",
+        too_big.join("\n")
+    );
+}
+
+#[test]
+fn the_size_scan_measures_python_functions() {
+    let text = r#"def first(
+    a,
+    b="(",
+):
+    """A docstring
+
+with a line at column 0, a ''' and a # that is not a comment.
+    """
+    x = {
+        "key": ")",
+    }
+# a comment at column 0 inside the body
+    def inner():
+        return 'it\'s'
+
+    return x  # )
+
+
+# between
+async def second(): pass
+class Third:
+    def method(self):
+        return """
+"""
+"#;
+    let lines: Vec<&str> = text.lines().collect();
+    let mut scan = PythonScan::default();
+    let found: Vec<(usize, &str, usize)> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, line)| scan.starts_statement(line))
+        .filter_map(|(at, line)| {
+            python_function_name(line).map(|n| (at, n, python_function_length(&lines, at)))
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (0, "first", 16),
+            (12, "inner", 2),
+            (19, "second", 1),
+            (21, "method", 3)
+        ]
     );
 }

@@ -53,6 +53,8 @@ mod privileges;
 mod progress;
 /// Hostile JSON-RPC frames over stdio: every frame answered.
 mod protocol;
+/// The embedded Python programs tested directly (`tests/python/`, Python's unittest).
+mod python;
 /// The README's client configurations, started as pasted.
 mod readme;
 /// Repeated keys in a request: refused before anything runs, stdio and HTTP, every revision.

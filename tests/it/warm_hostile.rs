@@ -530,9 +530,10 @@ fn a_module_registering_an_at_fork_hook_is_not_preloaded() {
     assert_spared(victim);
 }
 
-/// A preloaded module that rewrites the zygote itself (trusted plugin code could) and
-/// forges its answer: the server adopts a pid only when it is the zygote's child; the
-/// call runs cold and the unrelated process is never signalled.
+/// A preloaded module that rewrites the zygote itself (trusted plugin code could: here
+/// every socket's `sendall`, whatever the zygote calls its socket) and forges its answer:
+/// the server adopts a pid only when it is the zygote's child; the call runs cold and the
+/// unrelated process is never signalled.
 #[test]
 fn a_forged_answer_naming_a_process_that_is_not_the_zygotes_child_is_refused() {
     let fixture = support::build_fixture(&[]);
@@ -540,14 +541,12 @@ fn a_forged_answer_naming_a_process_that_is_not_the_zygotes_child_is_refused() {
     fixture.add_plugin(
         "forge-main",
         &format!(
-            "import __main__\n\
-             class Forger:\n    \
-                 def __init__(self, sock):\n        self.sock = sock\n    \
-                 def __getattr__(self, name):\n        return getattr(self.sock, name)\n    \
-                 def sendall(self, data):\n        \
-                     if data.startswith(b'pid '):\n            data = b'pid {}\\n'\n        \
-                     return self.sock.sendall(data)\n\
-             if hasattr(__main__, 'SOCK'):\n    __main__.SOCK = Forger(__main__.SOCK)\n",
+            "import socket\n\
+             _sendall = socket.socket.sendall\n\
+             def _forged(self, data, *args):\n    \
+                 if data.startswith(b'pid '):\n        data = b'pid {}\\n'\n    \
+                 return _sendall(self, data, *args)\n\
+             socket.socket.sendall = _forged\n",
             victim.id()
         ),
     );

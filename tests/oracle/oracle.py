@@ -82,9 +82,9 @@ STATE = _State()
 def _path(value):
     if isinstance(value, int):
         try:
-            return os.readlink("/proc/self/fd/{}".format(value))
+            return os.readlink(f"/proc/self/fd/{value}")
         except OSError:
-            return "<fd {}>".format(value)
+            return f"<fd {value}>"
     if isinstance(value, bytes):
         value = os.fsdecode(value)
     try:
@@ -192,7 +192,7 @@ def _where():
         name = frame.f_code.co_filename
         if name != __file__ and "site-packages/" in name:
             short = name.split("site-packages/", 1)[1]
-            frames.append("{}:{} {}".format(short, frame.f_lineno, frame.f_code.co_name))
+            frames.append(f"{short}:{frame.f_lineno} {frame.f_code.co_name}")
         frame = frame.f_back
     return frames
 
@@ -223,14 +223,32 @@ def _judge(event, args):
         path, _mode, flags = args
         if flags & _WRITE_FLAGS:
             _write(event, path)
-    elif event in ("os.mkdir", "os.remove", "os.rmdir", "os.chmod", "os.chown", "os.chflags",
-                   "os.utime", "os.truncate", "os.setxattr", "os.removexattr",
-                   "shutil.rmtree", "tempfile.mkstemp", "tempfile.mkdtemp"):
+    elif event in (
+        "os.mkdir",
+        "os.remove",
+        "os.rmdir",
+        "os.chmod",
+        "os.chown",
+        "os.chflags",
+        "os.utime",
+        "os.truncate",
+        "os.setxattr",
+        "os.removexattr",
+        "shutil.rmtree",
+        "tempfile.mkstemp",
+        "tempfile.mkdtemp",
+    ):
         _write(event, args[0])
     elif event in ("os.rename", "shutil.move"):
         _write(event, args[0], args[1])
-    elif event in ("os.symlink", "os.link", "shutil.copyfile", "shutil.copymode",
-                   "shutil.copystat", "shutil.copytree"):
+    elif event in (
+        "os.symlink",
+        "os.link",
+        "shutil.copyfile",
+        "shutil.copymode",
+        "shutil.copystat",
+        "shutil.copytree",
+    ):
         _write(event, args[1])
     elif event == "shutil.make_archive":
         _write(event, args[0])
@@ -433,7 +451,7 @@ def run_one(argv, budget):
     except SystemExit as exc:
         exit_code = exc.code if isinstance(exc.code, int) else 1
     except BaseException as exc:
-        exception = "{}: {}".format(type(exc).__name__, str(exc)[:200])
+        exception = f"{type(exc).__name__}: {str(exc)[:200]}"
     finally:
         STATE.armed = False
         signal.setitimer(signal.ITIMER_REAL, 0)

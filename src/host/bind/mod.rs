@@ -1,6 +1,6 @@
 //! Plan binding for `--confirm-writes`: the question's preview and the confirmed run both
-//! go through `bind.py` (embedded), conda's own entry point under the target's interpreter
-//! (`python -I -c`), which records what decides the run (the preview) and checks it again
+//! go through the binding program (`program/*.py`, embedded), conda's own entry point under
+//! the target's interpreter (`python -I -c`), which records what decides the run (the preview) and checks it again
 //! before anything happens (the run).
 //!
 //! The preview ([`preview_spec`], its document read by [`split_preview`]) records conda's
@@ -26,8 +26,13 @@ use sha2::Digest;
 
 use super::exec;
 
-/// The wrapper's source, run with `python -I -c`.
-pub const SOURCE: &str = include_str!("bind.py");
+/// The wrapper's source, run with `python -I -c`: one program in parts (`program/`),
+/// concatenated in this order.
+pub const SOURCE: &str = concat!(
+    include_str!("program/records.py"),
+    include_str!("program/plan.py"),
+    include_str!("program/main.py"),
+);
 /// The wrapper's exit status when the run would differ from the plan.
 pub const CHANGED_EXIT: i32 = 87;
 /// Stdout a preview may take beyond the call's output limit: the plan document (the input
@@ -42,7 +47,7 @@ pub enum Preview {
     Inspect,
 }
 
-/// The preview's document (`bind.py`'s `Preview.document`).
+/// The preview's document (`program/plan.py`'s `Preview.document`).
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct Plan {
     pub protocol: u32,

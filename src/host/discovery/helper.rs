@@ -1,6 +1,6 @@
-//! Runs of the embedded helper (`helper.py`, with `python -I -c`) and of `conda info
-//! --json`, each under [`crate::host::exec`] with an output cap of its own; every failure
-//! becomes a fixed reason text ([`Failure`]).
+//! Runs of the embedded helper (the parts in `helper/`, one program, with `python -I -c`)
+//! and of `conda info --json`, each under [`crate::host::exec`] with an output cap of its
+//! own; every failure becomes a fixed reason text ([`Failure`]).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -14,8 +14,17 @@ use super::{CatalogDocument, DOCUMENT_LIMIT, Failure, InterpreterFacts, Target};
 use crate::host::exec;
 use crate::model::catalog::Plugin;
 
-/// The helper's source, run with `python -I -c`.
-pub const HELPER_SOURCE: &str = include_str!("helper.py");
+/// The helper's source, run with `python -I -c`: one program from the parts in `helper/`,
+/// in this order (`document.py` first, `main.py`, which runs it, last).
+pub const HELPER_SOURCE: &str = concat!(
+    include_str!("helper/document.py"),
+    include_str!("helper/traverse.py"),
+    include_str!("helper/catalog.py"),
+    include_str!("helper/roundtrip.py"),
+    include_str!("helper/targets.py"),
+    include_str!("helper/completion.py"),
+    include_str!("helper/main.py"),
+);
 /// Stderr kept from helper runs, for logs only.
 const HELPER_STDERR_LIMIT: usize = 64 * 1024;
 const PROTOCOL: u64 = 1;

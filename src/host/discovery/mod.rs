@@ -4,7 +4,7 @@
 //! The target's interpreter is read from conda's entry script (its shebang names it) or
 //! guessed from the prefix (`bin/python`), and confirmed by what the helper reports; only
 //! when that fails does discovery pay for `conda info --json` to learn `sys.executable`.
-//! The helper (`helper.py`, embedded) runs isolated (`python -I`) with its document on a
+//! The helper (`helper/*.py`, embedded) runs isolated (`python -I`) with its document on a
 //! private descriptor, under [`crate::host::exec`] with a generous output cap of its own
 //! (independent of `--output-limit-bytes`). Every failure becomes a diagnostic with a fixed
 //! reason: discovery never panics and never aborts the server.

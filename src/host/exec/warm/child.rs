@@ -64,7 +64,7 @@ fn environment(spec: &Spec, marker: &str) -> BTreeMap<OsString, OsString> {
     env
 }
 
-/// The request's fields (see `zygote.py`).
+/// The request's fields (see `zygote/start.py`; read by `zygote/child.py`).
 fn fields(spec: &Spec, marker: &str, ns: &str) -> Result<Vec<Vec<u8>>, Unfit> {
     // Absolute: a cold child changes directory before its sandbox, relative to the
     // server's; the warm child does so after joining the sandbox, whose root is `/`.

@@ -16,12 +16,18 @@ use tokio::process::{Child, Command};
 use super::super::{Limits, reap};
 use super::Unfit;
 
-/// The zygote's program, run with `python -c`: the import watcher and the preloading
-/// survey, then the zygote.
+/// The zygote's program, run with `python -c`: one program from the parts in `zygote/`, in
+/// this order (`start.py`, whose path fix precedes every other import, first; `serve.py`,
+/// which runs it, last).
 const SCRIPT: &str = concat!(
-    include_str!("watch.py"),
-    include_str!("preload.py"),
-    include_str!("zygote.py")
+    include_str!("zygote/start.py"),
+    include_str!("zygote/watch.py"),
+    include_str!("zygote/preload.py"),
+    include_str!("zygote/sources.py"),
+    include_str!("zygote/contain.py"),
+    include_str!("zygote/child.py"),
+    include_str!("zygote/wire.py"),
+    include_str!("zygote/serve.py"),
 );
 /// How long the zygote may take to import conda.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);

@@ -1,0 +1,220 @@
+# Part of the plan binding (see records.py): the package copy check, the importers
+# watched, the state of one process, and the entry point (the last part; the only one that
+# runs anything, and only as ``__main__``).
+import hashlib
+import os
+import sys
+
+if False:  # Names from the other parts of this program (one namespace; see records.py).
+    from plan import Preview, Run
+    from records import Changed, Done
+
+
+def install(state):
+    """Wrap the first step of every transaction (see the module's doc); in a preview, also
+    note the commands whose packages conda's dry run does not list."""
+    from conda.core import link
+
+    cls = link.UnlinkLinkTransaction
+    original = cls._get_pfe
+    checked = set()
+
+    def _get_pfe(self):
+        if id(self) not in checked:
+            checked.add(id(self))
+            state.check(lambda: state.mode.transaction(self))
+        return original(self)
+
+    cls._get_pfe = _get_pfe
+    if isinstance(state.mode, Run):
+        # conda checks the hash of what it downloads (conda/gateways/connection/download.py:
+        # 204-230) but copies a package from a file:// channel into the package cache
+        # unchecked (conda/core/path_actions.py:1353-1405, `_execute_local`): the run checks
+        # that copy against its record before it is extracted.
+        from conda.core import path_actions
+
+        fetch = path_actions.CacheUrlAction
+        fetched = fetch.execute
+
+        def execute(self, *args, **kwargs):
+            result = fetched(self, *args, **kwargs)
+            if str(self.url).startswith("file:/"):
+                state.check(lambda: verify_copy(self))
+            return result
+
+        fetch.execute = execute
+    if isinstance(state.mode, Preview):
+        _envs_dir_as_outside()
+        # conda/misc.py:206-215 (explicit package files and URLs, explicit environment
+        # files: DryRunExit before anything is fetched) and :285-334 (`--clone` and
+        # `rename`: DryRunExit before the clone's transaction).
+        _note("get_package_records_from_explicit", "explicit package files or URLs", state)
+        _note("clone_env", "a clone of an environment", state)
+
+
+def _writable_outside(path):
+    """Whether this process could write `path` outside the read-only sandbox, by its
+    permission bits (the preview's sandbox mounts most of the file system read-only and
+    the root prefix as a discarded overlay; the run has neither)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    uid = os.geteuid()
+    if uid == 0:
+        return True
+    if st.st_uid == uid:
+        return bool(st.st_mode & 0o200)
+    if st.st_gid == os.getegid() or st.st_gid in os.getgroups():
+        return bool(st.st_mode & 0o020)
+    return bool(st.st_mode & 0o002)
+
+
+def _envs_dir_as_outside():
+    """The preview names a new environment's prefix as the run will: conda takes the first
+    envs directory it can write (conda/gateways/disk/create.py:500-523, through
+    conda/core/prefix_data.py:52 and :161 `PrefixData.from_name`), which the sandbox would
+    otherwise decide."""
+    try:
+        from conda.base.context import context
+        from conda.core import prefix_data
+        from conda.exceptions import NoWritableEnvsDirError
+    except ImportError:
+        return
+
+    def first_writable_envs_dir(create=True):
+        for envs_dir in context.envs_dirs:
+            if envs_dir == os.devnull:
+                continue
+            magic = os.path.join(envs_dir, ".conda_envs_dir_test")
+            if os.path.isfile(magic):
+                if _writable_outside(magic):
+                    return envs_dir
+            elif create:
+                existing = envs_dir
+                while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+                    existing = os.path.dirname(existing)
+                if os.path.isdir(existing) and _writable_outside(existing):
+                    return envs_dir
+        raise NoWritableEnvsDirError(context.envs_dirs)
+
+    if hasattr(prefix_data, "first_writable_envs_dir"):
+        prefix_data.first_writable_envs_dir = first_writable_envs_dir
+
+
+def verify_copy(action):
+    """The package file copied from a local channel is the one its record names."""
+    algorithm, expected = ("sha256", action.sha256) if action.sha256 else ("md5", action.md5)
+    path = action.target_full_path
+    if not expected:
+        os.unlink(path)
+        raise Changed(
+            f"the package {action.url} has no hash in its record, so its bytes cannot be checked"
+        )
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != expected:
+        os.unlink(path)
+        raise Changed(
+            f"the package file {action.url} is not the one its record names "
+            f"({algorithm} {expected[:16]} -> {digest.hexdigest()[:16]})"
+        )
+
+
+# Modules that import the functions `_note` wraps by name (conda/models/environment.py:20,
+# conda/env/specs/explicit.py:11, conda/cli/install.py:53).
+IMPORTERS = ("conda.models.environment", "conda.env.specs.explicit", "conda.cli.install")
+
+
+def _note(name, what, state):
+    import importlib
+
+    try:
+        misc = importlib.import_module("conda.misc")
+    except ImportError:
+        return
+    original = getattr(misc, name, None)
+    if original is None:
+        return
+
+    def noted(*args, **kwargs):
+        state.mode.document.setdefault("unpreviewed", what)
+        return original(*args, **kwargs)
+
+    setattr(misc, name, noted)
+    for module in IMPORTERS:
+        loaded = sys.modules.get(module)
+        if loaded is not None and getattr(loaded, name, None) is original:
+            setattr(loaded, name, noted)
+
+
+class State:
+    def __init__(self, mode, out, nonce):
+        self.mode = mode
+        self.out = out
+        self.nonce = nonce
+
+    def check(self, step):
+        """Run one check; a run that would differ (or cannot be checked) stops here."""
+        try:
+            step()
+        except Done:
+            try:
+                self.mode.finish(self.out, self.nonce, 0)
+            finally:
+                os._exit(0)
+        except Changed as why:
+            self.stop(str(why))
+        except Exception as error:
+            self.stop(f"the plan could not be checked ({type(error).__name__}: {error})")
+
+    def stop(self, why):
+        """Nothing after this runs: the run writes why to the plan's directory, the
+        preview says it in its document."""
+        if isinstance(self.mode, Run):
+            self.mode.changed(why)
+        self.mode.document["unbound"] = why
+        try:
+            self.mode.finish(self.out, self.nonce, 1)
+        finally:
+            os._exit(1)
+
+
+def main():
+    mode, key, conda_exe = sys.argv[1], sys.argv[2], sys.argv[3]
+    argv = sys.argv[sys.argv.index("--", 4) + 1 :]
+    digest = sys.argv[4] if sys.argv[4] != "--" else None
+    if mode in ("preview", "inspect"):
+        state = State(Preview(mode == "inspect"), os.fdopen(os.dup(1), "wb"), key)
+    else:
+        state = State(None, None, key)
+        try:
+            state.mode = Run(key, digest)
+        except Changed as why:
+            Run.stop_unread(key, str(why))
+        except Exception as error:
+            Run.stop_unread(key, f"the plan could not be read ({type(error).__name__})")
+    state.check(lambda: install(state))
+    sys.argv = [conda_exe, *argv]
+    code = 1
+    try:
+        from conda.cli import main as conda_main
+
+        def post_parse_hook(args, parser):
+            state.check(lambda: state.mode.post_parse(args, parser))
+
+        code = conda_main(*argv, post_parse_hook=post_parse_hook)
+    except SystemExit as exit:
+        code = exit.code
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if state.out is not None:
+            state.mode.finish(state.out, key, code)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

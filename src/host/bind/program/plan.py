@@ -1,0 +1,269 @@
+# Part of the plan binding (see records.py): the preview (what decides the run, recorded)
+# and the confirmed run (each of it checked against the preview).
+import json
+import os
+import sys
+
+if False:  # Names from the other parts of this program (one namespace; see records.py).
+    from records import (
+        CHANGED_EXIT,
+        FILE_LIMIT,
+        FILES_LIMIT,
+        PROTOCOL,
+        REMOVE,
+        RENAME,
+        Changed,
+        Done,
+        _sha256,
+        configuration,
+        difference,
+        input_files,
+        locate,
+        read_limited,
+        transaction,
+    )
+
+
+class Preview:
+    """What the preview records (see the module's doc)."""
+
+    def __init__(self, inspect):
+        self.inspect = inspect
+        self.document = {
+            "protocol": PROTOCOL,
+            "files": [],
+            "transactions": [],
+            "packages": not inspect,
+        }
+        self.copies = None
+
+    def post_parse(self, args, parser):
+        from conda.base.context import context
+
+        self.document["configuration"] = configuration(context)
+        self.document["prefix"] = _target(context)
+        self.document["command"] = getattr(args, "func", None)
+        if getattr(args, "func", None) == RENAME:
+            self.document["unpreviewed"] = "a rename (a clone of the environment)"
+        if getattr(args, "func", None) == REMOVE and getattr(args, "all", False):
+            self.document["deletes_prefix"] = not getattr(args, "keep_env", False)
+            self.document["installed"] = _installed(context.target_prefix)
+        self.bind_files(args)
+        if self.inspect:
+            raise Done()
+
+    def bind_files(self, args):
+        values, is_list = input_files(args)
+        if not values:
+            return
+        import tempfile
+
+        self.copies = tempfile.mkdtemp(prefix="ccm-preview-")
+        budget = FILES_LIMIT
+        replaced = []
+        for index, value in enumerate(values):
+            path = locate(value)
+            entry = {"value": value, "path": path}
+            if path is not None and os.path.exists(path) and not os.path.isfile(path):
+                raise Changed(f"the input file {path} is not a regular file")
+            if path is None or not os.path.exists(path):
+                # A URL is fetched at run time; a missing file is conda's error to report.
+                entry["bound"] = False
+                replaced.append(value)
+                self.document["files"].append(entry)
+                continue
+            data = read_limited(path, budget)
+            budget -= len(data)
+            copy_dir = os.path.join(self.copies, str(index))
+            os.mkdir(copy_dir, 0o700)
+            copy = os.path.join(copy_dir, os.path.basename(path))
+            with open(copy, "wb") as handle:
+                handle.write(data)
+            import base64
+
+            entry.update(
+                bound=True,
+                size=len(data),
+                sha256=_sha256(data),
+                content=base64.b64encode(data).decode("ascii"),
+            )
+            self.document["files"].append(entry)
+            replaced.append(copy)
+        args.file = replaced if is_list else replaced[0]
+        _pip_workdir(
+            {c: e["path"] for c, e in zip(replaced, self.document["files"]) if e.get("bound")}
+        )
+
+    def transaction(self, txn):
+        self.document["transactions"].append(transaction(txn))
+
+    def finish(self, out, nonce, code):
+        if self.copies:
+            import shutil
+
+            shutil.rmtree(self.copies, ignore_errors=True)
+        self.document["exit"] = code if isinstance(code, int) else None
+        line = json.dumps(self.document, ensure_ascii=True, sort_keys=True, separators=(",", ":"))
+        out.write(b"\n" + nonce.encode("ascii") + b" " + line.encode("ascii") + b"\n")
+        out.flush()
+
+
+def _target(context):
+    """The prefix conda resolves for the command, or None where conda cannot (it reports
+    that itself when the command needs one)."""
+    try:
+        return str(context.target_prefix)
+    except Exception:
+        return None
+
+
+def _installed(prefix):
+    try:
+        from conda.core.prefix_data import PrefixData
+
+        return sum(1 for _ in PrefixData(str(prefix)).iter_records())
+    except Exception:
+        return None
+
+
+def _pip_workdir(originals):
+    """pip runs where it would without the copies: in the original file's directory
+    (conda/env/pip_util.py:23-39 `get_pip_workdir`, used by conda/cli/install.py:409-421
+    and conda/env/installers/pip.py:39-40)."""
+    if not originals:
+        return
+    try:
+        from conda.env import pip_util
+    except Exception:
+        return
+    original = pip_util.get_pip_workdir
+
+    def get_pip_workdir(file_path):
+        return original(originals.get(file_path, file_path))
+
+    pip_util.get_pip_workdir = get_pip_workdir
+    try:
+        from conda.env.installers import pip as pip_installer
+
+        pip_installer.get_pip_workdir = get_pip_workdir
+    except Exception:
+        pass
+
+
+class Run:
+    """The confirmed run's checks (see the module's doc)."""
+
+    def __init__(self, directory, digest):
+        self.directory = directory
+        with open(os.path.join(directory, "plan.json"), "rb") as handle:
+            data = handle.read()
+        if _sha256(data) != digest:
+            raise Changed("the plan kept for this run was changed")
+        self.plan = json.loads(data)
+        self.seen = 0
+
+    def post_parse(self, args, parser):
+        from conda.base.context import context
+
+        if self.plan.get("command") != getattr(args, "func", None):
+            raise Changed("conda parses the command differently")
+        self.check_configuration(context)
+        if _target(context) != self.plan.get("prefix"):
+            raise Changed(
+                "the target environment changed: {} -> {}".format(
+                    self.plan.get("prefix"), _target(context)
+                )
+            )
+        values, is_list = input_files(args)
+        files = self.plan.get("files", [])
+        if [f["value"] for f in files] != (values or []):
+            raise Changed("conda reads other input files than the question showed")
+        replaced = []
+        originals = {}
+        for entry in files:
+            if not entry.get("bound"):
+                if entry.get("path") and os.path.exists(entry["path"]):
+                    raise Changed(
+                        "the input file {} appeared after the question was asked".format(
+                            entry["path"]
+                        )
+                    )
+                replaced.append(entry["value"])
+                continue
+            try:
+                data = read_limited(entry["path"], FILE_LIMIT)
+            except OSError as error:
+                raise Changed(
+                    "the input file {} can no longer be read ({})".format(
+                        entry["path"], type(error).__name__
+                    )
+                ) from None
+            if _sha256(data) != entry["sha256"]:
+                raise Changed(
+                    "the input file {} changed after the question was asked "
+                    "(sha256 {} -> {})".format(
+                        entry["path"], entry["sha256"][:16], _sha256(data)[:16]
+                    )
+                )
+            with open(entry["copy"], "rb") as handle:
+                if _sha256(handle.read()) != entry["sha256"]:
+                    raise Changed("the copy of the input file {} was changed".format(entry["path"]))
+            replaced.append(entry["copy"])
+            originals[entry["copy"]] = entry["path"]
+        if values:
+            args.file = replaced if is_list else replaced[0]
+            _pip_workdir(originals)
+
+    def check_configuration(self, context):
+        """conda's configuration is the preview's, source by source."""
+        now = configuration(context)
+        shown = self.plan.get("configuration", {})
+        for source in sorted(set(shown) | set(now)):
+            if shown.get(source) != now.get(source):
+                keys = sorted(
+                    k
+                    for k in set(shown.get(source, {})) | set(now.get(source, {}))
+                    if shown.get(source, {}).get(k) != now.get(source, {}).get(k)
+                )
+                raise Changed("the configuration changed: {} in {}".format(", ".join(keys), source))
+
+    def transaction(self, txn):
+        # conda may read its configuration again after the parse (conda/cli/main_create.py
+        # re-initializes the context with the name an environment file gives): the
+        # configuration the transaction runs under is checked again.
+        from conda.base.context import context
+
+        self.check_configuration(context)
+        if not self.plan.get("packages"):
+            return
+        shown = self.plan.get("transactions", [])
+        now = transaction(txn)
+        index = self.seen
+        self.seen += 1
+        if index >= len(shown):
+            changed = "conda would change packages the question did not show"
+            names = [r["name"] for s in now for r in s["link"] + s["unlink"]]
+            if names:
+                changed += ": " + ", ".join(str(n) for n in names[:20])
+            raise Changed(changed)
+        changed = difference(shown[index], now)
+        if changed:
+            raise Changed(changed)
+
+    def changed(self, why):
+        """Write why and stop here: nothing after this runs."""
+        Run.stop_unread(self.directory, why)
+
+    @staticmethod
+    def stop_unread(directory, why):
+        try:
+            path = os.path.join(directory, "changed.json")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                json.dump({"changed": why}, handle)
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(CHANGED_EXIT)

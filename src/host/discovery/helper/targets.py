@@ -1,0 +1,62 @@
+# Part of the discovery helper (see document.py): the `targets` mode, the environments one
+# argv targets as conda itself resolves them (for --write-envs).
+import argparse
+import os
+
+if False:  # Names from the other parts of this program (one namespace; see document.py).
+    from document import _emit
+
+
+def mode_targets(out, request):
+    """Parse the argv the way conda's entry point does (`main_subshell`: the pre-parser,
+    `--no-plugins`, then the full parser into the pre-parser's namespace) and resolve its
+    target prefix the way conda's commands do: `determine_target_prefix` (-p, -n, else the
+    default prefix); with `destination`, the `destination` positional as `conda rename`
+    resolves it (a path when it holds os.sep, else a name). Also every environment conda
+    knows (`list_all_known_prefixes`): a write to a prefix reaches those below it. Runs in
+    the call's working directory."""
+    from conda.base import context as context_module
+    from conda.base.context import context
+    from conda.cli.conda_argparse import generate_parser, generate_pre_parser
+    from conda.core.envs_manager import list_all_known_prefixes
+
+    argv = [str(a) for a in request["argv"]]
+    try:
+        pre_parser = generate_pre_parser(add_help=False)
+        subset = argv[: argv.index("--")] if "--" in argv else argv
+        pre_args, _ = pre_parser.parse_known_args(subset)
+        override_args = {
+            "json": pre_args.json,
+            "debug": pre_args.debug,
+            "trace": pre_args.trace,
+            "verbosity": pre_args.verbosity,
+        }
+        context.__init__(argparse_args=pre_args)
+        if context.no_plugins:
+            context.plugin_manager.disable_external_plugins()
+        parser = generate_parser(add_help=True)
+        args = parser.parse_args(argv, override_args=override_args, namespace=pre_args)
+    except SystemExit:
+        _emit(out, {"error": "parse"}, 0)
+    context.__init__(argparse_args=args)
+    name = getattr(args, "name", None)
+    prefix = getattr(args, "prefix", None)
+    resolve = context_module.determine_target_prefix
+    document = {
+        "explicit": name is not None or prefix is not None,
+        "target": str(resolve(context, args)),
+        "destination": None,
+        "root_prefix": str(context.root_prefix),
+        "envs_dirs": [str(d) for d in context.envs_dirs],
+        "known": [str(p) for p in list_all_known_prefixes()],
+    }
+    destination = getattr(args, "destination", None)
+    if request.get("destination") and isinstance(destination, str):
+        if os.sep in destination:
+            from conda.common.path import expand
+
+            document["destination"] = str(expand(destination))
+        else:
+            named = argparse.Namespace(name=destination, prefix=None)
+            document["destination"] = str(resolve(context, named))
+    _emit(out, document)

@@ -1,0 +1,122 @@
+# Part of the zygote (see start.py): one call's child, forked from the zygote. It reads its
+# request, becomes what a cold child of the same call would be (standard streams, process
+# group, cgroup, limits, sandbox, descriptors, environment, working directory, argv), then
+# runs conda's main and exits as the interpreter would.
+import os
+import sys
+
+if False:  # Names from the other parts of this program (one namespace; see start.py).
+    from contain import enter_namespace, open_max, set_limit
+
+
+class Request:
+    """A "run" request: its fields (after "run": cwd, ns, memory limit, file-size limit,
+    argument count, arguments, environment entries) and descriptors (stdin, stdout, stderr,
+    the user namespace when ns is "user", the mount namespace when ns is "user" or "mnt",
+    then cgroup.procs files). Raises on a request with too few fields or descriptors."""
+
+    def __init__(self, fields, fds):
+        self.cwd, ns, self.memory, self.file_size, argc = fields[1:6]
+        argc = int(argc)
+        self.argv = fields[6 : 6 + argc]
+        self.env = fields[6 + argc :]
+        self.stdio, rest = fds[:3], fds[3:]
+        self.user = self.mount = None
+        if ns == b"user":
+            self.user, self.mount, rest = rest[0], rest[1], rest[2:]
+        elif ns == b"mnt":
+            self.mount, rest = rest[0], rest[1:]
+        self.cgroup_procs = rest
+
+
+def child(zygote, fields, fds):
+    """The forked child of one request (never returns)."""
+    request = Request(fields, fds)
+    zygote.sock.close()
+    # As a cold child: standard streams first (a failure below is reported on them).
+    for target, fd in enumerate(request.stdio):
+        os.dup2(fd, target)
+    os.setpgid(0, 0)
+    for fd in request.cgroup_procs:
+        # "0" moves the writing process into the execution's cgroup.
+        try:
+            os.write(fd, b"0")
+        except OSError:
+            pass
+        os.close(fd)
+    import resource
+
+    set_limit(resource.RLIMIT_AS, request.memory)
+    set_limit(resource.RLIMIT_FSIZE, request.file_size)
+    if request.mount is not None:
+        enter_namespace(request.user, request.mount)
+    os.closerange(3, open_max())
+    os.environ.clear()
+    for entry in request.env:
+        name, _, value = entry.partition(b"=")
+        os.environb[name] = value
+    if zygote.conda_root_set and b"CONDA_ROOT" not in os.environb:
+        os.environ["CONDA_ROOT"] = sys.prefix
+    try:
+        os.chdir(request.cwd)
+    except OSError as error:
+        why = os.strerror(error.errno).encode()
+        os.write(2, b"ccm warm: cannot enter the working directory: " + why + b"\n")
+        os._exit(126)
+    reset_process_state()
+    # In place: a module that bound the list (`from sys import argv`) sees the call's.
+    sys.argv[:] = [zygote.entry] + [os.fsdecode(a) for a in request.argv]
+    if zygote.interpreter_argv is not None:
+        sys.orig_argv[:] = zygote.interpreter_argv + sys.argv
+    os._exit(run_main())
+
+
+def reset_process_state():
+    """What a fresh interpreter computes from the environment or the working directory
+    on first use, and the zygote may already have computed."""
+    import tempfile
+
+    tempfile.tempdir = None
+    mp = sys.modules.get("multiprocessing.process")
+    if mp is not None:
+        mp.ORIGINAL_DIR = os.path.abspath(os.getcwd())
+
+
+def exit_status(code):
+    """Python's handling of SystemExit at the top level."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        sys.stderr.write(str(code) + "\n")
+    except Exception:
+        pass
+    return 1
+
+
+def run_main():
+    """conda's main, then what the interpreter does at exit; the exit status."""
+    try:
+        from conda.cli import main
+
+        sys.exit(main())
+    except SystemExit as done:
+        status = exit_status(done.code)
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        status = 1
+    import atexit
+    import threading
+
+    try:
+        threading._shutdown()
+    except Exception:
+        pass
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            status = 120
+    return status
