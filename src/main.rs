@@ -57,11 +57,8 @@ fn discover_target(
     runtime: &tokio::runtime::Runtime,
     config: &ccm::config::Config,
 ) -> Result<discovery::Discovery, ExitCode> {
-    let target = discovery::Target {
-        conda_exe: config.conda_exe.clone(),
-        timeout: config.timeout,
-    };
-    let found = runtime.block_on(discovery::discover(&target));
+    let conda = ccm::host::target::Conda::resolve(config.conda_exe.clone());
+    let found = runtime.block_on(discovery::discover_conda(&conda, config.timeout));
     runtime.block_on(ccm::host::exec::shutdown(ccm::host::exec::SHUTDOWN_BOUND));
     if let Some(line) = found.not_a_conda(&config.conda_exe) {
         eprintln!("ccm: error: {line}");

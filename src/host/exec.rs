@@ -186,6 +186,28 @@ pub async fn run(spec: &Spec, cancel: &CancellationToken) -> std::io::Result<Out
     run_watched(spec, cancel, None).await
 }
 
+/// The sandbox's trial run: `program args` under `plan`, bounded like every child, its
+/// exit code (the sandbox probe decides what it means).
+pub async fn trial(
+    program: &std::path::Path,
+    args: &[&str],
+    plan: crate::host::sandbox::Plan,
+) -> std::io::Result<Option<i32>> {
+    let spec = Spec {
+        program: program.to_path_buf(),
+        args: args.iter().map(Into::into).collect(),
+        cwd: None,
+        stdin: None,
+        timeout: Duration::from_secs(30),
+        stdout_limit: 4096,
+        stderr_limit: 4096,
+        env_remove: Vec::new(),
+        limits: Limits::current(),
+        sandbox: Some(plan),
+    };
+    Ok(run(&spec, &CancellationToken::new()).await?.exit_code)
+}
+
 /// [`run`], with the run's readers reporting to `watch` (fetch records, the last stderr
 /// line) while it goes; with [`Watch::terminal`], stdout is a pseudo-terminal.
 pub async fn run_watched(

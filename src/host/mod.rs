@@ -1,7 +1,7 @@
 //! Everything that touches the host: child processes (`exec`), discovery through the
 //! target's own interpreter (`discovery`), the Python-free scan of the target's
 //! distributions (`stamp`), the read-only sandbox (`sandbox`), `--allow-paths`
-//! (`confine`), the environments a write targets (`targets`, for `--write-envs`) and the
+//! (`confine`), the target conda resolved once (`target`), the environments a write targets (`targets`, for `--write-envs`) and the
 //! binding of a confirmed plan to its run (`bind`, for `--confirm-writes`). Only this layer spawns processes or reads the target's files.
 
 pub mod audit;
@@ -12,4 +12,5 @@ pub mod exec;
 pub mod install;
 pub mod sandbox;
 pub mod stamp;
+pub mod target;
 pub mod targets;

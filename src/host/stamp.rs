@@ -89,41 +89,12 @@ pub fn conda_section(path: &Path) -> Vec<String> {
     lines
 }
 
-/// Where a target conda's Python lives, found from files only.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Located {
-    pub interpreter: PathBuf,
-    pub prefix: PathBuf,
-    /// `<prefix>/lib/python*/site-packages` (and `<prefix>/Lib/site-packages`).
-    pub site_dirs: Vec<PathBuf>,
-}
+pub use crate::host::target::Located;
 
-/// Find the target's interpreter and site-packages without running anything.
+/// Find the target's interpreter and site-packages without running anything (its `#!` line
+/// read here; a server asks its resolved [`crate::host::target::Conda`]).
 pub fn locate(conda_exe: &Path) -> Option<Located> {
-    let interpreter = crate::host::discovery::interpreter_candidates(conda_exe)
-        .into_iter()
-        .next()?;
-    let prefix = interpreter.parent()?.parent()?.to_path_buf();
-    let mut site_dirs = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(prefix.join("lib")) {
-        let mut libs: Vec<PathBuf> = entries
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with("python"))
-            .map(|e| e.path().join("site-packages"))
-            .filter(|p| p.is_dir())
-            .collect();
-        libs.sort();
-        site_dirs.extend(libs);
-    }
-    let windows = prefix.join("Lib").join("site-packages");
-    if windows.is_dir() {
-        site_dirs.push(windows);
-    }
-    (!site_dirs.is_empty()).then_some(Located {
-        interpreter,
-        prefix,
-        site_dirs,
-    })
+    crate::host::target::Conda::resolve(conda_exe.to_path_buf()).locate()
 }
 
 /// One `conda` entry point as the stamp sees it.

@@ -78,6 +78,8 @@ struct Status {
 
 struct Shared {
     config: Config,
+    /// The target conda, resolved once (its `#!` line read at startup).
+    conda: Arc<crate::host::target::Conda>,
     executor: Arc<Executor>,
     ready: watch::Receiver<Option<Arc<Ready>>>,
     status: Mutex<Status>,
@@ -173,6 +175,9 @@ impl Server {
             fatal,
             sandbox: std::sync::OnceLock::new(),
             parked: confirm::Parking::default(),
+            conda: Arc::new(crate::host::target::Conda::resolve(
+                config.conda_exe.clone(),
+            )),
             config,
         });
         startup::spawn(Arc::clone(&shared), sender);

@@ -7,8 +7,9 @@
 //! ([`confirm`]: a contradiction requires a restart). Otherwise (no snapshot for this
 //! version, different plugins, `--no-snapshot`: a [`LiveReason`]) tools wait for live
 //! discovery. The state is a [`Start`]; the capabilities document's `startup` object is
-//! derived from it. Reads files only through [`crate::host::stamp`]; processes start only
-//! through [`crate::host::discovery`] and the sandbox probe.
+//! derived from it. Reads files only through [`crate::host::target`] and
+//! [`crate::host::stamp`]; processes start only through [`crate::host::discovery`] and
+//! the sandbox probe's trial run.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,9 +21,11 @@ use tokio::sync::watch;
 use super::Shared;
 use super::ready::{self, BuildError, Ready};
 use crate::baked::{self, BakedSnapshot};
-use crate::host::discovery::{self, Discovery, Target};
+use crate::host::discovery::{self, Discovery};
+use crate::host::exec;
 use crate::host::sandbox::{self, Sandbox};
 use crate::host::stamp;
+use crate::host::target::Conda;
 use crate::model::catalog::Catalog;
 use crate::model::snapshot::Snapshot;
 use crate::tools::toolset::Settings;
@@ -138,10 +141,10 @@ pub(super) fn spawn(shared: Arc<Shared>, sender: watch::Sender<Option<Arc<Ready>
     if shared.config.warm {
         // The zygote starts once the tools are served: it never delays them.
         let mut served = sender.subscribe();
-        let conda_exe = shared.config.conda_exe.clone();
+        let conda = Arc::clone(&shared.conda);
         tokio::spawn(async move {
             if served.wait_for(Option::is_some).await.is_ok() {
-                crate::host::exec::warm::start(&conda_exe);
+                crate::host::exec::warm::start(warm_entry(conda));
             }
         });
     }
@@ -159,18 +162,25 @@ pub(super) fn spawn(shared: Arc<Shared>, sender: watch::Sender<Option<Arc<Ready>
             sandboxed,
         };
         let config = &shared.config;
-        match fast_start(&config.conda_exe, config.no_snapshot, config.list_all) {
+        match fast_start(&shared.conda, config.no_snapshot, config.list_all) {
             Ok(fast) => from_snapshot(&shared, fast, &settings, &sender, started).await,
             Err(reason) => from_live(&shared, reason, &settings, &sender, started).await,
         }
     });
 }
 
-fn target(shared: &Shared) -> Target {
-    Target {
-        conda_exe: shared.config.conda_exe.clone(),
-        timeout: shared.config.timeout,
+/// What the warm path needs of the target: its entry script, the `#!` line read at
+/// startup, and its stamp taken anew (a changed stamp replaces the zygote).
+fn warm_entry(conda: Arc<Conda>) -> crate::host::exec::warm::Entry {
+    crate::host::exec::warm::Entry {
+        program: conda.exe().to_path_buf(),
+        script: conda.script().cloned(),
+        restamp: Box::new(move || Some(stamp::stamp(&conda.locate()?.site_dirs)?.digest)),
     }
+}
+
+async fn discover(shared: &Shared) -> Discovery {
+    discovery::discover_conda(&shared.conda, shared.config.timeout).await
 }
 
 /// Serve the snapshot's tools now, then confirm them by live discovery.
@@ -204,7 +214,7 @@ async fn from_snapshot(
     shared.record_start(start, &ready);
     let ready = Arc::new(ready);
     let _ = sender.send(Some(Arc::clone(&ready)));
-    let found = discovery::discover(&target(shared)).await;
+    let found = discover(shared).await;
     let verdict = confirm(snapshot, &ready.discovery.catalog, &found);
     shared.record_confirmation(verdict, &found);
 }
@@ -217,7 +227,7 @@ async fn from_live(
     sender: &watch::Sender<Option<Arc<Ready>>>,
     started: Instant,
 ) {
-    let found = discovery::discover(&target(shared)).await;
+    let found = discover(shared).await;
     if crate::host::exec::shutting_down() {
         // Ended by the shutdown (a session closed at once): nothing was found out.
         tracing::debug!("live discovery was ended by the shutdown");
@@ -313,7 +323,8 @@ pub async fn probe_sandbox(disabled: bool) -> Sandbox {
     } else {
         &["--version"]
     };
-    let sandbox = Sandbox::probe(&sandbox::Inputs::from_process(), &program, args).await;
+    let trial = async |plan| exec::trial(&program, args, plan).await;
+    let sandbox = Sandbox::probe(&sandbox::Inputs::from_process(), trial).await;
     match sandbox.state() {
         sandbox::State::Active => {
             tracing::debug!("read-only calls run in a read-only sandbox (private mount namespace)")
@@ -341,11 +352,11 @@ pub struct Fast {
 /// Decide the start; `Err(reason)` means: wait for live discovery. `list_all`: every
 /// command is listed, ccm's own launcher's too (which the stamp does not count and no
 /// snapshot has), so a target that has it waits for live discovery.
-pub fn fast_start(conda_exe: &Path, no_snapshot: bool, list_all: bool) -> Result<Fast, LiveReason> {
+pub fn fast_start(conda: &Conda, no_snapshot: bool, list_all: bool) -> Result<Fast, LiveReason> {
     if no_snapshot {
         return Err(LiveReason::NoSnapshotFlag);
     }
-    let located = stamp::locate(conda_exe).ok_or(LiveReason::NoSitePackages)?;
+    let located = conda.locate().ok_or(LiveReason::NoSitePackages)?;
     if list_all && stamp::has_own_launcher(&located.site_dirs) {
         return Err(LiveReason::OwnLauncherListed);
     }

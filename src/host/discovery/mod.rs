@@ -1,8 +1,8 @@
 //! Finding the target conda and asking it, in one short-lived helper process, what its
 //! command line looks like.
 //!
-//! The target's interpreter is read from conda's entry script (its shebang names it) or
-//! guessed from the prefix (`bin/python`), and confirmed by what the helper reports; only
+//! The target's interpreter is read from conda's entry script (its shebang names it, read
+//! once by [`crate::host::target`]) or guessed from the prefix (`bin/python`), and confirmed by what the helper reports; only
 //! when that fails does discovery pay for `conda info --json` to learn `sys.executable`.
 //! The helper (`helper/*.py`, embedded) runs isolated (`python -I`) with its document on a
 //! private descriptor, under [`crate::host::exec`] with a generous output cap of its own
@@ -21,7 +21,9 @@ mod helper;
 mod resolve;
 
 pub use helper::{HELPER_SOURCE, Info, conda_info, plugins, run_helper, run_helper_in};
-pub use resolve::{ResolveError, interpreter_candidates, resolve_executable, shebang_interpreter};
+pub use resolve::{ResolveError, resolve_executable};
+
+use crate::host::target::Conda;
 
 /// Cap on a helper's (or `conda info`'s) JSON document.
 pub const DOCUMENT_LIMIT: usize = 64 * 1024 * 1024;
@@ -121,11 +123,21 @@ struct InterpreterFacts {
     site_dirs: Vec<PathBuf>,
 }
 
-/// Run full discovery against the target.
+/// Run full discovery against the target (its `#!` line read here; a server resolves
+/// its [`Conda`] once and calls [`discover_conda`]).
 pub async fn discover(target: &Target) -> Discovery {
+    discover_conda(&Conda::resolve(target.conda_exe.clone()), target.timeout).await
+}
+
+/// Run full discovery against the resolved target, each process bounded by `timeout`.
+pub async fn discover_conda(conda: &Conda, timeout: Duration) -> Discovery {
+    let target = &Target {
+        conda_exe: conda.exe().to_path_buf(),
+        timeout,
+    };
     let mut processes = 0;
     let mut last_failure = None;
-    for interpreter in interpreter_candidates(&target.conda_exe) {
+    for interpreter in conda.interpreter_candidates() {
         processes += 1;
         match helper::catalog_run(target, &interpreter).await {
             Ok((document, facts)) if owns(&facts.prefix, &target.conda_exe) => {

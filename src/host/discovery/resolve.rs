@@ -1,60 +1,7 @@
-//! Which conda, and which interpreter: the target executable from `--conda-exe`,
-//! `CONDA_EXE` or `PATH`, and the interpreters worth trying before asking `conda info`.
+//! Which conda: the target executable from `--conda-exe`, `CONDA_EXE` or `PATH` (its
+//! interpreters are read once, from its `#!` line, by [`crate::host::target`]).
 
-use std::path::{Path, PathBuf};
-
-/// Interpreters worth trying before asking `conda info`, best first.
-pub fn interpreter_candidates(conda_exe: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Some(python) = shebang_interpreter(conda_exe) {
-        out.push(python);
-    }
-    if let Some(bin) = conda_exe.parent() {
-        let mut guesses = vec![bin.join("python"), bin.join("python3")];
-        if let Some(prefix) = bin.parent() {
-            guesses.push(prefix.join("bin").join("python"));
-            guesses.push(prefix.join("python.exe"));
-        }
-        out.extend(guesses);
-    }
-    let mut seen = Vec::new();
-    out.retain(|p| {
-        let keep = p.is_file() && !seen.contains(p);
-        seen.push(p.clone());
-        keep
-    });
-    out
-}
-
-/// The interpreter named by a script's `#!` line (also pip's `/bin/sh` trampoline for long
-/// paths, and `#!/usr/bin/env python`).
-pub fn shebang_interpreter(script: &Path) -> Option<PathBuf> {
-    use std::io::Read;
-    let mut head = Vec::with_capacity(512);
-    std::fs::File::open(script)
-        .ok()?
-        .take(1024)
-        .read_to_end(&mut head)
-        .ok()?;
-    let text = String::from_utf8_lossy(&head);
-    let mut lines = text.lines();
-    let first = lines.next()?.strip_prefix("#!")?.trim();
-    let mut words = first.split_whitespace();
-    let program = words.next()?;
-    if program.ends_with("/sh") {
-        // pip: #!/bin/sh \n '''exec' "/long/path/python" "$0" "$@"
-        let second = lines.next()?;
-        let rest = second.strip_prefix("'''exec' ")?;
-        let quoted = rest.strip_prefix('"')?;
-        let end = quoted.find('"')?;
-        return Some(PathBuf::from(&quoted[..end]));
-    }
-    if program.ends_with("/env") {
-        let name = words.find(|w| !w.starts_with('-'))?;
-        return which::which(name).ok();
-    }
-    Some(PathBuf::from(program))
-}
+use std::path::PathBuf;
 
 /// Why a conda executable could not be selected.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -134,6 +81,7 @@ fn expand_home(path: &str) -> PathBuf {
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::path::Path;
 
     fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
         let path = dir.join(name);
@@ -145,27 +93,6 @@ mod tests {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
         path
-    }
-
-    #[test]
-    fn shebang_forms() {
-        let dir = tempfile::tempdir().unwrap();
-        let plain = script(dir.path(), "a", "#!/opt/conda/bin/python -E\nimport x\n");
-        assert_eq!(
-            shebang_interpreter(&plain),
-            Some("/opt/conda/bin/python".into())
-        );
-        let tramp = script(
-            dir.path(),
-            "b",
-            "#!/bin/sh\n'''exec' \"/very/long/path/bin/python\" \"$0\" \"$@\"\n' '''\n",
-        );
-        assert_eq!(
-            shebang_interpreter(&tramp),
-            Some("/very/long/path/bin/python".into())
-        );
-        let binary = script(dir.path(), "c", "\x7fELF....");
-        assert_eq!(shebang_interpreter(&binary), None);
     }
 
     #[test]

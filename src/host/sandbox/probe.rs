@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::{Base, Facts, Inputs, SHM, Sandbox, State};
+use super::{Base, Facts, Inputs, Plan, SHM, Sandbox, State};
 
 /// Why the sandbox is unavailable on this machine.
 #[derive(Debug, thiserror::Error)]
@@ -42,9 +42,14 @@ impl std::fmt::Display for ExitStatus {
 }
 
 impl Sandbox {
-    /// Prepare the sandbox and check that it works by running `program args` in it once
-    /// (it must exit 0). Makes the base directory and the notices cache directory.
-    pub async fn probe(inputs: &Inputs, program: &Path, args: &[&str]) -> Sandbox {
+    /// Prepare the sandbox and check that it works by running one trial child in it
+    /// (`trial` runs it under the plan and gives its exit code; it must exit 0). Makes the
+    /// base directory and the notices cache directory. The caller starts the child: the
+    /// sandbox knows nothing of how children run.
+    pub async fn probe(
+        inputs: &Inputs,
+        trial: impl AsyncFnOnce(Plan) -> std::io::Result<Option<i32>>,
+    ) -> Sandbox {
         if !cfg!(target_os = "linux") {
             return Sandbox::unavailable(Unavailable::NotLinux.to_string());
         }
@@ -59,24 +64,10 @@ impl Sandbox {
         let Some(plan) = sandbox.plan(None) else {
             return Sandbox::unavailable(Unavailable::NotPrepared.to_string());
         };
-        let spec = crate::host::exec::Spec {
-            program: program.to_path_buf(),
-            args: args.iter().map(Into::into).collect(),
-            cwd: None,
-            stdin: None,
-            timeout: std::time::Duration::from_secs(30),
-            stdout_limit: 4096,
-            stderr_limit: 4096,
-            env_remove: Vec::new(),
-            limits: crate::host::exec::Limits::current(),
-            sandbox: Some(plan),
-        };
-        let cancel = tokio_util::sync::CancellationToken::new();
-        match crate::host::exec::run(&spec, &cancel).await {
-            Ok(outcome) if outcome.exit_code == Some(0) => sandbox,
-            Ok(outcome) => {
-                sandbox.state =
-                    State::Unavailable(Unavailable::TrialFailed(outcome.exit_code).to_string());
+        match trial(plan).await {
+            Ok(Some(0)) => sandbox,
+            Ok(exit_code) => {
+                sandbox.state = State::Unavailable(Unavailable::TrialFailed(exit_code).to_string());
                 sandbox.facts = None;
                 sandbox
             }

@@ -5,6 +5,14 @@ use super::*;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+/// The server's probe: one trial child of `program args` in the sandbox.
+async fn probe(inputs: &Inputs, program: &Path, args: &[&str]) -> Sandbox {
+    Sandbox::probe(inputs, async |plan| {
+        crate::host::exec::trial(program, args, plan).await
+    })
+    .await
+}
+
 fn inputs(home: &Path, temp: &Path) -> Inputs {
     Inputs {
         home: Some(home.to_path_buf()),
@@ -58,7 +66,7 @@ async fn writes_fail_except_in_the_declared_places() {
     std::fs::create_dir_all(root.join("pkgs/cache")).unwrap();
     std::fs::create_dir_all(home.join(".conda")).unwrap();
     std::fs::write(home.join(".conda/environments.txt"), "").unwrap();
-    let sandbox = Sandbox::probe(&inputs(&home, temp.path()), Path::new("/bin/true"), &[]).await;
+    let sandbox = probe(&inputs(&home, temp.path()), Path::new("/bin/true"), &[]).await;
     assert_eq!(sandbox.state(), &State::Active, "{sandbox:?}");
     let plan = sandbox.plan(Some(&root)).unwrap();
     let script = format!(
@@ -118,7 +126,7 @@ async fn nothing_a_child_writes_in_the_caches_outlives_it() {
     std::fs::create_dir_all(home.join(".conda")).unwrap();
     let victim = temp.path().join("victim");
     std::fs::write(&victim, "precious\n").unwrap();
-    let sandbox = Sandbox::probe(&inputs(&home, temp.path()), Path::new("/bin/true"), &[]).await;
+    let sandbox = probe(&inputs(&home, temp.path()), Path::new("/bin/true"), &[]).await;
     assert_eq!(sandbox.state(), &State::Active, "{sandbox:?}");
     let notices = home.join(".cache/conda/notices");
     let script = format!(
@@ -175,7 +183,7 @@ async fn a_missing_package_cache_is_created_in_the_call_only() {
     std::fs::create_dir_all(root.join("conda-meta")).unwrap();
     std::fs::write(root.join("conda-meta/history"), "old\n").unwrap();
     std::fs::create_dir_all(&home).unwrap();
-    let sandbox = Sandbox::probe(&inputs(&home, temp.path()), Path::new("/bin/true"), &[]).await;
+    let sandbox = probe(&inputs(&home, temp.path()), Path::new("/bin/true"), &[]).await;
     assert_eq!(sandbox.state(), &State::Active, "{sandbox:?}");
     let caps = sandbox.describe(Some(&root));
     let made: Vec<&Value> = caps["writable"]
@@ -234,7 +242,7 @@ async fn a_child_cannot_undo_the_sandbox() {
     let temp = tempfile::tempdir().unwrap();
     let home = temp.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
-    let sandbox = Sandbox::probe(&inputs(&home, temp.path()), Path::new("/bin/true"), &[]).await;
+    let sandbox = probe(&inputs(&home, temp.path()), Path::new("/bin/true"), &[]).await;
     assert_eq!(sandbox.state(), &State::Active, "{sandbox:?}");
     let target = home.join("escaped");
     let script = format!(
@@ -317,7 +325,7 @@ async fn works_when_the_server_is_not_dumpable() {
     // SAFETY: prctl with integer arguments only; affects this test process alone.
     assert_eq!(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) }, 0);
     let temp = tempfile::tempdir().unwrap();
-    let sandbox = Sandbox::probe(
+    let sandbox = probe(
         &inputs(temp.path(), temp.path()),
         Path::new("/bin/true"),
         &[],

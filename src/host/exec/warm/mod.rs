@@ -26,6 +26,8 @@ mod zygote;
 pub(super) use child::WarmChild;
 use zygote::Zygote;
 
+use crate::host::target::Script;
+
 /// Why a call runs cold, or why there is no zygote.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Unfit {
@@ -74,9 +76,20 @@ fn disables_plugins(args: &[std::ffi::OsString], no_plugins_env: Option<&std::ff
     flag || env
 }
 
+/// What the warm path needs of the target, resolved by its caller: the `conda` entry
+/// script, its `#!` line, and how to take the target's stamp now (a changed stamp
+/// replaces the zygote).
+pub struct Entry {
+    pub program: PathBuf,
+    pub script: Option<Script>,
+    pub restamp: Box<dyn Fn() -> Option<String> + Send + Sync>,
+}
+
 /// The warm state of this server.
 struct Warm {
     entry: PathBuf,
+    script: Option<Script>,
+    restamp: Box<dyn Fn() -> Option<String> + Send + Sync>,
     zygote: Arc<tokio::sync::Mutex<Option<Zygote>>>,
     status: Mutex<Status>,
     warm_calls: AtomicU64,
@@ -95,10 +108,12 @@ struct Status {
 
 static WARM: OnceLock<Warm> = OnceLock::new();
 
-/// Turn the warm path on for `conda_exe` and start its zygote in the background.
-pub fn start(conda_exe: &Path) {
+/// Turn the warm path on for the target's `conda` and start its zygote in the background.
+pub fn start(entry: Entry) {
     let warm = WARM.get_or_init(|| Warm {
-        entry: conda_exe.to_path_buf(),
+        entry: entry.program,
+        script: entry.script,
+        restamp: entry.restamp,
         zygote: Arc::new(tokio::sync::Mutex::new(None)),
         status: Mutex::new(Status {
             state: "starting",
@@ -131,8 +146,8 @@ fn launch(warm: &'static Warm) {
         if let Some(old) = slot.take() {
             old.stop();
         }
-        let result = match current_stamp(&warm.entry) {
-            Some(stamp) => Zygote::start(&warm.entry, stamp).await,
+        let result = match (warm.restamp)() {
+            Some(stamp) => Zygote::start(&warm.entry, warm.script.as_ref(), stamp).await,
             None => Err(Unfit::NotAScript),
         };
         match result {
@@ -162,11 +177,6 @@ fn launch(warm: &'static Warm) {
             }
         }
     });
-}
-
-fn current_stamp(entry: &Path) -> Option<String> {
-    let located = crate::host::stamp::locate(entry)?;
-    Some(crate::host::stamp::stamp(&located.site_dirs)?.digest)
 }
 
 /// Whether `program` is the warm target (then [`fork`] is tried first).
@@ -230,7 +240,7 @@ async fn try_fork(
         launch(warm);
         return Err(Unfit::Exited);
     }
-    if current_stamp(&warm.entry).as_deref() != Some(zygote.stamp.as_str()) {
+    if (warm.restamp)().as_deref() != Some(zygote.stamp.as_str()) {
         drop(slot);
         launch(warm);
         return Err(Unfit::Changed);

@@ -2,9 +2,7 @@
 //! `conda` entry script's `#!` line, talking to the server over an inherited socket
 //! (descriptor 3 in the zygote; no path anywhere), and the wire format of its requests.
 
-use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -15,6 +13,7 @@ use tokio::process::{Child, Command};
 
 use super::super::{Limits, reap};
 use super::Unfit;
+use crate::host::target::Script;
 
 /// The zygote's program, run with `python -c`: one program from the parts in `zygote/`, in
 /// this order (`start.py`, whose path fix precedes every other import, first; `serve.py`,
@@ -49,30 +48,6 @@ pub(super) struct Zygote {
     pub(super) broken: bool,
 }
 
-/// The interpreter (and its one optional argument) of a `#!` line, as the kernel reads it.
-fn shebang(entry: &Path) -> Result<(PathBuf, Option<OsString>), Unfit> {
-    use std::io::Read;
-    let mut head = [0u8; 256];
-    let n = std::fs::File::open(entry)
-        .and_then(|mut f| f.read(&mut head))
-        .map_err(|_| Unfit::NotAScript)?;
-    let line = head[..n].split(|b| *b == b'\n').next().unwrap_or_default();
-    let rest = line.strip_prefix(b"#!").ok_or(Unfit::NotAScript)?;
-    let rest = rest.trim_ascii();
-    let (interpreter, argument) = match rest.iter().position(|b| *b == b' ' || *b == b'\t') {
-        Some(at) => (&rest[..at], Some(rest[at..].trim_ascii())),
-        None => (rest, None),
-    };
-    let interpreter = PathBuf::from(std::ffi::OsStr::from_bytes(interpreter));
-    if !interpreter.is_absolute() || !head[..n].contains(&b'\n') {
-        return Err(Unfit::NotAScript);
-    }
-    let argument = argument
-        .filter(|a| !a.is_empty())
-        .map(|a| std::ffi::OsStr::from_bytes(a).to_owned());
-    Ok((interpreter, argument))
-}
-
 /// The directory a cold run puts first on `sys.path`: the script's, after following
 /// symbolic links to the script itself.
 fn script_dir(entry: &Path) -> PathBuf {
@@ -90,12 +65,19 @@ fn script_dir(entry: &Path) -> PathBuf {
 impl Zygote {
     /// Start a zygote for `entry` (the target `conda`) and wait until it has imported
     /// conda. Its environment is the server's less every withheld variable.
-    pub(super) async fn start(entry: &Path, stamp: String) -> Result<Zygote, Unfit> {
+    pub(super) async fn start(
+        entry: &Path,
+        script: Option<&Script>,
+        stamp: String,
+    ) -> Result<Zygote, Unfit> {
         let started = Instant::now();
-        let (interpreter, argument) = shebang(entry)?;
+        let Script {
+            interpreter,
+            argument,
+        } = script.ok_or(Unfit::NotAScript)?;
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(|_| Unfit::Start)?;
         let theirs: OwnedFd = theirs.into();
-        let mut command = Command::new(&interpreter);
+        let mut command = Command::new(interpreter);
         if let Some(argument) = argument {
             command.arg(argument);
         }
@@ -295,27 +277,6 @@ mod tests {
         let path = dir.join(name);
         std::fs::write(&path, text).unwrap();
         path
-    }
-
-    #[test]
-    fn the_shebang_is_read_as_the_kernel_reads_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let plain = script(dir.path(), "a", "#!/opt/py/bin/python\nimport sys\n");
-        assert_eq!(
-            shebang(&plain).unwrap(),
-            (PathBuf::from("/opt/py/bin/python"), None)
-        );
-        // One argument, everything after the interpreter (as Linux passes it).
-        let flagged = script(dir.path(), "b", "#! /opt/py/bin/python -s -E \nx\n");
-        assert_eq!(
-            shebang(&flagged).unwrap(),
-            (PathBuf::from("/opt/py/bin/python"), Some("-s -E".into()))
-        );
-        for bad in ["import sys\n", "#!python\n", "#!/opt/py/bin/python"] {
-            let path = script(dir.path(), "c", bad);
-            assert_eq!(shebang(&path), Err(Unfit::NotAScript), "{bad:?}");
-        }
-        assert_eq!(shebang(&dir.path().join("missing")), Err(Unfit::NotAScript));
     }
 
     #[test]
