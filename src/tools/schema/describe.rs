@@ -287,12 +287,14 @@ mod tests {
             "conda install --show",
             "--help and --unknown-flag",
             "x--freeze-installed",
-            "--no-pyc",
             "a -- b ---",
         ] {
             assert_eq!(said(kept), kept);
         }
         assert_eq!(said("--pyc, or --file"), "`pyc`, or `file`");
+        // A negative flag is its parameter set to false (conda-index: "Conflicts with
+        // --no-write-monolithic.").
+        assert_eq!(said("Conflicts with --no-pyc."), "Conflicts with `pyc: false`.");
     }
 
     #[test]

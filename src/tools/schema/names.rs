@@ -9,9 +9,9 @@ use crate::tools::layout::{Layout, Property};
 /// `text` with each flag of this tool (`--long-flag`, `-x`) replaced by its parameter
 /// name in backticks (the property of `level` when two levels share the flag, else the
 /// only one) and a value placeholder after it (`-n NAME`) dropped. Left alone: flags of
-/// no parameter (`--help`), flags written with a value (`--file=a`: command-line syntax),
-/// negative flags (`--no-x` of a `BooleanOptionalAction`) and flags in a conda command
-/// line (`conda config --show x` names another tool's option).
+/// no parameter (`--help`), flags written with a value (`--file=a`: command-line syntax)
+/// and flags in a conda command line (`conda config --show x` names another tool's
+/// option). A negative flag (`--no-x` of a `BooleanOptionalAction`) becomes `` `x: false` ``.
 pub fn in_parameter_names(text: &str, layout: &Layout, level: usize) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -35,7 +35,18 @@ pub fn in_parameter_names(text: &str, layout: &Layout, level: usize) -> String {
             .then(|| parameter_of(flag, layout, level))
             .flatten();
         let Some(property) = property else {
-            out.push_str(flag);
+            // `--no-x` of a `BooleanOptionalAction` is its parameter set to false.
+            match (!with_value && !in_command_line(&out))
+                .then(|| negative_of(flag, layout, level))
+                .flatten()
+            {
+                Some(property) => {
+                    out.push('`');
+                    out.push_str(&property.id);
+                    out.push_str(": false`");
+                }
+                None => out.push_str(flag),
+            }
             rest = after;
             continue;
         };
@@ -149,6 +160,24 @@ fn parameter_of<'a>(flag: &str, layout: &'a Layout, level: usize) -> Option<&'a 
         .iter()
         .filter(|p| p.argument.flags.iter().any(|f| f == flag))
         .filter(|p| p.argument.action != ActionKind::Boolean || !flag.starts_with("--no-"))
+        .collect();
+    match owners.as_slice() {
+        [only] => Some(*only),
+        _ => owners.iter().find(|p| p.level == level).copied(),
+    }
+}
+
+/// The `BooleanOptionalAction` property whose negative flag (`--no-x`) `flag` is (the one
+/// of `level` when two levels share it).
+fn negative_of<'a>(flag: &str, layout: &'a Layout, level: usize) -> Option<&'a Property> {
+    if !flag.starts_with("--no-") {
+        return None;
+    }
+    let owners: Vec<_> = layout
+        .properties
+        .iter()
+        .filter(|p| p.argument.action == ActionKind::Boolean)
+        .filter(|p| p.argument.flags.iter().any(|f| f == flag))
         .collect();
     match owners.as_slice() {
         [only] => Some(*only),
