@@ -51,6 +51,8 @@ mod privileges;
 mod progress;
 /// Hostile JSON-RPC frames over stdio: every frame answered.
 mod protocol;
+/// Concurrent sandboxed calls cannot reach into each other, the servers or the zygotes.
+mod reach;
 /// The README's client configurations, started as pasted.
 mod readme;
 /// Repeated keys in a request: refused before anything runs, stdio and HTTP, every revision.
