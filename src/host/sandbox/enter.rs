@@ -87,12 +87,27 @@ fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// In the child, between fork and exec: build the sandbox. Only system calls.
+///
+/// Not root: a user namespace (with mount and IPC namespaces) first, then the mounts
+/// inside it. Root: a mount namespace, the mounts (made as root), then the call's user
+/// namespace with a new mount namespace (copies of the mounts, locked: nothing in the
+/// user namespace can remount or unmount them) and an IPC namespace. Either way every
+/// sandboxed child is alone in a user namespace of its own: another call's child, in a
+/// sibling, holds no capability over it, so the kernel refuses `ptrace` and
+/// `/proc/<pid>/root`, `mem`, `fd` between them. Then every privilege goes, and the
+/// Landlock scope (where the kernel has one) keeps signals within the call.
 #[cfg(target_os = "linux")]
 fn enter(plan: &Prepared) -> std::io::Result<()> {
     use rustix::fs::{Mode, mkdir};
     use rustix::mount::{MountFlags, MountPropagationFlags, mount, mount_change};
+    use rustix::thread::{UnshareFlags, unshare_unsafe};
 
-    unshare_namespaces(plan.ids.as_ref())?;
+    let calls_own = UnshareFlags::NEWUSER | UnshareFlags::NEWNS | UnshareFlags::NEWIPC;
+    match (&plan.maps, plan.mounts_first) {
+        (Some(maps), false) => user_namespace(calls_own, maps)?,
+        // SAFETY: the child is single-threaded; no file table is unshared.
+        _ => unsafe { unshare_unsafe(UnshareFlags::NEWNS) }?,
+    }
     mount_change(
         c"/",
         MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
@@ -115,45 +130,55 @@ fn enter(plan: &Prepared) -> std::io::Result<()> {
     for dir in &plan.mkdirs {
         mkdir(&**dir, Mode::from_raw_mode(0o700))?;
     }
+    let user = plan.maps.is_some() && !plan.mounts_first;
     for overlay in &plan.overlays {
-        mount_overlay(overlay, plan.ids.is_some(), private);
+        mount_overlay(overlay, user, private);
     }
     for union in &plan.unions {
-        mount_union(union, plan.ids.is_some(), private);
+        mount_union(union, user, private);
     }
-    drop_privileges()
+    match (&plan.maps, plan.mounts_first) {
+        (Some(maps), true) => user_namespace(calls_own, maps)?,
+        // A root server whose kernel refused a user namespace: an IPC namespace alone.
+        // SAFETY: as above.
+        (None, _) => unsafe { unshare_unsafe(UnshareFlags::NEWIPC) }?,
+        (Some(_), false) => {}
+    }
+    drop_privileges()?;
+    if let Some(scope) = &plan.scope {
+        use std::os::fd::AsFd;
+        super::scope::restrict(scope.as_fd())?;
+    }
+    Ok(())
 }
 
-/// A new mount namespace, inside a new user namespace mapping `ids` (the `uid_map` and
-/// `gid_map` contents) when the server is not root. Only system calls.
+/// Unshare `flags` (a new user namespace among them) and map the caller's ids in it to
+/// themselves (`maps`: the `uid_map` and `gid_map` contents), `setgroups` denied: the one
+/// mapping a process may write for itself. Only system calls.
 #[cfg(target_os = "linux")]
-fn unshare_namespaces(ids: Option<&(Vec<u8>, Vec<u8>)>) -> std::io::Result<()> {
-    use rustix::thread::{UnshareFlags, unshare_unsafe};
-
+fn user_namespace(
+    flags: rustix::thread::UnshareFlags,
+    (uid_map, gid_map): &(Vec<u8>, Vec<u8>),
+) -> std::io::Result<()> {
     // SAFETY: the child is single-threaded; no file table is unshared.
-    match ids {
-        Some((uid_map, gid_map)) => {
-            unsafe { unshare_unsafe(UnshareFlags::NEWUSER | UnshareFlags::NEWNS) }?;
-            // A non-dumpable process's /proc files belong to root, so it could not write
-            // its own maps: be dumpable for these three writes only (exec resets the flag
-            // anyway).
-            // SAFETY: prctl with integer arguments only.
-            let dumpable = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) };
-            if dumpable != 1 {
-                // SAFETY: as above.
-                unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
-            }
-            let written = write_file(c"/proc/self/setgroups", b"deny")
-                .and_then(|()| write_file(c"/proc/self/uid_map", uid_map))
-                .and_then(|()| write_file(c"/proc/self/gid_map", gid_map));
-            if dumpable != 1 {
-                // SAFETY: as above.
-                unsafe { libc::prctl(libc::PR_SET_DUMPABLE, dumpable.max(0), 0, 0, 0) };
-            }
-            written
-        }
-        None => unsafe { unshare_unsafe(UnshareFlags::NEWNS) }.map_err(Into::into),
+    unsafe { rustix::thread::unshare_unsafe(flags) }?;
+    // A non-dumpable process's /proc files belong to root, so a non-root one could not
+    // write its own maps: be dumpable for these three writes only (exec resets the flag
+    // anyway).
+    // SAFETY: prctl with integer arguments only.
+    let dumpable = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) };
+    if dumpable != 1 {
+        // SAFETY: as above.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
     }
+    let written = write_file(c"/proc/self/setgroups", b"deny")
+        .and_then(|()| write_file(c"/proc/self/uid_map", uid_map))
+        .and_then(|()| write_file(c"/proc/self/gid_map", gid_map));
+    if dumpable != 1 {
+        // SAFETY: as above.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, dumpable.max(0), 0, 0, 0) };
+    }
+    written
 }
 
 /// One copy-on-write overlay (best effort). Only system calls.

@@ -56,9 +56,33 @@ impl Sandbox {
             state: State::Active,
             facts: Some(facts),
         };
-        let Some(plan) = sandbox.plan(None) else {
-            return Sandbox::unavailable(Unavailable::NotPrepared.to_string());
-        };
+        let mut result = sandbox.trial(program, args).await;
+        let root = sandbox.facts.as_ref().is_some_and(|f| f.ids.0 == 0);
+        if let (Err(refused), true) = (&result, root) {
+            // A root server whose kernel refuses it a user namespace (user namespaces
+            // disabled, a seccomp filter): the calls share one, and say so.
+            let reason = refused.to_string();
+            if let Some(facts) = sandbox.facts.as_mut() {
+                facts.shared_user_namespace = Some(reason.clone());
+            }
+            result = sandbox.trial(program, args).await;
+            if result.is_ok() {
+                tracing::warn!(
+                    %reason,
+                    "sandboxed calls share one user namespace: running at once, they can \
+                     reach into each other (ptrace, /proc/<pid>/root)"
+                );
+            }
+        }
+        match result {
+            Ok(()) => sandbox,
+            Err(reason) => Sandbox::unavailable(reason.to_string()),
+        }
+    }
+
+    /// Run `program args` once in this sandbox: it must exit 0.
+    async fn trial(&self, program: &Path, args: &[&str]) -> Result<(), Unavailable> {
+        let plan = self.plan(None).ok_or(Unavailable::NotPrepared)?;
         let spec = crate::host::exec::Spec {
             program: program.to_path_buf(),
             args: args.iter().map(Into::into).collect(),
@@ -73,14 +97,9 @@ impl Sandbox {
         };
         let cancel = tokio_util::sync::CancellationToken::new();
         match crate::host::exec::run(&spec, &cancel).await {
-            Ok(outcome) if outcome.exit_code == Some(0) => sandbox,
-            Ok(outcome) => {
-                sandbox.state =
-                    State::Unavailable(Unavailable::TrialFailed(outcome.exit_code).to_string());
-                sandbox.facts = None;
-                sandbox
-            }
-            Err(error) => Sandbox::unavailable(Unavailable::SetUp(error).to_string()),
+            Ok(outcome) if outcome.exit_code == Some(0) => Ok(()),
+            Ok(outcome) => Err(Unavailable::TrialFailed(outcome.exit_code)),
+            Err(error) => Err(Unavailable::SetUp(error)),
         }
     }
 }
@@ -115,7 +134,9 @@ impl Facts {
             });
         Ok(Facts {
             base,
-            ids: (uid != 0).then_some((uid, gid)),
+            ids: (uid, gid),
+            shared_user_namespace: None,
+            scope: super::scope::ruleset().map(std::sync::Arc::new),
             home: inputs.home.clone(),
             pkgs_dirs: inputs.conda_pkgs_dirs.iter().flat_map(split).collect(),
             envs_dirs: inputs.conda_envs_dirs.iter().flat_map(split).collect(),

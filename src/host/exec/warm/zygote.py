@@ -7,9 +7,11 @@
 #
 # Requests (ccm -> zygote), each a 4-byte big-endian length and a payload of
 # NUL-separated fields, the call's file descriptors attached to the first byte:
-#   run, cwd, ns (none|mnt|user), memory limit (or ""), file-size limit (or ""),
-#   argument count, arguments..., environment entries (NAME=VALUE)...
-#   descriptors: stdin, stdout, stderr, [user namespace], [mount namespace], cgroup.procs...
+#   run, cwd, ns ("none", or the comma-separated kinds of the sandbox's descriptors in
+#   their order: [user,]mnt,ipc[,landlock]), memory limit (or ""), file-size limit (or
+#   ""), argument count, arguments..., environment entries (NAME=VALUE)...
+#   descriptors: stdin, stdout, stderr, the sandbox's (user, mount and IPC namespaces,
+#   the Landlock ruleset), cgroup.procs...
 # Answers (zygote -> ccm), one line each: "ready PRELOADED REFUSED", "pid N", "stale"
 # (a module file changed since import: replace the zygote), "exit CODE" / "signal N",
 # "error WORDS". After "exit"/"signal" the zygote waits for "reap" (the child stays a
@@ -161,6 +163,8 @@ def stale():
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWIPC = 0x08000000
+SYS_LANDLOCK_RESTRICT_SELF = 446  # the same number on every architecture
 PR_CAPBSET_DROP = 24
 PR_SET_SECUREBITS = 28
 PR_SET_NO_NEW_PRIVS = 38
@@ -216,15 +220,23 @@ def drop_privileges():
         fail("no_new_privs")
 
 
-def enter_namespace(user, mount):
-    """Join the call's sandbox (built by a holder process), then give up what a cold
-    child gives up before exec: every privilege."""
-    if user is not None:
-        if LIBC.setns(user, CLONE_NEWUSER) != 0:
+def enter_sandbox(held):
+    """Join the call's sandbox (built by a holder process): its user namespace, then the
+    mount and IPC namespaces owned by it; give up what a cold child gives up before exec,
+    every privilege; then take a Landlock domain of its own from the ruleset, as a cold
+    child does last (sandbox/enter.rs)."""
+    if "user" in held:
+        if LIBC.setns(held["user"], CLONE_NEWUSER) != 0:
             fail("setns (user)")
-    if LIBC.setns(mount, CLONE_NEWNS) != 0:
+    if LIBC.setns(held["mnt"], CLONE_NEWNS) != 0:
         fail("setns (mount)")
+    if LIBC.setns(held["ipc"], CLONE_NEWIPC) != 0:
+        fail("setns (ipc)")
     drop_privileges()
+    if "landlock" in held:
+        if LIBC.syscall(ctypes.c_long(SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_int(held["landlock"]),
+                        ctypes.c_uint(0)) != 0:
+            fail("landlock")
 
 
 def set_limit(resource_id, value):
@@ -241,11 +253,8 @@ def child(fields, fds):
     argv = fields[6 : 6 + argc]
     env = fields[6 + argc :]
     stdio, rest = fds[:3], fds[3:]
-    user = mount = None
-    if ns == b"user":
-        user, mount, rest = rest[0], rest[1], rest[2:]
-    elif ns == b"mnt":
-        mount, rest = rest[0], rest[1:]
+    kinds = [] if ns == b"none" else ns.decode().split(",")
+    held, rest = dict(zip(kinds, rest)), rest[len(kinds):]
     SOCK.close()
     # As a cold child: standard streams first (a failure below is reported on them).
     for target, fd in enumerate(stdio):
@@ -262,8 +271,8 @@ def child(fields, fds):
 
     set_limit(resource.RLIMIT_AS, memory)
     set_limit(resource.RLIMIT_FSIZE, file_size)
-    if mount is not None:
-        enter_namespace(user, mount)
+    if held:
+        enter_sandbox(held)
     os.closerange(3, open_max())
     os.environ.clear()
     for entry in env:
