@@ -206,13 +206,37 @@ fn check(attacker: &Value, victim: &Value, scoped: bool, what: &str) {
     );
 }
 
-/// Every pair of cold and warm calls among servers made by `launch`.
+/// Every pair of cold and warm calls among servers made by `launch`: with the kernel's
+/// signal scope where it has one, and always without it (`CCM_TEST_NO_SIGNAL_SCOPE`, a
+/// debug-build switch: what the per-call user and IPC namespaces hold alone, as on a
+/// kernel before Linux 6.12).
 fn pairs(launch: impl Fn() -> Command, conda: &Path, prefix: &Path, home: &Path, who: &str) {
+    let unscoped = || {
+        let mut command = launch();
+        command.env("CCM_TEST_NO_SIGNAL_SCOPE", "1");
+        command
+    };
+    let without = format!("{who}, without the signal scope");
+    pairs_once(unscoped, false, conda, prefix, home, &without);
+    if landlock_abi() >= 6 {
+        pairs_once(&launch, true, conda, prefix, home, who);
+    }
+}
+
+/// Every pair of cold and warm calls among servers made by `launch`, whose signals are
+/// `scoped` or not.
+fn pairs_once(
+    launch: impl Fn() -> Command,
+    scoped: bool,
+    conda: &Path,
+    prefix: &Path,
+    home: &Path,
+    who: &str,
+) {
     let mut servers: Vec<Server> = [false, false, true, true]
         .into_iter()
         .map(|warm| server(launch(), conda, home, warm))
         .collect();
-    let scoped = landlock_abi() >= 6;
     let mut meeting = Meeting::new();
     // (victim, attacker): cold-cold, cold-warm, warm-cold, warm-warm.
     for (n, (v, a)) in [(0, 1), (0, 2), (2, 1), (2, 3)].into_iter().enumerate() {
@@ -249,9 +273,12 @@ fn pairs(launch: impl Fn() -> Command, conda: &Path, prefix: &Path, home: &Path,
             .expect("the victim's call ended");
         check(&report(&result), &report(&answer["result"]), scoped, &what);
     }
+    let scope = if scoped { "scoped" } else { "by_uid" };
+    let unix = if scoped { "scoped" } else { "shared" };
     assert_eq!(
-        servers[0].session.capabilities()["sandbox"]["isolation"]["signals"],
-        if scoped { "scoped" } else { "by_uid" },
+        servers[0].session.capabilities()["sandbox"]["isolation"],
+        json!({"user_namespace": "per_call", "ipc_namespace": "per_call",
+               "signals": scope, "abstract_unix_sockets": unix}),
         "{who}"
     );
 }

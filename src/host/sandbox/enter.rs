@@ -73,11 +73,15 @@ fn mount_setattr(
     }
 }
 
-/// Write a whole small file (async-signal-safe).
+/// Write a whole small file, `path` relative to `dir` (async-signal-safe).
 #[cfg(target_os = "linux")]
-fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
-    use rustix::fs::{Mode, OFlags, open};
-    let fd = open(path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())?;
+fn write_file(
+    dir: rustix::fd::BorrowedFd<'_>,
+    path: &std::ffi::CStr,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    use rustix::fs::{Mode, OFlags, openat};
+    let fd = openat(dir, path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())?;
     let written = rustix::io::write(&fd, bytes)?;
     if written == bytes.len() {
         Ok(())
@@ -103,8 +107,14 @@ fn enter(plan: &Prepared) -> std::io::Result<()> {
     use rustix::thread::{UnshareFlags, unshare_unsafe};
 
     let calls_own = UnshareFlags::NEWUSER | UnshareFlags::NEWNS | UnshareFlags::NEWIPC;
-    match (&plan.maps, plan.mounts_first) {
-        (Some(maps), false) => user_namespace(calls_own, maps)?,
+    // Where the maps are written: `/proc`, or (root) a detached copy of its mount, which
+    // the read-only remount below does not reach (the maps are written after it).
+    let proc = match &plan.maps {
+        Some(_) => Some(proc_dir(plan.mounts_first)?),
+        None => None,
+    };
+    match (&plan.maps, &proc, plan.mounts_first) {
+        (Some(maps), Some(proc), false) => user_namespace(calls_own, maps, proc)?,
         // SAFETY: the child is single-threaded; no file table is unshared.
         _ => unsafe { unshare_unsafe(UnshareFlags::NEWNS) }?,
     }
@@ -137,13 +147,14 @@ fn enter(plan: &Prepared) -> std::io::Result<()> {
     for union in &plan.unions {
         mount_union(union, user, private);
     }
-    match (&plan.maps, plan.mounts_first) {
-        (Some(maps), true) => user_namespace(calls_own, maps)?,
+    match (&plan.maps, &proc, plan.mounts_first) {
+        (Some(maps), Some(proc), true) => user_namespace(calls_own, maps, proc)?,
         // A root server whose kernel refused a user namespace: an IPC namespace alone.
         // SAFETY: as above.
-        (None, _) => unsafe { unshare_unsafe(UnshareFlags::NEWIPC) }?,
-        (Some(_), false) => {}
+        (None, _, _) => unsafe { unshare_unsafe(UnshareFlags::NEWIPC) }?,
+        _ => {}
     }
+    drop(proc);
     drop_privileges()?;
     if let Some(scope) = &plan.scope {
         use std::os::fd::AsFd;
@@ -152,14 +163,34 @@ fn enter(plan: &Prepared) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A directory descriptor of `/proc` (close-on-exec). `detached`: of a copy of its mount
+/// that belongs to no mount tree, so a later read-only remount of `/` leaves it writable
+/// (a root server's child writes its maps after that remount). Only system calls.
+#[cfg(target_os = "linux")]
+fn proc_dir(detached: bool) -> std::io::Result<rustix::fd::OwnedFd> {
+    use rustix::fs::{CWD, Mode, OFlags, open};
+    use rustix::mount::{OpenTreeFlags, open_tree};
+    if detached {
+        let flags = OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC;
+        Ok(open_tree(CWD, c"/proc", flags)?)
+    } else {
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        Ok(open(c"/proc", flags, Mode::empty())?)
+    }
+}
+
 /// Unshare `flags` (a new user namespace among them) and map the caller's ids in it to
 /// themselves (`maps`: the `uid_map` and `gid_map` contents), `setgroups` denied: the one
-/// mapping a process may write for itself. Only system calls.
+/// mapping a process may write for itself, through `proc` (a descriptor of `/proc`).
+/// Only system calls.
 #[cfg(target_os = "linux")]
 fn user_namespace(
     flags: rustix::thread::UnshareFlags,
     (uid_map, gid_map): &(Vec<u8>, Vec<u8>),
+    proc: &rustix::fd::OwnedFd,
 ) -> std::io::Result<()> {
+    use rustix::fd::AsFd;
+    let proc = proc.as_fd();
     // SAFETY: the child is single-threaded; no file table is unshared.
     unsafe { rustix::thread::unshare_unsafe(flags) }?;
     // A non-dumpable process's /proc files belong to root, so a non-root one could not
@@ -171,9 +202,9 @@ fn user_namespace(
         // SAFETY: as above.
         unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
     }
-    let written = write_file(c"/proc/self/setgroups", b"deny")
-        .and_then(|()| write_file(c"/proc/self/uid_map", uid_map))
-        .and_then(|()| write_file(c"/proc/self/gid_map", gid_map));
+    let written = write_file(proc, c"self/setgroups", b"deny")
+        .and_then(|()| write_file(proc, c"self/uid_map", uid_map))
+        .and_then(|()| write_file(proc, c"self/gid_map", gid_map));
     if dumpable != 1 {
         // SAFETY: as above.
         unsafe { libc::prctl(libc::PR_SET_DUMPABLE, dumpable.max(0), 0, 0, 0) };

@@ -61,7 +61,7 @@ pub(super) fn abi() -> i64 {
 /// scopes (`None` otherwise).
 #[cfg(target_os = "linux")]
 pub(super) fn ruleset() -> Option<OwnedFd> {
-    if abi() < SCOPES_ABI {
+    if abi() < SCOPES_ABI || unscoped_for_tests() {
         return None;
     }
     let attr = RulesetAttr {
@@ -81,6 +81,14 @@ pub(super) fn ruleset() -> Option<OwnedFd> {
     };
     // SAFETY: a descriptor the kernel just made, owned by nobody else.
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Debug builds only: `CCM_TEST_NO_SIGNAL_SCOPE=1` makes the server behave as on a kernel
+/// without Landlock scoping, so that tests prove what the per-call user and IPC
+/// namespaces hold alone. Release builds ignore the variable.
+#[cfg(target_os = "linux")]
+fn unscoped_for_tests() -> bool {
+    cfg!(debug_assertions) && std::env::var_os("CCM_TEST_NO_SIGNAL_SCOPE").is_some_and(|v| v == "1")
 }
 
 #[cfg(not(target_os = "linux"))]
