@@ -3,8 +3,9 @@
 //!
 //! Every execution the policy judges read-only, every one admitted by `--allow-exec`
 //! without `--allow-write`, and the dry-run preview of a confirmed write run in a private
-//! mount namespace (plus a user namespace when the server is not root) in which every
-//! mount is read-only, except:
+//! mount namespace, inside a user namespace and an IPC namespace of the call's own (a
+//! root server's children too; see `enter.rs`), in which every mount is read-only,
+//! except:
 //!
 //! - a private tmpfs, fresh for each call, over `/dev/shm` (POSIX shared memory and
 //!   semaphores; where there is none, over an empty directory the server makes): the
@@ -34,8 +35,14 @@
 //! namespace, it gives up every capability in every set (the bounding set included) and
 //! sets `no_new_privs` and root-is-not-special securebits (locked) before `exec`, so
 //! nothing it runs holds or regains one; a user namespace it makes locks the read-only
-//! mounts. At startup [`Sandbox::probe`] runs one trivial child
-//! in the sandbox; when that fails the server says why and runs children as before.
+//! mounts. Its own user namespace keeps every other call's child (in a sibling one) and
+//! every process outside the calls from `ptrace` and `/proc/<pid>/` access to it and
+//! back; its IPC namespace keeps SysV and POSIX IPC objects per call; where the kernel
+//! scopes signals (Landlock ABI 6) a domain of its own keeps its signals within the call
+//! (`scope.rs`). At startup [`Sandbox::probe`] runs one trivial child in the sandbox;
+//! when that fails the server says why and runs children as before (a root server whose
+//! kernel refuses per-call user namespaces runs them in one shared namespace, and says
+//! so in the capabilities' `isolation`).
 //!
 //! Linux ≥ 5.12 (`mount_setattr`); overlays in user namespaces need Linux ≥ 5.11.
 
