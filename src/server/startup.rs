@@ -318,12 +318,15 @@ pub async fn probe_sandbox(disabled: bool) -> Sandbox {
         .ok()
         .filter(|p| p.is_file())
         .unwrap_or_else(|| PathBuf::from("/bin/true"));
-    let args: &[&str] = if program.ends_with("true") {
+    let args: &'static [&'static str] = if program.ends_with("true") {
         &[]
     } else {
         &["--version"]
     };
-    let trial = async |plan| exec::trial(&program, args, plan).await;
+    let trial = |plan| {
+        let program = program.clone();
+        async move { exec::trial(&program, args, plan).await }
+    };
     let sandbox = Sandbox::probe(&sandbox::Inputs::from_process(), trial).await;
     match sandbox.state() {
         sandbox::State::Active => {

@@ -55,6 +55,8 @@ mod progress;
 mod protocol;
 /// The embedded Python programs tested directly (`tests/python/`, Python's unittest).
 mod python;
+/// Concurrent sandboxed calls cannot reach into each other, the servers or the zygotes.
+mod reach;
 /// The README's client configurations, started as pasted.
 mod readme;
 /// Repeated keys in a request: refused before anything runs, stdio and HTTP, every revision.

@@ -130,7 +130,7 @@ class RequestTest(unittest.TestCase):
         self.assertEqual(request.argv, [b"list", b"--json"])
         self.assertEqual(request.env, [b"PATH=/usr/bin", b"EMPTY=", b"EQ=a=b"])
         self.assertEqual(request.stdio, [10, 11, 12])
-        self.assertEqual((request.user, request.mount, request.cgroup_procs), (None, None, []))
+        self.assertEqual((request.held, request.cgroup_procs), ({}, []))
 
     def test_an_argument_that_looks_like_an_environment_entry(self):
         fields = run_fields([b"A=B", b""], [(b"X", b"1")])
@@ -139,22 +139,27 @@ class RequestTest(unittest.TestCase):
 
     def test_descriptors_by_namespace(self):
         cases = [
-            (b"none", [3, 4], (None, None, [3, 4])),
-            (b"mnt", [3, 4], (None, 3, [4])),
-            (b"user", [3, 4, 5], (3, 4, [5])),
-            (b"user", [3, 4], (3, 4, [])),
+            (b"none", [3, 4], ({}, [3, 4])),
+            (b"mnt,ipc", [3, 4], ({"mnt": 3, "ipc": 4}, [])),
+            (b"mnt,ipc,landlock", [3, 4, 5, 6], ({"mnt": 3, "ipc": 4, "landlock": 5}, [6])),
+            (b"user,mnt,ipc", [3, 4, 5, 6], ({"user": 3, "mnt": 4, "ipc": 5}, [6])),
+            (
+                b"user,mnt,ipc,landlock",
+                [3, 4, 5, 6, 7],
+                ({"user": 3, "mnt": 4, "ipc": 5, "landlock": 6}, [7]),
+            ),
         ]
         for ns, rest, expected in cases:
             with self.subTest(ns=ns, rest=rest):
                 request = zygote.Request(run_fields([], [], ns=ns), [0, 1, 2] + rest)
-                self.assertEqual((request.user, request.mount, request.cgroup_procs), expected)
+                self.assertEqual((request.held, request.cgroup_procs), expected)
 
     def test_a_request_it_cannot_read(self):
         cases = [
             ([b"run", b"/", b"none"], [0, 1, 2], ValueError),
             ([b"run", b"/", b"none", b"", b"", b"two"], [0, 1, 2], ValueError),
-            (run_fields([], [], ns=b"user"), [0, 1, 2, 3], IndexError),
-            (run_fields([], [], ns=b"mnt"), [0, 1, 2], IndexError),
+            (run_fields([], [], ns=b"user,mnt,ipc"), [0, 1, 2, 3], ValueError),
+            (run_fields([], [], ns=b"mnt,ipc"), [0, 1, 2], ValueError),
         ]
         for fields, fds, error in cases:
             with self.subTest(fields=fields, fds=fds):

@@ -115,7 +115,7 @@ fn environments(facts: &Facts, root_prefix: Option<&Path>, envs_dirs: &[PathBuf]
         }
     }
     let mut homes: Vec<PathBuf> = facts.home.iter().cloned().collect();
-    if facts.ids.is_none() {
+    if facts.ids.0 == 0 {
         homes.extend(password_homes());
     }
     for home in homes {

@@ -73,11 +73,15 @@ fn mount_setattr(
     }
 }
 
-/// Write a whole small file (async-signal-safe).
+/// Write a whole small file, `path` relative to `dir` (async-signal-safe).
 #[cfg(target_os = "linux")]
-fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
-    use rustix::fs::{Mode, OFlags, open};
-    let fd = open(path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())?;
+fn write_file(
+    dir: rustix::fd::BorrowedFd<'_>,
+    path: &std::ffi::CStr,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    use rustix::fs::{Mode, OFlags, openat};
+    let fd = openat(dir, path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())?;
     let written = rustix::io::write(&fd, bytes)?;
     if written == bytes.len() {
         Ok(())
@@ -87,12 +91,33 @@ fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// In the child, between fork and exec: build the sandbox. Only system calls.
+///
+/// Not root: a user namespace (with mount and IPC namespaces) first, then the mounts
+/// inside it. Root: a mount namespace, the mounts (made as root), then the call's user
+/// namespace with a new mount namespace (copies of the mounts, locked: nothing in the
+/// user namespace can remount or unmount them) and an IPC namespace. Either way every
+/// sandboxed child is alone in a user namespace of its own: another call's child, in a
+/// sibling, holds no capability over it, so the kernel refuses `ptrace` and
+/// `/proc/<pid>/root`, `mem`, `fd` between them. Then every privilege goes, and the
+/// Landlock scope (where the kernel has one) keeps signals within the call.
 #[cfg(target_os = "linux")]
 fn enter(plan: &Prepared) -> std::io::Result<()> {
     use rustix::fs::{Mode, mkdir};
     use rustix::mount::{MountFlags, MountPropagationFlags, mount, mount_change};
+    use rustix::thread::{UnshareFlags, unshare_unsafe};
 
-    unshare_namespaces(plan.ids.as_ref())?;
+    let calls_own = UnshareFlags::NEWUSER | UnshareFlags::NEWNS | UnshareFlags::NEWIPC;
+    // Where the maps are written: `/proc`, or (root) a detached copy of its mount, which
+    // the read-only remount below does not reach (the maps are written after it).
+    let proc = match &plan.maps {
+        Some(_) => Some(proc_dir(plan.mounts_first)?),
+        None => None,
+    };
+    match (&plan.maps, &proc, plan.mounts_first) {
+        (Some(maps), Some(proc), false) => user_namespace(calls_own, maps, proc)?,
+        // SAFETY: the child is single-threaded; no file table is unshared.
+        _ => unsafe { unshare_unsafe(UnshareFlags::NEWNS) }?,
+    }
     mount_change(
         c"/",
         MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
@@ -115,45 +140,76 @@ fn enter(plan: &Prepared) -> std::io::Result<()> {
     for dir in &plan.mkdirs {
         mkdir(&**dir, Mode::from_raw_mode(0o700))?;
     }
+    let user = plan.maps.is_some() && !plan.mounts_first;
     for overlay in &plan.overlays {
-        mount_overlay(overlay, plan.ids.is_some(), private);
+        mount_overlay(overlay, user, private);
     }
     for union in &plan.unions {
-        mount_union(union, plan.ids.is_some(), private);
+        mount_union(union, user, private);
     }
-    drop_privileges()
+    match (&plan.maps, &proc, plan.mounts_first) {
+        (Some(maps), Some(proc), true) => user_namespace(calls_own, maps, proc)?,
+        // A root server whose kernel refused a user namespace: an IPC namespace alone.
+        // SAFETY: as above.
+        (None, _, _) => unsafe { unshare_unsafe(UnshareFlags::NEWIPC) }?,
+        _ => {}
+    }
+    drop(proc);
+    drop_privileges()?;
+    if let Some(scope) = &plan.scope {
+        use std::os::fd::AsFd;
+        super::scope::restrict(scope.as_fd())?;
+    }
+    Ok(())
 }
 
-/// A new mount namespace, inside a new user namespace mapping `ids` (the `uid_map` and
-/// `gid_map` contents) when the server is not root. Only system calls.
+/// A directory descriptor of `/proc` (close-on-exec). `detached`: of a copy of its mount
+/// that belongs to no mount tree, so a later read-only remount of `/` leaves it writable
+/// (a root server's child writes its maps after that remount). Only system calls.
 #[cfg(target_os = "linux")]
-fn unshare_namespaces(ids: Option<&(Vec<u8>, Vec<u8>)>) -> std::io::Result<()> {
-    use rustix::thread::{UnshareFlags, unshare_unsafe};
-
-    // SAFETY: the child is single-threaded; no file table is unshared.
-    match ids {
-        Some((uid_map, gid_map)) => {
-            unsafe { unshare_unsafe(UnshareFlags::NEWUSER | UnshareFlags::NEWNS) }?;
-            // A non-dumpable process's /proc files belong to root, so it could not write
-            // its own maps: be dumpable for these three writes only (exec resets the flag
-            // anyway).
-            // SAFETY: prctl with integer arguments only.
-            let dumpable = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) };
-            if dumpable != 1 {
-                // SAFETY: as above.
-                unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
-            }
-            let written = write_file(c"/proc/self/setgroups", b"deny")
-                .and_then(|()| write_file(c"/proc/self/uid_map", uid_map))
-                .and_then(|()| write_file(c"/proc/self/gid_map", gid_map));
-            if dumpable != 1 {
-                // SAFETY: as above.
-                unsafe { libc::prctl(libc::PR_SET_DUMPABLE, dumpable.max(0), 0, 0, 0) };
-            }
-            written
-        }
-        None => unsafe { unshare_unsafe(UnshareFlags::NEWNS) }.map_err(Into::into),
+fn proc_dir(detached: bool) -> std::io::Result<rustix::fd::OwnedFd> {
+    use rustix::fs::{CWD, Mode, OFlags, open};
+    use rustix::mount::{OpenTreeFlags, open_tree};
+    if detached {
+        let flags = OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC;
+        Ok(open_tree(CWD, c"/proc", flags)?)
+    } else {
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        Ok(open(c"/proc", flags, Mode::empty())?)
     }
+}
+
+/// Unshare `flags` (a new user namespace among them) and map the caller's ids in it to
+/// themselves (`maps`: the `uid_map` and `gid_map` contents), `setgroups` denied: the one
+/// mapping a process may write for itself, through `proc` (a descriptor of `/proc`).
+/// Only system calls.
+#[cfg(target_os = "linux")]
+fn user_namespace(
+    flags: rustix::thread::UnshareFlags,
+    (uid_map, gid_map): &(Vec<u8>, Vec<u8>),
+    proc: &rustix::fd::OwnedFd,
+) -> std::io::Result<()> {
+    use rustix::fd::AsFd;
+    let proc = proc.as_fd();
+    // SAFETY: the child is single-threaded; no file table is unshared.
+    unsafe { rustix::thread::unshare_unsafe(flags) }?;
+    // A non-dumpable process's /proc files belong to root, so a non-root one could not
+    // write its own maps: be dumpable for these three writes only (exec resets the flag
+    // anyway).
+    // SAFETY: prctl with integer arguments only.
+    let dumpable = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) };
+    if dumpable != 1 {
+        // SAFETY: as above.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
+    }
+    let written = write_file(proc, c"self/setgroups", b"deny")
+        .and_then(|()| write_file(proc, c"self/uid_map", uid_map))
+        .and_then(|()| write_file(proc, c"self/gid_map", gid_map));
+    if dumpable != 1 {
+        // SAFETY: as above.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, dumpable.max(0), 0, 0, 0) };
+    }
+    written
 }
 
 /// One copy-on-write overlay (best effort). Only system calls.

@@ -3,8 +3,9 @@
 //!
 //! Every execution the policy judges read-only, every one admitted by `--allow-exec`
 //! without `--allow-write`, and the dry-run preview of a confirmed write run in a private
-//! mount namespace (plus a user namespace when the server is not root) in which every
-//! mount is read-only, except:
+//! mount namespace, inside a user namespace and an IPC namespace of the call's own (a
+//! root server's children too; see `enter.rs`), in which every mount is read-only,
+//! except:
 //!
 //! - a private tmpfs, fresh for each call, over `/dev/shm` (POSIX shared memory and
 //!   semaphores; where there is none, over an empty directory the server makes): the
@@ -34,12 +35,19 @@
 //! namespace, it gives up every capability in every set (the bounding set included) and
 //! sets `no_new_privs` and root-is-not-special securebits (locked) before `exec`, so
 //! nothing it runs holds or regains one; a user namespace it makes locks the read-only
-//! mounts. At startup [`Sandbox::probe`] runs one trivial child
-//! in the sandbox; when that fails the server says why and runs children as before.
+//! mounts. Its own user namespace keeps every other call's child (in a sibling one) and
+//! every process outside the calls from `ptrace` and `/proc/<pid>/` access to it and
+//! back; its IPC namespace keeps SysV and POSIX IPC objects per call; where the kernel
+//! scopes signals (Landlock ABI 6) a domain of its own keeps its signals within the call
+//! (`scope.rs`). At startup [`Sandbox::probe`] runs one trivial child in the sandbox;
+//! when that fails the server says why and runs children as before (a root server whose
+//! kernel refuses per-call user namespaces runs them in one shared namespace, and says
+//! so in the capabilities' `isolation`).
 //!
 //! Linux ≥ 5.12 (`mount_setattr`); overlays in user namespaces need Linux ≥ 5.11.
 
 use std::ffi::{CString, OsString};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -51,6 +59,7 @@ mod areas;
 mod enter;
 mod plan;
 mod probe;
+mod scope;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
 
@@ -95,8 +104,14 @@ pub struct Sandbox {
 struct Facts {
     /// Where the per-call tmpfs is mounted.
     base: Base,
-    /// `(uid, gid)` to map in a user namespace; `None` when the server is root.
-    ids: Option<(u32, u32)>,
+    /// The server's `(uid, gid)`, mapped to themselves in each call's user namespace.
+    ids: (u32, u32),
+    /// Whether each call gets a user namespace of its own: always when the server is not
+    /// root; for a root server unless the kernel refused one at startup (then the reason).
+    shared_user_namespace: Option<String>,
+    /// The Landlock ruleset that scopes a call's signals and abstract unix sockets to the
+    /// call (`None`: the kernel has no Landlock scoping, ABI < 6).
+    scope: Option<Arc<OwnedFd>>,
     home: Option<PathBuf>,
     /// Extra package cache directories (`CONDA_PKGS_DIRS`).
     pkgs_dirs: Vec<PathBuf>,
@@ -168,8 +183,15 @@ pub struct Plan(Arc<Prepared>);
 
 #[derive(Debug)]
 struct Prepared {
-    /// `setgroups`, `uid_map`, `gid_map` contents when a user namespace is needed.
-    ids: Option<(Vec<u8>, Vec<u8>)>,
+    /// `uid_map`, `gid_map` contents of the call's user namespace (`None`: a root server
+    /// whose kernel refused one).
+    maps: Option<(Vec<u8>, Vec<u8>)>,
+    /// The server is root: the mounts are made first, as root, then the call's user
+    /// namespace with a new mount namespace in it (copies of the mounts, locked). Else
+    /// the user namespace comes first and the mounts are made inside it.
+    mounts_first: bool,
+    /// The Landlock ruleset each child restricts itself with (a domain of its own).
+    scope: Option<Arc<OwnedFd>>,
     base: CString,
     /// tmpfs options of the base.
     base_options: CString,
@@ -209,9 +231,14 @@ impl Plan {
         &self.0.tmpdir
     }
 
-    /// Whether the sandbox includes a user namespace (the server is not root).
+    /// Whether the sandbox includes a user namespace of the call's own.
     pub fn user_namespace(&self) -> bool {
-        self.0.ids.is_some()
+        self.0.maps.is_some()
+    }
+
+    /// The Landlock ruleset a child restricts itself with, when signals are scoped.
+    pub fn scope(&self) -> Option<BorrowedFd<'_>> {
+        self.0.scope.as_deref().map(AsFd::as_fd)
     }
 }
 
@@ -273,11 +300,36 @@ impl Sandbox {
                                 package cache or envs directory): made for the call, \
                                 discarded with it"}));
                 }
-                json!({"state": "active", "writable": writable})
+                json!({"state": "active", "writable": writable, "isolation": self.isolation()})
             }
             State::Unavailable(reason) => json!({"state": "unavailable", "reason": reason}),
             State::Disabled => json!({"state": "disabled", "reason": "--no-sandbox"}),
         }
+    }
+}
+
+impl Sandbox {
+    /// What keeps concurrent sandboxed calls apart from each other and from every other
+    /// process (the `isolation` field of the capabilities' `sandbox`).
+    fn isolation(&self) -> Value {
+        let Some(facts) = self.facts.as_ref() else {
+            return Value::Null;
+        };
+        let scoped = if facts.scope.is_some() {
+            "scoped"
+        } else {
+            "by_uid"
+        };
+        let mut isolation = json!({
+            "user_namespace": if facts.shared_user_namespace.is_some() { "shared" } else { "per_call" },
+            "ipc_namespace": "per_call",
+            "signals": scoped,
+            "abstract_unix_sockets": if facts.scope.is_some() { "scoped" } else { "shared" },
+        });
+        if let Some(reason) = &facts.shared_user_namespace {
+            isolation["user_namespace_refused"] = json!(reason);
+        }
+        isolation
     }
 }
 

@@ -25,7 +25,10 @@ impl Sandbox {
         let mut mkdirs = vec![cstring(&tmpdir)?];
         let overlays = overlays(&areas, &base, &mut mkdirs)?;
         let unions = unions(&areas, &base, &mut mkdirs)?;
-        let ids = facts.ids.map(|(uid, gid)| {
+        // Each call's user namespace maps the server's ids to themselves (root: 0 to 0),
+        // the one mapping a process may write for itself (with `setgroups` denied).
+        let (uid, gid) = facts.ids;
+        let maps = facts.shared_user_namespace.is_none().then(|| {
             (
                 format!("{uid} {uid} 1\n").into_bytes(),
                 format!("{gid} {gid} 1\n").into_bytes(),
@@ -36,7 +39,9 @@ impl Sandbox {
             Base::Dir(_) => c"mode=0700",
         };
         Some(Plan(Arc::new(Prepared {
-            ids,
+            maps,
+            mounts_first: uid == 0,
+            scope: facts.scope.clone(),
             base: cstring(&base)?,
             base_options: base_options.to_owned(),
             mkdirs,

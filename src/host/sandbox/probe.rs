@@ -43,13 +43,15 @@ impl std::fmt::Display for ExitStatus {
 
 impl Sandbox {
     /// Prepare the sandbox and check that it works by running one trial child in it
-    /// (`trial` runs it under the plan and gives its exit code; it must exit 0). Makes the
+    /// (`trial` runs it under the plan and gives its exit code; it must exit 0; a root
+    /// server whose kernel refuses a user namespace per call tries once more with one shared). Makes the
     /// base directory and the notices cache directory. The caller starts the child: the
     /// sandbox knows nothing of how children run.
-    pub async fn probe(
-        inputs: &Inputs,
-        trial: impl AsyncFnOnce(Plan) -> std::io::Result<Option<i32>>,
-    ) -> Sandbox {
+    pub async fn probe<F, Fut>(inputs: &Inputs, trial: F) -> Sandbox
+    where
+        F: Fn(Plan) -> Fut,
+        Fut: Future<Output = std::io::Result<Option<i32>>>,
+    {
         if !cfg!(target_os = "linux") {
             return Sandbox::unavailable(Unavailable::NotLinux.to_string());
         }
@@ -61,17 +63,41 @@ impl Sandbox {
             state: State::Active,
             facts: Some(facts),
         };
-        let Some(plan) = sandbox.plan(None) else {
-            return Sandbox::unavailable(Unavailable::NotPrepared.to_string());
-        };
-        match trial(plan).await {
-            Ok(Some(0)) => sandbox,
-            Ok(exit_code) => {
-                sandbox.state = State::Unavailable(Unavailable::TrialFailed(exit_code).to_string());
-                sandbox.facts = None;
-                sandbox
+        let mut result = sandbox.trial(&trial).await;
+        let root = sandbox.facts.as_ref().is_some_and(|f| f.ids.0 == 0);
+        if let (Err(refused), true) = (&result, root) {
+            // A root server whose kernel refuses it a user namespace (user namespaces
+            // disabled, a seccomp filter): the calls share one, and say so.
+            let reason = refused.to_string();
+            if let Some(facts) = sandbox.facts.as_mut() {
+                facts.shared_user_namespace = Some(reason.clone());
             }
-            Err(error) => Sandbox::unavailable(Unavailable::SetUp(error).to_string()),
+            result = sandbox.trial(&trial).await;
+            if result.is_ok() {
+                tracing::warn!(
+                    %reason,
+                    "sandboxed calls share one user namespace: running at once, they can \
+                     reach into each other (ptrace, /proc/<pid>/root)"
+                );
+            }
+        }
+        match result {
+            Ok(()) => sandbox,
+            Err(reason) => Sandbox::unavailable(reason.to_string()),
+        }
+    }
+
+    /// Run the trial child once in this sandbox: it must exit 0.
+    async fn trial<F, Fut>(&self, trial: &F) -> Result<(), Unavailable>
+    where
+        F: Fn(Plan) -> Fut,
+        Fut: Future<Output = std::io::Result<Option<i32>>>,
+    {
+        let plan = self.plan(None).ok_or(Unavailable::NotPrepared)?;
+        match trial(plan).await {
+            Ok(Some(0)) => Ok(()),
+            Ok(exit_code) => Err(Unavailable::TrialFailed(exit_code)),
+            Err(error) => Err(Unavailable::SetUp(error)),
         }
     }
 }
@@ -106,7 +132,9 @@ impl Facts {
             });
         Ok(Facts {
             base,
-            ids: (uid != 0).then_some((uid, gid)),
+            ids: (uid, gid),
+            shared_user_namespace: None,
+            scope: super::scope::ruleset().map(std::sync::Arc::new),
             home: inputs.home.clone(),
             pkgs_dirs: inputs.conda_pkgs_dirs.iter().flat_map(split).collect(),
             envs_dirs: inputs.conda_envs_dirs.iter().flat_map(split).collect(),

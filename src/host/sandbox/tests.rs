@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 /// The server's probe: one trial child of `program args` in the sandbox.
 async fn probe(inputs: &Inputs, program: &Path, args: &[&str]) -> Sandbox {
-    Sandbox::probe(inputs, async |plan| {
+    Sandbox::probe(inputs, |plan| async move {
         crate::host::exec::trial(program, args, plan).await
     })
     .await

@@ -294,7 +294,10 @@ mod tests {
         assert_eq!(said("--pyc, or --file"), "`pyc`, or `file`");
         // A negative flag is its parameter set to false (conda-index: "Conflicts with
         // --no-write-monolithic.").
-        assert_eq!(said("Conflicts with --no-pyc."), "Conflicts with `pyc: false`.");
+        assert_eq!(
+            said("Conflicts with --no-pyc."),
+            "Conflicts with `pyc: false`."
+        );
     }
 
     #[test]

@@ -104,12 +104,21 @@ pub(super) async fn start(
         Some(plan) => Some(super::holder::build(plan).map_err(|_| Unfit::Sandbox)?),
         None => None,
     };
+    // The kinds of the descriptors that follow stdio, in order (see `zygote.py`).
     let ns = match &spec.sandbox {
-        None => "none",
-        Some(plan) if plan.user_namespace() => "user",
-        Some(_) => "mnt",
+        None => "none".to_owned(),
+        Some(plan) => {
+            let mut kinds = vec!["mnt", "ipc"];
+            if plan.user_namespace() {
+                kinds.insert(0, "user");
+            }
+            if plan.scope().is_some() {
+                kinds.push("landlock");
+            }
+            kinds.join(",")
+        }
     };
-    let fields = fields(spec, marker, ns)?;
+    let fields = fields(spec, marker, &ns)?;
     let (stdin_child, stdin_ours) = match spec.stdin {
         Some(_) => {
             let (read, write) = pipe_pair()?;
@@ -131,6 +140,11 @@ pub(super) async fn start(
     if let Some(namespaces) = &namespaces {
         fds.extend(namespaces.user.as_ref().map(|fd| fd.as_raw_fd()));
         fds.push(namespaces.mount.as_raw_fd());
+        fds.push(namespaces.ipc.as_raw_fd());
+    }
+    #[cfg(target_os = "linux")]
+    if let Some(scope) = spec.sandbox.as_ref().and_then(|plan| plan.scope()) {
+        fds.push(scope.as_raw_fd());
     }
     fds.extend_from_slice(prepared.join_fds());
     let zygote = slot.as_mut().ok_or(Unfit::Starting)?;

@@ -1,6 +1,6 @@
 //! The sandbox of a warm call: a short-lived child forked from the server builds the
 //! call's sandbox with the cold path's own code (only system calls after `fork`), sends
-//! back descriptors of its mount (and user) namespace, and exits. The warm child joins
+//! back descriptors of its user, mount and IPC namespaces, and exits. The warm child joins
 //! those namespaces with `setns`, so the sandbox is built by one implementation for both
 //! paths. Namespace descriptors (not a pidfd of the holder) are used because joining by
 //! pidfd needs ptrace access to the holder, which an undumpable process does not give a
@@ -11,15 +11,16 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use super::super::reap;
 use crate::host::sandbox::Plan;
 
-/// The namespaces of one call's sandbox: its user namespace (when the server is not
-/// root) and its mount namespace.
+/// The namespaces of one call's sandbox: its user namespace (absent only on a root
+/// server whose kernel refused one), its mount and its IPC namespace.
 pub(super) struct Namespaces {
     pub(super) user: Option<OwnedFd>,
     pub(super) mount: OwnedFd,
+    pub(super) ipc: OwnedFd,
 }
 
-/// Room for two descriptors in one control message.
-const FDS: usize = 2;
+/// Room for three descriptors in one control message.
+const FDS: usize = 3;
 
 /// Build `plan`'s sandbox in a forked child and return its namespaces.
 pub(super) fn build(plan: &Plan) -> std::io::Result<Namespaces> {
@@ -70,13 +71,15 @@ pub(super) fn build(plan: &Plan) -> std::io::Result<Namespaces> {
     reap::registry().remove(&pid);
     let mut fds = received?.into_iter();
     let user = if user { fds.next() } else { None };
-    let mount = fds
-        .next()
-        .ok_or_else(|| std::io::Error::other("no namespace"))?;
+    let mut next = || {
+        fds.next()
+            .ok_or_else(|| std::io::Error::other("no namespace"))
+    };
+    let (mount, ipc) = (next()?, next()?);
     if plan.user_namespace() && user.is_none() {
         return Err(std::io::Error::other("no user namespace"));
     }
-    Ok(Namespaces { user, mount })
+    Ok(Namespaces { user, mount, ipc })
 }
 
 /// The descriptors of one message (none when the holder failed).
@@ -128,9 +131,13 @@ fn in_child(plan: &Plan, user: bool, socket: RawFd, control: &mut [u8]) -> ! {
         let mut count = 0;
         if crate::host::sandbox::enter_forked(plan).is_ok() {
             let paths: &[&std::ffi::CStr] = if user {
-                &[c"/proc/self/ns/user", c"/proc/self/ns/mnt"]
+                &[
+                    c"/proc/self/ns/user",
+                    c"/proc/self/ns/mnt",
+                    c"/proc/self/ns/ipc",
+                ]
             } else {
-                &[c"/proc/self/ns/mnt"]
+                &[c"/proc/self/ns/mnt", c"/proc/self/ns/ipc"]
             };
             for path in paths {
                 let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);

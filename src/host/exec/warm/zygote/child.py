@@ -6,14 +6,15 @@ import os
 import sys
 
 if False:  # Names from the other parts of this program (one namespace; see start.py).
-    from contain import enter_namespace, open_max, set_limit
+    from contain import enter_sandbox, open_max, set_limit
 
 
 class Request:
     """A "run" request: its fields (after "run": cwd, ns, memory limit, file-size limit,
     argument count, arguments, environment entries) and descriptors (stdin, stdout, stderr,
-    the user namespace when ns is "user", the mount namespace when ns is "user" or "mnt",
-    then cgroup.procs files). Raises on a request with too few fields or descriptors."""
+    the sandbox's descriptors of the kinds ns lists in their order -- "none", or
+    [user,]mnt,ipc[,landlock] -- then cgroup.procs files). Raises on a request with too few
+    fields or descriptors."""
 
     def __init__(self, fields, fds):
         self.cwd, ns, self.memory, self.file_size, argc = fields[1:6]
@@ -21,11 +22,10 @@ class Request:
         self.argv = fields[6 : 6 + argc]
         self.env = fields[6 + argc :]
         self.stdio, rest = fds[:3], fds[3:]
-        self.user = self.mount = None
-        if ns == b"user":
-            self.user, self.mount, rest = rest[0], rest[1], rest[2:]
-        elif ns == b"mnt":
-            self.mount, rest = rest[0], rest[1:]
+        kinds = [] if ns == b"none" else ns.decode().split(",")
+        if len(rest) < len(kinds):
+            raise ValueError("too few descriptors for the sandbox")
+        self.held, rest = dict(zip(kinds, rest)), rest[len(kinds) :]
         self.cgroup_procs = rest
 
 
@@ -48,8 +48,8 @@ def child(zygote, fields, fds):
 
     set_limit(resource.RLIMIT_AS, request.memory)
     set_limit(resource.RLIMIT_FSIZE, request.file_size)
-    if request.mount is not None:
-        enter_namespace(request.user, request.mount)
+    if request.held:
+        enter_sandbox(request.held)
     os.closerange(3, open_max())
     os.environ.clear()
     for entry in request.env:

@@ -1,0 +1,110 @@
+//! Landlock scoping: a sandboxed call may signal, and connect to abstract unix sockets
+//! of, only processes of its own call.
+//!
+//! Permission to signal goes by user id, so a sandboxed child (root, or the server's
+//! user) could signal the server, its zygote, another call and every other process of
+//! that user. A Landlock domain with `LANDLOCK_SCOPE_SIGNAL` and
+//! `LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET` (Landlock ABI 6, Linux 6.12) confines both to
+//! processes in the same domain or one nested in it: each child calls
+//! `landlock_restrict_self` once, which makes a domain of its own (every call of the
+//! same ruleset makes a new one), so two calls are in sibling domains and the server,
+//! outside any, is out of reach. The ruleset handles no file-system or network access:
+//! it restricts nothing else. Landlock also refuses `ptrace` from a domain to a process
+//! outside it, a second wall behind the per-call user namespace.
+//!
+//! The ruleset is made once in the server (`ruleset`); the child restricts itself with
+//! one system call between `fork` and `exec` (`restrict`), after `no_new_privs`.
+//! Hand-written (three system calls, a struct of three integers): the restriction must
+//! be a raw system call in the forked child, which no Landlock crate offers.
+
+#[cfg(target_os = "linux")]
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+/// `struct landlock_ruleset_attr` (include/uapi/linux/landlock.h).
+#[cfg(target_os = "linux")]
+#[repr(C)]
+struct RulesetAttr {
+    handled_access_fs: u64,
+    handled_access_net: u64,
+    scoped: u64,
+}
+
+/// `LANDLOCK_CREATE_RULESET_VERSION`: ask for the ABI version.
+#[cfg(target_os = "linux")]
+const CREATE_RULESET_VERSION: u32 = 1;
+/// `LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET` (ABI 6).
+#[cfg(target_os = "linux")]
+const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
+/// `LANDLOCK_SCOPE_SIGNAL` (ABI 6).
+#[cfg(target_os = "linux")]
+const SCOPE_SIGNAL: u64 = 1 << 1;
+/// The first ABI with both scopes.
+#[cfg(target_os = "linux")]
+const SCOPES_ABI: i64 = 6;
+
+/// The kernel's Landlock ABI version (0: none, or disabled at boot).
+#[cfg(target_os = "linux")]
+pub(super) fn abi() -> i64 {
+    // SAFETY: with a null attribute, size 0 and the version flag the call reads nothing.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<RulesetAttr>(),
+            0usize,
+            CREATE_RULESET_VERSION,
+        )
+    };
+    abi.max(0)
+}
+
+/// The ruleset that scopes signals and abstract unix sockets, when the kernel has both
+/// scopes (`None` otherwise).
+#[cfg(target_os = "linux")]
+pub(super) fn ruleset() -> Option<OwnedFd> {
+    if abi() < SCOPES_ABI || unscoped_for_tests() {
+        return None;
+    }
+    let attr = RulesetAttr {
+        handled_access_fs: 0,
+        handled_access_net: 0,
+        scoped: SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET,
+    };
+    // SAFETY: a valid attribute of the size given; the kernel returns a new descriptor
+    // (close-on-exec) or -1.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            &attr as *const RulesetAttr,
+            std::mem::size_of::<RulesetAttr>(),
+            0u32,
+        )
+    };
+    // SAFETY: a descriptor the kernel just made, owned by nobody else.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Debug builds only: `CCM_TEST_NO_SIGNAL_SCOPE=1` makes the server behave as on a kernel
+/// without Landlock scoping, so that tests prove what the per-call user and IPC
+/// namespaces hold alone. Release builds ignore the variable.
+#[cfg(target_os = "linux")]
+fn unscoped_for_tests() -> bool {
+    cfg!(debug_assertions) && std::env::var_os("CCM_TEST_NO_SIGNAL_SCOPE").is_some_and(|v| v == "1")
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(super) fn ruleset() -> Option<std::os::fd::OwnedFd> {
+    None
+}
+
+/// Put the calling process (and everything it starts) in a new domain of `ruleset`.
+/// Needs `no_new_privs`. Only a system call (async-signal-safe).
+#[cfg(target_os = "linux")]
+pub(super) fn restrict(ruleset: BorrowedFd<'_>) -> std::io::Result<()> {
+    // SAFETY: a valid ruleset descriptor and no flags.
+    let rc = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
