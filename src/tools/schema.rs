@@ -16,8 +16,8 @@
 use serde_json::{Map, Value, json};
 
 use crate::model::catalog::{ActionKind, Argument, Nargs, ValueType, sha256_hex};
+pub use crate::tools::bounds::{MAX_NAME, MAX_STRING, RESERVED_NAMES};
 use crate::tools::layout::{Layout, Property};
-pub use crate::tools::surface::MAX_NAME;
 
 mod describe;
 mod names;
@@ -39,12 +39,8 @@ pub const MAX_INTEGER: i64 = i32::MAX as i64;
 pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 /// Most repetitions of a count or append_const flag.
 pub const MAX_REPEAT: u64 = 16;
-/// Longest accepted string value.
-pub const MAX_STRING: u64 = 32 * 1024;
 /// Most items of an array value (and occurrences of a repeated option).
 pub const MAX_ITEMS: u64 = 1024;
-/// Names generated tools may never take.
-pub const RESERVED_NAMES: [&str; 2] = ["conda_execute", "conda_cli_command"];
 const NOT_OPTION_LIKE: &str = "^(?!-)";
 pub const PASSTHROUGH_DESCRIPTION: &str = "Arguments passed unchanged to the plugin command.";
 
