@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::kit::proc::{assert_no_survivors, survivors, zombies_of};
 use crate::mcp::{Session, structured};
 use crate::support;
 
@@ -28,66 +29,6 @@ pub(crate) fn unique_seconds() -> String {
         std::process::id() % 10_000,
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
-}
-
-fn stat(pid: i32) -> Option<(char, i32)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    Some((state, fields.next()?.parse().ok()?))
-}
-
-/// Live (non-zombie) processes whose command line contains `needle`.
-pub(crate) fn survivors(needle: &str) -> Vec<i32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(mut cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        cmdline
-            .iter_mut()
-            .filter(|b| **b == 0)
-            .for_each(|b| *b = b' ');
-        if String::from_utf8_lossy(&cmdline).contains(needle)
-            && stat(pid).is_some_and(|(state, _)| state != 'Z')
-        {
-            found.push(pid);
-        }
-    }
-    found
-}
-
-/// Zombie children of `parent` (nobody reaped them).
-pub(crate) fn zombies_of(parent: u32) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| stat(*pid) == Some(('Z', parent as i32)))
-        .collect()
-}
-
-fn kill_pids(pids: &[i32]) {
-    for pid in pids {
-        let _ = std::process::Command::new("kill")
-            .args(["-9", &pid.to_string()])
-            .status();
-    }
-}
-
-/// Assert that nothing matching `needle` is alive (killing leftovers so they cannot leak
-/// into other tests).
-pub(crate) fn assert_no_survivors(needle: &str, what: &str) {
-    let left = survivors(needle);
-    kill_pids(&left);
-    assert!(left.is_empty(), "{what}: descendants survived: {left:?}");
 }
 
 pub(crate) fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {

@@ -227,13 +227,7 @@ impl Session {
 
     /// Peak resident memory of the server process (kB), from /proc.
     pub fn peak_rss_kb(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
-        status
-            .lines()
-            .find(|l| l.starts_with("VmHWM:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|n| n.parse().ok())
-            .unwrap()
+        crate::kit::proc::status_kb(self.pid(), "VmHWM")
     }
 }
 

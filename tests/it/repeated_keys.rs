@@ -13,7 +13,7 @@ use crate::mcp::Session;
 use crate::support;
 
 /// Grants under which the hidden call (`conda_behave`, writing `pid_file`) would run.
-const GRANTS: [&str; 3] = ["--allow-write", "--classify", "conda_behave=write"];
+const GRANTS: [&str; 3] = crate::kit::classify::BEHAVE_WRITE;
 
 /// A `tools/call` whose name is given twice: `conda_info` first, then `conda_behave`
 /// (which writes `pid`), and whose `pid_file` argument is given twice as well.
