@@ -27,13 +27,7 @@ fn session(revision: Option<&str>, env: &[(&str, &str)]) -> Session {
         .envs(env.iter().copied());
     let mut s = Session::spawn(command);
     if let Some(revision) = revision {
-        let init = s.request(
-            "initialize",
-            json!({"protocolVersion": revision, "capabilities": {},
-                   "clientInfo": {"name": "ccm-tests", "version": "1"}}),
-        );
-        assert_eq!(init["result"]["protocolVersion"], revision, "{init}");
-        s.notify("notifications/initialized", json!({}));
+        s.handshake(revision);
     }
     s
 }
