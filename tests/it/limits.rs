@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::kit::proc::{assert_no_survivors, survivors, zombies_of};
+use crate::kit::proc::{assert_no_survivors, survivors, what_a_child_reads, zombies_of};
 use crate::mcp::{Session, structured};
 use crate::support;
 
@@ -300,25 +300,9 @@ fn secrets_over_stdio(conda: &Path, token: &str) {
             ("OPERATOR_SECRET", "operator-secret-value"),
         ],
     );
-    let server = s.pid();
     // The child reads the server's environment and command line, its parent's, and its own.
-    let script = format!(
-        "cat /proc/{server}/environ /proc/{server}/cmdline; echo; \
-         cat /proc/$PPID/environ; echo; cat /proc/self/environ; echo; env"
-    );
-    let result = s.call(
-        "conda_run",
-        json!({"executable_call": ["sh", "-c", script], "no_capture_output": true}),
-    );
-    let seen = format!(
-        "{}{}",
-        structured(&result)["stdout"].as_str().unwrap(),
-        structured(&result)["stderr"].as_str().unwrap()
-    );
-    assert!(
-        seen.contains("PATH="),
-        "the child did read environments: {seen}"
-    );
+    let server = s.pid();
+    let seen = what_a_child_reads(&mut s, &[server]);
     for secret in [token, "operator-secret-value"] {
         assert!(!seen.contains(secret), "{secret} reached a child: {seen}");
     }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::kit::proc::{alive, assert_no_survivors, survivors};
+use crate::kit::proc::{alive, assert_no_survivors, survivors, what_a_child_reads};
 use crate::limits::{GRACE, SLACK, run_args, started, trees, unique_seconds, wait_until};
 use crate::mcp::{Session, structured};
 use crate::support;
@@ -138,23 +138,7 @@ fn warm_secrets_reach_neither_the_zygote_nor_its_children() {
         ],
     );
     let zygote = zygote_pid(&mut s);
-    let script = format!(
-        "cat /proc/$PPID/environ; echo; cat /proc/{zygote}/environ /proc/{zygote}/cmdline; \
-         echo; cat /proc/self/environ; echo; env"
-    );
-    let result = s.call(
-        "conda_run",
-        json!({"executable_call": ["sh", "-c", script], "no_capture_output": true}),
-    );
-    let seen = format!(
-        "{}{}",
-        structured(&result)["stdout"].as_str().unwrap(),
-        structured(&result)["stderr"].as_str().unwrap()
-    );
-    assert!(
-        seen.contains("PATH="),
-        "the child read environments: {seen}"
-    );
+    let seen = what_a_child_reads(&mut s, &[zygote as u32]);
     for secret in [token, "operator-warm-secret"] {
         assert!(
             !seen.contains(secret),

@@ -73,6 +73,34 @@ pub fn assert_no_survivors(needle: &str, what: &str) {
     assert!(left.is_empty(), "{what}: descendants survived: {left:?}");
 }
 
+/// What a child started by `conda_run` reads of environments and command lines: those of
+/// each of `pids` (the server, the zygote), its parent's, its own, and `env`. Asserts the
+/// child did read something (a `PATH=`), so that an empty answer cannot pass for "no
+/// secret seen".
+pub fn what_a_child_reads(session: &mut crate::mcp::Session, pids: &[u32]) -> String {
+    let others: String = pids
+        .iter()
+        .map(|pid| format!("cat /proc/{pid}/environ /proc/{pid}/cmdline; echo; "))
+        .collect();
+    let script =
+        format!("{others}cat /proc/$PPID/environ; echo; cat /proc/self/environ; echo; env");
+    let result = session.call(
+        "conda_run",
+        serde_json::json!({"executable_call": ["sh", "-c", script], "no_capture_output": true}),
+    );
+    let output = crate::mcp::structured(&result);
+    let seen = format!(
+        "{}{}",
+        output["stdout"].as_str().unwrap(),
+        output["stderr"].as_str().unwrap()
+    );
+    assert!(
+        seen.contains("PATH="),
+        "the child read no environment: {seen}"
+    );
+    seen
+}
+
 #[test]
 fn the_proc_kit_reads_this_process() {
     let me = std::process::id();
