@@ -592,19 +592,7 @@ impl Config {
                 );
         }
         if let Some(v) = &self.remove_key {
-            level
-                .option(
-                    "remove_key",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--remove-key",
-                            o.text(),
-                            &format!("$.remove_key[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("remove_key", rt::singles("--remove-key", v, "$.remove_key")?);
         }
         if let Some(v) = &self.stdin {
             level.option("stdin", rt::when(*v, "--stdin"));
@@ -850,19 +838,7 @@ impl Create {
                 );
         }
         if let Some(v) = &self.channel {
-            level
-                .option(
-                    "channel",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--channel",
-                            o.text(),
-                            &format!("$.channel[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("channel", rt::singles("--channel", v, "$.channel")?);
         }
         if let Some(v) = &self.use_local {
             level.option("use_local", rt::when(*v, "--use-local"));
@@ -874,30 +850,14 @@ impl Create {
             level
                 .option(
                     "repodata_fn",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--repodata-fn",
-                            o.text(),
-                            &format!("$.repodata_fn[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--repodata-fn", v, "$.repodata_fn")?,
                 );
         }
         if let Some(v) = &self.experimental {
             level
                 .option(
                     "experimental",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--experimental",
-                            o.text(),
-                            &format!("$.experimental[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--experimental", v, "$.experimental")?,
                 );
         }
         if let Some(v) = &self.no_lock {
@@ -942,15 +902,7 @@ impl Create {
             level
                 .option(
                     "shortcuts_only",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--shortcuts-only",
-                            o.text(),
-                            &format!("$.shortcuts_only[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--shortcuts-only", v, "$.shortcuts_only")?,
                 );
         }
         if let Some(v) = &self.clobber {
@@ -994,19 +946,7 @@ impl Create {
             level.option("show_channel_urls", rt::when(*v, "--show-channel-urls"));
         }
         if let Some(v) = &self.file {
-            level
-                .option(
-                    "file",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--file",
-                            o.text(),
-                            &format!("$.file[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("file", rt::singles("--file", v, "$.file")?);
         }
         if let Some(v) = &self.environment_specifier {
             level
@@ -2222,19 +2162,7 @@ impl Install {
                 );
         }
         if let Some(v) = &self.channel {
-            level
-                .option(
-                    "channel",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--channel",
-                            o.text(),
-                            &format!("$.channel[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("channel", rt::singles("--channel", v, "$.channel")?);
         }
         if let Some(v) = &self.use_local {
             level.option("use_local", rt::when(*v, "--use-local"));
@@ -2246,30 +2174,14 @@ impl Install {
             level
                 .option(
                     "repodata_fn",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--repodata-fn",
-                            o.text(),
-                            &format!("$.repodata_fn[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--repodata-fn", v, "$.repodata_fn")?,
                 );
         }
         if let Some(v) = &self.experimental {
             level
                 .option(
                     "experimental",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--experimental",
-                            o.text(),
-                            &format!("$.experimental[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--experimental", v, "$.experimental")?,
                 );
         }
         if let Some(v) = &self.no_lock {
@@ -2314,15 +2226,7 @@ impl Install {
             level
                 .option(
                     "shortcuts_only",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--shortcuts-only",
-                            o.text(),
-                            &format!("$.shortcuts_only[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--shortcuts-only", v, "$.shortcuts_only")?,
                 );
         }
         if let Some(v) = &self.clobber {
@@ -2366,19 +2270,7 @@ impl Install {
             level.option("show_channel_urls", rt::when(*v, "--show-channel-urls"));
         }
         if let Some(v) = &self.file {
-            level
-                .option(
-                    "file",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--file",
-                            o.text(),
-                            &format!("$.file[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("file", rt::singles("--file", v, "$.file")?);
         }
         if let Some(v) = &self.environment_specifier {
             level
@@ -2821,19 +2713,7 @@ impl Remove {
                 );
         }
         if let Some(v) = &self.channel {
-            level
-                .option(
-                    "channel",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--channel",
-                            o.text(),
-                            &format!("$.channel[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("channel", rt::singles("--channel", v, "$.channel")?);
         }
         if let Some(v) = &self.use_local {
             level.option("use_local", rt::when(*v, "--use-local"));
@@ -2845,30 +2725,14 @@ impl Remove {
             level
                 .option(
                     "repodata_fn",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--repodata-fn",
-                            o.text(),
-                            &format!("$.repodata_fn[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--repodata-fn", v, "$.repodata_fn")?,
                 );
         }
         if let Some(v) = &self.experimental {
             level
                 .option(
                     "experimental",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--experimental",
-                            o.text(),
-                            &format!("$.experimental[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--experimental", v, "$.experimental")?,
                 );
         }
         if let Some(v) = &self.no_lock {
@@ -3341,19 +3205,7 @@ impl Search {
                 self.match_spec.iter().map(Text::text).collect(),
             );
         if let Some(v) = &self.channel {
-            level
-                .option(
-                    "channel",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--channel",
-                            o.text(),
-                            &format!("$.channel[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("channel", rt::singles("--channel", v, "$.channel")?);
         }
         if let Some(v) = &self.use_local {
             level.option("use_local", rt::when(*v, "--use-local"));
@@ -3365,30 +3217,14 @@ impl Search {
             level
                 .option(
                     "repodata_fn",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--repodata-fn",
-                            o.text(),
-                            &format!("$.repodata_fn[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--repodata-fn", v, "$.repodata_fn")?,
                 );
         }
         if let Some(v) = &self.experimental {
             level
                 .option(
                     "experimental",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--experimental",
-                            o.text(),
-                            &format!("$.experimental[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--experimental", v, "$.experimental")?,
                 );
         }
         if let Some(v) = &self.no_lock {
@@ -3569,19 +3405,7 @@ impl Tune {
             level.option("tag_b", rt::repeat("--tag-b", v, "$.tag_b")?);
         }
         if let Some(v) = &self.letters {
-            level
-                .option(
-                    "letters",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--letters",
-                            o.text(),
-                            &format!("$.letters[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("letters", rt::singles("--letters", v, "$.letters")?);
         }
         if let Some(v) = &self.items {
             level.option("items", vec![argv::values("--items", rt::texts(v), true)]);
@@ -3916,19 +3740,7 @@ impl Update {
                 );
         }
         if let Some(v) = &self.channel {
-            level
-                .option(
-                    "channel",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--channel",
-                            o.text(),
-                            &format!("$.channel[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("channel", rt::singles("--channel", v, "$.channel")?);
         }
         if let Some(v) = &self.use_local {
             level.option("use_local", rt::when(*v, "--use-local"));
@@ -3940,30 +3752,14 @@ impl Update {
             level
                 .option(
                     "repodata_fn",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--repodata-fn",
-                            o.text(),
-                            &format!("$.repodata_fn[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--repodata-fn", v, "$.repodata_fn")?,
                 );
         }
         if let Some(v) = &self.experimental {
             level
                 .option(
                     "experimental",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--experimental",
-                            o.text(),
-                            &format!("$.experimental[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--experimental", v, "$.experimental")?,
                 );
         }
         if let Some(v) = &self.no_lock {
@@ -4008,15 +3804,7 @@ impl Update {
             level
                 .option(
                     "shortcuts_only",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--shortcuts-only",
-                            o.text(),
-                            &format!("$.shortcuts_only[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--shortcuts-only", v, "$.shortcuts_only")?,
                 );
         }
         if let Some(v) = &self.clobber {
@@ -4060,19 +3848,7 @@ impl Update {
             level.option("show_channel_urls", rt::when(*v, "--show-channel-urls"));
         }
         if let Some(v) = &self.file {
-            level
-                .option(
-                    "file",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--file",
-                            o.text(),
-                            &format!("$.file[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("file", rt::singles("--file", v, "$.file")?);
         }
         if let Some(v) = &self.environment_specifier {
             level
@@ -4459,19 +4235,7 @@ impl Behave {
             level.option("imprint", rt::when(*v, "--imprint"));
         }
         if let Some(v) = &self.env {
-            level
-                .option(
-                    "env",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--env",
-                            o.text(),
-                            &format!("$.env[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("env", rt::singles("--env", v, "$.env")?);
         }
         if let Some(v) = &self.children {
             level

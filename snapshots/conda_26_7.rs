@@ -815,19 +815,7 @@ impl Config {
                 );
         }
         if let Some(v) = &self.remove_key {
-            level
-                .option(
-                    "remove_key",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--remove-key",
-                            o.text(),
-                            &format!("$.remove_key[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("remove_key", rt::singles("--remove-key", v, "$.remove_key")?);
         }
         if let Some(v) = &self.stdin {
             level.option("stdin", rt::when(*v, "--stdin"));
@@ -1078,19 +1066,7 @@ impl Create {
                 );
         }
         if let Some(v) = &self.channel {
-            level
-                .option(
-                    "channel",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--channel",
-                            o.text(),
-                            &format!("$.channel[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("channel", rt::singles("--channel", v, "$.channel")?);
         }
         if let Some(v) = &self.use_local {
             level.option("use_local", rt::when(*v, "--use-local"));
@@ -1102,30 +1078,14 @@ impl Create {
             level
                 .option(
                     "repodata_fn",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--repodata-fn",
-                            o.text(),
-                            &format!("$.repodata_fn[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--repodata-fn", v, "$.repodata_fn")?,
                 );
         }
         if let Some(v) = &self.experimental {
             level
                 .option(
                     "experimental",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--experimental",
-                            o.text(),
-                            &format!("$.experimental[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--experimental", v, "$.experimental")?,
                 );
         }
         if let Some(v) = &self.no_lock {
@@ -1180,15 +1140,7 @@ impl Create {
             level
                 .option(
                     "shortcuts_only",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--shortcuts-only",
-                            o.text(),
-                            &format!("$.shortcuts_only[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--shortcuts-only", v, "$.shortcuts_only")?,
                 );
         }
         if let Some(v) = &self.clobber {
@@ -1232,19 +1184,7 @@ impl Create {
             level.option("show_channel_urls", rt::when(*v, "--show-channel-urls"));
         }
         if let Some(v) = &self.file {
-            level
-                .option(
-                    "file",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--file",
-                            o.text(),
-                            &format!("$.file[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("file", rt::singles("--file", v, "$.file")?);
         }
         if let Some(v) = &self.environment_specifier {
             level
@@ -2136,37 +2076,13 @@ impl EnvExport {
         levels.push(Level::new(Some("env")));
         let mut level = Level::new(Some("export"));
         if let Some(v) = &self.channel {
-            level
-                .option(
-                    "channel",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--channel",
-                            o.text(),
-                            &format!("$.channel[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("channel", rt::singles("--channel", v, "$.channel")?);
         }
         if let Some(v) = &self.override_channels {
             level.option("override_channels", rt::when(*v, "--override-channels"));
         }
         if let Some(v) = &self.platform {
-            level
-                .option(
-                    "platform",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--platform",
-                            o.text(),
-                            &format!("$.platform[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("platform", rt::singles("--platform", v, "$.platform")?);
         }
         if let Some(v) = &self.override_platforms {
             level.option("override_platforms", rt::when(*v, "--override-platforms"));
@@ -2698,37 +2614,13 @@ impl Export {
         levels.push(level);
         let mut level = Level::new(Some("export"));
         if let Some(v) = &self.channel {
-            level
-                .option(
-                    "channel",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--channel",
-                            o.text(),
-                            &format!("$.channel[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("channel", rt::singles("--channel", v, "$.channel")?);
         }
         if let Some(v) = &self.override_channels {
             level.option("override_channels", rt::when(*v, "--override-channels"));
         }
         if let Some(v) = &self.platform {
-            level
-                .option(
-                    "platform",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--platform",
-                            o.text(),
-                            &format!("$.platform[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("platform", rt::singles("--platform", v, "$.platform")?);
         }
         if let Some(v) = &self.override_platforms {
             level.option("override_platforms", rt::when(*v, "--override-platforms"));
@@ -3346,19 +3238,7 @@ impl Install {
                 );
         }
         if let Some(v) = &self.channel {
-            level
-                .option(
-                    "channel",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--channel",
-                            o.text(),
-                            &format!("$.channel[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("channel", rt::singles("--channel", v, "$.channel")?);
         }
         if let Some(v) = &self.use_local {
             level.option("use_local", rt::when(*v, "--use-local"));
@@ -3370,30 +3250,14 @@ impl Install {
             level
                 .option(
                     "repodata_fn",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--repodata-fn",
-                            o.text(),
-                            &format!("$.repodata_fn[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--repodata-fn", v, "$.repodata_fn")?,
                 );
         }
         if let Some(v) = &self.experimental {
             level
                 .option(
                     "experimental",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--experimental",
-                            o.text(),
-                            &format!("$.experimental[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--experimental", v, "$.experimental")?,
                 );
         }
         if let Some(v) = &self.no_lock {
@@ -3448,15 +3312,7 @@ impl Install {
             level
                 .option(
                     "shortcuts_only",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--shortcuts-only",
-                            o.text(),
-                            &format!("$.shortcuts_only[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--shortcuts-only", v, "$.shortcuts_only")?,
                 );
         }
         if let Some(v) = &self.clobber {
@@ -3500,19 +3356,7 @@ impl Install {
             level.option("show_channel_urls", rt::when(*v, "--show-channel-urls"));
         }
         if let Some(v) = &self.file {
-            level
-                .option(
-                    "file",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--file",
-                            o.text(),
-                            &format!("$.file[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("file", rt::singles("--file", v, "$.file")?);
         }
         if let Some(v) = &self.environment_specifier {
             level
@@ -3892,19 +3736,7 @@ impl Notices {
         levels.push(level);
         let mut level = Level::new(Some("notices"));
         if let Some(v) = &self.channel {
-            level
-                .option(
-                    "channel",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--channel",
-                            o.text(),
-                            &format!("$.channel[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("channel", rt::singles("--channel", v, "$.channel")?);
         }
         if let Some(v) = &self.use_local {
             level.option("use_local", rt::when(*v, "--use-local"));
@@ -3916,30 +3748,14 @@ impl Notices {
             level
                 .option(
                     "repodata_fn",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--repodata-fn",
-                            o.text(),
-                            &format!("$.repodata_fn[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--repodata-fn", v, "$.repodata_fn")?,
                 );
         }
         if let Some(v) = &self.experimental {
             level
                 .option(
                     "experimental",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--experimental",
-                            o.text(),
-                            &format!("$.experimental[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--experimental", v, "$.experimental")?,
                 );
         }
         if let Some(v) = &self.no_lock {
@@ -4306,19 +4122,7 @@ impl Remove {
                 );
         }
         if let Some(v) = &self.channel {
-            level
-                .option(
-                    "channel",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--channel",
-                            o.text(),
-                            &format!("$.channel[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("channel", rt::singles("--channel", v, "$.channel")?);
         }
         if let Some(v) = &self.use_local {
             level.option("use_local", rt::when(*v, "--use-local"));
@@ -4330,30 +4134,14 @@ impl Remove {
             level
                 .option(
                     "repodata_fn",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--repodata-fn",
-                            o.text(),
-                            &format!("$.repodata_fn[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--repodata-fn", v, "$.repodata_fn")?,
                 );
         }
         if let Some(v) = &self.experimental {
             level
                 .option(
                     "experimental",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--experimental",
-                            o.text(),
-                            &format!("$.experimental[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--experimental", v, "$.experimental")?,
                 );
         }
         if let Some(v) = &self.no_lock {
@@ -4841,19 +4629,7 @@ impl Search {
                 self.match_spec.iter().map(Text::text).collect(),
             );
         if let Some(v) = &self.channel {
-            level
-                .option(
-                    "channel",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--channel",
-                            o.text(),
-                            &format!("$.channel[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("channel", rt::singles("--channel", v, "$.channel")?);
         }
         if let Some(v) = &self.use_local {
             level.option("use_local", rt::when(*v, "--use-local"));
@@ -4865,30 +4641,14 @@ impl Search {
             level
                 .option(
                     "repodata_fn",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--repodata-fn",
-                            o.text(),
-                            &format!("$.repodata_fn[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--repodata-fn", v, "$.repodata_fn")?,
                 );
         }
         if let Some(v) = &self.experimental {
             level
                 .option(
                     "experimental",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--experimental",
-                            o.text(),
-                            &format!("$.experimental[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--experimental", v, "$.experimental")?,
                 );
         }
         if let Some(v) = &self.no_lock {
@@ -5217,19 +4977,7 @@ impl Update {
                 );
         }
         if let Some(v) = &self.channel {
-            level
-                .option(
-                    "channel",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--channel",
-                            o.text(),
-                            &format!("$.channel[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("channel", rt::singles("--channel", v, "$.channel")?);
         }
         if let Some(v) = &self.use_local {
             level.option("use_local", rt::when(*v, "--use-local"));
@@ -5241,30 +4989,14 @@ impl Update {
             level
                 .option(
                     "repodata_fn",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--repodata-fn",
-                            o.text(),
-                            &format!("$.repodata_fn[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--repodata-fn", v, "$.repodata_fn")?,
                 );
         }
         if let Some(v) = &self.experimental {
             level
                 .option(
                     "experimental",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--experimental",
-                            o.text(),
-                            &format!("$.experimental[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--experimental", v, "$.experimental")?,
                 );
         }
         if let Some(v) = &self.no_lock {
@@ -5319,15 +5051,7 @@ impl Update {
             level
                 .option(
                     "shortcuts_only",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--shortcuts-only",
-                            o.text(),
-                            &format!("$.shortcuts_only[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
+                    rt::singles("--shortcuts-only", v, "$.shortcuts_only")?,
                 );
         }
         if let Some(v) = &self.clobber {
@@ -5371,19 +5095,7 @@ impl Update {
             level.option("show_channel_urls", rt::when(*v, "--show-channel-urls"));
         }
         if let Some(v) = &self.file {
-            level
-                .option(
-                    "file",
-                    v
-                        .iter()
-                        .enumerate()
-                        .map(|(i, o)| argv::single(
-                            "--file",
-                            o.text(),
-                            &format!("$.file[{i}]"),
-                        ))
-                        .collect::<Result<_, _>>()?,
-                );
+            level.option("file", rt::singles("--file", v, "$.file")?);
         }
         if let Some(v) = &self.environment_specifier {
             level

@@ -405,13 +405,14 @@ fn field(
             if argument.action == ActionKind::Append
                 || matches!(argument.nargs, Nargs::One | Nargs::Optional) =>
         {
-            let indexed = format!("{}[{{i}}]", path.replace('{', "{{").replace('}', "}}"));
             let (one_ty, one, fallible) =
-                occurrence(argument, &item, flag, quote!(o), quote!(&format!(#indexed)));
-            let build = if fallible {
-                quote!(v.iter().enumerate().map(|(i, o)| #one).collect::<Result<_, _>>()?)
-            } else {
-                quote!(v.iter().map(|o| #one).collect())
+                occurrence(argument, &item, flag, quote!(o), quote!(#path));
+            // One occurrence per item, each checked at `<path>[i]` by the runtime.
+            let build = match argument.nargs {
+                Nargs::One => quote!(rt::singles(#flag, v, #path)?),
+                Nargs::Optional => quote!(rt::optionals(#flag, v, #path)?),
+                _ if fallible => unreachable!("only nargs 1 and '?' occurrences can fail"),
+                _ => quote!(v.iter().map(|o| #one).collect()),
             };
             (quote!(Vec<#one_ty>), build)
         }

@@ -185,6 +185,34 @@ pub mod rt {
         }
     }
 
+    /// One `flag value` occurrence per item of a repeatable option (append or extend with
+    /// nargs 1), an item's error at `<path>[i]`.
+    pub fn singles<T: Text>(
+        flag: &str,
+        values: &[T],
+        path: &str,
+    ) -> Result<Vec<Occurrence>, Invalid> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| argv::single(flag, v.text(), &format!("{path}[{i}]")))
+            .collect()
+    }
+
+    /// One [`optional`] occurrence per item of a repeatable `nargs='?'` option, an item's
+    /// error at `<path>[i]`.
+    pub fn optionals<T: Text>(
+        flag: &str,
+        values: &[Option<T>],
+        path: &str,
+    ) -> Result<Vec<Occurrence>, Invalid> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| optional(flag, v, &format!("{path}[{i}]")))
+            .collect()
+    }
+
     /// Deserialize into the generated struct and run its argv method.
     pub fn compile_with<T: DeserializeOwned>(
         input: &Map<String, Value>,

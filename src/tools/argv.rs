@@ -25,9 +25,9 @@
 use serde_json::{Map, Number, Value};
 
 use crate::model::catalog::{ActionKind, Argument, Nargs, ValueType};
+use crate::tools::bounds::MAX_REPEAT;
 use crate::tools::error::{Invalid, Keyword};
-use crate::tools::layout::{self, Layout, Property};
-use crate::tools::schema::boolean_flags;
+use crate::tools::layout::{self, Layout, Property, boolean_flags};
 
 // ---------------------------------------------------------------------------------------
 // Primitives shared by the generic and the typed compilers
@@ -349,7 +349,7 @@ fn repeat(value: &Value, path: &str) -> Result<usize, Invalid> {
         _ => None,
     }
     .ok_or_else(|| type_error(path))?;
-    if n > crate::tools::schema::MAX_REPEAT {
+    if n > MAX_REPEAT {
         return Err(invalid(path, Keyword::Maximum, None));
     }
     Ok(n as usize)

@@ -9,8 +9,7 @@ use std::fmt;
 use jsonschema::error::ValidationErrorKind;
 use serde::{Serialize, Serializer};
 
-use crate::tools::schema::MAX_STRING;
-use crate::tools::surface::{MAX_NAME, TOOL_VAR_PREFIX};
+use crate::tools::bounds::{MAX_NAME, MAX_STRING, TOOL_VAR_PREFIX};
 
 /// The rule an input broke: a JSON Schema keyword the validator reported, or one of the
 /// checks ccm makes itself (`nul`, `order`, `unrepresentable`). [`Keyword::as_str`] is the

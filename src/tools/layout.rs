@@ -247,3 +247,19 @@ fn dedupe(base: &str, used: &[String]) -> String {
         .find(|candidate| !used.iter().any(|u| u == candidate))
         .expect("an unused suffix always exists")
 }
+
+/// The `--x` and `--no-x` option strings of a `BooleanOptionalAction`.
+pub fn boolean_flags(argument: &Argument) -> (Option<&str>, Option<&str>) {
+    let negative = argument
+        .flags
+        .iter()
+        .find(|f| f.starts_with("--no-"))
+        .map(String::as_str);
+    let positive = argument
+        .flags
+        .iter()
+        .find(|f| f.starts_with("--") && !f.starts_with("--no-"))
+        .or_else(|| argument.flags.iter().find(|f| !f.starts_with("--no-")))
+        .map(String::as_str);
+    (positive, negative)
+}

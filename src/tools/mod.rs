@@ -6,6 +6,7 @@
 //! (`result`, its output schema derived from the same type). Pure: no I/O, no environment.
 
 pub mod argv;
+pub mod bounds;
 pub mod completion;
 pub mod error;
 pub mod layout;

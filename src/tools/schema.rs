@@ -16,8 +16,9 @@
 use serde_json::{Map, Value, json};
 
 use crate::model::catalog::{ActionKind, Argument, Nargs, ValueType, sha256_hex};
+pub use crate::tools::bounds::{MAX_NAME, MAX_REPEAT, MAX_STRING, RESERVED_NAMES};
+pub use crate::tools::layout::boolean_flags;
 use crate::tools::layout::{Layout, Property};
-pub use crate::tools::surface::MAX_NAME;
 
 mod describe;
 mod names;
@@ -37,14 +38,8 @@ pub const MIN_INTEGER: i64 = i32::MIN as i64;
 pub const MAX_INTEGER: i64 = i32::MAX as i64;
 /// The largest integer JSON carries exactly (2^53 - 1): the bound of `duration_ms`.
 pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
-/// Most repetitions of a count or append_const flag.
-pub const MAX_REPEAT: u64 = 16;
-/// Longest accepted string value.
-pub const MAX_STRING: u64 = 32 * 1024;
 /// Most items of an array value (and occurrences of a repeated option).
 pub const MAX_ITEMS: u64 = 1024;
-/// Names generated tools may never take.
-pub const RESERVED_NAMES: [&str; 2] = ["conda_execute", "conda_cli_command"];
 const NOT_OPTION_LIKE: &str = "^(?!-)";
 pub const PASSTHROUGH_DESCRIPTION: &str = "Arguments passed unchanged to the plugin command.";
 
@@ -319,22 +314,6 @@ fn property_schema(property: &Property, layout: &Layout) -> Value {
         schema["deprecated"] = json!(true);
     }
     schema
-}
-
-/// The `--x` and `--no-x` option strings of a `BooleanOptionalAction`.
-pub fn boolean_flags(argument: &Argument) -> (Option<&str>, Option<&str>) {
-    let negative = argument
-        .flags
-        .iter()
-        .find(|f| f.starts_with("--no-"))
-        .map(String::as_str);
-    let positive = argument
-        .flags
-        .iter()
-        .find(|f| f.starts_with("--") && !f.starts_with("--no-"))
-        .or_else(|| argument.flags.iter().find(|f| !f.starts_with("--no-")))
-        .map(String::as_str);
-    (positive, negative)
 }
 
 /// "At most one member active": `not` of the pairs of active members, each pair one

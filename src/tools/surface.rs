@@ -22,14 +22,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
+use crate::tools::bounds::RESERVED_NAMES;
+pub use crate::tools::bounds::{MAX_NAME, TOOL_VAR_PREFIX};
 use crate::tools::error::SurfaceError;
-use crate::tools::schema::RESERVED_NAMES;
 
 pub const HIDDEN_TOOLS_VAR: &str = "CCM_HIDDEN_TOOLS";
-pub const TOOL_VAR_PREFIX: &str = "CCM_MCP_TOOL_";
-/// The longest tool name served: 60 characters (the most some clients allow for a server
-/// prefix and a tool name together) minus a typical `mcp__<server>__` prefix.
-pub const MAX_NAME: usize = 48;
 
 /// What an override variable sets.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -102,7 +102,15 @@ fn typed_and_generic_compilers_agree() {
                     baked.file,
                     Value::Object(input.clone())
                 );
-                assert_eq!(typed.is_err(), generic.is_err());
+                // The same refusal too: the same path (an item's `$.id[i]`) and keyword.
+                assert_eq!(
+                    typed.as_ref().err(),
+                    generic.as_ref().err(),
+                    "{} in {}: input {}",
+                    tool.name,
+                    baked.file,
+                    Value::Object(input.clone())
+                );
                 for invalid in shape_violations(tool, input) {
                     let text = Value::Object(invalid.clone());
                     assert!(

@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use crate::clients::{run_script, sdk_python};
+use crate::kit::confirm::{cancel_and_see_withdrawn, next_with};
 use crate::support;
 
 /// One SDK session: (what it saw, whether `conda_behave` ran).
@@ -251,19 +252,6 @@ fn eliciting_session(
     session
 }
 
-/// The next server-to-client message with this method (60 s at most).
-fn next_with(session: &mut crate::mcp::Session, method: &str) -> serde_json::Value {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while std::time::Instant::now() < deadline {
-        if let Some(message) = session.next(std::time::Duration::from_secs(1))
-            && message["method"] == method
-        {
-            return message;
-        }
-    }
-    panic!("no {method}: {}", session.stderr.lock().unwrap());
-}
-
 /// A server that asks before `conda_behave` (classified a write) runs, with this
 /// `--confirm-timeout`; the directory and the file the call's `pid_file` would create.
 fn behave_under_confirmation(
@@ -294,15 +282,7 @@ fn cancelling_withdraws_and_silence_times_out() {
         serde_json::json!({"name": "conda_behave", "arguments": arguments}),
     );
     let question = next_with(&mut session, "elicitation/create");
-    session.notify(
-        "notifications/cancelled",
-        serde_json::json!({"requestId": call, "reason": "test"}),
-    );
-    let withdrawn = next_with(&mut session, "notifications/cancelled");
-    assert_eq!(
-        withdrawn["params"]["requestId"], question["id"],
-        "{withdrawn}"
-    );
+    cancel_and_see_withdrawn(&mut session, call, &question);
     assert!(!ran.exists());
     // Unanswered: refused after the timeout, nothing runs.
     let result = session.call("conda_behave", arguments);
@@ -397,14 +377,6 @@ fn heartbeats_while_the_question_is_open() {
         "{beat}"
     );
     assert!(!ran.exists(), "ran before the answer");
-    session.notify(
-        "notifications/cancelled",
-        serde_json::json!({"requestId": call, "reason": "test"}),
-    );
-    let withdrawn = next_with(&mut session, "notifications/cancelled");
-    assert_eq!(
-        withdrawn["params"]["requestId"], question["id"],
-        "{withdrawn}"
-    );
+    cancel_and_see_withdrawn(&mut session, call, &question);
     assert!(!ran.exists());
 }

@@ -158,8 +158,9 @@ pub fn input_strategy(tool: &Tool) -> BoxedStrategy<Map<String, Value>> {
         .boxed()
 }
 
-/// The seed of a randomized test: `CCM_PROPTEST_SEED`, else a fresh one; printed either
-/// way, so a failure can be reproduced.
+/// The seed of a randomized test: `CCM_PROPTEST_SEED`, else a fresh one; printed on every
+/// run, passing or not (straight to stderr: the test harness captures only `eprintln!`),
+/// so a failure can be reproduced.
 pub fn seed(label: &str) -> u64 {
     let seed = match std::env::var("CCM_PROPTEST_SEED") {
         Ok(text) => text
@@ -172,8 +173,15 @@ pub fn seed(label: &str) -> u64 {
             u64::from_le_bytes(bytes)
         }
     };
-    eprintln!("{label}: seed {seed} (rerun with CCM_PROPTEST_SEED={seed})");
+    print_seed(label, seed);
     seed
+}
+
+/// One line on the real stderr, which the harness does not capture.
+pub fn print_seed(label: &str, seed: u64) {
+    use std::io::Write;
+    let line = format!("{label}: seed {seed} (rerun with CCM_PROPTEST_SEED={seed})\n");
+    let _ = std::io::stderr().write_all(line.as_bytes());
 }
 
 /// A test runner whose randomness is a function of `seed`.

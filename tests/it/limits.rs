@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::kit::proc::{assert_no_survivors, survivors, what_a_child_reads, zombies_of};
 use crate::mcp::{Session, structured};
 use crate::support;
 
@@ -28,66 +29,6 @@ pub(crate) fn unique_seconds() -> String {
         std::process::id() % 10_000,
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
-}
-
-fn stat(pid: i32) -> Option<(char, i32)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    Some((state, fields.next()?.parse().ok()?))
-}
-
-/// Live (non-zombie) processes whose command line contains `needle`.
-pub(crate) fn survivors(needle: &str) -> Vec<i32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(mut cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        cmdline
-            .iter_mut()
-            .filter(|b| **b == 0)
-            .for_each(|b| *b = b' ');
-        if String::from_utf8_lossy(&cmdline).contains(needle)
-            && stat(pid).is_some_and(|(state, _)| state != 'Z')
-        {
-            found.push(pid);
-        }
-    }
-    found
-}
-
-/// Zombie children of `parent` (nobody reaped them).
-pub(crate) fn zombies_of(parent: u32) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| stat(*pid) == Some(('Z', parent as i32)))
-        .collect()
-}
-
-fn kill_pids(pids: &[i32]) {
-    for pid in pids {
-        let _ = std::process::Command::new("kill")
-            .args(["-9", &pid.to_string()])
-            .status();
-    }
-}
-
-/// Assert that nothing matching `needle` is alive (killing leftovers so they cannot leak
-/// into other tests).
-pub(crate) fn assert_no_survivors(needle: &str, what: &str) {
-    let left = survivors(needle);
-    kill_pids(&left);
-    assert!(left.is_empty(), "{what}: descendants survived: {left:?}");
 }
 
 pub(crate) fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
@@ -361,25 +302,9 @@ fn secrets_over_stdio(conda: &Path, token: &str) {
             ("OPERATOR_SECRET", "operator-secret-value"),
         ],
     );
-    let server = s.pid();
     // The child reads the server's environment and command line, its parent's, and its own.
-    let script = format!(
-        "cat /proc/{server}/environ /proc/{server}/cmdline; echo; \
-         cat /proc/$PPID/environ; echo; cat /proc/self/environ; echo; env"
-    );
-    let result = s.call(
-        "conda_run",
-        json!({"executable_call": ["sh", "-c", script], "no_capture_output": true}),
-    );
-    let seen = format!(
-        "{}{}",
-        structured(&result)["stdout"].as_str().unwrap(),
-        structured(&result)["stderr"].as_str().unwrap()
-    );
-    assert!(
-        seen.contains("PATH="),
-        "the child did read environments: {seen}"
-    );
+    let server = s.pid();
+    let seen = what_a_child_reads(&mut s, &[server]);
     for secret in [token, "operator-secret-value"] {
         assert!(!seen.contains(secret), "{secret} reached a child: {seen}");
     }

@@ -35,6 +35,8 @@ mod house;
 mod http;
 /// Valid inputs generated from tool layouts.
 mod inputs;
+/// The test kit: helpers several test files share (/proc, `--classify` lists, confirmation).
+mod kit;
 /// The `conda mcp` launcher plugin.
 mod launcher;
 /// Limits on every child, no surviving descendants, secrets withheld from children.

@@ -41,12 +41,28 @@ impl Session {
     /// Spawn `command` (a `ccm` server) and initialize.
     pub fn spawn_initialized(command: Command) -> Session {
         let mut session = Self::spawn(command);
-        session.initialize = session.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "ccm-tests", "version": "1"}}),
-        );
-        session.notify("notifications/initialized", json!({}));
+        session.initialize_at("2025-06-18");
         session
+    }
+
+    /// `initialize` at `revision` (the response kept in `initialize`), then
+    /// `notifications/initialized`.
+    fn initialize_at(&mut self, revision: &str) {
+        self.initialize = self.request(
+            "initialize",
+            json!({"protocolVersion": revision, "capabilities": {},
+                   "clientInfo": {"name": "ccm-tests", "version": "1"}}),
+        );
+        self.notify("notifications/initialized", json!({}));
+    }
+
+    /// The lifecycle's handshake at `revision`, which the server must agree to; returns
+    /// the `initialize` response.
+    pub fn handshake(&mut self, revision: &str) -> Value {
+        self.initialize_at(revision);
+        let init = &self.initialize;
+        assert_eq!(init["result"]["protocolVersion"], revision, "{init}");
+        init.clone()
     }
 
     pub fn spawn(mut command: Command) -> Session {
@@ -227,13 +243,7 @@ impl Session {
 
     /// Peak resident memory of the server process (kB), from /proc.
     pub fn peak_rss_kb(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
-        status
-            .lines()
-            .find(|l| l.starts_with("VmHWM:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|n| n.parse().ok())
-            .unwrap()
+        crate::kit::proc::status_kb(self.pid(), "VmHWM")
     }
 }
 

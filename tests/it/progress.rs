@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::kit::classify::BEHAVE_WRITE;
 use crate::mcp::Session;
 use crate::revisions::session_less_meta;
 use crate::support;
 
 /// The flags of a server that runs `conda_create` and `conda_behave`.
-const WRITE: [&str; 3] = ["--allow-write", "--classify", "conda_behave=write"];
+const WRITE: [&str; 3] = BEHAVE_WRITE;
 
 /// A server on the fixture conda, in a handshake session of `revision` (or with none:
 /// the session-less 2026-07-28 requests).
@@ -26,13 +27,7 @@ fn session(revision: Option<&str>, env: &[(&str, &str)]) -> Session {
         .envs(env.iter().copied());
     let mut s = Session::spawn(command);
     if let Some(revision) = revision {
-        let init = s.request(
-            "initialize",
-            json!({"protocolVersion": revision, "capabilities": {},
-                   "clientInfo": {"name": "ccm-tests", "version": "1"}}),
-        );
-        assert_eq!(init["result"]["protocolVersion"], revision, "{init}");
-        s.notify("notifications/initialized", json!({}));
+        s.handshake(revision);
     }
     s
 }

@@ -277,10 +277,7 @@ fn oversized_commands_are_refused_before_anything_spawns() {
 
 #[test]
 fn a_request_id_in_flight_is_refused_and_a_cancelled_id_is_free() {
-    let mut s = Session::start(
-        conda(),
-        &["--allow-write", "--classify", "conda_behave=write"],
-    );
+    let mut s = Session::start(conda(), &crate::kit::classify::BEHAVE_WRITE);
     let call = |id: &str, sleep: u64| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
                "params": {"name": "conda_behave", "arguments": {"sleep": sleep}}})

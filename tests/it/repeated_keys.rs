@@ -13,7 +13,7 @@ use crate::mcp::Session;
 use crate::support;
 
 /// Grants under which the hidden call (`conda_behave`, writing `pid_file`) would run.
-const GRANTS: [&str; 3] = ["--allow-write", "--classify", "conda_behave=write"];
+const GRANTS: [&str; 3] = crate::kit::classify::BEHAVE_WRITE;
 
 /// A `tools/call` whose name is given twice: `conda_info` first, then `conda_behave`
 /// (which writes `pid`), and whose `pid_file` argument is given twice as well.
@@ -67,13 +67,7 @@ fn a_repeated_key_is_refused_over_stdio_under_every_revision() {
     for revision in ["2024-11-05", "2025-06-18", "2025-11-25"] {
         let pid = dir.path().join(format!("pid-{revision}"));
         let mut s = start();
-        let init = s.request(
-            "initialize",
-            json!({"protocolVersion": revision, "capabilities": {},
-                   "clientInfo": {"name": "ccm-tests", "version": "1"}}),
-        );
-        assert_eq!(init["result"]["protocolVersion"], revision, "{init}");
-        s.notify("notifications/initialized", json!({}));
+        s.handshake(revision);
         s.write_raw(format!("{}\n", call_frame(7, &pid, None)).as_bytes());
         let answer = s.wait(7, Duration::from_secs(30)).expect("an answer");
         assert_refused(&answer, 7, revision);

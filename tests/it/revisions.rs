@@ -92,13 +92,7 @@ fn invalid_arguments_follow_the_negotiated_revision_over_stdio() {
             command.arg("--conda-exe").arg(conda);
             command
         });
-        let init = s.request(
-            "initialize",
-            json!({"protocolVersion": revision, "capabilities": {},
-                   "clientInfo": {"name": "ccm-tests", "version": "1"}}),
-        );
-        assert_eq!(init["result"]["protocolVersion"], revision, "{init}");
-        s.notify("notifications/initialized", json!({}));
+        s.handshake(revision);
         let call = |s: &mut Session, name: &str, arguments: Value| {
             s.request("tools/call", json!({"name": name, "arguments": arguments}))
         };
@@ -171,13 +165,7 @@ fn session_of(revision: &str, args: &[&str]) -> (Session, Value) {
     if revision == "2026-07-28" {
         return (s, session_less_meta());
     }
-    let init = s.request(
-        "initialize",
-        json!({"protocolVersion": revision, "capabilities": {},
-               "clientInfo": {"name": "ccm-tests", "version": "1"}}),
-    );
-    assert_eq!(init["result"]["protocolVersion"], revision, "{init}");
-    s.notify("notifications/initialized", json!({}));
+    s.handshake(revision);
     (s, json!({}))
 }
 

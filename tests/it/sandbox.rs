@@ -313,14 +313,7 @@ fn an_unprivileged_server_gets_the_same_sandbox() {
             .env_remove("CCM_LOG")
             .env("HOME", &home)
             .env(FORCE.0, FORCE.1);
-        let mut s = Session::spawn(command);
-        s.initialize = s.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "ccm-tests", "version": "1"}}),
-        );
-        s.notify("notifications/initialized", json!({}));
-        s
+        Session::spawn_initialized(command)
     };
     let mut s = server(&[]);
     assert_eq!(
@@ -411,14 +404,7 @@ fn real_conda_read_only_tools_run_sandboxed_and_write_nothing() {
             .current_dir(&cwd)
             .env("HOME", home.path())
             .env(FORCE.0, "conda_config");
-        let mut s = Session::spawn(command);
-        s.initialize = s.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "ccm-tests", "version": "1"}}),
-        );
-        s.notify("notifications/initialized", json!({}));
-        s
+        Session::spawn_initialized(command)
     };
     // (--list-all: the forced call below is outside conda_config's listed read-only form.)
     let mut s = start_in(&["--list-all"]);

@@ -5,21 +5,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::kit::proc::alive;
 use crate::mcp::{Session, reported_argv, structured};
 use crate::support;
 
 fn conda() -> &'static Path {
     &support::fixture().conda
-}
-
-fn alive(pid: i32) -> bool {
-    // Signal 0 checks existence; a zombie is gone for our purposes.
-    let status = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let state = status
-        .rsplit(')')
-        .next()
-        .and_then(|s| s.split_whitespace().next());
-    !status.is_empty() && state != Some("Z")
 }
 
 fn pids(file: &Path) -> Vec<i32> {

@@ -542,13 +542,7 @@ fn the_selection_is_the_same_under_every_revision() {
                 "io.modelcontextprotocol/clientInfo": {"name": "ccm-tests", "version": "1"},
             })
         } else {
-            let init = s.request(
-                "initialize",
-                json!({"protocolVersion": revision, "capabilities": {},
-                       "clientInfo": {"name": "ccm-tests", "version": "1"}}),
-            );
-            assert_eq!(init["result"]["protocolVersion"], revision, "{init}");
-            s.notify("notifications/initialized", json!({}));
+            s.handshake(revision);
             json!({})
         };
         let listed = s.request("tools/list", json!({"_meta": meta}));

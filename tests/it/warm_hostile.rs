@@ -7,9 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::limits::{
-    GRACE, SLACK, assert_no_survivors, run_args, started, trees, unique_seconds, wait_until,
-};
+use crate::kit::proc::{alive, assert_no_survivors, survivors, what_a_child_reads};
+use crate::limits::{GRACE, SLACK, run_args, started, trees, unique_seconds, wait_until};
 use crate::mcp::{Session, structured};
 use crate::support;
 use crate::warm::wait_ready;
@@ -34,16 +33,6 @@ fn zygote_pid(s: &mut Session) -> i32 {
     warm_state(s)["zygote_pid"]
         .as_i64()
         .expect("a ready zygote has a pid") as i32
-}
-
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, rest)| rest.trim_start().to_owned())
-        })
-        .is_some_and(|rest| !rest.starts_with('Z'))
 }
 
 #[test]
@@ -83,7 +72,7 @@ fn warm_no_descendant_survives_a_timeout_or_a_cancellation() {
         json!({"requestId": id, "reason": "test"}),
     );
     wait_until("the tree to die", GRACE + Duration::from_secs(10), || {
-        crate::limits::survivors(&format!("sleep {unique}")).is_empty()
+        survivors(&format!("sleep {unique}")).is_empty()
     });
     assert_no_survivors(&format!("sleep {unique}"), name);
     let state = warm_state(&mut s);
@@ -149,23 +138,7 @@ fn warm_secrets_reach_neither_the_zygote_nor_its_children() {
         ],
     );
     let zygote = zygote_pid(&mut s);
-    let script = format!(
-        "cat /proc/$PPID/environ; echo; cat /proc/{zygote}/environ /proc/{zygote}/cmdline; \
-         echo; cat /proc/self/environ; echo; env"
-    );
-    let result = s.call(
-        "conda_run",
-        json!({"executable_call": ["sh", "-c", script], "no_capture_output": true}),
-    );
-    let seen = format!(
-        "{}{}",
-        structured(&result)["stdout"].as_str().unwrap(),
-        structured(&result)["stderr"].as_str().unwrap()
-    );
-    assert!(
-        seen.contains("PATH="),
-        "the child read environments: {seen}"
-    );
+    let seen = what_a_child_reads(&mut s, &[zygote as u32]);
     for secret in [token, "operator-warm-secret"] {
         assert!(
             !seen.contains(secret),

@@ -179,7 +179,7 @@ fn generated_tools_run_in_the_working_directory_asked_for() {
         command
             .arg("--conda-exe")
             .arg(conda())
-            .args(["--allow-write", "--classify", "conda_behave=write"])
+            .args(crate::kit::classify::BEHAVE_WRITE)
             .current_dir(&canonical);
         command
     });

@@ -224,7 +224,9 @@ mod tests {
                 let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
                 now.map_or(0, |d| d.as_nanos() as u64)
             });
-        eprintln!("plain_spec_pattern_implies_plain_spec: CCM_PROPTEST_SEED={seed}");
+        // Straight to stderr, on every run: the harness captures only `eprintln!`.
+        let line = format!("plain_spec_pattern_implies_plain_spec: CCM_PROPTEST_SEED={seed}\n");
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
         let mut bytes = [0u8; 32];
         bytes[..8].copy_from_slice(&seed.to_le_bytes());
         let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
