@@ -33,22 +33,22 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 
 mod audit;
 mod call;
+mod caller;
 pub mod capabilities;
 mod capacity;
 mod completion_cache;
 mod confirm;
 mod instructions;
+mod judged;
 mod progress;
 mod ready;
 mod refuse;
 mod restart;
 pub mod result;
 mod roots;
-mod scope;
 pub mod startup;
 
 pub use capabilities::CAPABILITIES_URI;
@@ -247,21 +247,19 @@ impl Server {
     /// The instructions for the session behind `context`: naming the tools it is listed.
     async fn instructions_for(&self, context: &RequestContext<RoleServer>) -> String {
         let ready = self.ready().await;
-        let listed = self.listed_for(&ready, confirm::Asker::of(context).can_ask());
+        let listed = self.listed_for(&ready, caller::Asker::of(context).can_ask());
         instructions::text(&self.shared.config, &listed)
     }
 
-    /// Route a tool call by served name (`can_ask`: the client can confirm writes, which
-    /// decides what it is listed).
+    /// Route a tool call by served name.
     async fn call(
         &self,
         request: CallToolRequestParams,
-        caller: &roots::Caller,
-        can_ask: bool,
-        ct: CancellationToken,
+        caller: &caller::Caller,
     ) -> Result<CallToolResult, Refusal> {
         let ready = self.ready().await;
         let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let can_ask = caller.asker.can_ask();
         let unknown = || refuse::unknown_tool(&request.name, &self.listed_for(&ready, can_ask));
         let Some(name) = ready.routes.get(request.name.as_ref()) else {
             return Err(unknown());
@@ -269,20 +267,20 @@ impl Server {
         let name = name.as_str();
         if let Some(reference) = request.request_state.as_deref() {
             let responses = request.input_responses.as_ref();
-            return self
-                .resume(&ready, name, reference, responses, caller, ct)
-                .await;
+            return self.resume(&ready, reference, responses, caller).await;
         }
         if name == EXECUTE_TOOL && ready.toolset.execute.is_some() {
-            return self.call_execute(&ready, &arguments, caller, ct).await;
+            return self.call_execute(&ready, &arguments, caller).await;
         }
         if name == COMPLETION_TOOL && ready.toolset.completion.is_some() {
-            return self.call_completion(&ready, &arguments, ct).await;
+            return self
+                .call_completion(&ready, &arguments, caller.ct.clone())
+                .await;
         }
         let Some(tool) = ready.toolset.get(name) else {
             return Err(unknown());
         };
-        self.call_generated(&ready, &request.name, tool, &arguments, caller, ct)
+        self.call_generated(&ready, &request.name, tool, &arguments, caller)
             .await
     }
 }
@@ -346,7 +344,7 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let ready = self.ready().await;
-        if self.shared.config.confirm_writes && !confirm::Asker::of(&context).can_ask() {
+        if self.shared.config.confirm_writes && !caller::Asker::of(&context).can_ask() {
             // Every write and exec call of this client is refused: list none.
             return Ok(ListToolsResult::with_all_items(confirm::read_only(
                 &ready.tools,
@@ -370,18 +368,15 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let ct = context.ct.clone();
-        let caller = roots::Caller::of(&context);
         let trail = audit::Trail::begin(&self.session_id, context.client_info(), &request.name);
-        let asker = confirm::Asker::of(&context);
-        let can_ask = asker.can_ask();
-        let call = asker.scope(
-            std::panic::AssertUnwindSafe(self.call(request, &caller, can_ask, ct)).catch_unwind(),
-        );
-        let outcome = match &trail {
-            Some(trail) => trail.scope(call).await,
-            None => call.await,
-        };
+        let record = trail.as_ref().map(audit::Trail::record).unwrap_or_default();
+        let caller = caller::Caller::of(&context, record);
+        let outcome = std::panic::AssertUnwindSafe(self.call(request, &caller))
+            .catch_unwind()
+            .await;
+        if let Some(trail) = &trail {
+            trail.finish();
+        }
         match outcome {
             Ok(Ok(result)) | Ok(Err(Refusal::Busy(result))) => Ok(result.into()),
             Ok(Err(Refusal::Arguments(error))) if caller.arguments_as_results() => {
