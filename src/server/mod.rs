@@ -52,7 +52,7 @@ mod roots;
 pub mod startup;
 
 pub use capabilities::CAPABILITIES_URI;
-pub use ready::Ready;
+pub use ready::{BuildError, Ready, Served, served, settings};
 pub use result::{NOT_CONFIRMED, execution_result};
 
 use crate::config::Config;
