@@ -121,6 +121,8 @@ impl Server {
             audit.confirmation("input_required");
             let mut parked = call.clone();
             parked.confirmation = Confirmation::Accepted(binding);
+            // The retry plans its own sandbox (the run's gates): none is held while parked.
+            parked.sandbox = None;
             let question = form(message);
             let parked = self
                 .shared

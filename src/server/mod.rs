@@ -18,7 +18,6 @@
 //! detection: [`restart`]; the `conda_cli_command` cache: [`completion_cache`].
 
 use std::borrow::Cow;
-use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
@@ -94,8 +93,8 @@ struct Shared {
 #[derive(Clone)]
 pub struct Server {
     shared: Arc<Shared>,
-    /// Executions of this session running or waiting.
-    session_calls: Arc<AtomicUsize>,
+    /// This session's executions running or waiting, in the server's queue.
+    capacity: Arc<capacity::Capacity>,
     /// The client's roots (handshake sessions that declared them).
     roots: Arc<roots::Roots>,
     /// This session's id in the audit log (random; never the MCP session id).
@@ -165,8 +164,10 @@ impl Server {
     pub fn start(config: Config) -> Server {
         let (sender, ready) = watch::channel(None);
         let (fatal, _) = watch::channel(None);
+        let executor = Executor::new(config.max_queue);
+        let max_session_calls = config.max_session_calls;
         let shared = Arc::new(Shared {
-            executor: Executor::new(config.max_queue),
+            executor: Arc::clone(&executor),
             ready,
             status: Mutex::new(Status::default()),
             completion: tokio::sync::Mutex::new(None),
@@ -178,7 +179,7 @@ impl Server {
         startup::spawn(Arc::clone(&shared), sender);
         Server {
             shared,
-            session_calls: Arc::new(AtomicUsize::new(0)),
+            capacity: Arc::new(capacity::Capacity::new(&executor, max_session_calls)),
             roots: Arc::default(),
             session_id: session_id(),
         }
@@ -188,7 +189,10 @@ impl Server {
     pub fn for_session(&self) -> Server {
         Server {
             shared: Arc::clone(&self.shared),
-            session_calls: Arc::new(AtomicUsize::new(0)),
+            capacity: Arc::new(capacity::Capacity::new(
+                &self.shared.executor,
+                self.shared.config.max_session_calls,
+            )),
             roots: Arc::default(),
             session_id: session_id(),
         }
@@ -412,7 +416,7 @@ impl ServerHandler for Server {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let ready = self.ready().await;
-        let text = self.capabilities_text(&ready);
+        let text = self.shared.capabilities_text(&ready);
         Ok(ListResourcesResult::with_all_items(vec![
             capabilities::resource(text.len()),
         ]))
@@ -427,7 +431,7 @@ impl ServerHandler for Server {
             return Err(invalid_params("Unknown resource"));
         }
         let ready = self.ready().await;
-        let text = self.capabilities_text(&ready);
+        let text = self.shared.capabilities_text(&ready);
         Ok(ReadResourceResult::new(vec![
             ResourceContents::text(text, CAPABILITIES_URI).with_mime_type("application/json"),
         ])

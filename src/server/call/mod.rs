@@ -246,7 +246,10 @@ impl Server {
             invalid_arguments(&refuse::suggest_property(e, listed.as_ref(), None))
         })?;
         let requested = strings(arguments.get("command_path"));
-        let document = self.completion_document(ready, &ct).await?;
+        let document = self
+            .shared
+            .completion_document(ready, &self.capacity, &ct)
+            .await?;
         let payload = completion::answer(&document, &requested).map_err(|e| match e {
             completion::QueryError::UnknownCommand => {
                 Refusal::Arguments(invalid_params("Unknown conda command path"))

@@ -35,7 +35,7 @@ impl Server {
             }
             None => spec,
         };
-        let _admitted = progress::waiting(progress, ct, self.admit(ct)).await?;
+        let _admitted = progress::waiting(progress, ct, self.capacity.admit(ct)).await?;
         let outcome = match progress::run(progress, &run, call.fetch_records, ct).await {
             Ok(outcome) => outcome,
             Err(error) => {
@@ -56,13 +56,13 @@ impl Server {
         }
         let class = call.class;
         let succeeded = outcome.exit_code == Some(0) && !outcome.timed_out;
-        if succeeded && !class.read_only && !self.restart_required() {
-            self.check_restart(ready).await;
+        if succeeded && !class.read_only && !self.shared.restart_required() {
+            self.shared.check_restart(ready).await;
         }
         // A program's output (calls that need --allow-exec) stays in stdout as printed:
         // parsing it may lose what JSON does not promise to keep (duplicate keys, digits
         // beyond f64). conda's own documents (json.dumps) lose nothing and move.
-        let restart = self.restart_required();
+        let restart = self.shared.restart_required();
         Ok(execution_result(&outcome, restart, !class.requires_exec))
     }
 }

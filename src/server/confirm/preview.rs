@@ -78,7 +78,7 @@ impl Server {
             audit.outcome(&outcome);
             return Err(Refusal::Busy(execution_result(
                 &outcome,
-                self.restart_required(),
+                self.shared.restart_required(),
                 true,
             )));
         }
@@ -115,7 +115,7 @@ impl Server {
     ) -> Result<exec::Outcome, Refusal> {
         exec::check_size(preview).map_err(|_| unbound(&bind::Unbound::TooLarge))?;
         let outcome = {
-            let _admitted = self.admit(ct).await?;
+            let _admitted = self.capacity.admit(ct).await?;
             exec::run(preview, ct).await.map_err(|error| {
                 let why = exec::plain_os_error(&error);
                 tracing::error!(%why, "conda could not be started for the preview");
