@@ -114,47 +114,21 @@ fn tools(runtime: &tokio::runtime::Runtime, config: &ccm::config::Config, json: 
             d.reason
         );
     }
-    let settings = ccm::tools::toolset::Settings {
-        allow_exec: config.allow_exec,
-        classify: config.classify.clone(),
-        timeout: config.timeout,
-        sandboxed: *sandbox.state() == ccm::host::sandbox::State::Active,
-    };
-    let toolset = ccm::baked::toolset(&found.catalog, &found.plugins, &settings);
-    if let Some(unknown) = toolset.unknown_classified.first() {
-        eprintln!(
-            "ccm: error: --classify names no tool of this conda: {unknown} (see 'ccm tools' for the names)"
-        );
-        std::process::exit(ccm::cli::EXIT_USAGE);
-    }
     // What a server with these settings serves: the policy-shaped listing (unless
     // --list-all), `--tools`, folded and left-out tools, the operator's surface.
-    let mut toolset = toolset;
-    let grants = ccm::tools::policy::Grants {
-        write: config.allow_write,
-        exec: config.allow_exec,
-        credentials: config.allow_credentials,
-    };
-    let shaped = if config.list_all {
-        ccm::tools::listing::Shaped::default()
-    } else {
-        ccm::tools::listing::shape(&mut toolset, grants)
-    };
-    let shaping = match ccm::tools::select::Shaping::new(
-        &toolset,
+    let sandboxed = *sandbox.state() == ccm::host::sandbox::State::Active;
+    let settings = ccm::server::settings(config, sandboxed);
+    let served = ccm::server::served(
         &found.catalog,
         &found.plugins,
-        config.tools.as_ref(),
-        config.list_all,
-    ) {
-        Ok(shaping) => shaping,
-        Err(message) => {
-            eprintln!("ccm: error: {message}");
-            return exit(cli::EXIT_USAGE);
-        }
-    };
-    let applied = match shaping.apply(&config.surface, toolset.descriptors(), &shaped.withheld) {
-        Ok(applied) => applied,
+        &settings,
+        &config.surface,
+        config,
+    );
+    let ccm::server::Served {
+        toolset, applied, ..
+    } = match served {
+        Ok(served) => served,
         Err(message) => {
             eprintln!("ccm: error: {message}");
             return exit(cli::EXIT_USAGE);

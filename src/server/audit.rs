@@ -2,9 +2,10 @@
 //! [`crate::host::audit`] when the call ends, however it ends (a result, a refusal, a
 //! cancellation that drops the call): one line per call that reached the policy.
 //!
-//! The call's steps fill the record through a task-local slot ([`reached`], [`refused`],
-//! [`confirmation`], [`outcome`]), so the call path needs no extra parameters; outside a
-//! [`Trail`] (no audit log) they do nothing.
+//! The call's steps fill the record through the [`Record`] handle the call's
+//! [`Caller`](super::caller::Caller) carries ([`Record::reached`], [`Record::refused`],
+//! [`Record::confirmation`], [`Record::outcome`]); without an audit log the handle is
+//! inert and they do nothing.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -15,13 +16,9 @@ use serde_json::{Value, json};
 use crate::host::audit;
 use crate::host::exec::Outcome;
 
-tokio::task_local! {
-    static RECORD: Arc<Mutex<Record>>;
-}
-
 /// What a call's record holds until it is written.
 #[derive(Default)]
-struct Record {
+struct Entry {
     /// Set when the call reached the policy: only those calls are logged.
     canonical: Option<String>,
     argv: Vec<String>,
@@ -36,7 +33,7 @@ struct Record {
 
 /// One call's audit trail: begun when the call arrives, written when it is dropped.
 pub struct Trail {
-    record: Arc<Mutex<Record>>,
+    record: Arc<Mutex<Entry>>,
     started: Instant,
     session: Arc<str>,
     client: Option<Implementation>,
@@ -55,16 +52,19 @@ impl Trail {
         })
     }
 
-    /// Run the call with this trail's record in scope.
-    pub async fn scope<F: Future>(&self, call: F) -> F::Output {
-        let output = RECORD.scope(Arc::clone(&self.record), call).await;
+    /// The handle the call's steps fill this trail's record through.
+    pub fn record(&self) -> Record {
+        Record(Some(Arc::clone(&self.record)))
+    }
+
+    /// The call ended (a result or a refusal): it was not cancelled by being dropped.
+    pub fn finish(&self) {
         if let Ok(mut record) = self.record.lock() {
             record.finished = true;
         }
-        output
     }
 
-    fn line(&self, record: &Record, canonical: &str) -> Value {
+    fn line(&self, record: &Entry, canonical: &str) -> Value {
         let time = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         let verdict = if record.refusal.is_some() {
             "refused"
@@ -101,50 +101,48 @@ impl Drop for Trail {
     }
 }
 
-fn with(update: impl FnOnce(&mut Record)) {
-    let _ = RECORD.try_with(|slot| {
-        if let Ok(mut record) = slot.lock() {
+/// One call's record, as its steps fill it: inert (the default) without an audit log.
+#[derive(Clone, Default)]
+pub struct Record(Option<Arc<Mutex<Entry>>>);
+
+impl Record {
+    fn with(&self, update: impl FnOnce(&mut Entry)) {
+        if let Some(slot) = &self.0
+            && let Ok(mut record) = slot.lock()
+        {
             update(&mut record);
         }
-    });
-}
+    }
 
-/// The call reached the policy with this final argv (its canonical tool name).
-pub fn reached(canonical: &str, argv: &[String]) {
-    with(|r| {
-        r.canonical = Some(canonical.to_owned());
-        r.argv = argv.to_vec();
-    });
-}
+    /// The call reached the policy with this final argv (its canonical tool name).
+    pub fn reached(&self, canonical: &str, argv: &[String]) {
+        self.with(|r| {
+            r.canonical = Some(canonical.to_owned());
+            r.argv = argv.to_vec();
+        });
+    }
 
-/// The canonical tool of the call in progress, once it reached the policy (`None`
-/// without an audit log).
-pub fn current_tool() -> Option<String> {
-    RECORD
-        .try_with(|slot| slot.lock().ok().and_then(|r| r.canonical.clone()))
-        .ok()
-        .flatten()
-}
+    /// The policy (or path confinement) refused the call; `why` is the refusal's fixed
+    /// text.
+    pub fn refused(&self, why: &str) {
+        self.with(|r| r.refusal = Some(why.to_owned()));
+    }
 
-/// The policy (or path confinement) refused the call; `why` is the refusal's fixed text.
-pub fn refused(why: &str) {
-    with(|r| r.refusal = Some(why.to_owned()));
-}
+    /// What the user answered (`accepted`, `declined`, `cancelled`, `timed_out`,
+    /// `unavailable`).
+    pub fn confirmation(&self, answer: &'static str) {
+        self.with(|r| r.confirmation = Some(answer));
+    }
 
-/// What the user answered (`accepted`, `declined`, `cancelled`, `timed_out`,
-/// `unavailable`).
-pub fn confirmation(answer: &'static str) {
-    with(|r| r.confirmation = Some(answer));
-}
-
-/// How the execution ended.
-pub fn outcome(outcome: &Outcome) {
-    with(|r| {
-        r.exit_code = outcome.exit_code;
-        r.timed_out = outcome.timed_out;
-        r.cancelled = outcome.cancelled;
-        r.truncated = outcome.stdout_truncated || outcome.stderr_truncated;
-    });
+    /// How the execution ended.
+    pub fn outcome(&self, outcome: &Outcome) {
+        self.with(|r| {
+            r.exit_code = outcome.exit_code;
+            r.timed_out = outcome.timed_out;
+            r.cancelled = outcome.cancelled;
+            r.truncated = outcome.stdout_truncated || outcome.stderr_truncated;
+        });
+    }
 }
 
 /// The refusal of a call that names the audit log (never the path).

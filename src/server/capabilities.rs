@@ -10,7 +10,7 @@ use rmcp::model::Resource;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use super::{Ready, Server};
+use super::{Ready, Shared};
 use crate::config::Config;
 use crate::host::confine::Confinement;
 use crate::host::discovery::Discovery;
@@ -90,7 +90,7 @@ pub(super) fn add_toolset(capabilities: &mut Fixed, shaping: &Shaping, shaped: &
     capabilities.insert("toolset", raw(&document));
 }
 
-impl Server {
+impl Shared {
     /// The capabilities document as served now.
     pub(super) fn capabilities_text(&self, ready: &Ready) -> String {
         let mut document: BTreeMap<&str, Part> = ready
@@ -98,14 +98,14 @@ impl Server {
             .iter()
             .map(|(k, v)| (*k, Part::Raw(v)))
             .collect();
-        let (restart, startup) = match self.shared.status.lock() {
+        let (restart, startup) = match self.status.lock() {
             Ok(status) => (status.restart.describe(), status.start.describe()),
             Err(_) => (json!({"required": true}), Value::Null),
         };
         let restart = raw(&restart);
         let startup = raw(&startup);
         let limits = raw(&exec::Limits::current().describe());
-        let sandbox = raw(&match self.shared.sandbox.get() {
+        let sandbox = raw(&match self.sandbox.get() {
             Some(sandbox) => sandbox.describe(ready.discovery.prefix.as_deref()),
             None => Value::Null,
         });

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rmcp::model::{CallToolResult, ContentBlock};
 use tokio_util::sync::CancellationToken;
 
-use super::{Refusal, Server};
-use crate::host::exec;
+use super::Refusal;
+use crate::host::exec::{self, Executor};
 
 /// One admitted execution of a session; dropping it frees the session's place.
 pub(super) struct SessionCall(Arc<AtomicUsize>);
@@ -20,7 +20,24 @@ impl Drop for SessionCall {
     }
 }
 
-impl Server {
+/// One session's capacity: its executions running or waiting (at most `limit`), and
+/// the server's queue, which every session shares.
+pub(super) struct Capacity {
+    session_calls: Arc<AtomicUsize>,
+    executor: Arc<Executor>,
+    limit: usize,
+}
+
+impl Capacity {
+    /// A new session's capacity in the server's queue.
+    pub(super) fn new(executor: &Arc<Executor>, limit: usize) -> Capacity {
+        Capacity {
+            session_calls: Arc::default(),
+            executor: Arc::clone(executor),
+            limit,
+        }
+    }
+
     /// Wait for this execution's turn: refused at once (nothing runs) when the session
     /// already has `--max-session-calls` executions running or waiting, or when the
     /// server's queue is full.
@@ -28,7 +45,7 @@ impl Server {
         &self,
         ct: &CancellationToken,
     ) -> Result<(SessionCall, exec::Slot), Refusal> {
-        let limit = self.shared.config.max_session_calls;
+        let limit = self.limit;
         let admitted = self
             .session_calls
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
@@ -44,7 +61,7 @@ impl Server {
         }
         let call = SessionCall(Arc::clone(&self.session_calls));
         let slot = tokio::select! {
-            slot = self.shared.executor.acquire() => slot,
+            slot = self.executor.acquire() => slot,
             _ = ct.cancelled() => return Err(Refusal::Cancelled),
         };
         match slot {

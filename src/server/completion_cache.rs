@@ -9,7 +9,8 @@ use rmcp::ErrorData;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{Ready, Refusal, Server};
+use super::capacity::Capacity;
+use super::{Ready, Refusal, Shared};
 use crate::host::{discovery, stamp};
 
 /// The last completion document and what it was read from.
@@ -21,18 +22,20 @@ pub(super) struct CompletionCache {
     scan: stamp::Scan,
 }
 
-impl Server {
+impl Shared {
     /// The helper's completion document: from the cache while the manifest file and the
-    /// plugin distributions are unchanged, else fresh.
+    /// plugin distributions are unchanged, else fresh (asked in the queue, in the
+    /// session's `capacity`).
     pub(super) async fn completion_document(
         &self,
         ready: &Ready,
+        capacity: &Capacity,
         ct: &CancellationToken,
     ) -> Result<Arc<Value>, Refusal> {
         let unavailable =
             || ErrorData::invalid_request("Conda completion metadata is unavailable", None);
         let scan = stamp::scan(&ready.discovery.site_dirs);
-        let mut cache = self.shared.completion.lock().await;
+        let mut cache = self.completion.lock().await;
         if let Some(cached) = cache.as_ref()
             && cached.scan == scan
             && manifest_identity(cached.manifest_path.as_deref()) == cached.identity
@@ -45,12 +48,12 @@ impl Server {
             .as_deref()
             .ok_or_else(unavailable)?;
         let document = {
-            let _admitted = self.admit(ct).await?;
+            let _admitted = capacity.admit(ct).await?;
             discovery::run_helper::<Value>(
                 interpreter,
                 "completion",
                 &[],
-                self.shared.config.timeout,
+                self.config.timeout,
                 None,
             )
             .await

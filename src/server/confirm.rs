@@ -27,85 +27,26 @@ use std::collections::BTreeMap;
 use rmcp::RoleServer;
 use rmcp::model::{
     CallToolResult, ClientResult, ContentBlock, ElicitRequest, ElicitRequestParams,
-    ElicitationAction, ElicitationSchema, ProtocolVersion, ServerRequest,
+    ElicitationAction, ElicitationSchema, ServerRequest,
 };
-use rmcp::service::{ElicitationMode, Peer, PeerRequestOptions, RequestContext};
+use rmcp::service::{Peer, PeerRequestOptions};
 use tokio_util::sync::CancellationToken;
 
 use std::sync::Arc;
 
+use super::caller::Caller;
+use super::judged::{Confirmation, Judged};
 use super::{Ready, Refusal, Server, audit};
-use crate::host::bind::Binding;
 use crate::host::exec;
-use crate::tools::policy::{self, Classification};
+use crate::tools::policy;
 
 mod parked;
 mod plan;
 mod preview;
 
-pub use parked::{Parked, Parking};
+pub use parked::{Parking, resume};
 
 pub use plan::{DECLINED, PLAN_CHANGED, TIMED_OUT, UNAVAILABLE};
-
-tokio::task_local! {
-    static ASKER: Asker;
-}
-
-/// Whom a call's confirmation is asked of.
-#[derive(Clone)]
-pub struct Asker {
-    /// The peer, when the client declared elicitation in form mode in a handshake.
-    peer: Option<Peer<RoleServer>>,
-    /// A session-less (2026-07-28) request whose client declared elicitation in form
-    /// mode: asked with an input-required result.
-    input_required: bool,
-    /// The plan was confirmed already (the retry of an input-required result).
-    confirmed: bool,
-    /// The confirmed plan's binding (the retry of an input-required result).
-    binding: Option<Arc<Binding>>,
-}
-
-impl Asker {
-    pub fn of(context: &RequestContext<RoleServer>) -> Asker {
-        // A handshake session (stdio, or an HTTP session) is asked only as its
-        // `initialize` declared, whatever a request's own `_meta` claims: the revision
-        // that decides is the one the peer runs under (negotiated, or for a session-less
-        // request its own), never one a request in a handshake session claims.
-        let revision = |v: &ProtocolVersion| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str();
-        let session_less = context
-            .peer
-            .peer_info()
-            .is_none_or(|info| revision(&info.protocol_version))
-            && context.protocol_version().is_some_and(|v| revision(&v));
-        let form = !session_less
-            && context
-                .peer
-                .supported_elicitation_modes()
-                .contains(&ElicitationMode::Form);
-        // In the request's own capabilities (the revision puts them in `_meta`): no form
-        // and no url means form.
-        let declared = context
-            .client_capabilities()
-            .and_then(|c| c.elicitation)
-            .is_some_and(|e| e.form.is_some() || e.url.is_none());
-        Asker {
-            peer: (form && !session_less).then(|| context.peer.clone()),
-            input_required: session_less && declared,
-            confirmed: false,
-            binding: None,
-        }
-    }
-
-    /// Whether this client can be asked (the listing shows it writes only then).
-    pub fn can_ask(&self) -> bool {
-        self.peer.is_some() || self.input_required
-    }
-
-    /// Run a call with this asker in scope.
-    pub async fn scope<F: Future>(self, call: F) -> F::Output {
-        ASKER.scope(self, call).await
-    }
-}
 
 /// The listed tools a client that cannot be asked may use under `--confirm-writes`:
 /// those whose every call is read-only.
@@ -134,43 +75,40 @@ enum Answer {
 }
 
 impl Server {
-    /// Ask the user to confirm `spec` when `--confirm-writes` applies to this call;
-    /// `Ok` means run it, bound to the plan that was shown when there is a binding.
+    /// The confirmation gate: ask the user to confirm the call when `--confirm-writes`
+    /// applies to it; `Ok` means run it, bound to the plan that was shown when the call
+    /// now carries a binding.
     pub(super) async fn confirm(
         &self,
         ready: &Ready,
-        spec: &exec::Spec,
-        class: &Classification,
-        ct: &CancellationToken,
-    ) -> Result<Option<Arc<Binding>>, Refusal> {
+        call: &mut Judged,
+        caller: &Caller,
+    ) -> Result<(), Refusal> {
         let config = &self.shared.config;
+        let class = &call.class;
         if !config.confirm_writes || !(class.requires_write || class.requires_exec) {
-            return Ok(None);
+            return Ok(());
         }
-        let asker = ASKER.try_with(Asker::clone).ok();
-        if let Some(asker) = asker.as_ref().filter(|a| a.confirmed) {
-            return Ok(asker.binding.clone());
+        if let Confirmation::Accepted(_) = call.confirmation {
+            return Ok(());
         }
-        let Some(asker) = asker.filter(Asker::can_ask) else {
-            audit::confirmation("unavailable");
+        let audit = &caller.audit;
+        if !caller.asker.can_ask() {
+            audit.confirmation("unavailable");
             return Err(refusal(UNAVAILABLE));
-        };
-        let argv: Vec<String> = spec
-            .args
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
-        let Some(command) = plan::command_line(&argv) else {
-            audit::confirmation("unavailable");
+        }
+        let Some(command) = plan::command_line(&call.argv) else {
+            audit.confirmation("unavailable");
             return Err(refusal(plan::TOO_LONG));
         };
-        let previewed = self.preview(ready, spec, class, &argv, ct).await?;
+        let spec = call.spec(config);
+        let previewed = self.preview(ready, &spec, call, caller).await?;
         let here = std::env::current_dir().unwrap_or_default();
         let shown = plan::Shown {
             command: &command,
             cwd: &here.join(spec.cwd.as_deref().unwrap_or(&here)),
             stdin: spec.stdin.as_deref(),
-            environment: exec::environment_changes(spec),
+            environment: exec::environment_changes(&spec),
             dry: previewed.dry.as_ref(),
             plan: previewed.binding.as_ref().map(|b| &b.plan),
         };
@@ -179,47 +117,40 @@ impl Server {
             b.forget_contents();
             Arc::new(b)
         });
-        let Some(peer) = asker.peer else {
-            audit::confirmation("input_required");
-            let parked = Parked::new(argv, spec, class, config.confirm_timeout, binding);
-            return Err(Refusal::InputRequired(
-                self.shared.parked.park(parked, form(message)),
-            ));
+        let Some(peer) = &caller.asker.peer else {
+            audit.confirmation("input_required");
+            let mut parked = call.clone();
+            parked.confirmation = Confirmation::Accepted(binding);
+            // The retry plans its own sandbox (the run's gates): none is held while parked.
+            parked.sandbox = None;
+            let question = form(message);
+            let parked = self
+                .shared
+                .parked
+                .park(parked, config.confirm_timeout, question);
+            return Err(Refusal::InputRequired(parked));
         };
-        let answer = ask(&peer, message, config.confirm_timeout, ct).await;
-        match answer {
-            Answer::Accepted => {
-                audit::confirmation("accepted");
-                Ok(binding)
-            }
-            Answer::Declined | Answer::Cancelled => {
-                audit::confirmation(if matches!(answer, Answer::Declined) {
-                    "declined"
-                } else {
-                    "cancelled"
-                });
-                Err(refusal(DECLINED))
-            }
-            Answer::TimedOut => {
-                audit::confirmation("timed_out");
-                Err(refusal(TIMED_OUT))
-            }
-            Answer::Withdrawn => {
-                audit::confirmation("withdrawn");
-                Err(Refusal::Cancelled)
-            }
-            Answer::Failed => {
-                audit::confirmation("unavailable");
-                Err(refusal(UNAVAILABLE))
-            }
+        let answer = ask(peer, message, config.confirm_timeout, &caller.ct).await;
+        let (word, result) = match answer {
+            Answer::Accepted => ("accepted", Ok(())),
+            Answer::Declined => ("declined", Err(refusal(DECLINED))),
+            Answer::Cancelled => ("cancelled", Err(refusal(DECLINED))),
+            Answer::TimedOut => ("timed_out", Err(refusal(TIMED_OUT))),
+            Answer::Withdrawn => ("withdrawn", Err(Refusal::Cancelled)),
+            Answer::Failed => ("unavailable", Err(refusal(UNAVAILABLE))),
+        };
+        audit.confirmation(word);
+        if result.is_ok() {
+            call.confirmation = Confirmation::Accepted(binding);
         }
+        result
     }
 }
 
 /// The result of a confirmed run that stopped because it would differ from the plan that
 /// was shown (`why` from the wrapper, escaped and with credentials redacted).
-pub fn plan_changed(why: &str) -> CallToolResult {
-    audit::refused(PLAN_CHANGED);
+pub fn plan_changed(why: &str, audit: &audit::Record) -> CallToolResult {
+    audit.refused(PLAN_CHANGED);
     let redacted =
         crate::host::audit::redacted(&why.split(' ').map(str::to_owned).collect::<Vec<_>>())
             .join(" ");

@@ -18,7 +18,6 @@
 //! detection: [`restart`]; the `conda_cli_command` cache: [`completion_cache`].
 
 use std::borrow::Cow;
-use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
@@ -33,26 +32,26 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 
 mod audit;
 mod call;
+mod caller;
 pub mod capabilities;
 mod capacity;
 mod completion_cache;
 mod confirm;
 mod instructions;
+mod judged;
 mod progress;
 mod ready;
 mod refuse;
 mod restart;
 pub mod result;
 mod roots;
-mod scope;
 pub mod startup;
 
 pub use capabilities::CAPABILITIES_URI;
-pub use ready::Ready;
+pub use ready::{BuildError, Ready, Served, served, settings};
 pub use result::{NOT_CONFIRMED, execution_result};
 
 use crate::config::Config;
@@ -96,8 +95,8 @@ struct Shared {
 #[derive(Clone)]
 pub struct Server {
     shared: Arc<Shared>,
-    /// Executions of this session running or waiting.
-    session_calls: Arc<AtomicUsize>,
+    /// This session's executions running or waiting, in the server's queue.
+    capacity: Arc<capacity::Capacity>,
     /// The client's roots (handshake sessions that declared them).
     roots: Arc<roots::Roots>,
     /// This session's id in the audit log (random; never the MCP session id).
@@ -167,8 +166,10 @@ impl Server {
     pub fn start(config: Config) -> Server {
         let (sender, ready) = watch::channel(None);
         let (fatal, _) = watch::channel(None);
+        let executor = Executor::new(config.max_queue);
+        let max_session_calls = config.max_session_calls;
         let shared = Arc::new(Shared {
-            executor: Executor::new(config.max_queue),
+            executor: Arc::clone(&executor),
             ready,
             status: Mutex::new(Status::default()),
             completion: tokio::sync::Mutex::new(None),
@@ -183,7 +184,7 @@ impl Server {
         startup::spawn(Arc::clone(&shared), sender);
         Server {
             shared,
-            session_calls: Arc::new(AtomicUsize::new(0)),
+            capacity: Arc::new(capacity::Capacity::new(&executor, max_session_calls)),
             roots: Arc::default(),
             session_id: session_id(),
         }
@@ -193,7 +194,10 @@ impl Server {
     pub fn for_session(&self) -> Server {
         Server {
             shared: Arc::clone(&self.shared),
-            session_calls: Arc::new(AtomicUsize::new(0)),
+            capacity: Arc::new(capacity::Capacity::new(
+                &self.shared.executor,
+                self.shared.config.max_session_calls,
+            )),
             roots: Arc::default(),
             session_id: session_id(),
         }
@@ -252,21 +256,19 @@ impl Server {
     /// The instructions for the session behind `context`: naming the tools it is listed.
     async fn instructions_for(&self, context: &RequestContext<RoleServer>) -> String {
         let ready = self.ready().await;
-        let listed = self.listed_for(&ready, confirm::Asker::of(context).can_ask());
+        let listed = self.listed_for(&ready, caller::Asker::of(context).can_ask());
         instructions::text(&self.shared.config, &listed)
     }
 
-    /// Route a tool call by served name (`can_ask`: the client can confirm writes, which
-    /// decides what it is listed).
+    /// Route a tool call by served name.
     async fn call(
         &self,
         request: CallToolRequestParams,
-        caller: &roots::Caller,
-        can_ask: bool,
-        ct: CancellationToken,
+        caller: &caller::Caller,
     ) -> Result<CallToolResult, Refusal> {
         let ready = self.ready().await;
         let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let can_ask = caller.asker.can_ask();
         let unknown = || refuse::unknown_tool(&request.name, &self.listed_for(&ready, can_ask));
         let Some(name) = ready.routes.get(request.name.as_ref()) else {
             return Err(unknown());
@@ -274,20 +276,20 @@ impl Server {
         let name = name.as_str();
         if let Some(reference) = request.request_state.as_deref() {
             let responses = request.input_responses.as_ref();
-            return self
-                .resume(&ready, name, reference, responses, caller, ct)
-                .await;
+            return self.resume(&ready, reference, responses, caller).await;
         }
         if name == EXECUTE_TOOL && ready.toolset.execute.is_some() {
-            return self.call_execute(&ready, &arguments, caller, ct).await;
+            return self.call_execute(&ready, &arguments, caller).await;
         }
         if name == COMPLETION_TOOL && ready.toolset.completion.is_some() {
-            return self.call_completion(&ready, &arguments, ct).await;
+            return self
+                .call_completion(&ready, &arguments, caller.ct.clone())
+                .await;
         }
         let Some(tool) = ready.toolset.get(name) else {
             return Err(unknown());
         };
-        self.call_generated(&ready, &request.name, tool, &arguments, caller, ct)
+        self.call_generated(&ready, &request.name, tool, &arguments, caller)
             .await
     }
 }
@@ -351,7 +353,7 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let ready = self.ready().await;
-        if self.shared.config.confirm_writes && !confirm::Asker::of(&context).can_ask() {
+        if self.shared.config.confirm_writes && !caller::Asker::of(&context).can_ask() {
             // Every write and exec call of this client is refused: list none.
             return Ok(ListToolsResult::with_all_items(confirm::read_only(
                 &ready.tools,
@@ -375,18 +377,15 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let ct = context.ct.clone();
-        let caller = roots::Caller::of(&context);
         let trail = audit::Trail::begin(&self.session_id, context.client_info(), &request.name);
-        let asker = confirm::Asker::of(&context);
-        let can_ask = asker.can_ask();
-        let call = asker.scope(
-            std::panic::AssertUnwindSafe(self.call(request, &caller, can_ask, ct)).catch_unwind(),
-        );
-        let outcome = match &trail {
-            Some(trail) => trail.scope(call).await,
-            None => call.await,
-        };
+        let record = trail.as_ref().map(audit::Trail::record).unwrap_or_default();
+        let caller = caller::Caller::of(&context, record);
+        let outcome = std::panic::AssertUnwindSafe(self.call(request, &caller))
+            .catch_unwind()
+            .await;
+        if let Some(trail) = &trail {
+            trail.finish();
+        }
         match outcome {
             Ok(Ok(result)) | Ok(Err(Refusal::Busy(result))) => Ok(result.into()),
             Ok(Err(Refusal::Arguments(error))) if caller.arguments_as_results() => {
@@ -422,7 +421,7 @@ impl ServerHandler for Server {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let ready = self.ready().await;
-        let text = self.capabilities_text(&ready);
+        let text = self.shared.capabilities_text(&ready);
         Ok(ListResourcesResult::with_all_items(vec![
             capabilities::resource(text.len()),
         ]))
@@ -437,7 +436,7 @@ impl ServerHandler for Server {
             return Err(invalid_params("Unknown resource"));
         }
         let ready = self.ready().await;
-        let text = self.capabilities_text(&ready);
+        let text = self.shared.capabilities_text(&ready);
         Ok(ReadResourceResult::new(vec![
             ResourceContents::text(text, CAPABILITIES_URI).with_mime_type("application/json"),
         ])

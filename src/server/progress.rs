@@ -20,10 +20,7 @@ use rmcp::service::{Peer, RequestContext};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::Ready;
-use super::roots::Caller;
 use crate::host::exec::{self, Seen};
-use crate::tools::policy;
 use crate::tools::records::FetchRecord;
 
 /// The longest time between two notifications while the child runs.
@@ -76,38 +73,32 @@ impl Progress {
     }
 }
 
-/// Run `spec` (conda with `conda_args`, directly or through the binding wrapper): with
-/// notifications when the request asked for progress (on a terminal where conda would
-/// then write fetch records: they are only worth it when someone listens), else exactly
-/// as without progress.
+/// Run `spec` (conda directly or through the binding wrapper): with notifications when
+/// the request asked for progress (on a terminal when `fetch_records`: the judged call
+/// says conda would then write fetch records, only worth it when someone listens), else
+/// exactly as without progress.
 pub async fn run(
-    caller: &Caller,
-    ready: &Ready,
+    progress: Option<&Progress>,
     spec: &exec::Spec,
-    conda_args: &[std::ffi::OsString],
+    fetch_records: bool,
     ct: &CancellationToken,
 ) -> std::io::Result<exec::Outcome> {
-    let Some(progress) = &caller.progress else {
-        return exec::run(spec, ct).await;
-    };
-    let argv: Vec<String> = conda_args
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let terminal = policy::writes_fetch_records(ready.discovery.catalog.root.as_ref(), &argv);
-    progress.run(spec, ct, terminal).await
+    match progress {
+        Some(progress) => progress.run(spec, ct, fetch_records).await,
+        None => exec::run(spec, ct).await,
+    }
 }
 
 /// Wait for `admission` (a place in the execution queue), with heartbeats while it takes
 /// long when the request asked for progress: a call queued behind a long install keeps
 /// its client's timeout alive too.
 pub async fn waiting<T>(
-    caller: &Caller,
+    progress: Option<&Progress>,
     ct: &CancellationToken,
     admission: impl Future<Output = T>,
 ) -> T {
     waiting_for(
-        caller,
+        progress,
         ct,
         "Waiting for the conda command before it to finish",
         admission,
@@ -119,13 +110,13 @@ pub async fn waiting<T>(
 /// asked for progress (the queue, or the user's answer under `--confirm-writes`, whose
 /// preview and question can take minutes).
 pub async fn waiting_for<T>(
-    caller: &Caller,
+    progress: Option<&Progress>,
     ct: &CancellationToken,
     message: &str,
     step: impl Future<Output = T>,
 ) -> T {
     let admission = step;
-    let Some(progress) = &caller.progress else {
+    let Some(progress) = progress else {
         return admission.await;
     };
     let mut admission = std::pin::pin!(admission);

@@ -12,11 +12,11 @@ use super::capabilities;
 use crate::config::Config;
 use crate::host::confine::Confinement;
 use crate::host::discovery::Discovery;
-use crate::model::catalog::Catalog;
+use crate::model::catalog::{Catalog, Plugin};
 use crate::tools::listing::{self, Shaped, Shown};
 use crate::tools::policy::Grants;
 use crate::tools::select::Shaping;
-use crate::tools::surface::Surface;
+use crate::tools::surface::{Applied, Surface};
 use crate::tools::toolset::{Settings, Toolset};
 
 /// Everything that exists once the tools are obtained.
@@ -53,15 +53,39 @@ pub enum BuildError {
     Select(#[from] crate::tools::select::SelectError),
 }
 
-/// Everything served for these tools; `Err` when the operator's settings cannot apply to
-/// them (a `--classify` naming no tool, a name collision).
-pub(super) fn build(
-    found: Discovery,
+/// What a server with these settings serves, before it takes rmcp's form: the toolset
+/// (descriptors moved out into `applied`), the policy-shaped listing, the operator's
+/// selection and the surface applied. Built by [`served`], for the server ([`build`])
+/// and for `ccm tools` alike.
+pub struct Served {
+    pub toolset: Toolset,
+    pub shaped: Shaped,
+    pub shaping: Shaping,
+    pub applied: Applied,
+}
+
+/// The toolset settings of the operator's `config`; `sandboxed`: read-only calls run in
+/// the read-only sandbox.
+pub fn settings(config: &Config, sandboxed: bool) -> Settings {
+    Settings {
+        allow_exec: config.allow_exec,
+        classify: config.classify.clone(),
+        timeout: config.timeout,
+        sandboxed,
+    }
+}
+
+/// What is served for these tools (see [`Served`]); `Err` when the operator's settings
+/// cannot apply to them (a `--classify` naming no tool, a `--tools` item selecting
+/// nothing, a name collision).
+pub fn served(
+    catalog: &Catalog,
+    plugins: &[Plugin],
     settings: &Settings,
     surface: &Surface,
     config: &Config,
-) -> Result<Ready, BuildError> {
-    let mut toolset = crate::baked::toolset(&found.catalog, &found.plugins, settings);
+) -> Result<Served, BuildError> {
+    let mut toolset = crate::baked::toolset(catalog, plugins, settings);
     if let Some(unknown) = toolset.unknown_classified.first() {
         return Err(BuildError::UnknownClassified(unknown.clone()));
     }
@@ -75,12 +99,34 @@ pub(super) fn build(
     // Toolsets (`--tools`), folding and left-out tools: `tools::select`.
     let shaping = Shaping::new(
         &toolset,
-        &found.catalog,
-        &found.plugins,
+        catalog,
+        plugins,
         config.tools.as_ref(),
         config.list_all,
     )?;
     let applied = shaping.apply(surface, toolset.take_descriptors(), &shaped.withheld)?;
+    Ok(Served {
+        toolset,
+        shaped,
+        shaping,
+        applied,
+    })
+}
+
+/// Everything served for these tools; `Err` when the operator's settings cannot apply to
+/// them (a `--classify` naming no tool, a name collision).
+pub(super) fn build(
+    found: Discovery,
+    settings: &Settings,
+    surface: &Surface,
+    config: &Config,
+) -> Result<Ready, BuildError> {
+    let Served {
+        toolset,
+        shaped,
+        shaping,
+        applied,
+    } = served(&found.catalog, &found.plugins, settings, surface, config)?;
     for warning in &applied.warnings {
         tracing::warn!(%warning, "tool surface setting ignored");
     }
@@ -155,10 +201,8 @@ pub(super) fn unavailable(config: &Config) -> Ready {
         processes: 0,
     };
     let settings = Settings {
-        allow_exec: config.allow_exec,
         classify: Vec::new(),
-        timeout: config.timeout,
-        sandboxed: false,
+        ..settings(config, false)
     };
     // A selection cannot be resolved against no commands: it selects nothing then.
     let config = Config {

@@ -11,7 +11,7 @@
 use serde_json::{Value, json};
 
 use super::startup::Mismatch;
-use super::{Ready, Server};
+use super::{Ready, Shared};
 use crate::host::{discovery, stamp};
 use crate::model::catalog;
 
@@ -68,10 +68,10 @@ impl Restart {
     }
 }
 
-impl Server {
+impl Shared {
+    /// Whether a restart is required (sticky once set).
     pub(super) fn restart_required(&self) -> bool {
-        self.shared
-            .status
+        self.status
             .lock()
             .map(|s| s.restart.required)
             .unwrap_or(true)
@@ -83,7 +83,6 @@ impl Server {
     pub(super) async fn check_restart(&self, ready: &Ready) {
         let scan = stamp::scan(&ready.discovery.site_dirs);
         let unchanged = self
-            .shared
             .status
             .lock()
             .map(|s| s.restart.baseline.as_ref() == Some(&scan))
@@ -93,11 +92,11 @@ impl Server {
         }
         let verdict = match ready.discovery.interpreter.as_deref() {
             None => Err(RestartReason::NoInterpreter),
-            Some(interpreter) => discovery::plugins(interpreter, self.shared.config.timeout)
+            Some(interpreter) => discovery::plugins(interpreter, self.config.timeout)
                 .await
                 .map_err(|f| RestartReason::Plugins(f.0)),
         };
-        let Ok(mut status) = self.shared.status.lock() else {
+        let Ok(mut status) = self.status.lock() else {
             return;
         };
         let restart = &mut status.restart;

@@ -1,4 +1,4 @@
-//! The caller of a tool call ([`Caller`]) and the client's MCP roots, per session: asked with `roots/list` the first time a
+//! The client's MCP roots, per session: asked with `roots/list` the first time a
 //! generated tool's call needs them, kept until `notifications/roots/list_changed`.
 //!
 //! Only handshake sessions whose client declared the `roots` capability are asked (the
@@ -15,8 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::RoleServer;
-use rmcp::model::ProtocolVersion;
-use rmcp::service::{Peer, RequestContext};
+use rmcp::service::Peer;
 
 /// How long a client may take to answer `roots/list`.
 pub const ASK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -25,55 +24,19 @@ pub const ASK_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Default)]
 pub struct Roots(tokio::sync::Mutex<Option<Arc<Vec<PathBuf>>>>);
 
-/// Who called: what a tool call needs to know about its session.
-pub struct Caller {
-    /// The revision the request runs under (`None`: not negotiated, taken as the oldest).
-    pub revision: Option<ProtocolVersion>,
-    /// The peer to ask for roots, when the client declared them and can be asked.
-    pub roots_peer: Option<Peer<RoleServer>>,
-    /// Where the call's progress goes, when the request carries a `progressToken`.
-    pub progress: Option<super::progress::Progress>,
-}
-
-impl Caller {
-    pub fn of(context: &RequestContext<RoleServer>) -> Caller {
-        let revision = context.protocol_version();
-        // Roots belong to a handshake session: asked when its `initialize` declared them,
-        // whatever a request's own `_meta` says (a session-less request has no session,
-        // hence no initialize, and nobody to ask).
-        let declared = context
-            .peer
-            .peer_info()
-            .is_some_and(|info| info.capabilities.roots.is_some());
-        Caller {
-            revision,
-            roots_peer: declared.then(|| context.peer.clone()),
-            progress: super::progress::Progress::of(context),
-        }
-    }
-
-    /// Whether invalid arguments are a tool result the model reads (2025-11-25 on), not
-    /// a JSON-RPC error.
-    pub fn arguments_as_results(&self) -> bool {
-        self.revision
-            .as_ref()
-            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2025_11_25.as_str())
-    }
-}
-
 impl Roots {
     /// Forget the roots (the client said they changed).
     pub async fn forget(&self) {
         *self.0.lock().await = None;
     }
 
-    /// The session's roots as canonical directories, asking the client once; empty when
-    /// it cannot be asked, declared none, or did not answer.
+    /// The session's roots as canonical directories, asking the client (`peer`, when it
+    /// declared roots and can be asked) once; empty when it cannot be asked, declared none, or did not answer.
     // Roots are deprecated from 2026-07-28 on (SEP-2577), which is never asked here; the
     // handshake revisions still define them.
     #[allow(deprecated)]
-    pub async fn get(&self, caller: &Caller) -> Arc<Vec<PathBuf>> {
-        let Some(peer) = &caller.roots_peer else {
+    pub async fn get(&self, peer: Option<&Peer<RoleServer>>) -> Arc<Vec<PathBuf>> {
+        let Some(peer) = peer else {
             return Arc::default();
         };
         let mut cached = self.0.lock().await;

@@ -155,12 +155,7 @@ pub(super) fn spawn(shared: Arc<Shared>, sender: watch::Sender<Option<Arc<Ready>
             .unwrap_or_else(|_| Sandbox::unavailable("the sandbox probe failed"));
         let sandboxed = *sandbox.state() == sandbox::State::Active;
         let _ = shared.sandbox.set(sandbox);
-        let settings = Settings {
-            allow_exec: shared.config.allow_exec,
-            classify: shared.config.classify.clone(),
-            timeout: shared.config.timeout,
-            sandboxed,
-        };
+        let settings = ready::settings(&shared.config, sandboxed);
         let config = &shared.config;
         match fast_start(&shared.conda, config.no_snapshot, config.list_all) {
             Ok(fast) => from_snapshot(&shared, fast, &settings, &sender, started).await,

@@ -8,23 +8,18 @@
 //! first).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    CallToolResult, ElicitRequest, ElicitResult, ElicitationAction, InputRequest,
-    InputRequiredResult, InputResponses,
+    ElicitRequest, ElicitResult, ElicitationAction, InputRequest, InputRequiredResult,
+    InputResponses,
 };
-use tokio_util::sync::CancellationToken;
 
-use super::super::roots::Caller;
-use super::super::{Ready, Refusal, Server, audit};
-use super::{ASKER, Asker, DECLINED, refusal};
-use crate::host::bind::Binding;
-use crate::host::exec;
-use crate::tools::policy::Classification;
+use super::super::judged::Judged;
+use super::super::{Refusal, audit};
+use super::{DECLINED, refusal};
 
 /// Most plans waiting for an answer at once.
 pub const MAX_PARKED: usize = 256;
@@ -34,39 +29,11 @@ pub const QUESTION: &str = "confirm";
 pub const UNKNOWN_REFERENCE: &str =
     "The confirmation reference (requestState) is unknown, used or expired";
 
-/// One plan waiting for the person's answer.
-pub struct Parked {
-    /// The canonical tool of the call that was planned (for the audit log: a retry may
-    /// name another tool, the plan's runs).
-    tool: Option<String>,
-    argv: Vec<String>,
-    cwd: Option<PathBuf>,
-    stdin: Option<Vec<u8>>,
-    timeout: Duration,
-    class: Classification,
+/// One plan waiting for the person's answer: the judged call, which runs (bound to the
+/// plan that was shown) when the person accepts.
+struct Parked {
+    call: Judged,
     expires: Instant,
-    binding: Option<Arc<Binding>>,
-}
-
-impl Parked {
-    pub fn new(
-        argv: Vec<String>,
-        spec: &exec::Spec,
-        class: &Classification,
-        wait: Duration,
-        binding: Option<Arc<Binding>>,
-    ) -> Parked {
-        Parked {
-            tool: audit::current_tool(),
-            argv,
-            cwd: spec.cwd.clone(),
-            stdin: spec.stdin.clone(),
-            timeout: spec.timeout,
-            class: *class,
-            expires: Instant::now() + wait,
-            binding,
-        }
-    }
 }
 
 /// The parked plans, by reference.
@@ -74,9 +41,19 @@ impl Parked {
 pub struct Parking(Mutex<HashMap<String, Parked>>);
 
 impl Parking {
-    /// Park a plan; the input-required result that asks `question` and names it.
-    pub fn park(&self, parked: Parked, question: ElicitRequest) -> InputRequiredResult {
+    /// Park a plan for at most `wait`; the input-required result that asks `question`
+    /// and names it.
+    pub fn park(
+        &self,
+        call: Judged,
+        wait: Duration,
+        question: ElicitRequest,
+    ) -> InputRequiredResult {
         let reference = reference();
+        let parked = Parked {
+            call,
+            expires: Instant::now() + wait,
+        };
         if let Ok(mut plans) = self.0.lock() {
             let now = Instant::now();
             plans.retain(|_, p| p.expires > now);
@@ -114,54 +91,34 @@ fn reference() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-impl Server {
-    /// The retry of an input-required result: the parked plan runs when the person
-    /// accepted; nothing runs otherwise.
-    pub(in crate::server) async fn resume(
-        &self,
-        ready: &Ready,
-        canonical: &str,
-        reference: &str,
-        responses: Option<&InputResponses>,
-        caller: &Caller,
-        ct: CancellationToken,
-    ) -> Result<CallToolResult, Refusal> {
-        let Some(parked) = self.shared.parked.take(reference) else {
-            return Err(ErrorData::invalid_params(UNKNOWN_REFERENCE, None).into());
-        };
-        audit::reached(parked.tool.as_deref().unwrap_or(canonical), &parked.argv);
-        let answer = responses
-            .and_then(|r| r.get(QUESTION))
-            .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
-        match answer.map(|a| a.action) {
-            Some(ElicitationAction::Accept) => {
-                audit::confirmation("accepted");
-                let asker = Asker {
-                    peer: None,
-                    input_required: false,
-                    confirmed: true,
-                    binding: parked.binding,
-                };
-                let run = self.execute(
-                    ready,
-                    parked.argv,
-                    parked.cwd,
-                    parked.stdin,
-                    parked.timeout,
-                    parked.class,
-                    caller,
-                    ct,
-                );
-                ASKER.scope(asker, run).await
-            }
-            Some(ElicitationAction::Cancel) => {
-                audit::confirmation("cancelled");
-                Err(refusal(DECLINED))
-            }
-            _ => {
-                audit::confirmation("declined");
-                Err(refusal(DECLINED))
-            }
+/// The retry of an input-required result: the parked plan, to run, when the person
+/// accepted; nothing runs otherwise.
+pub fn resume(
+    parking: &Parking,
+    reference: &str,
+    responses: Option<&InputResponses>,
+    audit: &audit::Record,
+) -> Result<Judged, Refusal> {
+    let Some(parked) = parking.take(reference) else {
+        return Err(ErrorData::invalid_params(UNKNOWN_REFERENCE, None).into());
+    };
+    let call = parked.call;
+    audit.reached(&call.tool, &call.argv);
+    let answer = responses
+        .and_then(|r| r.get(QUESTION))
+        .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
+    match answer.map(|a| a.action) {
+        Some(ElicitationAction::Accept) => {
+            audit.confirmation("accepted");
+            Ok(call)
+        }
+        Some(ElicitationAction::Cancel) => {
+            audit.confirmation("cancelled");
+            Err(refusal(DECLINED))
+        }
+        _ => {
+            audit.confirmation("declined");
+            Err(refusal(DECLINED))
         }
     }
 }

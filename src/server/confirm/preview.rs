@@ -12,12 +12,14 @@ use rmcp::ErrorData;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::super::caller::Caller;
+use super::super::judged::Judged;
 use super::super::result::execution_result;
-use super::super::{Ready, Refusal, Server, audit};
+use super::super::{Ready, Refusal, Server};
 use super::plan;
 use crate::host::bind::{self, Binding};
 use crate::host::{exec, sandbox};
-use crate::tools::policy::{self, Classification, Origin};
+use crate::tools::policy::{self, Origin};
 
 /// What the preview found: conda's dry-run document, when there was a dry run, and the
 /// bound plan, when the call is bound.
@@ -33,15 +35,15 @@ impl Server {
         &self,
         ready: &Ready,
         spec: &exec::Spec,
-        class: &Classification,
-        argv: &[String],
-        ct: &CancellationToken,
+        call: &Judged,
+        caller: &Caller,
     ) -> Result<Previewed, Refusal> {
-        if class.requires_exec {
+        let (argv, audit, ct): (&[String], _, _) = (&call.argv, &caller.audit, &caller.ct);
+        if call.class.requires_exec {
             return Ok(Previewed::default());
         }
         let Some(interpreter) = ready.discovery.interpreter.as_deref() else {
-            audit::confirmation("unavailable");
+            audit.confirmation("unavailable");
             return Err(unbound(&bind::Unbound::NoInterpreter));
         };
         let root = ready.discovery.catalog.root.as_ref();
@@ -73,21 +75,21 @@ impl Server {
         // call's result; a wrapper that could not bind says why instead.
         let refused = matches!(found, Err(bind::Unbound::Refused(_)));
         if (outcome.exit_code != Some(0) || outcome.timed_out) && !refused {
-            audit::outcome(&outcome);
+            audit.outcome(&outcome);
             return Err(Refusal::Busy(execution_result(
                 &outcome,
-                self.restart_required(),
+                self.shared.restart_required(),
                 true,
             )));
         }
         let plan = found.map_err(|why| {
-            audit::confirmation("unavailable");
+            audit.confirmation("unavailable");
             unbound(&why)
         })?;
         let dry = (how == bind::Preview::DryRun)
             .then(|| serde_json::from_slice(&outcome.stdout).unwrap_or(Value::Null));
         let binding = Binding::new(plan, interpreter).map_err(|why| {
-            audit::confirmation("unavailable");
+            audit.confirmation("unavailable");
             unbound(&why)
         })?;
         Ok(Previewed {
@@ -113,7 +115,7 @@ impl Server {
     ) -> Result<exec::Outcome, Refusal> {
         exec::check_size(preview).map_err(|_| unbound(&bind::Unbound::TooLarge))?;
         let outcome = {
-            let _admitted = self.admit(ct).await?;
+            let _admitted = self.capacity.admit(ct).await?;
             exec::run(preview, ct).await.map_err(|error| {
                 let why = exec::plain_os_error(&error);
                 tracing::error!(%why, "conda could not be started for the preview");

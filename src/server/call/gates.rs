@@ -1,0 +1,304 @@
+//! The gates a judged call passes before it runs, each with one signature ([`Gate`],
+//! [`Server::pass`]): the `--tools` selection (raw argv only), the grants, the working
+//! directory (a generated tool's `ccm_cwd` in the client's roots), path confinement (and
+//! the audit log), `--write-envs`, the read-only sandbox's plan, the command's size, and
+//! `--confirm-writes`. A gate refuses (recording why in the audit record) or lets the call
+//! on, adding what it decided to it.
+
+use std::path::{Path, PathBuf};
+
+use rmcp::ErrorData;
+use serde_json::json;
+
+use super::super::caller::Caller;
+use super::super::judged::{Judged, Workdir};
+use super::super::{Ready, Refusal, Server, audit, internal, invalid_arguments, refuse};
+use crate::host::{exec, sandbox, targets};
+use crate::tools::policy::scope::{self, NO_TARGET, Scope};
+use crate::tools::policy::{self, Classification};
+use crate::tools::schema::{Invalid, Keyword};
+
+/// `conda_execute` with an argv whose command is not a selected tool (never echoes it).
+pub const NOT_SELECTED: &str = "Operation names a command whose tool is not selected (see --tools)";
+/// The refusal of a working directory that is not an existing directory inside the
+/// client's roots (never the path).
+pub const OUTSIDE_ROOTS: &str =
+    "The working directory is not an existing directory inside the client's roots";
+/// The refusal of a path outside `--allow-paths` (never the path).
+pub const OUTSIDE_ALLOWED: &str =
+    "Operation names a path outside the allowed directories (see --allow-paths)";
+
+/// One gate.
+#[derive(Clone, Copy, Debug)]
+pub enum Gate {
+    /// `--tools`: raw argv reaches only the commands of selected tools.
+    Selection,
+    /// The operator's grants (`--allow-write`, `--allow-exec`, `--allow-credentials`).
+    Grants,
+    /// A generated tool's working directory, resolved (in the client's roots).
+    Workdir,
+    /// The audit log, and `--allow-paths` for calls that need no `--allow-exec`.
+    Paths,
+    /// `--write-envs`.
+    EnvScope,
+    /// The read-only sandbox's plan for the calls it applies to (fail closed).
+    Sandbox,
+    /// The argv + environment cap, before anything spawns or queues.
+    Size,
+    /// `--confirm-writes` (asked before the execution slot is taken).
+    Confirmation,
+}
+
+/// The gates of a generated tool's call, in order, before it runs.
+pub const GENERATED: &[Gate] = &[Gate::Grants, Gate::Workdir, Gate::Paths, Gate::EnvScope];
+/// The gates of `conda_execute`'s call, in order, before it runs.
+pub const RAW: &[Gate] = &[Gate::Selection, Gate::Grants, Gate::Paths, Gate::EnvScope];
+/// The gates of every call that runs, last.
+pub const RUN: &[Gate] = &[Gate::Sandbox, Gate::Size, Gate::Confirmation];
+
+impl Server {
+    /// Pass `gates` in order: the first refusal ends the call.
+    pub(super) async fn pass_all(
+        &self,
+        gates: &[Gate],
+        ready: &Ready,
+        call: &mut Judged,
+        caller: &Caller,
+    ) -> Result<(), Refusal> {
+        for gate in gates {
+            self.pass(*gate, ready, call, caller).await?;
+        }
+        Ok(())
+    }
+
+    /// Pass one gate.
+    async fn pass(
+        &self,
+        gate: Gate,
+        ready: &Ready,
+        call: &mut Judged,
+        caller: &Caller,
+    ) -> Result<(), Refusal> {
+        match gate {
+            Gate::Selection => selection(ready, call, &caller.audit),
+            Gate::Grants => self.grants(call, &caller.audit),
+            Gate::Workdir => self.workdir(ready, call, caller).await,
+            Gate::Paths => paths(ready, call, &caller.audit),
+            Gate::EnvScope => self.env_scope(ready, call, &caller.audit).await,
+            Gate::Sandbox => self.sandbox(ready, call),
+            Gate::Size => check_size(&call.spec(&self.shared.config)),
+            Gate::Confirmation => self.confirm(ready, call, caller).await,
+        }
+    }
+
+    fn grants(&self, call: &Judged, audit: &audit::Record) -> Result<(), Refusal> {
+        self.enforce(&call.class, audit)
+    }
+
+    /// Refuse a verdict that needs a grant the operator did not give.
+    pub(super) fn enforce(
+        &self,
+        class: &Classification,
+        audit: &audit::Record,
+    ) -> Result<(), Refusal> {
+        let missing = class.missing(super::super::ready::grants(&self.shared.config));
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            let refusal = Classification::refusal(&missing);
+            audit.refused(&refusal);
+            Err(refuse::policy(refuse::Reason::Needs(missing), &refusal))
+        }
+    }
+
+    /// The working directory of a generated tool's call. Without roots: the one asked
+    /// for (relative to the server's), else the server's. With the client's roots: a
+    /// relative one (or none) is in the first root, and it must lie inside one of them.
+    ///
+    /// Where the directory is confined (roots, `--allow-paths`), a missing directory gets
+    /// the answer an outside one gets, so that the refusal tells nothing about what exists
+    /// outside. A client that declared roots none of which is a local directory (or that
+    /// did not answer) gets no working directory of the agent's choosing: fail closed.
+    async fn workdir(
+        &self,
+        ready: &Ready,
+        call: &mut Judged,
+        caller: &Caller,
+    ) -> Result<(), Refusal> {
+        let Workdir::Requested(requested) = &call.workdir else {
+            return Ok(());
+        };
+        let requested = requested.as_deref();
+        let outside_roots = || Refusal::from(ErrorData::invalid_request(OUTSIDE_ROOTS, None));
+        let roots = self.roots.get(caller.roots_peer.as_ref()).await;
+        let resolved = match roots.first() {
+            None => match requested {
+                None => None,
+                Some(_) if caller.roots_peer.is_some() => return Err(outside_roots()),
+                Some(text) => {
+                    let path = PathBuf::from(if text.is_empty() { "." } else { text });
+                    if path.is_dir() {
+                        Some(path)
+                    } else if !ready.confinement.is_unrestricted() {
+                        return Err(refuse::policy(
+                            refuse::Reason::OutsideAllowedPaths,
+                            OUTSIDE_ALLOWED,
+                        ));
+                    } else {
+                        return Err(invalid_arguments(&Invalid::at(
+                            "$.ccm_cwd",
+                            Keyword::Directory,
+                        )));
+                    }
+                }
+            },
+            Some(first) => {
+                let path = first.join(requested.unwrap_or(""));
+                match std::fs::canonicalize(&path) {
+                    Ok(canonical)
+                        if canonical.is_dir()
+                            && roots.iter().any(|root| canonical.starts_with(root)) =>
+                    {
+                        Some(canonical)
+                    }
+                    _ => return Err(outside_roots()),
+                }
+            }
+        };
+        call.workdir = Workdir::Resolved(resolved);
+        Ok(())
+    }
+
+    /// Check a call admitted by the policy against `--write-envs` (nothing to check
+    /// without a scope, or for a call that neither writes nor runs in an environment):
+    /// the environments the final argv targets are resolved by conda's own context and
+    /// each must lie in the operator's scope. Refusals name the flag and the target's
+    /// kind, never its value.
+    async fn env_scope(
+        &self,
+        ready: &Ready,
+        call: &Judged,
+        audit: &audit::Record,
+    ) -> Result<(), Refusal> {
+        let Some(scope) = &self.shared.config.write_envs else {
+            return Ok(());
+        };
+        let refuse = |text: String| {
+            audit.refused(&text);
+            Err(refuse::policy(refuse::Reason::OutsideWriteEnvs, &text))
+        };
+        let argv = &call.argv;
+        let path = policy::command_path(ready.discovery.catalog.root.as_ref(), argv);
+        let runs = path.as_deref() == Some(&["run".to_owned()][..]);
+        if !call.class.requires_write && !runs {
+            return Ok(());
+        }
+        let Some(rule) = path.as_deref().and_then(scope::rule) else {
+            return refuse(NO_TARGET.into());
+        };
+        let Some(interpreter) = ready.discovery.interpreter.as_deref() else {
+            return refuse(scope::UNRESOLVED.into());
+        };
+        let timeout = self.shared.config.timeout;
+        let resolved = targets::resolve(interpreter, argv, call.cwd(), rule, timeout).await;
+        let found = match resolved {
+            Ok(found) => found,
+            Err(why) => return refuse(why.to_string()),
+        };
+        let canonical = targets::canonical_all(scope.paths()).await;
+        match found.iter().find(|t| !scope.admits(t, &canonical)) {
+            Some(outside) => refuse(Scope::refusal(outside.kind())),
+            None => Ok(()),
+        }
+    }
+
+    /// Plan the read-only sandbox for a call it applies to. Fail closed: an active
+    /// sandbox that cannot be planned runs nothing.
+    fn sandbox(&self, ready: &Ready, call: &mut Judged) -> Result<(), Refusal> {
+        call.sandbox = match self.shared.sandbox.get() {
+            Some(sandbox)
+                if sandbox::applies(&call.class, self.shared.config.allow_write)
+                    && *sandbox.state() == sandbox::State::Active =>
+            {
+                let plan = sandbox.plan(ready.discovery.prefix.as_deref());
+                if plan.is_none() {
+                    tracing::error!("the sandbox could not be prepared for a read-only call");
+                    return Err(internal().into());
+                }
+                plan
+            }
+            _ => None,
+        };
+        Ok(())
+    }
+}
+
+/// `--tools`: raw argv reaches only the commands of selected tools.
+fn selection(ready: &Ready, call: &Judged, audit: &audit::Record) -> Result<(), Refusal> {
+    let root = ready.discovery.catalog.root.as_ref();
+    if ready
+        .shaping
+        .admits_path(policy::command_path(root, &call.argv).as_deref())
+    {
+        return Ok(());
+    }
+    audit.refused(NOT_SELECTED);
+    Err(refuse::policy(refuse::Reason::NotSelected, NOT_SELECTED))
+}
+
+/// Path confinement for calls that do not need `--allow-exec` (those may run any
+/// program, which can read anything anyway); no call may name the audit log.
+fn paths(ready: &Ready, call: &Judged, audit: &audit::Record) -> Result<(), Refusal> {
+    let (class, argv, cwd) = (&call.class, &call.argv, call.cwd());
+    let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let here_cwd = here.join(cwd.unwrap_or(&here));
+    if audit::names_log(argv, &here_cwd, home.as_deref(), class.requires_write) {
+        audit.refused(audit::NAMES_LOG);
+        return Err(refuse::policy(
+            refuse::Reason::NamesAuditLog,
+            audit::NAMES_LOG,
+        ));
+    }
+    if class.requires_exec || ready.confinement.is_unrestricted() {
+        return Ok(());
+    }
+    // An explicit working directory is a path the call names too.
+    let named_cwd = cwd.map(|c| here.join(c));
+    let cwd_outside = named_cwd.as_ref().is_some_and(|c| {
+        let token = [c.to_string_lossy().into_owned()];
+        ready.confinement.check(&token, &here, None).is_err()
+    });
+    let cwd: &Path = named_cwd.as_deref().unwrap_or(&here);
+    if cwd_outside || ready.confinement.check(argv, cwd, home.as_deref()).is_err() {
+        audit.refused(OUTSIDE_ALLOWED);
+        return Err(refuse::policy(
+            refuse::Reason::OutsideAllowedPaths,
+            OUTSIDE_ALLOWED,
+        ));
+    }
+    Ok(())
+}
+
+/// Refuse a command over the argv + environment cap (before it spawns or queues).
+pub(super) fn check_size(spec: &exec::Spec) -> Result<(), Refusal> {
+    exec::check_size(spec).map_err(size_refusal)
+}
+
+/// The refusal of a command over the argv + environment cap.
+fn size_refusal(why: exec::TooLarge) -> Refusal {
+    let message = match why {
+        exec::TooLarge::Argument => format!(
+            "Invalid arguments: one argument is longer than {} bytes",
+            exec::MAX_ARG_BYTES
+        ),
+        exec::TooLarge::Total(_) => format!(
+            "Invalid arguments: the command line and environment would exceed {} bytes",
+            exec::MAX_COMMAND_BYTES
+        ),
+    };
+    Refusal::Arguments(ErrorData::invalid_params(
+        message,
+        Some(json!({"limit": exec::MAX_COMMAND_BYTES})),
+    ))
+}

@@ -1,0 +1,68 @@
+//! The last steps of a call that passed its gates: the run's gates (sandbox, size,
+//! confirmation), the queue, the run (watched when the request asked for progress) and
+//! the result.
+
+use rmcp::ErrorData;
+use rmcp::model::CallToolResult;
+
+use super::super::caller::Caller;
+use super::super::judged::Judged;
+use super::super::result::execution_result;
+use super::super::{Ready, Refusal, Server, confirm, progress};
+use super::gates::{self, RUN};
+use crate::host::exec;
+
+impl Server {
+    /// Run a judged call that passed its gates: the run's gates, then queue → run →
+    /// result.
+    pub(super) async fn execute(
+        &self,
+        ready: &Ready,
+        mut call: Judged,
+        caller: &Caller,
+    ) -> Result<CallToolResult, Refusal> {
+        let (ct, progress) = (&caller.ct, caller.progress.as_ref());
+        // Asked before the slot is taken: waiting for the person holds no slot.
+        let confirm = self.pass_all(RUN, ready, &mut call, caller);
+        progress::waiting_for(progress, ct, "Waiting for the user to confirm", confirm).await?;
+        let spec = call.spec(&self.shared.config);
+        // A confirmed plan runs bound to what was shown (`host::bind`).
+        let run = match call.binding() {
+            Some(binding) => {
+                let run = binding.run_spec(&spec);
+                gates::check_size(&run)?;
+                run
+            }
+            None => spec,
+        };
+        let _admitted = progress::waiting(progress, ct, self.capacity.admit(ct)).await?;
+        let outcome = match progress::run(progress, &run, call.fetch_records, ct).await {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                let why = exec::plain_os_error(&error);
+                tracing::error!(%why, "conda could not be started");
+                return Err(ErrorData::internal_error("conda could not be started", None).into());
+            }
+        };
+        caller.audit.outcome(&outcome);
+        if outcome.cancelled {
+            return Err(Refusal::Cancelled);
+        }
+        if let Some(changed) = call.binding().and_then(|b| b.changed(outcome.exit_code)) {
+            return Err(Refusal::Busy(confirm::plan_changed(
+                &changed,
+                &caller.audit,
+            )));
+        }
+        let class = call.class;
+        let succeeded = outcome.exit_code == Some(0) && !outcome.timed_out;
+        if succeeded && !class.read_only && !self.shared.restart_required() {
+            self.shared.check_restart(ready).await;
+        }
+        // A program's output (calls that need --allow-exec) stays in stdout as printed:
+        // parsing it may lose what JSON does not promise to keep (duplicate keys, digits
+        // beyond f64). conda's own documents (json.dumps) lose nothing and move.
+        let restart = self.shared.restart_required();
+        Ok(execution_result(&outcome, restart, !class.requires_exec))
+    }
+}
