@@ -77,7 +77,7 @@ impl Server {
             class.requires_write = false;
             class.requires_exec = false;
         }
-        audit::reached(name, &argv);
+        audit::reached(name, &argv, root);
         self.enforce(&class)?;
         let cwd = self
             .workdir(
@@ -225,7 +225,7 @@ impl Server {
         if missing.is_empty() {
             return schema_error(error);
         }
-        audit::reached(&tool.name, &argv);
+        audit::reached(&tool.name, &argv, root);
         let refusal = Classification::refusal(&missing);
         audit::refused(&refusal);
         let mut text = format!("{refusal}. {}", shown.sentence);
@@ -321,7 +321,7 @@ impl Server {
                 .min(self.shared.config.timeout),
         };
         let root = ready.discovery.catalog.root.as_ref();
-        audit::reached(crate::tools::toolset::EXECUTE_TOOL, &argv);
+        audit::reached(crate::tools::toolset::EXECUTE_TOOL, &argv, root);
         // `--tools`: raw argv reaches only the commands of selected tools.
         if !ready
             .shaping

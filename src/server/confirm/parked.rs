@@ -129,7 +129,12 @@ impl Server {
         let Some(parked) = self.shared.parked.take(reference) else {
             return Err(ErrorData::invalid_params(UNKNOWN_REFERENCE, None).into());
         };
-        audit::reached(parked.tool.as_deref().unwrap_or(canonical), &parked.argv);
+        let root = ready.discovery.catalog.root.as_ref();
+        audit::reached(
+            parked.tool.as_deref().unwrap_or(canonical),
+            &parked.argv,
+            root,
+        );
         let answer = responses
             .and_then(|r| r.get(QUESTION))
             .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
