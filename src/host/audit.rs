@@ -19,7 +19,7 @@ use std::sync::{Mutex, OnceLock};
 
 mod redact;
 
-pub use redact::{REDACTED, redact};
+pub use redact::{REDACTED, redact, redact_read, redact_text};
 
 /// The open log.
 struct Log {
@@ -111,6 +111,20 @@ pub fn withhold(secret: &str) {
 pub fn redacted(argv: &[String]) -> Vec<String> {
     let withheld = WITHHELD.lock().map(|w| w.clone()).unwrap_or_default();
     redact(argv, &withheld)
+}
+
+/// `argv` redacted as [`redacted`] does, each option judged as conda's parser reads it
+/// (`readings` from the policy's simulation: abbreviations resolved).
+pub fn redacted_read(argv: &[String], readings: &[Option<Vec<String>>]) -> Vec<String> {
+    let withheld = WITHHELD.lock().map(|w| w.clone()).unwrap_or_default();
+    redact_read(argv, readings, &withheld)
+}
+
+/// A line of text (a file's, standard input's) with its credentials hidden word by word
+/// ([`redact_text`]) and every withheld value removed.
+pub fn redacted_text(text: &str) -> String {
+    let withheld = WITHHELD.lock().map(|w| w.clone()).unwrap_or_default();
+    redact_text(text, &withheld)
 }
 
 /// Append one line (a JSON object; a newline is added). Failures are logged, not raised.

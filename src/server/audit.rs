@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::host::audit;
 use crate::host::exec::Outcome;
+use crate::model::catalog::Command;
 
 /// What a call's record holds until it is written.
 #[derive(Default)]
@@ -22,6 +23,8 @@ struct Entry {
     /// Set when the call reached the policy: only those calls are logged.
     canonical: Option<String>,
     argv: Vec<String>,
+    /// How conda's parser reads the argv's options (for the redaction).
+    readings: Vec<Option<Vec<String>>>,
     refusal: Option<String>,
     confirmation: Option<&'static str>,
     exit_code: Option<i32>,
@@ -77,7 +80,7 @@ impl Trail {
             "client": self.client.as_ref().map(|c| json!({"name": c.name, "version": c.version})),
             "tool": self.served,
             "canonical_tool": canonical,
-            "argv": audit::redacted(&record.argv),
+            "argv": audit::redacted_read(&record.argv, &record.readings),
             "verdict": verdict,
             "refusal": record.refusal,
             "confirmation": record.confirmation.unwrap_or("not_required"),
@@ -114,11 +117,13 @@ impl Record {
         }
     }
 
-    /// The call reached the policy with this final argv (its canonical tool name).
-    pub fn reached(&self, canonical: &str, argv: &[String]) {
+    /// The call reached the policy with this final argv (its canonical tool name), read
+    /// against the catalog's `root` parser (so the redaction reads options as conda does).
+    pub fn reached(&self, canonical: &str, argv: &[String], root: Option<&Command>) {
         self.with(|r| {
             r.canonical = Some(canonical.to_owned());
             r.argv = argv.to_vec();
+            r.readings = crate::tools::policy::option_readings(root, argv);
         });
     }
 

@@ -310,3 +310,110 @@ fn query_string_credentials_are_redacted_in_the_log() {
         "{argv:?}"
     );
 }
+
+/// The attack's probes (findings F4) through `conda_execute`: every spelling reaches the
+/// log redacted, abbreviated `conda config` setters included — read as the catalog's
+/// parser reads them (refused for want of `--allow-write`, logged all the same), and an
+/// abbreviated option named like a secret.
+#[test]
+fn spellings_and_abbreviations_the_attack_found_are_redacted() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let mut s = crate::mcp::Session::start(
+        &support::fixture().conda,
+        &["--allow-exec", "--audit-log", log.to_str().unwrap()],
+    );
+    let probes: &[&[&str]] = &[
+        &[
+            "search",
+            "-c",
+            "https://h.example/chan?pass=HUNTER2a",
+            "nopkg",
+            "--offline",
+        ],
+        &[
+            "search",
+            "-c",
+            "https://h.example/chan?pw=HUNTER2b",
+            "nopkg",
+            "--offline",
+        ],
+        &[
+            "search",
+            "-c",
+            "https://h.example/chan?p=1&apitok=HUNTER2d",
+            "nopkg",
+            "--offline",
+        ],
+        &[
+            "search",
+            "-c",
+            "https://h.example/chan#HUNTER2h",
+            "nopkg",
+            "--offline",
+        ],
+        &[
+            "search",
+            "-c",
+            "https://h.example/c?sig%3DHUNTER2B",
+            "nopkg",
+            "--offline",
+        ],
+        &[
+            "run",
+            "-n",
+            "base",
+            "env",
+            "MY_PASS=HUNTER2t",
+            "DB_PWD=HUNTER2u",
+            "true",
+        ],
+        &[
+            "run",
+            "-n",
+            "base",
+            "curl",
+            "-H",
+            "Authorization: token HUNTER2v",
+        ],
+        &[
+            "run",
+            "-n",
+            "base",
+            "sh",
+            "-c",
+            "export GITHUB_TOKEN=HUNTER2x",
+        ],
+        &[
+            "run",
+            "-n",
+            "base",
+            "x",
+            "--passphrase",
+            "HUNTER2z",
+            "--pass",
+            "HUNTER2A",
+        ],
+        &["config", "--se", "remote_password", "HUNTER2C"],
+        &["config", "--app", "api_tokens", "HUNTER2D"],
+        &["config", "--prep", "secret_list", "HUNTER2E"],
+        // `--sec` is the fixture's `tune --secret` only as conda's parser reads it.
+        &["tune", "--sec", "HUNTER2F"],
+    ];
+    for argv in probes {
+        let arguments = json!({"argv": argv, "timeout_seconds": 20});
+        s.request(
+            "tools/call",
+            json!({"name": "conda_execute", "arguments": arguments}),
+        );
+    }
+    let entries = lines(&log);
+    assert_eq!(entries.len(), probes.len(), "{entries:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("HUNTER2"), "{text}");
+    let config: Vec<String> = serde_json::from_value(entries[9]["argv"].clone()).unwrap();
+    assert_eq!(config, ["config", "--se", "remote_password", "[redacted]"]);
+    assert_eq!(entries[9]["refusal"], "Operation requires --allow-write");
+    let tune: Vec<String> = serde_json::from_value(entries[12]["argv"].clone()).unwrap();
+    assert_eq!(tune, ["tune", "--sec", "[redacted]"]);
+}

@@ -851,6 +851,48 @@ fn well_known_origin_and_token_answers() {
     }
 }
 
+/// Two `Authorization` headers are ambiguous (a proxy may check or log the other one):
+/// refused as RFC 6750 §3.1's `invalid_request` whichever carries the token, and the
+/// answer echoes neither value. Both revisions' lifecycles pass the same gate.
+#[test]
+fn a_repeated_authorization_header_is_refused() {
+    let server = HttpServer::start(&[], &[("CCM_MCP_TOKEN", TOKEN)]);
+    let body = initialize(1).to_string();
+    let host = authority(&server.url);
+    for (first, second) in [
+        ("Bearer wrong-value-1", &*format!("Bearer {TOKEN}")),
+        (&*format!("Bearer {TOKEN}"), "Bearer wrong-value-1"),
+        (&*format!("Bearer {TOKEN}"), &*format!("Bearer {TOKEN}")),
+    ] {
+        for revision in ["2025-06-18", "2026-07-28"] {
+            let head = format!(
+                "POST /mcp HTTP/1.1\r\nHost: {host}\r\nAuthorization: {first}\r\n\
+                 Authorization: {second}\r\nContent-Type: application/json\r\n\
+                 Accept: {ACCEPT}\r\nMCP-Protocol-Version: {revision}\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let reply = raw_exchange(&server.url, head.as_bytes());
+            assert!(
+                reply.starts_with("HTTP/1.1 400"),
+                "{first} / {second}: {reply}"
+            );
+            assert!(reply.contains("invalid_request"), "{reply}");
+            assert!(
+                reply.contains(r#"WWW-Authenticate: Bearer error="invalid_request""#)
+                    || reply.contains(r#"www-authenticate: Bearer error="invalid_request""#),
+                "{reply}"
+            );
+            for secret in [TOKEN, "wrong-value-1"] {
+                assert!(!reply.contains(secret), "echoes {secret}: {reply}");
+            }
+        }
+    }
+    // One header with the token still opens a session.
+    let single = post(&server.url, Some(TOKEN), None, &initialize(2));
+    assert_eq!(single.status, 200, "{}", single.body);
+}
+
 #[test]
 fn sessions_and_session_less_requests_are_capped() {
     let server = HttpServer::start(

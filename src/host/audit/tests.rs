@@ -163,10 +163,10 @@ fn query_parameters_named_like_secrets_are_hidden() {
             "https://h/c?%74oken=abc&%53IG=def",
             "https://h/c?%74oken=[redacted]&%53IG=[redacted]",
         ),
-        // The fragment too (OAuth's implicit grant puts tokens there).
+        // A URL's fragment is hidden whole (OAuth's implicit grant puts tokens there).
         (
             "https://h/cb#access_token=abc&state=s",
-            "https://h/cb#access_token=[redacted]&state=s",
+            "https://h/cb#[redacted]",
         ),
         // Embedded: an option's value, a match spec's bracket, several URLs.
         (
@@ -204,5 +204,196 @@ fn no_secret_survives_in_a_query() {
     let out = one(given);
     for secret in secrets {
         assert!(!out.contains(secret), "{out} shows {secret}");
+    }
+}
+
+/// Each spelling the attack found logged in clear (findings F4): URL parameters named
+/// `pass`, `pw`, `apitok`, a bare fragment, a percent-encoded `=`; `NAME=VALUE` words
+/// named `MY_PASS` and `DB_PWD`; the options `--passphrase` and `--pass`; an `export`
+/// inside a `sh -c` string; an `Authorization: token …` header.
+// A table: one row per spelling the attack found.
+#[test]
+fn the_spellings_the_attack_found_are_hidden() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["search", "-c", "https://h.example/chan?pass=HUNTER2a"],
+            &["HUNTER2a"],
+        ),
+        (
+            &["search", "-c", "https://h.example/chan?pw=HUNTER2b"],
+            &["HUNTER2b"],
+        ),
+        (
+            &["search", "-c", "https://h.example/chan?p=1&apitok=HUNTER2d"],
+            &["HUNTER2d"],
+        ),
+        (
+            &["search", "-c", "https://h.example/chan#HUNTER2h"],
+            &["HUNTER2h"],
+        ),
+        (
+            &["search", "-c", "https://h.example/c?sig%3DHUNTER2B"],
+            &["HUNTER2B"],
+        ),
+        (
+            &["search", "-c", "https://h.example/c?x=1&Sig%253dHUNTER2E"],
+            &["HUNTER2E"],
+        ),
+        (
+            &[
+                "run",
+                "-p",
+                "/p",
+                "env",
+                "MY_PASS=HUNTER2t",
+                "DB_PWD=HUNTER2u",
+                "true",
+            ],
+            &["HUNTER2t", "HUNTER2u"],
+        ),
+        (
+            &[
+                "run",
+                "-p",
+                "/p",
+                "x",
+                "--passphrase",
+                "HUNTER2z",
+                "--pass",
+                "HUNTER2A",
+            ],
+            &["HUNTER2z", "HUNTER2A"],
+        ),
+        (
+            &[
+                "run",
+                "-p",
+                "/p",
+                "sh",
+                "-c",
+                "export GITHUB_TOKEN=HUNTER2x; echo ok",
+            ],
+            &["HUNTER2x"],
+        ),
+        (
+            &[
+                "run",
+                "-p",
+                "/p",
+                "curl",
+                "-H",
+                "Authorization: token HUNTER2v",
+            ],
+            &["HUNTER2v"],
+        ),
+    ];
+    for (given, secrets) in cases {
+        let out = redact(&argv(given), &[]).join(" ");
+        for secret in *secrets {
+            assert!(!out.contains(secret), "{given:?} → {out}");
+        }
+        assert!(out.contains(REDACTED), "{out}");
+    }
+}
+
+/// One set of name fragments, any case, with prefixes and suffixes, in every place a
+/// name stands: a URL parameter, a `NAME=VALUE` word, an option, a word of a shell string.
+#[test]
+fn every_fragment_counts_in_every_place() {
+    let names = [
+        "pass",
+        "PW",
+        "Pwd",
+        "tok",
+        "Token",
+        "key",
+        "secret",
+        "Auth",
+        "sig",
+        "signature",
+        "credential",
+        "cred",
+        "session",
+        "cookie",
+    ];
+    for fragment in names {
+        let name = format!("my_{fragment}_x");
+        for given in [
+            vec![format!("https://h/c?{name}=V4LUE")],
+            vec![format!("{name}=V4LUE")],
+            vec![format!("--{name}"), "V4LUE".to_owned()],
+            vec![format!("--{name}=V4LUE")],
+            vec![
+                "-c".to_owned(),
+                format!("echo a; export {name}=V4LUE; --{name} V4LUE"),
+            ],
+        ] {
+            let out = redact(&given, &[]).join(" ");
+            assert!(!out.contains("V4LUE"), "{fragment}: {given:?} → {out}");
+        }
+    }
+}
+
+/// A shell string keeps everything but the secret word (or quoted value): a name that
+/// looks like a secret cannot hide the rest of a command from the log.
+#[test]
+fn a_shell_string_hides_only_the_secret() {
+    let out = one("export API_TOKEN=abc; curl -H 'Authorization: Bearer xyz' https://e | sh");
+    assert_eq!(
+        out,
+        "export API_TOKEN=[redacted]; curl -H 'Authorization: Bearer [redacted]' https://e | sh"
+    );
+    let out = one(r#"DB_PASS="two words" rm -rf ~; MY_KEY='a' ok --password p2 done"#);
+    assert_eq!(
+        out,
+        "DB_PASS=[redacted] rm -rf ~; MY_KEY=[redacted] ok --password [redacted] done"
+    );
+    // A whole NAME=VALUE argument hides its whole value, spaces included.
+    assert_eq!(one("DB_PASSWORD=my secret pass"), "DB_PASSWORD=[redacted]");
+}
+
+/// conda's parser accepts unique prefixes of its options (argparse `allow_abbrev`):
+/// `--se`, `--app`, `--prep` are `--set`, `--append`, `--prepend`, read as the catalog
+/// reads them and, without a reading, as any setter they could abbreviate.
+#[test]
+fn abbreviated_setters_hide_secret_keys() {
+    for setter in ["--se", "--app", "--prep", "--ad", "--set"] {
+        for key in ["remote_password", "api_tokens", "secret_list"] {
+            let given = argv(&["config", setter, key, "HUNTER2"]);
+            let out = redact(&given, &[]);
+            assert_eq!(out, argv(&["config", setter, key, REDACTED]), "{given:?}");
+            let reading = vec![None, Some(vec!["--set".to_owned()]), None, None];
+            let out = redact_read(&given, &reading, &[]);
+            assert_eq!(out, argv(&["config", setter, key, REDACTED]), "{given:?}");
+        }
+    }
+    // A catalog reading decides: `-pw` is `-p` with the value `w`, not a secret option.
+    let given = argv(&["create", "-pw", "numpy"]);
+    let reading = vec![
+        None,
+        Some(vec!["-p".to_owned(), "--prefix".to_owned()]),
+        None,
+    ];
+    assert_eq!(redact_read(&given, &reading, &[]), given);
+    // An abbreviation of a secret-named option hides its value.
+    let given = argv(&["install", "--pas", "HUNTER2"]);
+    let reading = vec![None, Some(vec!["--password".to_owned()]), None];
+    assert!(
+        !redact_read(&given, &reading, &[])
+            .concat()
+            .contains("HUNTER2")
+    );
+    // A short secret option read by the parser: its attached value, or the next token.
+    let reading = vec![
+        None,
+        Some(vec!["-P".to_owned(), "--password".to_owned()]),
+        None,
+    ];
+    for given in [
+        argv(&["x", "-PHUNTER2", "numpy"]),
+        argv(&["x", "-P", "HUNTER2"]),
+    ] {
+        let out = redact_read(&given, &reading, &[]);
+        assert!(!out.concat().contains("HUNTER2"), "{out:?}");
     }
 }

@@ -158,7 +158,7 @@ impl Server {
         if missing.is_empty() {
             return schema_error(error);
         }
-        caller.audit.reached(&tool.name, &argv);
+        caller.audit.reached(&tool.name, &argv, root);
         let refusal = Classification::refusal(&missing);
         caller.audit.refused(&refusal);
         let mut text = format!("{refusal}. {}", shown.sentence);
@@ -231,7 +231,14 @@ impl Server {
         responses: Option<&InputResponses>,
         caller: &Caller,
     ) -> Result<CallToolResult, Refusal> {
-        let call = confirm::resume(&self.shared.parked, reference, responses, &caller.audit)?;
+        let root = ready.discovery.catalog.root.as_ref();
+        let call = confirm::resume(
+            &self.shared.parked,
+            reference,
+            responses,
+            &caller.audit,
+            root,
+        )?;
         self.execute(ready, call, caller).await
     }
 
@@ -292,7 +299,7 @@ fn judge(ready: &Ready, compiled: Compiled, audit: &audit::Record) -> Judged {
         class.requires_write = false;
         class.requires_exec = false;
     }
-    audit.reached(tool, &argv);
+    audit.reached(tool, &argv, root);
     Judged {
         tool: tool.to_owned(),
         fetch_records: policy::writes_fetch_records(root, &argv),

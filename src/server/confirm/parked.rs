@@ -98,12 +98,13 @@ pub fn resume(
     reference: &str,
     responses: Option<&InputResponses>,
     audit: &audit::Record,
+    root: Option<&crate::model::catalog::Command>,
 ) -> Result<Judged, Refusal> {
     let Some(parked) = parking.take(reference) else {
         return Err(ErrorData::invalid_params(UNKNOWN_REFERENCE, None).into());
     };
     let call = parked.call;
-    audit.reached(&call.tool, &call.argv);
+    audit.reached(&call.tool, &call.argv, root);
     let answer = responses
         .and_then(|r| r.get(QUESTION))
         .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());

@@ -14,7 +14,6 @@ use sha2::{Digest, Sha256};
 use crate::host::bind::{InputFile, Plan, Record};
 use crate::host::exec::EnvironmentChanges;
 use crate::model::catalog::Command;
-use crate::tools::schema::clip;
 
 /// The refusal when the client cannot be asked (fail closed).
 pub const UNAVAILABLE: &str = "confirmation_unavailable: this server asks the user to confirm \
@@ -118,6 +117,36 @@ pub fn message(shown: &Shown) -> String {
     lines.join("\n")
 }
 
+/// Runs of more spaces than this are shown as one marker ([`clip`]).
+const SPACE_RUN: usize = 8;
+
+/// At most `limit` characters of text for the question, escaped as client text is
+/// ([`crate::tools::schema::clip`]: controls, format characters, every non-ASCII space and
+/// blank-rendering character), and every run of more than [`SPACE_RUN`] spaces shown as
+/// `⟨N spaces⟩` so padding cannot push text out of sight; a `⟨` of the text itself is
+/// escaped, so the marker cannot be forged.
+fn clip(text: &str, limit: usize) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut run = 0;
+    let flush = |out: &mut String, run: usize| match run {
+        0..=SPACE_RUN => out.extend(std::iter::repeat_n(' ', run)),
+        _ => out.push_str(&format!("⟨{run} spaces⟩")),
+    };
+    for c in text.chars() {
+        if c == ' ' {
+            run += 1;
+            continue;
+        }
+        flush(&mut out, std::mem::take(&mut run));
+        match c {
+            '⟨' => out.push_str("\\u{27e8}"),
+            c => out.push(c),
+        }
+    }
+    flush(&mut out, run);
+    crate::tools::schema::clip(&out, limit)
+}
+
 /// An item of conda's plan, escaped and clipped.
 pub fn shown(text: &str) -> String {
     clip(text, ITEM)
@@ -135,10 +164,10 @@ fn url(text: &str) -> String {
 }
 
 /// A line of a shown content with credentials redacted (the audit log's rule, word by
-/// word).
+/// word: only the secret word after a name that names a secret, never the rest of the
+/// line).
 fn redacted_line(line: &str) -> String {
-    let words: Vec<String> = line.split(' ').map(str::to_owned).collect();
-    crate::host::audit::redacted(&words).join(" ")
+    crate::host::audit::redacted_text(line)
 }
 
 fn environment(changes: &EnvironmentChanges) -> String {

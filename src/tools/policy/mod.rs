@@ -338,6 +338,20 @@ pub fn command_path(root: Option<&Command>, argv: &[String]) -> Option<Vec<Strin
         .map(|parsed| parsed.path)
 }
 
+/// How conda's parser reads each argv token that is one of its options: every flag of
+/// the option actions it triggers (abbreviations resolved: `--se` reads as `--set`), by
+/// position; `None` for other tokens, and for every token when the simulation cannot
+/// follow the argv (the audit log's redaction then judges names as written).
+pub fn option_readings(root: Option<&Command>, argv: &[String]) -> Vec<Option<Vec<String>>> {
+    let mut out = vec![None; argv.len()];
+    if let Some(parsed) = root.and_then(|root| simulate(root, argv)) {
+        for (at, flags) in parsed.readings {
+            out[at] = Some(flags);
+        }
+    }
+    out
+}
+
 /// The commands that fetch and extract packages through conda's package cache (and so,
 /// with `--json` on a terminal, write fetch records): `create`, `install`, `update` (and
 /// its alias), `env create`, `env update`.

@@ -18,6 +18,9 @@ pub(super) struct Parsed {
     pub positionals: Vec<String>,
     /// conda's `--dry-run` action was triggered.
     pub dry_run: bool,
+    /// By argv position, every flag of the option actions an option token triggers
+    /// (`--se` → `--set`; `-yd` → `-y`, `--yes`, `-d`, `--dry-run`).
+    pub readings: Vec<(usize, Vec<String>)>,
 }
 
 enum Token<'a> {
@@ -35,6 +38,7 @@ pub(super) fn simulate(root: &Command, argv: &[String]) -> Option<Parsed> {
         values: HashMap::new(),
         positionals: Vec::new(),
         dry_run: false,
+        readings: Vec::new(),
     };
     let mut level = root;
     let mut i = 0;
@@ -59,6 +63,8 @@ pub(super) fn simulate(root: &Command, argv: &[String]) -> Option<Parsed> {
             Token::Option(argument, explicit) => {
                 i += 1;
                 let actions = cluster(level, argument, explicit)?;
+                let flags = actions.iter().flat_map(|(a, _)| a.flags.iter().cloned());
+                parsed.readings.push((i - 1, flags.collect()));
                 for (argument, explicit) in actions {
                     record(&mut parsed, argument);
                     let after =

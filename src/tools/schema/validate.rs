@@ -242,29 +242,47 @@ pub fn clip(text: &str, limit: usize) -> String {
     out
 }
 
-/// Characters escaped when client text is echoed: controls, and the format characters
-/// that hide or reorder text (soft hyphen, bidi marks and isolates, zero-width
-/// characters, the BOM, variation selectors, interlinear annotation and tag characters),
-/// and the line and paragraph separators (U+2028, U+2029) that start a new line.
+/// Characters escaped when client text is echoed: controls; every format character
+/// (Unicode category Cf: soft hyphen, Arabic and Syriac number signs, bidi marks and
+/// isolates, zero-width characters, invisible operators, the BOM, interlinear
+/// annotation, Egyptian and shorthand format controls, musical formatting, tags) and the
+/// other characters that hide or reorder text (variation selectors, the combining
+/// grapheme joiner, Khmer inherent vowels); every space but U+0020 (category Zs: no-break,
+/// Ogham, en to hair, narrow, mathematical and ideographic spaces) and the characters
+/// that render blank (Braille pattern blank, Hangul fillers, ideographic half fill
+/// space); and the line and paragraph separators (U+2028, U+2029) that start a new line.
+/// (Unicode 16 `DerivedGeneralCategory.txt` for Cf and Zs.)
 pub fn invisible(c: char) -> bool {
     c.is_control()
         || matches!(
             u32::from(c),
-            0xAD | 0x34F
+            0xA0 | 0xAD
+                | 0x34F
+                | 0x600..=0x605
                 | 0x61C
-                | 0x2028
-                | 0x2029
+                | 0x6DD
+                | 0x70F
+                | 0x890..=0x891
+                | 0x8E2
                 | 0x115F..=0x1160
+                | 0x1680
                 | 0x17B4..=0x17B5
                 | 0x180B..=0x180F
-                | 0x200B..=0x200F
-                | 0x202A..=0x202E
-                | 0x2060..=0x206F
+                | 0x2000..=0x200F
+                | 0x2028..=0x202F
+                | 0x205F..=0x206F
+                | 0x2800
+                | 0x3000
+                | 0x303F
                 | 0x3164
                 | 0xFE00..=0xFE0F
                 | 0xFEFF
                 | 0xFFA0
                 | 0xFFF0..=0xFFFB
+                | 0x110BD
+                | 0x110CD
+                | 0x13430..=0x1343F
+                | 0x1BCA0..=0x1BCA3
                 | 0x1D173..=0x1D17A
                 | 0xE0000..=0xE0FFF
         )
@@ -337,6 +355,44 @@ mod tests {
             text.contains("\\u{202e}evil") && text.contains("\\u{e0041}"),
             "{text}"
         );
+    }
+
+    /// Every non-ASCII space (Zs), every format character (Cf) and the blank-rendering
+    /// letters are escaped; printable text, U+0020 and ordinary non-ASCII letters stay.
+    #[test]
+    fn blank_looking_characters_are_escaped() {
+        for c in [
+            '\u{a0}',
+            '\u{1680}',
+            '\u{2000}',
+            '\u{2007}',
+            '\u{200a}',
+            '\u{202f}',
+            '\u{205f}',
+            '\u{3000}',
+            '\u{2800}',
+            '\u{3164}',
+            '\u{115f}',
+            '\u{1160}',
+            '\u{ffa0}',
+            '\u{303f}',
+            '\u{600}',
+            '\u{6dd}',
+            '\u{70f}',
+            '\u{890}',
+            '\u{8e2}',
+            '\u{110bd}',
+            '\u{13430}',
+            '\u{1bca0}',
+            '\u{2064}',
+            '\u{e0001}',
+        ] {
+            assert!(invisible(c), "U+{:04X}", u32::from(c));
+            assert_eq!(clip(&c.to_string(), 9), c.escape_default().to_string());
+        }
+        for c in [' ', 'a', 'é', '⟨', '中', '\u{2423}'] {
+            assert!(!invisible(c), "{c}");
+        }
     }
 
     /// A package spec refused by the plain-spec pattern says which rule, not the

@@ -36,6 +36,18 @@ impl Auth {
     pub(super) fn admit(&self, request: &mut Request) -> Result<(), Denied> {
         let mut ok = false;
         let mut presented = false;
+        // Two headers are ambiguous (a proxy may check or log the other one): RFC 6750
+        // §3.1 answers a repeated parameter with `invalid_request`.
+        if request
+            .headers()
+            .get_all(AUTHORIZATION)
+            .iter()
+            .nth(1)
+            .is_some()
+        {
+            request.headers_mut().remove(AUTHORIZATION);
+            return Err(Denied::Repeated);
+        }
         for value in request.headers().get_all(AUTHORIZATION) {
             presented = true;
             if let Some(token) = bearer(value) {
@@ -122,6 +134,8 @@ pub(super) fn generate_token() -> std::io::Result<Secret> {
 pub(super) enum Denied {
     Missing,
     Wrong,
+    /// More than one `Authorization` header.
+    Repeated,
 }
 
 #[cfg(test)]
@@ -160,6 +174,26 @@ mod tests {
             );
         }
         assert_eq!(a.admit(&mut request("/mcp", None)), Err(Denied::Missing));
+    }
+
+    /// Two `Authorization` headers are refused whichever carries the token.
+    #[test]
+    fn a_repeated_header_is_refused() {
+        let a = auth();
+        for values in [
+            ["Bearer wrong", "Bearer s3cret-token-0123456789"],
+            ["Bearer s3cret-token-0123456789", "Bearer wrong"],
+            [
+                "Bearer s3cret-token-0123456789",
+                "Bearer s3cret-token-0123456789",
+            ],
+        ] {
+            let mut r = request("/mcp", Some(values[0]));
+            r.headers_mut()
+                .append(AUTHORIZATION, HeaderValue::from_static(values[1]));
+            assert_eq!(a.admit(&mut r), Err(Denied::Repeated), "{values:?}");
+            assert!(r.headers().get(AUTHORIZATION).is_none());
+        }
     }
 
     #[test]

