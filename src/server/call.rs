@@ -2,7 +2,7 @@
 //! → capacity → execute → result, for the generated tools, `conda_execute` and
 //! `conda_cli_command`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use rmcp::ErrorData;
@@ -236,50 +236,6 @@ impl Server {
         refuse::policy(refuse::Reason::Needs(missing), &text)
     }
 
-    /// Path confinement for calls that do not need `--allow-exec` (those may run any
-    /// program, which can read anything anyway).
-    fn confine(
-        &self,
-        ready: &Ready,
-        class: &Classification,
-        argv: &[String],
-        cwd: Option<&Path>,
-    ) -> Result<(), Refusal> {
-        let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        let here_cwd = here.join(cwd.unwrap_or(&here));
-        if audit::names_log(argv, &here_cwd, home.as_deref(), class.requires_write) {
-            audit::refused(audit::NAMES_LOG);
-            return Err(refuse::policy(
-                refuse::Reason::NamesAuditLog,
-                audit::NAMES_LOG,
-            ));
-        }
-        if class.requires_exec || ready.confinement.is_unrestricted() {
-            return Ok(());
-        }
-        // An explicit working directory is a path the call names too.
-        let named_cwd = cwd.map(|c| here.join(c));
-        let cwd_outside = named_cwd.as_ref().is_some_and(|c| {
-            let token = [c.to_string_lossy().into_owned()];
-            ready.confinement.check(&token, &here, None).is_err()
-        });
-        let cwd = named_cwd.unwrap_or(here);
-        if cwd_outside
-            || ready
-                .confinement
-                .check(argv, &cwd, home.as_deref())
-                .is_err()
-        {
-            audit::refused(OUTSIDE_ALLOWED);
-            return Err(refuse::policy(
-                refuse::Reason::OutsideAllowedPaths,
-                OUTSIDE_ALLOWED,
-            ));
-        }
-        Ok(())
-    }
-
     pub(super) async fn call_execute(
         &self,
         ready: &Ready,
@@ -393,7 +349,7 @@ impl Server {
             }
             None => spec.clone(),
         };
-        let _admitted = super::progress::waiting(caller, &ct, self.admit(&ct)).await?;
+        let _admitted = self.admitted(ready, &class, &spec, caller, &ct).await?;
         let outcome = match super::progress::run(caller, ready, &run, &spec.args, &ct).await {
             Ok(outcome) => outcome,
             Err(error) => {
