@@ -86,6 +86,11 @@ pub fn is_log(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == log.identity)
 }
 
+/// The log's device and inode (`None` without an audit log).
+pub fn identity() -> Option<(u64, u64)> {
+    LOG.get().map(|log| log.identity)
+}
+
 /// Whether `path` is a directory that holds the log (an ancestor of it): a write that
 /// names it (`remove --all`, `create` over it) could delete the log with it.
 pub fn holds_log(path: &Path) -> bool {

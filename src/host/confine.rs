@@ -4,8 +4,9 @@
 //! Which tokens are paths is decided lexically, without knowing the option: a token (or
 //! the value part of `--opt=value` and `-Xvalue`) is a path when it is absolute, starts
 //! with `~`, contains `/` or is `..`, or is a `file://` URL; other URLs are not paths.
-//! A bare word (`env.yml`, `numpy`) resolves inside the working directory, which the
-//! default scope allows. Resolution follows conda: `~` is the server's HOME (children
+//! A bare word (`env.yml`, `numpy`) that names an entry of the working directory is a
+//! path too, judged where it leads (a symlink there may lead anywhere); one that names
+//! nothing there would be created inside the working directory, which is judged itself. Resolution follows conda: `~` is the server's HOME (children
 //! inherit it), relative paths start at the call's working directory, then the longest
 //! existing ancestor is canonicalized (symlinks, `..`) and the rest appended lexically, so
 //! a path that does not exist yet is judged by where it would be created.
@@ -81,7 +82,8 @@ impl Confinement {
                 return Err(Outside);
             }
             for piece in std::iter::once(value).chain(pieces(value)) {
-                let Some(path) = path_like(piece, home) else {
+                let Some(path) = path_like(piece, home).or_else(|| existing_word(piece, cwd))
+                else {
                     continue;
                 };
                 let resolved = resolve(&cwd.join(path));
@@ -216,6 +218,20 @@ fn path_like(value: &str, home: Option<&Path>) -> Option<PathBuf> {
     pathy.then(|| PathBuf::from(value))
 }
 
+/// A bare word (`rc`, `envlink`, `.x`, `pkg.conda`) that names something in the working
+/// directory: conda reads many bare words as paths (`config --file rc`, `create -p env`,
+/// `compare env.yml`, a package file), and an entry there — a symlink above all — may lead
+/// anywhere, so it is judged where it leads. A word that names nothing there would be
+/// created in the working directory, which is judged itself.
+fn existing_word(word: &str, cwd: &Path) -> Option<PathBuf> {
+    if word.contains("://") {
+        return None;
+    }
+    std::fs::symlink_metadata(cwd.join(word))
+        .is_ok()
+        .then(|| PathBuf::from(word))
+}
+
 /// `%XX` escapes decoded (invalid ones kept as they are).
 fn percent_decode(text: &str) -> String {
     let bytes = text.as_bytes();
@@ -239,27 +255,45 @@ fn percent_decode(text: &str) -> String {
 
 /// Canonicalize the longest existing ancestor, then append the rest lexically.
 fn resolve(path: &Path) -> PathBuf {
+    resolve_at(path, 0)
+}
+
+/// Symlinks followed in one resolution at most (the kernel's `MAXSYMLINKS`).
+const MAX_LINKS: u32 = 40;
+
+fn resolve_at(path: &Path, links: u32) -> PathBuf {
     let mut lexical = PathBuf::new();
     for component in path.components() {
         match component {
             Component::ParentDir => {
                 // Resolve what exists so far first, so `link/..` follows the link.
-                lexical = canonical_prefix(&lexical);
+                lexical = canonical_prefix(&lexical, links);
                 lexical.pop();
             }
             Component::CurDir => {}
             other => lexical.push(other.as_os_str()),
         }
     }
-    canonical_prefix(&lexical)
+    canonical_prefix(&lexical, links)
 }
 
-fn canonical_prefix(path: &Path) -> PathBuf {
+fn canonical_prefix(path: &Path, links: u32) -> PathBuf {
     let mut existing = path.to_path_buf();
     let mut rest = Vec::new();
     loop {
-        if let Ok(canonical) = std::fs::canonicalize(&existing) {
-            let mut out = canonical;
+        let found = match std::fs::canonicalize(&existing) {
+            Ok(canonical) => Some(canonical),
+            // A dangling symlink leads where its target would be created (conda's open
+            // follows it): resolved from the link's directory, as the kernel does.
+            Err(_) => std::fs::read_link(&existing).ok().map(|target| {
+                if links >= MAX_LINKS {
+                    return PathBuf::from("/nonexistent-ccm-symlink-loop");
+                }
+                let parent = existing.parent().unwrap_or(Path::new("/"));
+                resolve_at(&parent.join(target), links + 1)
+            }),
+        };
+        if let Some(mut out) = found {
             for part in rest.iter().rev() {
                 out.push(part);
             }
@@ -294,6 +328,16 @@ mod tests {
         std::fs::create_dir_all(&allowed).unwrap();
         std::fs::create_dir_all(&outside).unwrap();
         std::os::unix::fs::symlink(&outside, allowed.join("link")).unwrap();
+        // Bare words the agent's file tools planted in the working directory.
+        for word in ["rc", "envlink", "envfile.yml", ".hidden"] {
+            std::os::unix::fs::symlink(outside.join(word), allowed.join(word)).unwrap();
+        }
+        // Dangling links that lead outside through another dangling link, and a loop.
+        std::os::unix::fs::symlink("hop", allowed.join("twice")).unwrap();
+        std::os::unix::fs::symlink(outside.join("new"), allowed.join("hop")).unwrap();
+        std::os::unix::fs::symlink("loop-b", allowed.join("loop-a")).unwrap();
+        std::os::unix::fs::symlink("loop-a", allowed.join("loop-b")).unwrap();
+        std::fs::write(allowed.join("env.yml"), "name: x\n").unwrap();
         let scope = Confinement::to(std::slice::from_ref(&allowed));
         let home = root.path().join("home");
         let ok = |tokens: &[&str]| scope.check(&argv(tokens), &allowed, Some(&home));
@@ -332,6 +376,15 @@ mod tests {
             &["search", "x[channel=../../secret]"],
             &["search", "x[url='file:///etc/x.conda']"],
             &["search", "x[channel=\"/etc\"]"],
+            &["config", "--file", "rc"],
+            &["config", "--file=rc"],
+            &["create", "-p", "envlink"],
+            &["create", "-penvlink"],
+            &["compare", "envfile.yml"],
+            &["install", ".hidden"],
+            &["config", "--file", "twice"],
+            &["export", "--file=twice/sub/x.yml"],
+            &["config", "--file", "loop-a"],
         ] {
             assert_eq!(ok(bad), Err(Outside), "{bad:?}");
         }

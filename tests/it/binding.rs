@@ -143,7 +143,7 @@ pub fn text(result: &Value) -> &str {
 }
 
 /// A result that stopped with `plan_changed`, naming `what`.
-fn assert_changed(result: &Value, what: &str, context: &str) {
+pub fn assert_changed(result: &Value, what: &str, context: &str) {
     assert_eq!(result["isError"], true, "{context}: {result}");
     let text = text(result);
     assert!(text.starts_with("plan_changed: "), "{context}: {result}");
@@ -151,12 +151,12 @@ fn assert_changed(result: &Value, what: &str, context: &str) {
 }
 
 /// The fixture with an index, a spec file and a condarc of the test's own.
-struct FixtureSetup {
+pub struct FixtureSetup {
     dir: tempfile::TempDir,
 }
 
 impl FixtureSetup {
-    fn new() -> FixtureSetup {
+    pub fn new() -> FixtureSetup {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("index.json"), "{}").unwrap();
         std::fs::write(dir.path().join("specs.txt"), "fixture-pkg\n").unwrap();
@@ -168,11 +168,11 @@ impl FixtureSetup {
         FixtureSetup { dir }
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
-    fn server(&self, revision: Revision) -> Asking {
+    pub fn server(&self, revision: Revision) -> Asking {
         let index = self.path("index.json");
         let condarc = self.path("condarc");
         let tmp = self.path("tmp");
@@ -286,12 +286,12 @@ fn a_plan_changed_while_the_question_is_open_does_not_run() {
 /// A real conda with local channels of its own: `conda-forge/` (a local directory named
 /// like the well-known channel) holds `barpkg 1.0`, `other/` holds `barpkg 9.9`; each
 /// package's post-link script leaves `marks/barpkg-VERSION` behind.
-struct Real {
+pub struct Real {
     dir: tempfile::TempDir,
 }
 
 impl Real {
-    fn new() -> Real {
+    pub fn new() -> Real {
         let dir = tempfile::Builder::new()
             .prefix("ccm-binding-")
             .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
@@ -306,11 +306,11 @@ impl Real {
         real
     }
 
-    fn path(&self, sub: &str) -> PathBuf {
+    pub fn path(&self, sub: &str) -> PathBuf {
         self.dir.path().join(sub)
     }
 
-    fn url(&self, channel: &str) -> String {
+    pub fn url(&self, channel: &str) -> String {
         format!("file://{}", self.path(channel).display())
     }
 
@@ -341,7 +341,7 @@ impl Real {
         std::fs::write(self.path("condarc"), text).unwrap();
     }
 
-    fn env(&self) -> Vec<(String, String)> {
+    pub fn env(&self) -> Vec<(String, String)> {
         let p = |s: &str| self.path(s).display().to_string();
         vec![
             ("HOME".into(), p("home")),
@@ -356,18 +356,18 @@ impl Real {
     }
 
     fn server(&self, revision: Revision) -> Asking {
+        self.server_with(revision, &["--allow-write", "--confirm-writes"])
+    }
+
+    /// A server on the real conda with these flags (and this setup's environment).
+    pub fn server_with(&self, revision: Revision, args: &[&str]) -> Asking {
         let env = self.env();
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        Asking::start(
-            revision,
-            &support::real_conda(),
-            &["--allow-write", "--confirm-writes"],
-            &env,
-        )
+        Asking::start(revision, &support::real_conda(), args, &env)
     }
 
     /// Post-link scripts that ran.
-    fn marks(&self) -> Vec<String> {
+    pub fn marks(&self) -> Vec<String> {
         let mut marks: Vec<String> = std::fs::read_dir(self.path("marks"))
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -377,7 +377,7 @@ impl Real {
     }
 
     /// The package records installed in the environment `env`.
-    fn installed(&self, env: &str) -> Vec<Value> {
+    pub fn installed(&self, env: &str) -> Vec<Value> {
         let Ok(entries) = std::fs::read_dir(self.path(env).join("conda-meta")) else {
             return Vec::new();
         };

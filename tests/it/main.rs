@@ -87,6 +87,8 @@ mod surface;
 mod tools;
 /// Toolsets (`--tools`), folded commands and tools left out of the listing.
 mod toolsets;
+/// Paths judged where they lead: bare words, symlink swaps while a person decides, the audit log.
+mod trust_paths;
 /// `--warm`: calls forked from the zygote match cold calls byte for byte.
 mod warm;
 /// `--warm` under attack: limits, cgroup, secrets, the zygote's reach, stale conda, exit.

@@ -77,6 +77,17 @@ pub struct Plan {
     /// be bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unpreviewed: Option<String>,
+    /// Where the call's paths led at preview time (the working directory, the target, the
+    /// file `conda config` writes, every argv value): the run stops when one leads
+    /// elsewhere (opaque here; `program/records.py` `bound_paths`).
+    #[serde(default)]
+    pub paths: serde_json::Value,
+    /// The file `conda config` writes, resolved (for the question).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writes: Option<String>,
+    /// The audit log's device and inode: the run stops when a path of the call is it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<(u64, u64)>,
     /// Why the preview could not bind the plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unbound: Option<String>,
@@ -111,6 +122,9 @@ pub struct InputFile {
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct Setup {
     pub prefix: String,
+    /// Where the prefix led (symlinks resolved) when the transaction was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub real: Option<String>,
     #[serde(default)]
     pub unlink: Vec<Record>,
     #[serde(default)]
@@ -269,6 +283,7 @@ impl Binding {
             file.copy = Some(copy.to_string_lossy().into_owned());
             file.bytes = Some(bytes);
         }
+        plan.log = super::audit::identity();
         let document = serde_json::to_vec(&plan).map_err(|e| Unbound::Io(e.to_string()))?;
         write_new(&dir.path().join("plan.json"), &document).map_err(io)?;
         let digest = sha2::Sha256::digest(&document)

@@ -55,6 +55,11 @@ pub const GENERATED: &[Gate] = &[Gate::Grants, Gate::Workdir, Gate::Paths, Gate:
 pub const RAW: &[Gate] = &[Gate::Selection, Gate::Grants, Gate::Paths, Gate::EnvScope];
 /// The gates of every call that runs, last.
 pub const RUN: &[Gate] = &[Gate::Sandbox, Gate::Size, Gate::Confirmation];
+/// The gates judged again once the call holds its execution slot, right before the child
+/// starts (paths may have been swapped for symlinks meanwhile).
+pub const AGAIN: &[Gate] = &[Gate::Paths];
+/// The same for a call the person was asked about (the question may have been open long).
+pub const AGAIN_ASKED: &[Gate] = &[Gate::EnvScope, Gate::Paths];
 
 impl Server {
     /// Pass `gates` in order: the first refusal ends the call.

@@ -9,7 +9,7 @@ use super::super::caller::Caller;
 use super::super::judged::Judged;
 use super::super::result::execution_result;
 use super::super::{Ready, Refusal, Server, confirm, progress};
-use super::gates::{self, RUN};
+use super::gates::{self, AGAIN, AGAIN_ASKED, RUN};
 use crate::host::exec;
 
 impl Server {
@@ -36,6 +36,14 @@ impl Server {
             None => spec,
         };
         let _admitted = progress::waiting(progress, ct, self.capacity.admit(ct)).await?;
+        // The last look before the child starts: after the question and the queue, a
+        // directory of a judged path may have been swapped for a symlink, so the paths (and
+        // the audit log) are judged where they lead now, and `--write-envs` again for a call
+        // that was asked about (a bound run's wrapper checks once more, later).
+        let asked = self.shared.config.confirm_writes
+            && (call.class.requires_write || call.class.requires_exec);
+        let again = if asked { AGAIN_ASKED } else { AGAIN };
+        self.pass_all(again, ready, &mut call, caller).await?;
         let outcome = match progress::run(progress, &run, call.fetch_records, ct).await {
             Ok(outcome) => outcome,
             Err(error) => {

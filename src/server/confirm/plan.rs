@@ -231,7 +231,10 @@ fn plan_lines(plan: &Plan, dry: Option<&Value>) -> Vec<String> {
         .map(|s| s.prefix.as_str())
         .collect();
     targets.dedup();
-    if targets.is_empty() {
+    if let Some(written) = &plan.writes {
+        // `conda config` changes a configuration file, not the environment conda resolved.
+        lines.push(format!("Configuration file: {}", shown_long(written)));
+    } else if targets.is_empty() {
         targets.extend(plan.prefix.as_deref());
     }
     for target in targets {

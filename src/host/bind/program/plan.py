@@ -14,7 +14,11 @@ if False:  # Names from the other parts of this program (one namespace; see reco
         RENAME,
         Changed,
         Done,
+        _real,
         _sha256,
+        bound_paths,
+        check_paths,
+        config_file,
         configuration,
         difference,
         input_files,
@@ -43,6 +47,9 @@ class Preview:
         self.document["configuration"] = configuration(context)
         self.document["prefix"] = _target(context)
         self.document["command"] = getattr(args, "func", None)
+        written = config_file(args, context)
+        self.document["writes"] = written and _real(written)
+        self.document["paths"] = bound_paths(sys.argv[1:], _target(context), written)
         if getattr(args, "func", None) == RENAME:
             self.document["unpreviewed"] = "a rename (a clone of the environment)"
         if getattr(args, "func", None) == REMOVE and getattr(args, "all", False):
@@ -161,6 +168,7 @@ class Run:
             raise Changed("the plan kept for this run was changed")
         self.plan = json.loads(data)
         self.seen = 0
+        self.args = None
 
     def post_parse(self, args, parser):
         from conda.base.context import context
@@ -174,6 +182,8 @@ class Run:
                     self.plan.get("prefix"), _target(context)
                 )
             )
+        self.args = args
+        self.check_paths(context)
         values, is_list = input_files(args)
         files = self.plan.get("files", [])
         if [f["value"] for f in files] != (values or []):
@@ -234,6 +244,7 @@ class Run:
         from conda.base.context import context
 
         self.check_configuration(context)
+        self.check_paths(context)
         if not self.plan.get("packages"):
             return
         shown = self.plan.get("transactions", [])
@@ -249,6 +260,17 @@ class Run:
         changed = difference(shown[index], now)
         if changed:
             raise Changed(changed)
+
+    def check_paths(self, context):
+        """Every path of the call leads where it did at preview time (see check_paths)."""
+        written = config_file(self.args, context) if self.args is not None else None
+        check_paths(
+            self.plan.get("paths") or {},
+            sys.argv[1:],
+            _target(context),
+            written,
+            self.plan.get("log"),
+        )
 
     def changed(self, why):
         """Write why and stop here: nothing after this runs."""

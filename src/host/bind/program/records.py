@@ -163,6 +163,7 @@ def transaction(txn):
         setups.append(
             {
                 "prefix": str(prefix),
+                "real": _real(str(prefix)),
                 "unlink": [record(p) for p in setup.unlink_precs],
                 "link": [record(p) for p in setup.link_precs],
             }
@@ -183,6 +184,10 @@ def difference(shown, now):
             ", ".join(s["prefix"] for s in shown) or "none", ", ".join(s["prefix"] for s in now)
         )
     for before, after in zip(shown, now):
+        if before.get("real") != after.get("real"):
+            return "the target environment {} now leads to {}, not {}".format(
+                after["prefix"], after.get("real"), before.get("real")
+            )
         for key, verb in (("link", "install"), ("unlink", "remove")):
             old = {r["name"]: r for r in before[key]}
             new = {r["name"]: r for r in after[key]}
@@ -244,3 +249,94 @@ def read_limited(path, budget):
     if len(data) > min(FILE_LIMIT, budget):
         raise Changed(f"the input file {path} is too large to bind (more than {FILE_LIMIT} bytes)")
     return data
+
+
+# conda/cli/main_config.py:619-633: the file `conda config` writes (`rc_path`).
+CONFIG = "conda.cli.main_config.execute"
+
+
+def _real(value):
+    """Where a path leads now: conda expands `~` and `$VAR` (conda/common/path/__init__.py:
+    105 `expand`), relative paths start at the working directory, then every symlink and
+    `..` of the part that exists is resolved (the rest appended, as it would be created)."""
+    return os.path.realpath(os.path.expanduser(os.path.expandvars(value)))
+
+
+def path_values(argv):
+    """Every value of the argv conda may read as a path, by position rather than by
+    option (a bare word too: `config --file rc`, `create -p envlink`): each token, the
+    value after an option's `=`, a short option's attached value. URLs are fetched."""
+    values = []
+    for token in argv:
+        if token.startswith("-"):
+            if "=" in token:
+                token = token.split("=", 1)[1]
+            elif not token.startswith("--") and len(token) > 2:
+                token = token[2:]
+            else:
+                continue
+        if token and "://" not in token and "\0" not in token:
+            values.append(token)
+    return values
+
+
+def config_file(args, context):
+    """The file `conda config` writes, as conda picks it (see CONFIG), or None."""
+    if getattr(args, "func", None) != CONFIG:
+        return None
+    try:
+        from conda.base.context import sys_rc_path, user_rc_path
+    except ImportError:
+        return None
+    if getattr(args, "system", False):
+        return sys_rc_path
+    if getattr(args, "env", False):
+        if context.active_prefix:
+            return os.path.join(context.active_prefix, ".condarc")
+        return user_rc_path
+    if getattr(args, "file", None):
+        return str(args.file)
+    if getattr(args, "prefix", None) or getattr(args, "name", None):
+        return os.path.join(str(context.target_prefix), ".condarc")
+    return user_rc_path
+
+
+def bound_paths(argv, target, written):
+    """Where the run's paths lead at preview time: the working directory, the target
+    prefix, the file `conda config` writes, and every value of the argv (see path_values)."""
+    paths = {"cwd": os.getcwd(), "argv": [[v, _real(v)] for v in path_values(argv)]}
+    if target:
+        paths["target"] = [target, _real(target)]
+    if written:
+        paths["written"] = [written, _real(written)]
+    return paths
+
+
+def check_paths(shown, argv, target, written, log):
+    """The run's paths lead where the preview's did, and none of them is the audit log
+    (`log`: its device and inode): a directory swapped for a symlink while the question
+    was open (the target's parent, the working directory, an output file) stops the run."""
+    now = bound_paths(argv, target, written)
+    if now["cwd"] != shown.get("cwd"):
+        raise Changed(f"the working directory {shown.get('cwd')} now is {now['cwd']}")
+    pairs = list(zip(shown.get("argv", []), now["argv"]))
+    if len(pairs) != len(now["argv"]) or len(pairs) != len(shown.get("argv", [])):
+        raise Changed("the command line names other paths than the question showed")
+    for key in ("target", "written"):
+        # A target named anew after the parse (an environment file's name) is compared by
+        # its text elsewhere (the transaction's setups, which carry their real paths too).
+        if shown.get(key) and now.get(key) and shown[key][0] == now[key][0]:
+            pairs.append((shown[key], now[key]))
+    for (value, then), (_, real) in pairs:
+        if then != real:
+            raise Changed(f"the path {value} now leads to {real}, not {then}")
+        if log and _is_log(real, log):
+            raise Changed(f"the path {value} is the audit log")
+
+
+def _is_log(path, log):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return [st.st_dev, st.st_ino] == list(log)

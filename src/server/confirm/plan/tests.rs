@@ -52,6 +52,7 @@ fn a_dry_run_plan_lists_packages_with_full_urls_and_hashes_escaped() {
                     None,
                 ),
             ],
+            ..Setup::default()
         }]],
         ..Plan::default()
     };
@@ -289,4 +290,24 @@ fn blanks_and_padding_are_visible_in_the_question() {
     // Up to eight spaces stay as they are (indentation); a spelled marker is escaped.
     let line = command_line(&["a        b".to_owned(), "x⟨9 spaces⟩y".to_owned()]).unwrap();
     assert_eq!(line, "conda \"a        b\" \"x\\u{27e8}9 spaces⟩y\"");
+}
+
+/// `conda config --file x.yml` changes that file, not the environment conda resolved for
+/// the command (base): the question names the file, resolved.
+#[test]
+fn a_config_plan_names_the_file_it_writes_not_an_environment() {
+    let plan = Plan {
+        command: Some("conda.cli.main_config.execute".into()),
+        prefix: Some("/opt/conda".into()),
+        writes: Some("/work/project/x.yml".into()),
+        ..Plan::default()
+    };
+    let argv = vec!["config".to_owned(), "--file=x.yml".to_owned()];
+    let command = command_line(&argv).unwrap();
+    let text = message(&shown(&command, Path::new("/work/project"), Some(&plan)));
+    assert!(
+        text.contains("Configuration file: /work/project/x.yml"),
+        "{text}"
+    );
+    assert!(!text.contains("Target environment"), "{text}");
 }

@@ -1,0 +1,89 @@
+"""The plan binding's paths (bind/program/records.py `bound_paths`, `check_paths`): where
+each path of a call leads at preview time, and the run's check that it still leads there
+and is not the audit log, on directories built here."""
+
+import os
+import tempfile
+import unittest
+
+import programs
+
+bind = programs.load("bind")
+
+
+class BoundPaths(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.root = os.path.realpath(self.dir.name)
+        for sub in ("project/envs", "project/sub", "outside"):
+            os.makedirs(os.path.join(self.root, sub))
+        self.here = os.getcwd()
+        os.chdir(os.path.join(self.root, "project"))
+
+    def tearDown(self):
+        os.chdir(self.here)
+        self.dir.cleanup()
+
+    def swap(self, name, target):
+        """`name` (in the project) replaced by a symlink to `target`."""
+        os.rename(name, name + ".old")
+        os.symlink(os.path.join(self.root, target), name)
+
+    def test_the_values_conda_may_read_as_paths(self):
+        argv = ["config", "--file", "rc", "--prefix=envs/e1", "-penv", "-y", "--json", "-c"]
+        argv += ["https://x.invalid/chan", "numpy>=1"]
+        self.assertEqual(bind.path_values(argv), ["config", "rc", "envs/e1", "env", "numpy>=1"])
+
+    def test_unchanged_paths_pass(self):
+        argv = ["create", "-p", "envs/e1"]
+        target = os.path.join(self.root, "project/envs/e1")
+        shown = bind.bound_paths(argv, target, None)
+        bind.check_paths(shown, argv, target, None, None)
+
+    def test_a_swapped_parent_of_the_target_stops_the_run(self):
+        argv = ["create", "--prefix=envs/e1"]
+        target = os.path.join(self.root, "project/envs/e1")
+        shown = bind.bound_paths(argv, target, None)
+        self.swap("envs", "outside")
+        with self.assertRaises(bind.Changed) as stopped:
+            bind.check_paths(shown, argv, target, None, None)
+        outside = os.path.join(self.root, "outside/e1")
+        self.assertIn(f"now leads to {outside}", str(stopped.exception))
+
+    def test_an_output_file_swapped_for_a_symlink_stops_the_run(self):
+        with open("x.yml", "w") as handle:
+            handle.write("channels: []\n")
+        argv = ["config", "--file", "x.yml"]
+        shown = bind.bound_paths(argv, None, "x.yml")
+        os.remove("x.yml")
+        os.symlink(os.path.join(self.root, "outside/victim.yml"), "x.yml")
+        with self.assertRaises(bind.Changed) as stopped:
+            bind.check_paths(shown, argv, None, "x.yml", None)
+        self.assertIn("x.yml now leads to ", str(stopped.exception))
+
+    def test_a_swapped_working_directory_stops_the_run(self):
+        os.chdir("sub")
+        shown = bind.bound_paths(["export"], None, None)
+        os.chdir("..")
+        self.swap("sub", "outside")
+        os.chdir("sub")
+        with self.assertRaises(bind.Changed) as stopped:
+            bind.check_paths(shown, ["export"], None, None, None)
+        self.assertIn("the working directory ", str(stopped.exception))
+
+    def test_no_path_may_be_the_audit_log(self):
+        log = os.path.join(self.root, "outside/audit.jsonl")
+        with open(log, "w") as handle:
+            handle.write("{}\n")
+        st = os.stat(log)
+        os.symlink(log, "out.yml")
+        argv = ["export", "--file=out.yml"]
+        shown = bind.bound_paths(argv, None, None)
+        with self.assertRaises(bind.Changed) as stopped:
+            bind.check_paths(shown, argv, None, None, [st.st_dev, st.st_ino])
+        self.assertIn("out.yml is the audit log", str(stopped.exception))
+        bind.check_paths(shown, argv, None, None, [st.st_dev, st.st_ino + 1])
+
+
+if __name__ == "__main__":
+    unittest.main()
