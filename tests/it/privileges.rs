@@ -6,8 +6,7 @@
 //! sandboxed): a root process that execs keeps or regains capabilities unless its
 //! bounding set is empty and root's special treatment is off.
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::{Value, json};
@@ -124,27 +123,14 @@ fn sandboxed_children_hold_no_capabilities_and_no_new_privileges() {
     }
     // As nobody: a binary, a fixture on a system interpreter and a HOME it can reach.
     let others = support::build_fixture_for_others(&[]);
-    let base = tempfile::Builder::new()
-        .prefix("ccm-unprivileged-")
-        .tempdir()
-        .unwrap();
-    let open = |path: &Path, mode: u32| {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-    };
-    open(base.path(), 0o755);
-    let ccm: PathBuf = base.path().join("ccm");
-    std::fs::copy(env!("CARGO_BIN_EXE_ccm"), &ccm).unwrap();
-    let home = base.path().join("home");
-    std::fs::create_dir(&home).unwrap();
-    open(&home, 0o777);
-    let nobody = || {
-        let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(&ccm)
-            .current_dir(base.path());
-        c
-    };
-    check(nobody, &others.conda, &others.prefix, &home, "nobody");
+    let nobody = crate::kit::nobody::Nobody::new();
+    check(
+        || nobody.command(),
+        &others.conda,
+        &others.prefix,
+        &nobody.home,
+        "nobody",
+    );
 }
 
 /// A real conda as the tests' user (root in CI): its `conda run` (activation, a shell

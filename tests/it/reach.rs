@@ -314,27 +314,14 @@ fn concurrent_sandboxed_calls_cannot_reach_each_other_or_the_server() {
         return;
     }
     let others = support::build_fixture_for_others(&[]);
-    let base = tempfile::Builder::new()
-        .prefix("ccm-unprivileged-")
-        .tempdir()
-        .unwrap();
-    let open = |path: &Path, mode: u32| {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-    };
-    open(base.path(), 0o755);
-    let ccm: PathBuf = base.path().join("ccm");
-    std::fs::copy(env!("CARGO_BIN_EXE_ccm"), &ccm).unwrap();
-    let home = base.path().join("home");
-    std::fs::create_dir(&home).unwrap();
-    open(&home, 0o777);
-    let nobody = || {
-        let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(&ccm)
-            .current_dir(base.path());
-        c
-    };
-    pairs(nobody, &others.conda, &others.prefix, &home, "nobody");
+    let nobody = crate::kit::nobody::Nobody::new();
+    pairs(
+        || nobody.command(),
+        &others.conda,
+        &others.prefix,
+        &nobody.home,
+        "nobody",
+    );
 }
 
 /// A real conda as the tests' user (root in CI): `conda run` starts the program through

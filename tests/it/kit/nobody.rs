@@ -1,0 +1,44 @@
+//! A server run as `nobody` (when the tests run as root): a copy of the binary in a
+//! directory that user can reach, a HOME it can write, and the command that starts the
+//! copy through `setpriv`.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Where an unprivileged server runs from (removed on drop).
+pub struct Nobody {
+    base: tempfile::TempDir,
+    ccm: PathBuf,
+    /// A HOME `nobody` can write.
+    pub home: PathBuf,
+}
+
+impl Nobody {
+    pub fn new() -> Nobody {
+        let base = tempfile::Builder::new()
+            .prefix("ccm-unprivileged-")
+            .tempdir()
+            .unwrap();
+        let open = |path: &Path, mode: u32| {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        open(base.path(), 0o755);
+        let ccm = base.path().join("ccm");
+        std::fs::copy(env!("CARGO_BIN_EXE_ccm"), &ccm).unwrap();
+        let home = base.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        open(&home, 0o777);
+        Nobody { base, ccm, home }
+    }
+
+    /// The command that starts the copied `ccm` as `nobody` (uid and gid 65534, no
+    /// supplementary groups), in the base directory.
+    pub fn command(&self) -> Command {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&self.ccm)
+            .current_dir(self.base.path());
+        c
+    }
+}
