@@ -122,7 +122,18 @@ fn sandboxed_children_hold_no_capabilities_and_no_new_privileges() {
     if !support::is_root() {
         return;
     }
-    // As nobody: a binary, a fixture on a system interpreter and a HOME it can reach.
+    let (nobody, others, home, _base) = as_nobody();
+    check(nobody, &others.conda, &others.prefix, &home, "nobody");
+}
+
+/// As `nobody` (the tests run as root): a launcher of a copy of the binary, a fixture on
+/// a system interpreter, a HOME it can reach, and the directory that holds them.
+pub fn as_nobody() -> (
+    impl Fn() -> Command,
+    support::Fixture,
+    PathBuf,
+    tempfile::TempDir,
+) {
     let others = support::build_fixture_for_others(&[]);
     let base = tempfile::Builder::new()
         .prefix("ccm-unprivileged-")
@@ -137,14 +148,15 @@ fn sandboxed_children_hold_no_capabilities_and_no_new_privileges() {
     let home = base.path().join("home");
     std::fs::create_dir(&home).unwrap();
     open(&home, 0o777);
-    let nobody = || {
+    let dir = base.path().to_path_buf();
+    let nobody = move || {
         let mut c = Command::new("setpriv");
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
             .arg(&ccm)
-            .current_dir(base.path());
+            .current_dir(&dir);
         c
     };
-    check(nobody, &others.conda, &others.prefix, &home, "nobody");
+    (nobody, others, home, base)
 }
 
 /// A real conda as the tests' user (root in CI): its `conda run` (activation, a shell

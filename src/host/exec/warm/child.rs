@@ -115,6 +115,10 @@ pub(super) async fn start(
             if plan.scope().is_some() {
                 kinds.push("landlock");
             }
+            #[cfg(target_os = "linux")]
+            if plan.seccomp().is_some() {
+                kinds.push("seccomp");
+            }
             kinds.join(",")
         }
     };
@@ -145,6 +149,10 @@ pub(super) async fn start(
     #[cfg(target_os = "linux")]
     if let Some(scope) = spec.sandbox.as_ref().and_then(|plan| plan.scope()) {
         fds.push(scope.as_raw_fd());
+    }
+    #[cfg(target_os = "linux")]
+    if let Some(filter) = spec.sandbox.as_ref().and_then(|plan| plan.seccomp()) {
+        fds.push(filter.as_raw_fd());
     }
     fds.extend_from_slice(prepared.join_fds());
     let zygote = slot.as_mut().ok_or(Unfit::Starting)?;

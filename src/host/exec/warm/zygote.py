@@ -8,10 +8,10 @@
 # Requests (ccm -> zygote), each a 4-byte big-endian length and a payload of
 # NUL-separated fields, the call's file descriptors attached to the first byte:
 #   run, cwd, ns ("none", or the comma-separated kinds of the sandbox's descriptors in
-#   their order: [user,]mnt,ipc[,landlock]), memory limit (or ""), file-size limit (or
+#   their order: [user,]mnt,ipc[,landlock][,seccomp]), memory limit (or ""), file-size limit (or
 #   ""), argument count, arguments..., environment entries (NAME=VALUE)...
 #   descriptors: stdin, stdout, stderr, the sandbox's (user, mount and IPC namespaces,
-#   the Landlock ruleset), cgroup.procs...
+#   the Landlock ruleset, the memfd of the seccomp program), cgroup.procs...
 # Answers (zygote -> ccm), one line each: "ready PRELOADED REFUSED", "pid N", "stale"
 # (a module file changed since import: replace the zygote), "exit CODE" / "signal N",
 # "error WORDS". After "exit"/"signal" the zygote waits for "reap" (the child stays a
@@ -168,6 +168,8 @@ SYS_LANDLOCK_RESTRICT_SELF = 446  # the same number on every architecture
 PR_CAPBSET_DROP = 24
 PR_SET_SECUREBITS = 28
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 EINVAL = 22
@@ -237,6 +239,29 @@ def enter_sandbox(held):
         if LIBC.syscall(ctypes.c_long(SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_int(held["landlock"]),
                         ctypes.c_uint(0)) != 0:
             fail("landlock")
+    if "seccomp" in held:
+        install_filter(held["seccomp"])
+
+
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def install_filter(fd):
+    """Last, as a cold child's hook: the unix-socket filter (sandbox/seccomp.rs), whose
+    program ccm built and sealed in the memfd `fd` (8 bytes per instruction)."""
+    program = os.pread(fd, 65536, 0)
+    if not program or len(program) % 8:
+        fail("seccomp program")
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = SockFprog(len(program) // 8, ctypes.addressof(buffer))
+    if prctl_pointer(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog)) != 0:
+        fail("seccomp")
+
+
+def prctl_pointer(option, argument, pointer):
+    return LIBC.prctl(ctypes.c_int(option), ctypes.c_ulong(argument), ctypes.c_void_p(pointer),
+                      ctypes.c_ulong(0), ctypes.c_ulong(0))
 
 
 def set_limit(resource_id, value):
