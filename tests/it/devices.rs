@@ -1,5 +1,5 @@
 //! A sandboxed child reaches nothing outside its call through device nodes or unix
-//! sockets: the host's device nodes are absent (`/dev/loop-control`, `/dev/kmsg`
+//! sockets: the host's device nodes are absent, a device node elsewhere does not open (`/dev/loop-control`, `/dev/kmsg`
 //! cannot be opened), a unix socket the test's own listener serves, by path and by
 //! abstract name, cannot be connected to (the listener sees nothing), a datagram
 //! socket pair and io_uring are refused; `/dev/null`, `/dev/urandom` and a connected
@@ -26,6 +26,9 @@ struct Listeners {
     name: String,
     by_path: UnixListener,
     abstract_: UnixListener,
+    /// A copy of the host's `/dev/kmsg` node outside `/dev` (made when root; else a
+    /// path that does not exist).
+    node: PathBuf,
 }
 
 impl Listeners {
@@ -46,12 +49,21 @@ impl Listeners {
         let name = format!("ccm-test-{}-{nanos}", std::process::id());
         let address = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
         let abstract_ = UnixListener::bind_addr(&address).unwrap();
+        let node = dir.path().join("kmsg");
+        if support::is_root() {
+            let c = std::ffi::CString::new(node.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: a valid path; a character device 1:11 (kmsg), mode 0666.
+            let rc =
+                unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 11)) };
+            assert_eq!(rc, 0, "mknod: {}", std::io::Error::last_os_error());
+        }
         by_path.set_nonblocking(true).unwrap();
         abstract_.set_nonblocking(true).unwrap();
         Listeners {
             _dir: dir,
             path,
             name,
+            node,
             by_path,
             abstract_,
         }
@@ -99,6 +111,7 @@ fn probe(s: &mut Session, prefix: &Path, listeners: &Listeners) -> Value {
         source,
         listeners.path.display().to_string(),
         listeners.name.clone(),
+        listeners.node.display().to_string(),
     ];
     let result = s.call(
         "conda_run",
@@ -127,6 +140,13 @@ fn check(launch: impl Fn() -> Command, conda: &Path, prefix: &Path, home: &Path,
             for key in ["loop_control", "kmsg"] {
                 assert_eq!(out[key], "ENOENT", "{what}: {key} {out}");
             }
+            // `nodev` on every mount of the child's tree.
+            let elsewhere = if support::is_root() {
+                "EACCES"
+            } else {
+                "ENOENT"
+            };
+            assert_eq!(out["node_elsewhere"], elsewhere, "{what}: {out}");
             for key in ["unix_path", "unix_abstract", "dgram_pair", "io_uring"] {
                 assert_eq!(out[key], "EACCES", "{what}: {key} {out}");
             }
