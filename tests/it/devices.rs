@@ -3,7 +3,8 @@
 //! cannot be opened), a unix socket the test's own listener serves, by path and by
 //! abstract name, cannot be connected to (the listener sees nothing), a datagram
 //! socket pair and io_uring are refused; `/dev/null`, `/dev/urandom` and a connected
-//! stream pair keep working. A sandboxed `conda run` of `tests/fixtures/devices.py`, as
+//! stream pair keep working; the controlling terminal of a server started from one does
+//! not open (`/dev/tty`). A sandboxed `conda run` of `tests/fixtures/devices.py`, as
 //! root and as `nobody`, cold and `--warm`, with the kernel's Landlock scope and without
 //! it (a debug-build switch), on the fixture and on a real conda.
 
@@ -80,7 +81,58 @@ impl Listeners {
     }
 }
 
-fn server(mut launch: Command, conda: &Path, home: &Path, warm: bool, scoped: bool) -> Session {
+/// `launch`, started in a session of its own whose controlling terminal is a new
+/// pseudo-terminal (as a server a person starts from a terminal); the terminal's main
+/// side is returned, held open for the session's life.
+fn with_a_terminal(launch: Command) -> (Command, std::fs::File) {
+    const WRAP: &str = "import fcntl, os, sys, termios\n\
+        os.setsid()\n\
+        fd = os.open(sys.argv[1], os.O_RDWR)\n\
+        fcntl.ioctl(fd, termios.TIOCSCTTY, 0)\n\
+        os.close(fd)\n\
+        os.execvp(sys.argv[2], sys.argv[2:])\n";
+    let (mut main, mut secondary) = (0, 0);
+    // SAFETY: two out-pointers; no name, termios or size.
+    let rc = unsafe {
+        libc::openpty(
+            &mut main,
+            &mut secondary,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty");
+    // SAFETY: descriptors openpty just made, owned here.
+    let main = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(main) };
+    let secondary = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(secondary) };
+    let name = std::fs::read_link(format!("/proc/self/fd/{}", {
+        use std::os::fd::AsRawFd;
+        secondary.as_raw_fd()
+    }))
+    .unwrap();
+    let mut wrapped = Command::new(support::python());
+    wrapped
+        .args(["-c", WRAP])
+        .arg(name)
+        .arg(launch.get_program())
+        .args(launch.get_args());
+    if let Some(dir) = launch.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    for (key, value) in launch.get_envs() {
+        match value {
+            Some(value) => wrapped.env(key, value),
+            None => wrapped.env_remove(key),
+        };
+    }
+    drop(secondary);
+    (wrapped, main)
+}
+
+fn server(launch: Command, conda: &Path, home: &Path, warm: bool, scoped: bool) -> Session {
+    let (mut launch, terminal) = with_a_terminal(launch);
+    TERMINALS.lock().unwrap().push(terminal);
     launch
         .arg("--conda-exe")
         .arg(conda)
@@ -100,6 +152,9 @@ fn server(mut launch: Command, conda: &Path, home: &Path, warm: bool, scoped: bo
     }
     s
 }
+
+/// The servers' terminals, kept open until the test ends.
+static TERMINALS: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
 
 /// One sandboxed run of the probe; its outcomes.
 fn probe(s: &mut Session, prefix: &Path, listeners: &Listeners) -> Value {
@@ -140,6 +195,8 @@ fn check(launch: impl Fn() -> Command, conda: &Path, prefix: &Path, home: &Path,
             for key in ["loop_control", "kmsg"] {
                 assert_eq!(out[key], "ENOENT", "{what}: {key} {out}");
             }
+            // The server's controlling terminal is not the child's.
+            assert_eq!(out["tty"], "ENXIO", "{what}: {out}");
             // `nodev` on every mount of the child's tree.
             let elsewhere = if support::is_root() {
                 "EACCES"

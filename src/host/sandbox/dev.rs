@@ -14,7 +14,9 @@
 //! - `urandom`, `random`: `os.urandom`'s and OpenSSL's fallbacks when `getrandom` is
 //!   unavailable (conda-package-streaming reads `/dev/urandom`, `create.py` L54);
 //! - `zero`, `full`: the usual companions (`dd`, `mmap` of `/dev/zero` in old allocators);
-//! - `tty`: the controlling terminal (`getpass`, the pseudo-terminal of progress runs);
+//! - `tty`: kept so that a program asking for a terminal is told it has none: the child
+//!   gives up the server's controlling terminal ([`detach_terminal`]), so it opens with
+//!   `ENXIO` (`getpass` then falls back to standard input);
 //! - `pts` (a new devpts instance, private to the call) and `ptmx` → `pts/ptmx`: Python's
 //!   `pty.openpty`, a program that wants a terminal of its own; not the host's terminals;
 //! - `shm`: where the call's tmpfs goes (POSIX shared memory, multiprocessing's semaphores);
@@ -119,4 +121,20 @@ pub(super) fn build(clones: Clones) -> std::io::Result<()> {
         super::enter::MOUNT_ATTR_RDONLY,
         0,
     )
+}
+
+/// Give up the controlling terminal the child inherited (a server started from a
+/// terminal, whose children keep its session): afterwards `/dev/tty` opens nothing
+/// (`ENXIO`), so a sandboxed program can neither write the person's terminal nor push
+/// input into it (`TIOCSTI`). Not a session leader, the child detaches itself alone.
+/// Only system calls.
+#[cfg(target_os = "linux")]
+pub(super) fn detach_terminal() {
+    use rustix::fs::{Mode, OFlags, open};
+    use std::os::fd::AsRawFd;
+    let flags = OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC;
+    if let Ok(fd) = open(c"/dev/tty", flags, Mode::empty()) {
+        // SAFETY: an ioctl without argument on a descriptor this function owns.
+        unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCNOTTY) };
+    }
 }

@@ -167,6 +167,7 @@ fn enter(plan: &Prepared) -> std::io::Result<()> {
         _ => {}
     }
     drop(proc);
+    super::dev::detach_terminal();
     drop_privileges()?;
     if let Some(scope) = &plan.scope {
         use std::os::fd::AsFd;

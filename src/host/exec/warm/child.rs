@@ -92,20 +92,9 @@ fn fields(spec: &Spec, marker: &str, ns: &str) -> Result<Vec<Vec<u8>>, Unfit> {
     Ok(fields)
 }
 
-/// Ask the zygote in `slot` to fork `spec`'s run.
-pub(super) async fn start(
-    mut slot: OwnedMutexGuard<Option<Zygote>>,
-    spec: &Spec,
-    marker: &str,
-    prepared: &limits::Prepared,
-) -> Result<WarmChild, Unfit> {
-    #[cfg(target_os = "linux")]
-    let namespaces = match &spec.sandbox {
-        Some(plan) => Some(super::holder::build(plan).map_err(|_| Unfit::Sandbox)?),
-        None => None,
-    };
-    // The kinds of the descriptors that follow stdio, in order (see `zygote.py`).
-    let ns = match &spec.sandbox {
+/// The kinds of the descriptors that follow stdio, in order (see `zygote.py`).
+fn kinds(spec: &Spec) -> String {
+    match &spec.sandbox {
         None => "none".to_owned(),
         Some(plan) => {
             let mut kinds = vec!["mnt", "ipc"];
@@ -121,7 +110,22 @@ pub(super) async fn start(
             }
             kinds.join(",")
         }
+    }
+}
+
+/// Ask the zygote in `slot` to fork `spec`'s run.
+pub(super) async fn start(
+    mut slot: OwnedMutexGuard<Option<Zygote>>,
+    spec: &Spec,
+    marker: &str,
+    prepared: &limits::Prepared,
+) -> Result<WarmChild, Unfit> {
+    #[cfg(target_os = "linux")]
+    let namespaces = match &spec.sandbox {
+        Some(plan) => Some(super::holder::build(plan).map_err(|_| Unfit::Sandbox)?),
+        None => None,
     };
+    let ns = kinds(spec);
     let fields = fields(spec, marker, &ns)?;
     let (stdin_child, stdin_ours) = match spec.stdin {
         Some(_) => {

@@ -222,6 +222,23 @@ def drop_privileges():
         fail("no_new_privs")
 
 
+def detach_terminal():
+    """Give up the server's controlling terminal, as a cold child does (detach_terminal
+    in sandbox/dev.rs): /dev/tty then opens nothing."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return
+    import fcntl
+    import termios
+
+    try:
+        fcntl.ioctl(fd, termios.TIOCNOTTY)
+    except OSError:
+        pass
+    os.close(fd)
+
+
 def enter_sandbox(held):
     """Join the call's sandbox (built by a holder process): its user namespace, then the
     mount and IPC namespaces owned by it; give up what a cold child gives up before exec,
@@ -234,6 +251,7 @@ def enter_sandbox(held):
         fail("setns (mount)")
     if LIBC.setns(held["ipc"], CLONE_NEWIPC) != 0:
         fail("setns (ipc)")
+    detach_terminal()
     drop_privileges()
     if "landlock" in held:
         if LIBC.syscall(ctypes.c_long(SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_int(held["landlock"]),
