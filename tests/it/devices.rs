@@ -91,26 +91,14 @@ fn with_a_terminal(launch: Command) -> (Command, std::fs::File) {
         fcntl.ioctl(fd, termios.TIOCSCTTY, 0)\n\
         os.close(fd)\n\
         os.execvp(sys.argv[2], sys.argv[2:])\n";
-    let (mut main, mut secondary) = (0, 0);
-    // SAFETY: two out-pointers; no name, termios or size.
-    let rc = unsafe {
-        libc::openpty(
-            &mut main,
-            &mut secondary,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(rc, 0, "openpty");
-    // SAFETY: descriptors openpty just made, owned here.
-    let main = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(main) };
-    let secondary = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(secondary) };
-    let name = std::fs::read_link(format!("/proc/self/fd/{}", {
-        use std::os::fd::AsRawFd;
-        secondary.as_raw_fd()
-    }))
-    .unwrap();
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    // Close-on-exec: the tests' other servers, started meanwhile, must not inherit it.
+    let main = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC).unwrap();
+    grantpt(&main).unwrap();
+    unlockpt(&main).unwrap();
+    let name: std::ffi::OsString =
+        std::os::unix::ffi::OsStringExt::from_vec(ptsname(&main, Vec::new()).unwrap().into_bytes());
+    let main = std::fs::File::from(main);
     let mut wrapped = Command::new(support::python());
     wrapped
         .args(["-c", WRAP])
@@ -126,7 +114,6 @@ fn with_a_terminal(launch: Command) -> (Command, std::fs::File) {
             None => wrapped.env_remove(key),
         };
     }
-    drop(secondary);
     (wrapped, main)
 }
 
