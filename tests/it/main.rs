@@ -25,6 +25,8 @@ mod codegen;
 mod compact;
 /// `--confirm-writes`: the Python SDK answers the elicitation.
 mod confirm;
+/// Sandboxed children reach no host device node and no unix socket outside their call.
+mod devices;
 /// Live discovery against the fixture conda (and a real conda with CCM_TEST_CONDA).
 mod discovery;
 /// Agent fit: descriptions that earn their bytes, one form per option (pure).

@@ -278,7 +278,8 @@ fn pairs_once(
     assert_eq!(
         servers[0].session.capabilities()["sandbox"]["isolation"],
         json!({"user_namespace": "per_call", "ipc_namespace": "per_call",
-               "signals": scope, "abstract_unix_sockets": unix}),
+               "signals": scope, "abstract_unix_sockets": unix,
+               "unix_sockets": "refused", "devices": "minimal"}),
         "{who}"
     );
 }

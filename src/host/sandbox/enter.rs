@@ -14,7 +14,14 @@ pub fn install(command: &mut tokio::process::Command, plan: &Plan) {
     // SAFETY: the hook only makes system calls (no allocation, no locks) on data prepared
     // before the fork, as required between fork and exec.
     unsafe {
-        command.pre_exec(move || enter(&prepared));
+        command.pre_exec(move || {
+            enter(&prepared)?;
+            // Last: the unix-socket filter (`seccomp.rs`).
+            match &prepared.seccomp {
+                Some(filter) => filter.install(),
+                None => Ok(()),
+            }
+        });
     }
 }
 
@@ -29,7 +36,9 @@ pub fn enter_forked(plan: &Plan) -> std::io::Result<()> {
 }
 
 #[cfg(target_os = "linux")]
-const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub(super) const MOUNT_ATTR_RDONLY: u64 = 0x1;
+#[cfg(target_os = "linux")]
+const MOUNT_ATTR_NODEV: u64 = 0x4;
 
 #[cfg(target_os = "linux")]
 #[repr(C)]
@@ -42,7 +51,7 @@ struct MountAttr {
 
 /// `mount_setattr(dirfd, path, flags, {set, clear})`.
 #[cfg(target_os = "linux")]
-fn mount_setattr(
+pub(super) fn mount_setattr(
     dirfd: libc::c_int,
     path: &std::ffi::CStr,
     flags: libc::c_int,
@@ -93,7 +102,7 @@ fn write_file(
 /// In the child, between fork and exec: build the sandbox. Only system calls.
 ///
 /// Not root: a user namespace (with mount and IPC namespaces) first, then the mounts
-/// inside it. Root: a mount namespace, the mounts (made as root), then the call's user
+/// inside it. Every mount read-only and `nodev`, `/dev` the call's own (`dev.rs`). Root: a mount namespace, the mounts (made as root), then the call's user
 /// namespace with a new mount namespace (copies of the mounts, locked: nothing in the
 /// user namespace can remount or unmount them) and an IPC namespace. Either way every
 /// sandboxed child is alone in a user namespace of its own: another call's child, in a
@@ -122,13 +131,16 @@ fn enter(plan: &Prepared) -> std::io::Result<()> {
         c"/",
         MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
     )?;
+    // The host's few device nodes the call keeps, cloned before `/` goes `nodev`.
+    let nodes = super::dev::clone_nodes();
     mount_setattr(
         libc::AT_FDCWD,
         c"/",
         libc::AT_RECURSIVE,
-        MOUNT_ATTR_RDONLY,
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV,
         0,
     )?;
+    super::dev::build(nodes)?;
     let private = MountFlags::NOSUID | MountFlags::NODEV;
     mount(
         c"tmpfs",
@@ -155,6 +167,7 @@ fn enter(plan: &Prepared) -> std::io::Result<()> {
         _ => {}
     }
     drop(proc);
+    super::dev::detach_terminal();
     drop_privileges()?;
     if let Some(scope) = &plan.scope {
         use std::os::fd::AsFd;

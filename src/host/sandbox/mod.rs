@@ -56,10 +56,12 @@ use serde_json::{Value, json};
 use crate::tools::policy::Classification;
 
 mod areas;
+mod dev;
 mod enter;
 mod plan;
 mod probe;
 mod scope;
+mod seccomp;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
 
@@ -112,6 +114,9 @@ struct Facts {
     /// The Landlock ruleset that scopes a call's signals and abstract unix sockets to the
     /// call (`None`: the kernel has no Landlock scoping, ABI < 6).
     scope: Option<Arc<OwnedFd>>,
+    /// The unix-socket filter every child installs last (`None`: it could not be built).
+    #[cfg(target_os = "linux")]
+    seccomp: Option<Arc<seccomp::Filter>>,
     home: Option<PathBuf>,
     /// Extra package cache directories (`CONDA_PKGS_DIRS`).
     pkgs_dirs: Vec<PathBuf>,
@@ -192,6 +197,9 @@ struct Prepared {
     mounts_first: bool,
     /// The Landlock ruleset each child restricts itself with (a domain of its own).
     scope: Option<Arc<OwnedFd>>,
+    /// The unix-socket filter, installed last.
+    #[cfg(target_os = "linux")]
+    seccomp: Option<Arc<seccomp::Filter>>,
     base: CString,
     /// tmpfs options of the base.
     base_options: CString,
@@ -239,6 +247,12 @@ impl Plan {
     /// The Landlock ruleset a child restricts itself with, when signals are scoped.
     pub fn scope(&self) -> Option<BorrowedFd<'_>> {
         self.0.scope.as_deref().map(AsFd::as_fd)
+    }
+
+    /// The memfd holding the unix-socket filter a warm child installs last.
+    #[cfg(target_os = "linux")]
+    pub fn seccomp(&self) -> Option<BorrowedFd<'_>> {
+        self.0.seccomp.as_deref().map(seccomp::Filter::memfd)
     }
 }
 
@@ -320,11 +334,17 @@ impl Sandbox {
         } else {
             "by_uid"
         };
+        #[cfg(target_os = "linux")]
+        let filtered = facts.seccomp.is_some();
+        #[cfg(not(target_os = "linux"))]
+        let filtered = false;
         let mut isolation = json!({
             "user_namespace": if facts.shared_user_namespace.is_some() { "shared" } else { "per_call" },
             "ipc_namespace": "per_call",
             "signals": scoped,
             "abstract_unix_sockets": if facts.scope.is_some() { "scoped" } else { "shared" },
+            "unix_sockets": if filtered { "refused" } else { "open" },
+            "devices": "minimal",
         });
         if let Some(reason) = &facts.shared_user_namespace {
             isolation["user_namespace_refused"] = json!(reason);

@@ -42,6 +42,7 @@ impl Sandbox {
             maps,
             mounts_first: uid == 0,
             scope: facts.scope.clone(),
+            seccomp: facts.seccomp.clone(),
             base: cstring(&base)?,
             base_options: base_options.to_owned(),
             mkdirs,

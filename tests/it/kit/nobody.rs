@@ -35,10 +35,19 @@ impl Nobody {
     /// The command that starts the copied `ccm` as `nobody` (uid and gid 65534, no
     /// supplementary groups), in the base directory.
     pub fn command(&self) -> Command {
-        let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(&self.ccm)
-            .current_dir(self.base.path());
-        c
+        (self.launcher())()
+    }
+
+    /// [`Nobody::command`] as a launcher that outlives this borrow (the directory must
+    /// still exist when it is called).
+    pub fn launcher(&self) -> impl Fn() -> Command + use<> {
+        let (ccm, dir) = (self.ccm.clone(), self.base.path().to_path_buf());
+        move || {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .arg(&ccm)
+                .current_dir(&dir);
+            c
+        }
     }
 }

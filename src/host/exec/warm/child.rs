@@ -92,6 +92,27 @@ fn fields(spec: &Spec, marker: &str, ns: &str) -> Result<Vec<Vec<u8>>, Unfit> {
     Ok(fields)
 }
 
+/// The kinds of the descriptors that follow stdio, in order (see `zygote.py`).
+fn kinds(spec: &Spec) -> String {
+    match &spec.sandbox {
+        None => "none".to_owned(),
+        Some(plan) => {
+            let mut kinds = vec!["mnt", "ipc"];
+            if plan.user_namespace() {
+                kinds.insert(0, "user");
+            }
+            if plan.scope().is_some() {
+                kinds.push("landlock");
+            }
+            #[cfg(target_os = "linux")]
+            if plan.seccomp().is_some() {
+                kinds.push("seccomp");
+            }
+            kinds.join(",")
+        }
+    }
+}
+
 /// Ask the zygote in `slot` to fork `spec`'s run.
 pub(super) async fn start(
     mut slot: OwnedMutexGuard<Option<Zygote>>,
@@ -104,20 +125,7 @@ pub(super) async fn start(
         Some(plan) => Some(super::holder::build(plan).map_err(|_| Unfit::Sandbox)?),
         None => None,
     };
-    // The kinds of the descriptors that follow stdio, in order (see `zygote.py`).
-    let ns = match &spec.sandbox {
-        None => "none".to_owned(),
-        Some(plan) => {
-            let mut kinds = vec!["mnt", "ipc"];
-            if plan.user_namespace() {
-                kinds.insert(0, "user");
-            }
-            if plan.scope().is_some() {
-                kinds.push("landlock");
-            }
-            kinds.join(",")
-        }
-    };
+    let ns = kinds(spec);
     let fields = fields(spec, marker, &ns)?;
     let (stdin_child, stdin_ours) = match spec.stdin {
         Some(_) => {
@@ -145,6 +153,10 @@ pub(super) async fn start(
     #[cfg(target_os = "linux")]
     if let Some(scope) = spec.sandbox.as_ref().and_then(|plan| plan.scope()) {
         fds.push(scope.as_raw_fd());
+    }
+    #[cfg(target_os = "linux")]
+    if let Some(filter) = spec.sandbox.as_ref().and_then(|plan| plan.seccomp()) {
+        fds.push(filter.as_raw_fd());
     }
     fds.extend_from_slice(prepared.join_fds());
     let zygote = slot.as_mut().ok_or(Unfit::Starting)?;

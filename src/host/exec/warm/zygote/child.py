@@ -13,8 +13,8 @@ class Request:
     """A "run" request: its fields (after "run": cwd, ns, memory limit, file-size limit,
     argument count, arguments, environment entries) and descriptors (stdin, stdout, stderr,
     the sandbox's descriptors of the kinds ns lists in their order -- "none", or
-    [user,]mnt,ipc[,landlock] -- then cgroup.procs files). Raises on a request with too few
-    fields or descriptors."""
+    [user,]mnt,ipc[,landlock][,seccomp] -- then cgroup.procs files). Raises on a request
+    with too few fields or descriptors."""
 
     def __init__(self, fields, fds):
         self.cwd, ns, self.memory, self.file_size, argc = fields[1:6]

@@ -15,6 +15,8 @@ SYS_LANDLOCK_RESTRICT_SELF = 446  # the same number on every architecture
 PR_CAPBSET_DROP = 24
 PR_SET_SECUREBITS = 28
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 EINVAL = 22
@@ -84,11 +86,57 @@ def enter_sandbox(held):
         fail("setns (mount)")
     if LIBC.setns(held["ipc"], CLONE_NEWIPC) != 0:
         fail("setns (ipc)")
+    detach_terminal()
     drop_privileges()
     if "landlock" in held:
         restrict = ctypes.c_long(SYS_LANDLOCK_RESTRICT_SELF)
         if LIBC.syscall(restrict, ctypes.c_int(held["landlock"]), ctypes.c_uint(0)) != 0:
             fail("landlock")
+    if "seccomp" in held:
+        install_filter(held["seccomp"])
+
+
+def detach_terminal():
+    """Give up the server's controlling terminal, as a cold child does (detach_terminal
+    in sandbox/dev.rs): /dev/tty then opens nothing."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return
+    import fcntl
+    import termios
+
+    try:
+        fcntl.ioctl(fd, termios.TIOCNOTTY)
+    except OSError:
+        pass
+    os.close(fd)
+
+
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def install_filter(fd):
+    """Last, as a cold child's hook: the unix-socket filter (sandbox/seccomp.rs), whose
+    program ccm built and sealed in the memfd `fd` (8 bytes per instruction)."""
+    program = os.pread(fd, 65536, 0)
+    if not program or len(program) % 8:
+        fail("seccomp program")
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = SockFprog(len(program) // 8, ctypes.addressof(buffer))
+    if prctl_pointer(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog)) != 0:
+        fail("seccomp")
+
+
+def prctl_pointer(option, argument, pointer):
+    return LIBC.prctl(
+        ctypes.c_int(option),
+        ctypes.c_ulong(argument),
+        ctypes.c_void_p(pointer),
+        ctypes.c_ulong(0),
+        ctypes.c_ulong(0),
+    )
 
 
 def set_limit(resource_id, value):

@@ -14,10 +14,11 @@ as `__main__` (which `python -c` is).
 Requests (ccm -> zygote), each a 4-byte big-endian length and a payload of NUL-separated
 fields, the call's file descriptors attached to the first byte:
   run, cwd, ns ("none", or the comma-separated kinds of the sandbox's descriptors in
-  their order: [user,]mnt,ipc[,landlock]), memory limit (or ""), file-size limit (or ""),
+  their order: [user,]mnt,ipc[,landlock][,seccomp]), memory limit (or ""), file-size
+  limit (or ""),
   argument count, arguments..., environment entries (NAME=VALUE)...
   descriptors: stdin, stdout, stderr, the sandbox's (user, mount and IPC namespaces, the
-  Landlock ruleset), cgroup.procs...
+  Landlock ruleset, the memfd of the seccomp program), cgroup.procs...
 Answers (zygote -> ccm), one line each: "ready PRELOADED REFUSED", "pid N", "stale" (a
 module file changed since import: replace the zygote), "exit CODE" / "signal N", "error
 WORDS". After "exit"/"signal" the zygote waits for "reap" (the child stays a zombie until

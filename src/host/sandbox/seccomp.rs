@@ -1,0 +1,135 @@
+//! The call's seccomp filter, installed last before `exec` (and by a warm child after
+//! its Landlock domain): a sandboxed child cannot make a unix socket that could reach a
+//! process outside its call.
+//!
+//! `connect(2)` to a pathname socket needs no write permission on the mount, and the
+//! calls share the host's network namespace, so a child could otherwise ask any host
+//! service listening on a unix socket (the system D-Bus, systemd, docker, an X server,
+//! an ssh agent) to act for it outside every namespace. The filter makes
+//! `socket(AF_UNIX, …)` fail with `EACCES`, and `socketpair(AF_UNIX, SOCK_DGRAM, …)`
+//! too (a datagram socket of a pair can be connected again, or `sendto` any address);
+//! connected stream and seqpacket pairs stay allowed (multiprocessing's `Pipe`,
+//! asyncio's self-pipe). `io_uring_setup` fails with `EACCES` (io_uring creates sockets
+//! and connects them without the `socket`/`connect` system calls). Every other system
+//! call is allowed: the filter narrows nothing else.
+//!
+//! The program is built by seccompiler (rust-vmm's, used by Firecracker: pure Rust, no C
+//! library, and it builds the whole BPF program ahead, so installing it in the forked
+//! child is one system call on memory prepared before the fork). It checks the
+//! architecture first (another ABI, say i386's `int 0x80`, kills the process) and, on
+//! x86_64, refuses the same calls through their x32 numbers. The same bytes are put in a
+//! sealed memfd for the warm zygote, whose children install them with `prctl`.
+
+#[cfg(target_os = "linux")]
+use std::os::fd::OwnedFd;
+
+/// The program, and a sealed memfd holding its bytes (for the warm zygote).
+#[cfg(target_os = "linux")]
+#[derive(Debug)]
+pub(super) struct Filter {
+    program: seccompiler::BpfProgram,
+    memfd: OwnedFd,
+}
+
+/// The x32 ABI's system call numbers: x86_64's with this bit.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+const X32: i64 = 0x4000_0000;
+
+/// The program; `None` on an architecture seccompiler does not know.
+#[cfg(target_os = "linux")]
+fn program() -> Option<seccompiler::BpfProgram> {
+    use seccompiler::{
+        SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition as Cond,
+        SeccompFilter, SeccompRule,
+    };
+    let arch = std::env::consts::ARCH.try_into().ok()?;
+    let unix = |extra: Option<Cond>| {
+        let mut conds = vec![Cond::new(0, Len::Dword, Op::Eq, libc::AF_UNIX as u64).ok()?];
+        conds.extend(extra);
+        SeccompRule::new(conds).ok()
+    };
+    // socketpair's type without SOCK_NONBLOCK / SOCK_CLOEXEC (the low four bits).
+    let dgram = Cond::new(1, Len::Dword, Op::MaskedEq(0xf), libc::SOCK_DGRAM as u64).ok()?;
+    let mut rules = std::collections::BTreeMap::new();
+    let calls = [
+        (libc::SYS_socket, vec![unix(None)?]),
+        (libc::SYS_socketpair, vec![unix(Some(dgram))?]),
+        // No condition: every call.
+        (libc::SYS_io_uring_setup, vec![]),
+    ];
+    for (nr, rule) in calls {
+        #[cfg(target_arch = "x86_64")]
+        rules.insert(nr | X32, rule.clone());
+        rules.insert(nr, rule);
+    }
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EACCES as u32),
+        arch,
+    )
+    .ok()?;
+    filter.try_into().ok()
+}
+
+#[cfg(target_os = "linux")]
+impl Filter {
+    /// Build the program and its memfd (at startup); `None` when either fails.
+    pub(super) fn new() -> Option<Filter> {
+        use rustix::fs::{MemfdFlags, SealFlags, fcntl_add_seals, memfd_create};
+        let program = program()?;
+        let memfd = memfd_create(
+            c"ccm-seccomp",
+            MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+        )
+        .ok()?;
+        let bytes = Self::bytes(&program);
+        if rustix::io::write(&memfd, &bytes).ok()? != bytes.len() {
+            return None;
+        }
+        let seals = SealFlags::SEAL | SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE;
+        fcntl_add_seals(&memfd, seals).ok()?;
+        Some(Filter { program, memfd })
+    }
+
+    /// `struct sock_filter` after `struct sock_filter`, in the machine's byte order.
+    fn bytes(program: &seccompiler::BpfProgram) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(program.len() * 8);
+        for op in program {
+            bytes.extend_from_slice(&op.code.to_ne_bytes());
+            bytes.push(op.jt);
+            bytes.push(op.jf);
+            bytes.extend_from_slice(&op.k.to_ne_bytes());
+        }
+        bytes
+    }
+
+    /// The memfd a warm child reads the program from (at offset 0).
+    pub(super) fn memfd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.memfd.as_fd()
+    }
+
+    /// Install the filter in the calling thread. Needs `no_new_privs`. Only a system
+    /// call on memory prepared before the fork (async-signal-safe).
+    pub(super) fn install(&self) -> std::io::Result<()> {
+        let prog = libc::sock_fprog {
+            len: self.program.len() as u16,
+            filter: self.program.as_ptr() as *mut libc::sock_filter,
+        };
+        // SAFETY: `prog` points at the program, valid for the call (the kernel copies it).
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0u32,
+                &prog as *const libc::sock_fprog,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! A sandboxed child reaches nothing outside its call through device nodes or unix
+//! sockets: the host's device nodes are absent, a device node elsewhere does not open (`/dev/loop-control`, `/dev/kmsg`
+//! cannot be opened), a unix socket the test's own listener serves, by path and by
+//! abstract name, cannot be connected to (the listener sees nothing), a datagram
+//! socket pair and io_uring are refused; `/dev/null`, `/dev/urandom` and a connected
+//! stream pair keep working; the controlling terminal of a server started from one does
+//! not open (`/dev/tty`). A sandboxed `conda run` of `tests/fixtures/devices.py`, as
+//! root and as `nobody`, cold and `--warm`, with the kernel's Landlock scope and without
+//! it (a debug-build switch), on the fixture and on a real conda.
+
+use std::io::ErrorKind;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{SocketAddr, UnixListener};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::mcp::{Session, structured};
+use crate::support;
+
+/// The test's own listeners, outside the sandbox: one by path, one by abstract name.
+struct Listeners {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    name: String,
+    by_path: UnixListener,
+    abstract_: UnixListener,
+    /// A copy of the host's `/dev/kmsg` node outside `/dev` (made when root; else a
+    /// path that does not exist).
+    node: PathBuf,
+}
+
+impl Listeners {
+    fn new() -> Listeners {
+        let dir = tempfile::Builder::new()
+            .prefix("ccm-sock-")
+            .tempdir()
+            .unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = dir.path().join("daemon.sock");
+        let by_path = UnixListener::bind(&path).unwrap();
+        // Anyone may connect: what refuses must be the sandbox, not the permission bits.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let nanos = std::time::SystemTime::UNIX_EPOCH
+            .elapsed()
+            .unwrap()
+            .as_nanos();
+        let name = format!("ccm-test-{}-{nanos}", std::process::id());
+        let address = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+        let abstract_ = UnixListener::bind_addr(&address).unwrap();
+        let node = dir.path().join("kmsg");
+        if support::is_root() {
+            let c = std::ffi::CString::new(node.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: a valid path; a character device 1:11 (kmsg), mode 0666.
+            let rc =
+                unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 11)) };
+            assert_eq!(rc, 0, "mknod: {}", std::io::Error::last_os_error());
+        }
+        by_path.set_nonblocking(true).unwrap();
+        abstract_.set_nonblocking(true).unwrap();
+        Listeners {
+            _dir: dir,
+            path,
+            name,
+            node,
+            by_path,
+            abstract_,
+        }
+    }
+
+    /// Neither listener has seen a connection.
+    fn untouched(&self, what: &str) {
+        for (listener, which) in [(&self.by_path, "path"), (&self.abstract_, "abstract")] {
+            match listener.accept() {
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                other => panic!("{what}: the {which} listener was reached: {other:?}"),
+            }
+        }
+    }
+}
+
+/// `launch`, started in a session of its own whose controlling terminal is a new
+/// pseudo-terminal (as a server a person starts from a terminal); the terminal's main
+/// side is returned, held open for the session's life.
+fn with_a_terminal(launch: Command) -> (Command, std::fs::File) {
+    const WRAP: &str = "import fcntl, os, sys, termios\n\
+        os.setsid()\n\
+        fd = os.open(sys.argv[1], os.O_RDWR)\n\
+        fcntl.ioctl(fd, termios.TIOCSCTTY, 0)\n\
+        os.close(fd)\n\
+        os.execvp(sys.argv[2], sys.argv[2:])\n";
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    // Close-on-exec: the tests' other servers, started meanwhile, must not inherit it.
+    let main = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC).unwrap();
+    grantpt(&main).unwrap();
+    unlockpt(&main).unwrap();
+    let name: std::ffi::OsString =
+        std::os::unix::ffi::OsStringExt::from_vec(ptsname(&main, Vec::new()).unwrap().into_bytes());
+    let main = std::fs::File::from(main);
+    let mut wrapped = Command::new(support::python());
+    wrapped
+        .args(["-c", WRAP])
+        .arg(name)
+        .arg(launch.get_program())
+        .args(launch.get_args());
+    if let Some(dir) = launch.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    for (key, value) in launch.get_envs() {
+        match value {
+            Some(value) => wrapped.env(key, value),
+            None => wrapped.env_remove(key),
+        };
+    }
+    (wrapped, main)
+}
+
+fn server(launch: Command, conda: &Path, home: &Path, warm: bool, scoped: bool) -> Session {
+    let (mut launch, terminal) = with_a_terminal(launch);
+    TERMINALS.lock().unwrap().push(terminal);
+    launch
+        .arg("--conda-exe")
+        .arg(conda)
+        .arg("--allow-exec")
+        .args(if warm { &["--warm"][..] } else { &[][..] })
+        .env_remove("CONDA_EXE")
+        .env_remove("CCM_LOG")
+        .env("HOME", home);
+    if !scoped {
+        launch.env("CCM_TEST_NO_SIGNAL_SCOPE", "1");
+    }
+    let mut s = Session::spawn_initialized(launch);
+    let caps = s.capabilities();
+    assert_eq!(caps["sandbox"]["state"], "active", "{caps}");
+    if warm {
+        crate::warm::wait_ready(&mut s);
+    }
+    s
+}
+
+/// The servers' terminals, kept open until the test ends.
+static TERMINALS: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
+
+/// One sandboxed run of the probe; its outcomes.
+fn probe(s: &mut Session, prefix: &Path, listeners: &Listeners) -> Value {
+    let source =
+        std::fs::read_to_string(support::repo().join("tests/fixtures/devices.py")).unwrap();
+    let call = [
+        "python".to_owned(),
+        "-c".to_owned(),
+        source,
+        listeners.path.display().to_string(),
+        listeners.name.clone(),
+        listeners.node.display().to_string(),
+    ];
+    let result = s.call(
+        "conda_run",
+        json!({"prefix": prefix, "executable_call": call}),
+    );
+    assert_eq!(structured(&result)["exit_code"], 0, "{result}");
+    let stdout = structured(&result)["stdout"].as_str().unwrap().to_owned();
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or("");
+    serde_json::from_str(line).unwrap_or_else(|_| panic!("no outcome in {result}"))
+}
+
+/// Cold and warm, scoped and not: every reach refused, every need met.
+fn check(launch: impl Fn() -> Command, conda: &Path, prefix: &Path, home: &Path, who: &str) {
+    for warm in [false, true] {
+        for scoped in [true, false] {
+            let what = format!("{who}, warm {warm}, landlock scope {scoped}");
+            let listeners = Listeners::new();
+            let mut s = server(launch(), conda, home, warm, scoped);
+            let out = probe(&mut s, prefix, &listeners);
+            eprintln!("{what}: {out}");
+            listeners.untouched(&what);
+            for key in ["loop_control", "kmsg"] {
+                assert_eq!(out[key], "ENOENT", "{what}: {key} {out}");
+            }
+            // The server's controlling terminal is not the child's.
+            assert_eq!(out["tty"], "ENXIO", "{what}: {out}");
+            // `nodev` on every mount of the child's tree.
+            let elsewhere = if support::is_root() {
+                "EACCES"
+            } else {
+                "ENOENT"
+            };
+            assert_eq!(out["node_elsewhere"], elsewhere, "{what}: {out}");
+            for key in ["unix_path", "unix_abstract", "dgram_pair", "io_uring"] {
+                assert_eq!(out[key], "EACCES", "{what}: {key} {out}");
+            }
+            for key in ["null", "urandom", "stream_pair"] {
+                assert_eq!(out[key], "ok", "{what}: {key} {out}");
+            }
+            let expected = [
+                "fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout",
+                "tty", "urandom", "zero",
+            ];
+            assert_eq!(out["dev"], json!(expected), "{what}: /dev");
+            let isolation = s.capabilities()["sandbox"]["isolation"].clone();
+            assert_eq!(isolation["unix_sockets"], "refused", "{what}: {isolation}");
+            assert_eq!(isolation["devices"], "minimal", "{what}: {isolation}");
+            if warm {
+                assert_eq!(s.capabilities()["warm"]["warm_calls"], 1, "{what}");
+            }
+        }
+    }
+}
+
+#[test]
+fn sandboxed_children_reach_no_device_and_no_unix_socket() {
+    let fixture = support::fixture();
+    let home = tempfile::Builder::new()
+        .prefix("ccm-home-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    check(
+        support::ccm,
+        &fixture.conda,
+        &fixture.prefix,
+        home.path(),
+        "the tests' user",
+    );
+    if !support::is_root() {
+        return;
+    }
+    let (nobody, others, home, _base) = crate::privileges::as_nobody();
+    check(nobody, &others.conda, &others.prefix, &home, "nobody");
+}
+
+/// A real conda as the tests' user (root in CI): its `conda run` (activation, a shell
+/// wrapper) starts the probe.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_sandboxed_children_reach_no_device_and_no_unix_socket() {
+    let conda = support::real_conda();
+    let prefix = support::real_discovery()
+        .prefix
+        .clone()
+        .expect("the target's prefix");
+    let home = tempfile::Builder::new()
+        .prefix("ccm-home-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    check(
+        support::ccm,
+        &conda,
+        &prefix,
+        home.path(),
+        "the tests' user",
+    );
+}
