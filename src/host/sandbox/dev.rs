@@ -68,11 +68,11 @@ pub(super) fn clone_nodes() -> Clones {
     for (slot, node) in clones.iter_mut().zip(NODES) {
         *slot = open_tree(CWD, node, flags).ok().filter(|fd| {
             use std::os::fd::AsRawFd;
-            super::enter::mount_setattr(
+            super::mount::mount_setattr(
                 fd.as_raw_fd(),
                 c"",
                 libc::AT_EMPTY_PATH,
-                super::enter::MOUNT_ATTR_RDONLY,
+                super::mount::MOUNT_ATTR_RDONLY,
                 0,
             )
             .is_ok()
@@ -114,11 +114,11 @@ pub(super) fn build(clones: Clones) -> std::io::Result<()> {
     for (target, link) in LINKS {
         symlink(target, link)?;
     }
-    super::enter::mount_setattr(
+    super::mount::mount_setattr(
         libc::AT_FDCWD,
         c"/dev",
         0,
-        super::enter::MOUNT_ATTR_RDONLY,
+        super::mount::MOUNT_ATTR_RDONLY,
         0,
     )
 }

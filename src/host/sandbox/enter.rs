@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+#[cfg(target_os = "linux")]
+use super::mount::{MOUNT_ATTR_NODEV, MOUNT_ATTR_RDONLY, mount_setattr};
 use super::{MAX_KEEPS, Overlay, Plan, Prepared, TMPDIR, UnionMount};
 
 /// Put the child of `command` into the sandbox of `plan` (sets `TMPDIR`, and a
@@ -33,53 +35,6 @@ pub fn install(_command: &mut tokio::process::Command, _plan: &Plan) {}
 #[cfg(target_os = "linux")]
 pub fn enter_forked(plan: &Plan) -> std::io::Result<()> {
     enter(&plan.0)
-}
-
-#[cfg(target_os = "linux")]
-pub(super) const MOUNT_ATTR_RDONLY: u64 = 0x1;
-#[cfg(target_os = "linux")]
-const MOUNT_ATTR_NODEV: u64 = 0x4;
-
-#[cfg(target_os = "linux")]
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
-
-/// `mount_setattr(dirfd, path, flags, {set, clear})`.
-#[cfg(target_os = "linux")]
-pub(super) fn mount_setattr(
-    dirfd: libc::c_int,
-    path: &std::ffi::CStr,
-    flags: libc::c_int,
-    set: u64,
-    clear: u64,
-) -> std::io::Result<()> {
-    let attr = MountAttr {
-        attr_set: set,
-        attr_clr: clear,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    // SAFETY: the pointers are valid for the call; the size is the struct's.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            dirfd,
-            path.as_ptr(),
-            flags,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
 }
 
 /// Write a whole small file, `path` relative to `dir` (async-signal-safe).

@@ -58,6 +58,7 @@ use crate::tools::policy::Classification;
 mod areas;
 mod dev;
 mod enter;
+mod mount;
 mod plan;
 mod probe;
 mod scope;
