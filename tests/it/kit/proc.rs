@@ -117,7 +117,13 @@ fn the_proc_kit_reads_this_process() {
         .spawn()
         .unwrap();
     let pid = child.id() as i32;
-    assert!(survivors(&format!("sleep {seconds}")).contains(&pid));
+    // Until the child has exec'd `sleep`, its command line is still this binary's.
+    let needle = format!("sleep {seconds}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !survivors(&needle).contains(&pid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(survivors(&needle).contains(&pid));
     child.kill().unwrap();
     // Killed and not yet reaped: a zombie child of this process, and no survivor.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
