@@ -229,7 +229,7 @@ fn sandboxed_children_reach_no_device_and_no_unix_socket() {
     if !support::is_root() {
         return;
     }
-    let (nobody, others, home, _base) = crate::privileges::as_nobody();
+    let (nobody, others, home, _base) = crate::kit::nobody::as_nobody();
     check(nobody, &others.conda, &others.prefix, &home, "nobody");
 }
 

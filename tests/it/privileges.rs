@@ -6,7 +6,7 @@
 //! sandboxed): a root process that execs keeps or regains capabilities unless its
 //! bounding set is empty and root's special treatment is off.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::{Value, json};
@@ -121,21 +121,8 @@ fn sandboxed_children_hold_no_capabilities_and_no_new_privileges() {
     if !support::is_root() {
         return;
     }
-    let (nobody, others, home, _base) = as_nobody();
+    let (nobody, others, home, _base) = crate::kit::nobody::as_nobody();
     check(nobody, &others.conda, &others.prefix, &home, "nobody");
-}
-
-/// As `nobody` (the tests run as root): a launcher of a copy of the binary, a fixture on
-/// a system interpreter, a HOME it can reach, and the directory that holds them.
-pub fn as_nobody() -> (
-    impl Fn() -> Command,
-    support::Fixture,
-    PathBuf,
-    crate::kit::nobody::Nobody,
-) {
-    let others = support::build_fixture_for_others(&[]);
-    let nobody = crate::kit::nobody::Nobody::new();
-    (nobody.launcher(), others, nobody.home.clone(), nobody)
 }
 
 /// A real conda as the tests' user (root in CI): its `conda run` (activation, a shell

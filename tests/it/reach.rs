@@ -314,15 +314,8 @@ fn concurrent_sandboxed_calls_cannot_reach_each_other_or_the_server() {
     if !support::is_root() {
         return;
     }
-    let others = support::build_fixture_for_others(&[]);
-    let nobody = crate::kit::nobody::Nobody::new();
-    pairs(
-        || nobody.command(),
-        &others.conda,
-        &others.prefix,
-        &nobody.home,
-        "nobody",
-    );
+    let (nobody, others, home, _base) = crate::kit::nobody::as_nobody();
+    pairs(nobody, &others.conda, &others.prefix, &home, "nobody");
 }
 
 /// A real conda as the tests' user (root in CI): `conda run` starts the program through

@@ -1,10 +1,12 @@
 //! A server run as `nobody` (when the tests run as root): a copy of the binary in a
 //! directory that user can reach, a HOME it can write, and the command that starts the
-//! copy through `setpriv`.
+//! copy through `setpriv`; `as_nobody` adds a fixture conda that user can run.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use crate::support;
 
 /// Where an unprivileged server runs from (removed on drop).
 pub struct Nobody {
@@ -32,14 +34,9 @@ impl Nobody {
         Nobody { base, ccm, home }
     }
 
-    /// The command that starts the copied `ccm` as `nobody` (uid and gid 65534, no
-    /// supplementary groups), in the base directory.
-    pub fn command(&self) -> Command {
-        (self.launcher())()
-    }
-
-    /// [`Nobody::command`] as a launcher that outlives this borrow (the directory must
-    /// still exist when it is called).
+    /// A launcher of the copied `ccm` as `nobody` (uid and gid 65534, no supplementary
+    /// groups), in the base directory; it outlives this borrow (the directory must still
+    /// exist when it is called).
     pub fn launcher(&self) -> impl Fn() -> Command + use<> {
         let (ccm, dir) = (self.ccm.clone(), self.base.path().to_path_buf());
         move || {
@@ -50,4 +47,17 @@ impl Nobody {
             c
         }
     }
+}
+
+/// As `nobody` (the tests run as root): a launcher of a copy of the binary, a fixture on
+/// a system interpreter, a HOME it can reach, and the directory that holds them.
+pub fn as_nobody() -> (
+    impl Fn() -> Command + use<>,
+    support::Fixture,
+    PathBuf,
+    Nobody,
+) {
+    let others = support::build_fixture_for_others(&[]);
+    let nobody = Nobody::new();
+    (nobody.launcher(), others, nobody.home.clone(), nobody)
 }
