@@ -215,6 +215,10 @@ pub async fn run_watched(
     cancel: &CancellationToken,
     watch: Option<Watch>,
 ) -> std::io::Result<Outcome> {
+    // Counted before the shutdown check, so that [`shutdown`] (which cancels, then waits
+    // for the count to reach zero, then removes the cgroups) either sees this run or this
+    // run sees the shutdown; never a run that starts after the cgroups are gone.
+    let running = Running::enter();
     if shutdown_token().is_cancelled() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::Interrupted,
@@ -226,7 +230,6 @@ pub async fn run_watched(
     let linked = cancel.child_token();
     let stop_when_dropped = linked.clone().drop_guard();
     let spec = spec.clone();
-    let running = Running::enter();
     let task = tokio::spawn(async move {
         let _running = running;
         supervise::supervise(&spec, &linked, watch.as_ref()).await
