@@ -10,11 +10,11 @@ use rmcp::model::Resource;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use super::{Ready, Shared};
 use crate::config::Config;
 use crate::host::confine::Confinement;
 use crate::host::discovery::Discovery;
 use crate::host::exec;
+use crate::host::sandbox::Sandbox;
 use crate::model::catalog::{Catalog, Command, Diagnostic, canonical_json};
 use crate::tools::listing::Shaped;
 use crate::tools::select::Shaping;
@@ -90,35 +90,35 @@ pub(super) fn add_toolset(capabilities: &mut Fixed, shaping: &Shaping, shaped: &
     capabilities.insert("toolset", raw(&document));
 }
 
-impl Shared {
-    /// The capabilities document as served now.
-    pub(super) fn capabilities_text(&self, ready: &Ready) -> String {
-        let mut document: BTreeMap<&str, Part> = ready
-            .capabilities
-            .iter()
-            .map(|(k, v)| (*k, Part::Raw(v)))
-            .collect();
-        let (restart, startup) = match self.status.lock() {
-            Ok(status) => (status.restart.describe(), status.start.describe()),
-            Err(_) => (json!({"required": true}), Value::Null),
-        };
-        let restart = raw(&restart);
-        let startup = raw(&startup);
-        let limits = raw(&exec::Limits::current().describe());
-        let sandbox = raw(&match self.sandbox.get() {
-            Some(sandbox) => sandbox.describe(ready.discovery.prefix.as_deref()),
-            None => Value::Null,
-        });
-        let catalog = catalog_view(&ready.discovery.catalog, &ready.toolset);
-        document.insert("catalog", Part::Catalog(catalog));
-        document.insert("sandbox", Part::Raw(&sandbox));
-        document.insert("restart", Part::Raw(&restart));
-        document.insert("startup", Part::Raw(&startup));
-        document.insert("limits", Part::Raw(&limits));
-        let warm = raw(&exec::warm::describe());
-        document.insert("warm", Part::Raw(&warm));
-        serde_json::to_string(&document).expect("raw JSON parts serialize")
-    }
+/// The live parts of the capabilities document: the server's `restart` and `startup`
+/// objects and its sandbox (none until probed).
+pub(super) struct Live<'a> {
+    pub restart: Value,
+    pub startup: Value,
+    pub sandbox: Option<&'a Sandbox>,
+}
+
+/// The capabilities document as served now: the `fixed` parts, the catalog of
+/// `discovery` with the `toolset`'s tools, and the `live` parts.
+pub(super) fn text(fixed: &Fixed, discovery: &Discovery, toolset: &Toolset, live: Live) -> String {
+    let mut document: BTreeMap<&str, Part> =
+        fixed.iter().map(|(k, v)| (*k, Part::Raw(v))).collect();
+    let restart = raw(&live.restart);
+    let startup = raw(&live.startup);
+    let limits = raw(&exec::Limits::current().describe());
+    let sandbox = raw(&match live.sandbox {
+        Some(sandbox) => sandbox.describe(discovery.prefix.as_deref()),
+        None => Value::Null,
+    });
+    let catalog = catalog_view(&discovery.catalog, toolset);
+    document.insert("catalog", Part::Catalog(catalog));
+    document.insert("sandbox", Part::Raw(&sandbox));
+    document.insert("restart", Part::Raw(&restart));
+    document.insert("startup", Part::Raw(&startup));
+    document.insert("limits", Part::Raw(&limits));
+    let warm = raw(&exec::warm::describe());
+    document.insert("warm", Part::Raw(&warm));
+    serde_json::to_string(&document).expect("raw JSON parts serialize")
 }
 
 /// One field of the capabilities document: JSON text, or the catalog, which is written

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rmcp::model::{CallToolResult, ContentBlock};
 use tokio_util::sync::CancellationToken;
 
-use super::Refusal;
+use super::refuse::Refusal;
 use crate::host::exec::{self, Executor};
 
 /// One admitted execution of a session; dropping it frees the session's place.

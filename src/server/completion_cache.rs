@@ -4,17 +4,23 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::ErrorData;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::capacity::Capacity;
-use super::{Ready, Refusal, Shared};
+use super::ready::Ready;
+use super::refuse::Refusal;
 use crate::host::{discovery, stamp};
 
+/// The server's `conda_cli_command` cache (empty until first asked).
+#[derive(Default)]
+pub(super) struct Completion(tokio::sync::Mutex<Option<CompletionCache>>);
+
 /// The last completion document and what it was read from.
-pub(super) struct CompletionCache {
+struct CompletionCache {
     /// The helper's converted manifest, shared by every answer while it is current.
     document: Arc<Value>,
     manifest_path: Option<PathBuf>,
@@ -22,20 +28,21 @@ pub(super) struct CompletionCache {
     scan: stamp::Scan,
 }
 
-impl Shared {
+impl Completion {
     /// The helper's completion document: from the cache while the manifest file and the
     /// plugin distributions are unchanged, else fresh (asked in the queue, in the
-    /// session's `capacity`).
-    pub(super) async fn completion_document(
+    /// session's `capacity`, within `timeout`).
+    pub(super) async fn document(
         &self,
         ready: &Ready,
         capacity: &Capacity,
         ct: &CancellationToken,
+        timeout: Duration,
     ) -> Result<Arc<Value>, Refusal> {
         let unavailable =
             || ErrorData::invalid_request("Conda completion metadata is unavailable", None);
         let scan = stamp::scan(&ready.discovery.site_dirs);
-        let mut cache = self.completion.lock().await;
+        let mut cache = self.0.lock().await;
         if let Some(cached) = cache.as_ref()
             && cached.scan == scan
             && manifest_identity(cached.manifest_path.as_deref()) == cached.identity
@@ -49,18 +56,12 @@ impl Shared {
             .ok_or_else(unavailable)?;
         let document = {
             let _admitted = capacity.admit(ct).await?;
-            discovery::run_helper::<Value>(
-                interpreter,
-                "completion",
-                &[],
-                self.config.timeout,
-                None,
-            )
-            .await
-            .map_err(|f| {
-                tracing::warn!(reason = %f.0, "completion helper failed");
-                unavailable()
-            })?
+            discovery::run_helper::<Value>(interpreter, "completion", &[], timeout, None)
+                .await
+                .map_err(|f| {
+                    tracing::warn!(reason = %f.0, "completion helper failed");
+                    unavailable()
+                })?
         };
         let manifest_path = document
             .get("manifest_path")

@@ -34,9 +34,12 @@ use tokio_util::sync::CancellationToken;
 
 use std::sync::Arc;
 
+use super::audit;
 use super::caller::Caller;
 use super::judged::{Confirmation, Judged};
-use super::{Ready, Refusal, Server, audit};
+use super::ready::Ready;
+use super::refuse::Refusal;
+use super::state::Server;
 use crate::host::exec;
 use crate::tools::policy;
 
@@ -44,7 +47,7 @@ mod parked;
 mod plan;
 mod preview;
 
-pub use parked::{Parking, resume};
+pub use parked::resume;
 
 pub use plan::{DECLINED, PLAN_CHANGED, TIMED_OUT, UNAVAILABLE};
 

@@ -18,7 +18,7 @@
 //! detection: [`restart`]; the `conda_cli_command` cache: [`completion_cache`].
 
 use std::borrow::Cow;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use futures::FutureExt;
 use rmcp::model::{
@@ -30,7 +30,7 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::watch;
 
 mod audit;
@@ -38,10 +38,12 @@ mod call;
 mod caller;
 pub mod capabilities;
 mod capacity;
+mod compare;
 mod completion_cache;
 mod confirm;
 mod instructions;
 mod judged;
+mod parking;
 mod progress;
 mod ready;
 mod refuse;
@@ -49,14 +51,23 @@ mod restart;
 pub mod result;
 mod roots;
 pub mod startup;
+mod state;
 
 pub use capabilities::CAPABILITIES_URI;
 pub use ready::{BuildError, Ready, Served, served, settings};
 pub use result::{NOT_CONFIRMED, execution_result};
+pub use state::Server;
+
+use refuse::{Refusal, internal, invalid_params};
+
+use capacity::Capacity;
+use completion_cache::Completion;
+use parking::Parking;
+use state::{Shared, session_id};
 
 use crate::config::Config;
 use crate::host::exec::{self, Executor};
-use crate::host::sandbox::Sandbox;
+use crate::host::target::Conda;
 use crate::tools::toolset::{COMPLETION_TOOL, EXECUTE_TOOL};
 
 pub const SERVER_NAME: &str = "conda-cli-mcp";
@@ -68,123 +79,28 @@ pub const SUPPORTED_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2026_07_28,
 ];
 
-/// How the server started and whether it must restart, read and written together.
-#[derive(Default)]
-struct Status {
-    start: startup::Start,
-    restart: restart::Restart,
-}
-
-struct Shared {
-    config: Config,
-    /// The target conda, resolved once (its `#!` line read at startup).
-    conda: Arc<crate::host::target::Conda>,
-    executor: Arc<Executor>,
-    ready: watch::Receiver<Option<Arc<Ready>>>,
-    status: Mutex<Status>,
-    completion: tokio::sync::Mutex<Option<completion_cache::CompletionCache>>,
-    /// Set when the tool list cannot be served (an override collision): the server stops.
-    fatal: watch::Sender<Option<startup::Fatal>>,
-    /// The read-only sandbox, probed once before the tools are served.
-    sandbox: std::sync::OnceLock<Sandbox>,
-    /// Plans waiting for a session-less client's confirmation (`--confirm-writes`).
-    parked: confirm::Parking,
-}
-
-/// The MCP server (cheap to clone; clones share one state, including the session's).
-#[derive(Clone)]
-pub struct Server {
-    shared: Arc<Shared>,
-    /// This session's executions running or waiting, in the server's queue.
-    capacity: Arc<capacity::Capacity>,
-    /// The client's roots (handshake sessions that declared them).
-    roots: Arc<roots::Roots>,
-    /// This session's id in the audit log (random; never the MCP session id).
-    session_id: Arc<str>,
-}
-
-/// How a tool call ends when it is not a result.
-enum Refusal {
-    Protocol(ErrorData),
-    /// Invalid arguments (-32602): a JSON-RPC error before 2025-11-25, an `isError`
-    /// result the model can read from 2025-11-25 on.
-    Arguments(ErrorData),
-    /// An `isError` result whose text starts with a stable code, or a failed dry run's
-    /// result: over a capacity limit, or not confirmed (`--confirm-writes`); nothing ran.
-    Busy(CallToolResult),
-    /// The client cancelled: no response is sent.
-    Cancelled,
-    /// The person must confirm first (session-less revision): the question goes back.
-    InputRequired(rmcp::model::InputRequiredResult),
-    /// The operator's settings refuse the call ([`refuse`]): the JSON-RPC error -32600
-    /// before 2025-11-25, an `isError` result starting with the stable `reason` from
-    /// 2025-11-25 on.
-    Policy {
-        reason: String,
-        error: ErrorData,
-    },
-}
-
-impl From<ErrorData> for Refusal {
-    fn from(error: ErrorData) -> Self {
-        Refusal::Protocol(error)
-    }
-}
-
-fn invalid_params(message: impl Into<Cow<'static, str>>) -> ErrorData {
-    ErrorData::invalid_params(message, None)
-}
-
-fn invalid_arguments(error: &crate::tools::schema::Invalid) -> Refusal {
-    Refusal::Arguments(ErrorData::invalid_params(
-        error.to_string(),
-        Some(json!({"path": error.path, "keyword": error.keyword})),
-    ))
-}
-
-/// A random session id for the audit log (`s-` and 16 hex digits).
-fn session_id() -> Arc<str> {
-    let mut bytes = [0u8; 8];
-    if getrandom::fill(&mut bytes).is_err() {
-        bytes = std::process::id()
-            .to_le_bytes()
-            .repeat(2)
-            .try_into()
-            .unwrap_or_default();
-    }
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    Arc::from(format!("s-{hex}"))
-}
-
-fn internal() -> ErrorData {
-    ErrorData::internal_error("Internal error", None)
-}
-
 impl Server {
     /// Start obtaining the tools in the background and return the server at once (as the
     /// first session's handler).
     pub fn start(config: Config) -> Server {
         let (sender, ready) = watch::channel(None);
-        let (fatal, _) = watch::channel(None);
         let executor = Executor::new(config.max_queue);
         let max_session_calls = config.max_session_calls;
+        // The target conda, resolved once (its `#!` line read here), startup's to use.
+        let conda = Arc::new(Conda::resolve(config.conda_exe.clone()));
+        let start = Arc::new(startup::State::default());
+        startup::spawn(Arc::clone(&start), config.clone(), conda, sender);
         let shared = Arc::new(Shared {
             executor: Arc::clone(&executor),
             ready,
-            status: Mutex::new(Status::default()),
-            completion: tokio::sync::Mutex::new(None),
-            fatal,
-            sandbox: std::sync::OnceLock::new(),
-            parked: confirm::Parking::default(),
-            conda: Arc::new(crate::host::target::Conda::resolve(
-                config.conda_exe.clone(),
-            )),
+            start,
+            completion: Completion::default(),
+            parked: Parking::default(),
             config,
         });
-        startup::spawn(Arc::clone(&shared), sender);
         Server {
             shared,
-            capacity: Arc::new(capacity::Capacity::new(&executor, max_session_calls)),
+            capacity: Arc::new(Capacity::new(&executor, max_session_calls)),
             roots: Arc::default(),
             session_id: session_id(),
         }
@@ -194,7 +110,7 @@ impl Server {
     pub fn for_session(&self) -> Server {
         Server {
             shared: Arc::clone(&self.shared),
-            capacity: Arc::new(capacity::Capacity::new(
+            capacity: Arc::new(Capacity::new(
                 &self.shared.executor,
                 self.shared.config.max_session_calls,
             )),
@@ -213,7 +129,7 @@ impl Server {
     /// Resolves when the server cannot serve its tools (the reason, one line); the
     /// transport then stops and `ccm` exits with status 2.
     pub async fn failed(&self) -> startup::Fatal {
-        let mut receiver = self.shared.fatal.subscribe();
+        let mut receiver = self.shared.start.fatal.subscribe();
         loop {
             if let Some(reason) = receiver.borrow_and_update().as_ref() {
                 return reason.clone();
@@ -232,7 +148,7 @@ impl Server {
                 return ready;
             }
             if receiver.changed().await.is_err() {
-                if self.shared.fatal.borrow().is_some() {
+                if self.shared.start.fatal.borrow().is_some() {
                     // The list cannot be served: the transport is stopping the server.
                     return std::future::pending().await;
                 }

@@ -16,17 +16,64 @@
 //! closest listed tools. Only names of the server's own are written; the wrong name is
 //! echoed only where the echo rule allows it (a property name, clipped and escaped).
 
+use std::borrow::Cow;
+
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, ContentBlock, MetaObject, Tool as McpTool};
 use serde_json::{Value, json};
 
-use super::Refusal;
 use crate::tools::layout::Layout;
 use crate::tools::schema::{Invalid, Keyword};
 use crate::tools::suggest;
 
 /// The result `_meta` key of a policy refusal: `{"reason": <stable word>}`.
 pub const META_REFUSED: &str = "conda-cli-mcp/refused";
+
+/// How a tool call ends when it is not a result.
+pub(super) enum Refusal {
+    Protocol(ErrorData),
+    /// Invalid arguments (-32602): a JSON-RPC error before 2025-11-25, an `isError`
+    /// result the model can read from 2025-11-25 on.
+    Arguments(ErrorData),
+    /// An `isError` result whose text starts with a stable code, or a failed dry run's
+    /// result: over a capacity limit, or not confirmed (`--confirm-writes`); nothing ran.
+    Busy(CallToolResult),
+    /// The client cancelled: no response is sent.
+    Cancelled,
+    /// The person must confirm first (session-less revision): the question goes back.
+    InputRequired(rmcp::model::InputRequiredResult),
+    /// The operator's settings refuse the call ([`policy`]): the JSON-RPC error -32600
+    /// before 2025-11-25, an `isError` result starting with the stable `reason` from
+    /// 2025-11-25 on.
+    Policy {
+        reason: String,
+        error: ErrorData,
+    },
+}
+
+impl From<ErrorData> for Refusal {
+    fn from(error: ErrorData) -> Self {
+        Refusal::Protocol(error)
+    }
+}
+
+/// Invalid params (-32602) with a fixed message.
+pub(super) fn invalid_params(message: impl Into<Cow<'static, str>>) -> ErrorData {
+    ErrorData::invalid_params(message, None)
+}
+
+/// A validation error as invalid arguments: its message, `data.path` and `data.keyword`.
+pub(super) fn invalid_arguments(error: &Invalid) -> Refusal {
+    Refusal::Arguments(ErrorData::invalid_params(
+        error.to_string(),
+        Some(json!({"path": error.path, "keyword": error.keyword})),
+    ))
+}
+
+/// The fixed answer to anything unexpected (-32603).
+pub(super) fn internal() -> ErrorData {
+    ErrorData::internal_error("Internal error", None)
+}
 
 /// The stable word a policy refusal starts with.
 #[derive(Clone, Debug, PartialEq, Eq)]

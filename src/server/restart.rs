@@ -10,8 +10,8 @@
 
 use serde_json::{Value, json};
 
-use super::startup::Mismatch;
-use super::{Ready, Shared};
+use super::compare::Mismatch;
+use super::ready::Ready;
 use crate::host::{discovery, stamp};
 use crate::model::catalog;
 
@@ -68,45 +68,27 @@ impl Restart {
     }
 }
 
-impl Shared {
+impl Restart {
     /// Whether a restart is required (sticky once set).
-    pub(super) fn restart_required(&self) -> bool {
-        self.status
-            .lock()
-            .map(|s| s.restart.required)
-            .unwrap_or(true)
+    pub(super) fn required(&self) -> bool {
+        self.required
     }
 
-    /// After a successful operation that may have changed the plugin set: compare the
-    /// target's plugin distributions on disk, and only when they changed ask the helper
-    /// for the plugin inventory and compare fingerprints. Runs inside the execution slot.
-    pub(super) async fn check_restart(&self, ready: &Ready) {
-        let scan = stamp::scan(&ready.discovery.site_dirs);
-        let unchanged = self
-            .status
-            .lock()
-            .map(|s| s.restart.baseline.as_ref() == Some(&scan))
-            .unwrap_or(false);
-        if unchanged {
-            return;
-        }
-        let verdict = match ready.discovery.interpreter.as_deref() {
-            None => Err(RestartReason::NoInterpreter),
-            Some(interpreter) => discovery::plugins(interpreter, self.config.timeout)
-                .await
-                .map_err(|f| RestartReason::Plugins(f.0)),
-        };
-        let Ok(mut status) = self.status.lock() else {
-            return;
-        };
-        let restart = &mut status.restart;
+    /// Whether the plugin distributions on disk (`scan`) are those last checked.
+    pub(super) fn unchanged(&self, scan: &stamp::Scan) -> bool {
+        self.baseline.as_ref() == Some(scan)
+    }
+
+    /// Take the plugin inventory asked for after a changed `scan` ([`inventory`]): a
+    /// fingerprint other than the served tools' (or no inventory) requires a restart.
+    pub(super) fn judge(&mut self, scan: stamp::Scan, verdict: Inventory, ready: &Ready) {
         match verdict {
             Ok((version, plugins)) => {
                 let fingerprint = catalog::discovery_fingerprint(&version, &plugins);
-                restart.current_fingerprint = Some(fingerprint.clone());
+                self.current_fingerprint = Some(fingerprint.clone());
                 if fingerprint != ready.discovery.fingerprint() {
-                    restart.required = true;
-                    restart.reason = Some(RestartReason::Changed {
+                    self.required = true;
+                    self.reason = Some(RestartReason::Changed {
                         startup: ready.discovery.fingerprint(),
                         now: fingerprint,
                     });
@@ -114,13 +96,29 @@ impl Shared {
                         "the installed conda plugins changed; restart the server to refresh its tools"
                     );
                 } else {
-                    restart.baseline = Some(scan);
+                    self.baseline = Some(scan);
                 }
             }
             Err(reason) => {
-                restart.required = true;
-                restart.reason = Some(reason);
+                self.required = true;
+                self.reason = Some(reason);
             }
         }
+    }
+}
+
+/// The target's plugin inventory (conda's version and its plugins), or why it could not
+/// be had.
+pub(super) type Inventory = Result<(String, Vec<catalog::Plugin>), RestartReason>;
+
+/// Ask the helper for the plugin inventory (after a successful operation that may have
+/// changed the plugin set, and only when the disk scan changed: [`Restart::unchanged`]).
+/// Runs inside the execution slot.
+pub(super) async fn inventory(ready: &Ready, timeout: std::time::Duration) -> Inventory {
+    match ready.discovery.interpreter.as_deref() {
+        None => Err(RestartReason::NoInterpreter),
+        Some(interpreter) => discovery::plugins(interpreter, timeout)
+            .await
+            .map_err(|f| RestartReason::Plugins(f.0)),
     }
 }

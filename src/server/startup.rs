@@ -12,15 +12,17 @@
 //! the sandbox probe's trial run.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::Shared;
+use super::compare::{Mismatch, surface_difference};
 use super::ready::{self, BuildError, Ready};
+use super::restart::Restart;
 use crate::baked::{self, BakedSnapshot};
+use crate::config::Config;
 use crate::host::discovery::{self, Discovery};
 use crate::host::exec;
 use crate::host::sandbox::{self, Sandbox};
@@ -29,10 +31,6 @@ use crate::host::target::Conda;
 use crate::model::catalog::Catalog;
 use crate::model::snapshot::Snapshot;
 use crate::tools::toolset::Settings;
-
-mod compare;
-
-pub use compare::{Difference, Place, surface_difference};
 
 /// How the tools were obtained.
 #[derive(Clone, Debug, Default)]
@@ -76,26 +74,6 @@ pub enum LiveReason {
     OwnLauncherListed,
 }
 
-/// How live discovery contradicts the snapshot that served the tools.
-#[derive(Clone, Debug, thiserror::Error)]
-pub enum Mismatch {
-    #[error("live discovery failed: {0}")]
-    LiveFailed(String),
-    #[error(
-        "the live plugin inventory differs from the baked snapshot {file} (fingerprint {live} live, {baked} baked)"
-    )]
-    Plugins {
-        file: &'static str,
-        live: String,
-        baked: &'static str,
-    },
-    #[error("the live catalog differs from the baked snapshot {file} ({difference})")]
-    Catalog {
-        file: &'static str,
-        difference: Difference,
-    },
-}
-
 /// Why the server cannot serve its tools and stops (exit status 2).
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum Fatal {
@@ -135,31 +113,78 @@ impl Start {
     }
 }
 
-/// Probe the sandbox and obtain the tools in the background; `sender` publishes them.
-pub(super) fn spawn(shared: Arc<Shared>, sender: watch::Sender<Option<Arc<Ready>>>) {
-    let probe = tokio::spawn(probe_sandbox(shared.config.no_sandbox));
-    if shared.config.warm {
+/// How the server started and whether it must restart, read and written together.
+#[derive(Default)]
+pub(super) struct Status {
+    pub(super) start: Start,
+    pub(super) restart: Restart,
+}
+
+/// What obtaining the tools writes, shared with the server: its [`Status`], the sandbox
+/// (probed once before the tools are served) and, when the tool list cannot be served,
+/// why the server stops.
+pub(super) struct State {
+    pub(super) status: Mutex<Status>,
+    pub(super) sandbox: OnceLock<Sandbox>,
+    pub(super) fatal: watch::Sender<Option<Fatal>>,
+}
+
+impl Default for State {
+    fn default() -> State {
+        State {
+            status: Mutex::default(),
+            sandbox: OnceLock::new(),
+            fatal: watch::channel(None).0,
+        }
+    }
+}
+
+/// One startup: the target, the operator's settings, where it writes, and the sender
+/// that publishes the tools.
+struct Job {
+    state: Arc<State>,
+    config: Config,
+    conda: Arc<Conda>,
+    sender: watch::Sender<Option<Arc<Ready>>>,
+}
+
+/// Probe the sandbox and obtain the tools of `conda` in the background, writing to
+/// `state`; `sender` publishes them.
+pub(super) fn spawn(
+    state: Arc<State>,
+    config: Config,
+    conda: Arc<Conda>,
+    sender: watch::Sender<Option<Arc<Ready>>>,
+) {
+    let probe = tokio::spawn(probe_sandbox(config.no_sandbox));
+    if config.warm {
         // The zygote starts once the tools are served: it never delays them.
         let mut served = sender.subscribe();
-        let conda = Arc::clone(&shared.conda);
+        let conda = Arc::clone(&conda);
         tokio::spawn(async move {
             if served.wait_for(Option::is_some).await.is_ok() {
                 crate::host::exec::warm::start(warm_entry(conda));
             }
         });
     }
+    let job = Job {
+        state,
+        config,
+        conda,
+        sender,
+    };
     tokio::spawn(async move {
         let started = Instant::now();
         let sandbox = probe
             .await
             .unwrap_or_else(|_| Sandbox::unavailable("the sandbox probe failed"));
         let sandboxed = *sandbox.state() == sandbox::State::Active;
-        let _ = shared.sandbox.set(sandbox);
-        let settings = ready::settings(&shared.config, sandboxed);
-        let config = &shared.config;
-        match fast_start(&shared.conda, config.no_snapshot, config.list_all) {
-            Ok(fast) => from_snapshot(&shared, fast, &settings, &sender, started).await,
-            Err(reason) => from_live(&shared, reason, &settings, &sender, started).await,
+        let _ = job.state.sandbox.set(sandbox);
+        let settings = ready::settings(&job.config, sandboxed);
+        let config = &job.config;
+        match fast_start(&job.conda, config.no_snapshot, config.list_all) {
+            Ok(fast) => job.serve_snapshot(fast, &settings, started).await,
+            Err(reason) => job.serve_live(reason, &settings, started).await,
         }
     });
 }
@@ -174,84 +199,71 @@ fn warm_entry(conda: Arc<Conda>) -> crate::host::exec::warm::Entry {
     }
 }
 
-async fn discover(shared: &Shared) -> Discovery {
-    discovery::discover_conda(&shared.conda, shared.config.timeout).await
+impl Job {
+    async fn discover(&self) -> Discovery {
+        discovery::discover_conda(&self.conda, self.config.timeout).await
+    }
+
+    /// Serve the snapshot's tools now, then confirm them by live discovery.
+    async fn serve_snapshot(&self, fast: Fast, settings: &Settings, started: Instant) {
+        let snapshot = fast.snapshot;
+        let config = &self.config;
+        let built = ready::build(fast.discovery, settings, &config.surface, config);
+        let Some(ready) = self.state.serveable(built) else {
+            return;
+        };
+        tracing::info!(
+            tools = ready.toolset.generated.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            snapshot = snapshot.file,
+            "serving tools from the baked snapshot; live discovery confirms in the background"
+        );
+        let start = Start::Snapshot {
+            snapshot,
+            confirmation: Confirmation::Pending,
+        };
+        self.state.record_start(start, &ready);
+        let ready = Arc::new(ready);
+        let _ = self.sender.send(Some(Arc::clone(&ready)));
+        let found = self.discover().await;
+        let verdict = confirm(snapshot, &ready.discovery.catalog, &found);
+        self.state.record_confirmation(verdict, &found);
+    }
+
+    /// Serve the tools live discovery finds.
+    async fn serve_live(&self, reason: LiveReason, settings: &Settings, started: Instant) {
+        let found = self.discover().await;
+        if crate::host::exec::shutting_down() {
+            // Ended by the shutdown (a session closed at once): nothing was found out.
+            tracing::debug!("live discovery was ended by the shutdown");
+            return;
+        }
+        // Not a conda at all: stop (exit status 2) rather than serve no tools.
+        if let Some(line) = found.not_a_conda(&self.config.conda_exe) {
+            self.state.fatal.send_replace(Some(Fatal::NotAConda(line)));
+            return;
+        }
+        let config = &self.config;
+        let built = ready::build(found, settings, &config.surface, config);
+        let Some(ready) = self.state.serveable(built) else {
+            return;
+        };
+        tracing::info!(
+            tools = ready.toolset.generated.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            conda = %ready.discovery.catalog.conda_version,
+            why = %reason,
+            "discovery finished"
+        );
+        for d in &ready.discovery.catalog.diagnostics {
+            tracing::warn!(path = %d.path.join(" "), reason = %d.reason, "discovery diagnostic");
+        }
+        self.state.record_start(Start::Live(reason), &ready);
+        let _ = self.sender.send(Some(Arc::new(ready)));
+    }
 }
 
-/// Serve the snapshot's tools now, then confirm them by live discovery.
-async fn from_snapshot(
-    shared: &Shared,
-    fast: Fast,
-    settings: &Settings,
-    sender: &watch::Sender<Option<Arc<Ready>>>,
-    started: Instant,
-) {
-    let snapshot = fast.snapshot;
-    let built = ready::build(
-        fast.discovery,
-        settings,
-        &shared.config.surface,
-        &shared.config,
-    );
-    let Some(ready) = shared.serveable(built) else {
-        return;
-    };
-    tracing::info!(
-        tools = ready.toolset.generated.len(),
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        snapshot = snapshot.file,
-        "serving tools from the baked snapshot; live discovery confirms in the background"
-    );
-    let start = Start::Snapshot {
-        snapshot,
-        confirmation: Confirmation::Pending,
-    };
-    shared.record_start(start, &ready);
-    let ready = Arc::new(ready);
-    let _ = sender.send(Some(Arc::clone(&ready)));
-    let found = discover(shared).await;
-    let verdict = confirm(snapshot, &ready.discovery.catalog, &found);
-    shared.record_confirmation(verdict, &found);
-}
-
-/// Serve the tools live discovery finds.
-async fn from_live(
-    shared: &Shared,
-    reason: LiveReason,
-    settings: &Settings,
-    sender: &watch::Sender<Option<Arc<Ready>>>,
-    started: Instant,
-) {
-    let found = discover(shared).await;
-    if crate::host::exec::shutting_down() {
-        // Ended by the shutdown (a session closed at once): nothing was found out.
-        tracing::debug!("live discovery was ended by the shutdown");
-        return;
-    }
-    // Not a conda at all: stop (exit status 2) rather than serve no tools.
-    if let Some(line) = found.not_a_conda(&shared.config.conda_exe) {
-        shared.fatal.send_replace(Some(Fatal::NotAConda(line)));
-        return;
-    }
-    let built = ready::build(found, settings, &shared.config.surface, &shared.config);
-    let Some(ready) = shared.serveable(built) else {
-        return;
-    };
-    tracing::info!(
-        tools = ready.toolset.generated.len(),
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        conda = %ready.discovery.catalog.conda_version,
-        why = %reason,
-        "discovery finished"
-    );
-    for d in &ready.discovery.catalog.diagnostics {
-        tracing::warn!(path = %d.path.join(" "), reason = %d.reason, "discovery diagnostic");
-    }
-    shared.record_start(Start::Live(reason), &ready);
-    let _ = sender.send(Some(Arc::new(ready)));
-}
-
-impl Shared {
+impl State {
     /// The tool list, or `None` after reporting why it cannot be served.
     fn serveable(&self, built: Result<Ready, BuildError>) -> Option<Ready> {
         match built {

@@ -14,7 +14,7 @@ const CALLS: usize = 4;
 const USERINFO_SECRET: &str = "hunter2-userinfo";
 const OPTION_SECRET: &str = "s3cr3t-proxy-pw";
 
-fn lines(path: &std::path::Path) -> Vec<Value> {
+pub(crate) fn lines(path: &std::path::Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap();
     assert!(text.is_empty() || text.ends_with('\n'), "a torn last line");
     text.lines()

@@ -9,8 +9,9 @@
 //! package (1.0) was installed, not the attacker's (9.9, whose post-link would run), that
 //! no cache directory holds a symlink or the attacker's index, and that nothing else in the
 //! test's world changed (every file's content, mode and link target hashed around it).
-//! Code runs in a sandboxed child through the debug-build hook `CCM_TEST_FORCE_READ_ONLY`
-//! (`conda_run` forced through the read-only path on a server that may also write).
+//! Code runs in a sandboxed child through `--classify conda_run=read` (an operator's wrong
+//! classification sends `conda_run` through the read-only path on a server that may also
+//! write).
 //! `tests/fixtures/cache_attack.py` serves channels, finds cache-key collisions and plants.
 //! The last test: sandboxed calls work on a conda that has no package cache directory yet.
 
@@ -25,7 +26,14 @@ use serde_json::{Value, json};
 use crate::mcp::{Session, structured};
 use crate::support;
 
-const FORCE: (&str, &str) = ("CCM_TEST_FORCE_READ_ONLY", "conda_run");
+/// A server that may write and run programs, with `conda_run` classified read.
+const FLAGS: [&str; 5] = [
+    "--allow-write",
+    "--allow-exec",
+    "--list-all",
+    "--classify",
+    "conda_run=read",
+];
 
 /// The operator's world: HOME (and the notices cache in it), two package cache
 /// directories in use, the served channels, files an attacker would like rewritten.
@@ -283,7 +291,7 @@ fn real_conda_repodata_written_in_the_sandbox_is_not_trusted_by_a_write() {
     let attacker = world.channel("evil", "9.9");
     let planted = world.path("planted.json");
     world.redirected_index(&attacker, &attacker, &planted);
-    let mut s = world.server(&["--allow-write", "--allow-exec", "--list-all"], &[FORCE]);
+    let mut s = world.server(&FLAGS, &[]);
     let before = world.watched();
     let mut args = vec![
         "plant".to_owned(),
@@ -376,7 +384,7 @@ fn real_conda_symlinks_left_in_the_caches_are_not_followed_by_a_write() {
             .unwrap();
         file.set_modified(old).unwrap();
     }
-    let mut s = world.server(&["--allow-write", "--allow-exec", "--list-all"], &[FORCE]);
+    let mut s = world.server(&FLAGS, &[]);
     let before = world.watched();
     let [cache1, cache2, notices] = world.caches().map(|c| c.display().to_string());
     let args = [
@@ -419,7 +427,7 @@ fn real_conda_sandboxed_calls_work_without_a_package_cache_directory() {
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .unwrap();
     let prefix = support::real_discovery().prefix.clone().unwrap();
-    let conda = crate::side_effects::copy_prefix(&prefix, &dir.path().join("conda"));
+    let conda = crate::kit::prefix::copy(&prefix, &dir.path().join("conda"));
     let root = dir.path().join("conda");
     let _ = std::fs::remove_dir_all(root.join("pkgs"));
     let home = dir.path().join("home");

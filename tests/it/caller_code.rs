@@ -176,10 +176,7 @@ fn fixture_server(cwd: &Path, home: &Path, planted: &Planted, warm: bool) -> Ses
 fn planted_modules_never_run_in_the_fixtures_spawn_child() {
     let fixture = support::fixture();
     let mut planted = Planted::new(&fixture.prefix.join("bin/python"));
-    let home = tempfile::Builder::new()
-        .prefix("ccm-home-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
+    let home = crate::kit::users::home();
     let (modules, packages) = (planted.modules(), planted.packages());
     for (warm, server_cwd, call_cwd) in [(false, &modules, &packages), (true, &packages, &modules)]
     {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::kit::classify;
 use crate::mcp::Session;
 use crate::support;
 
@@ -66,44 +67,27 @@ fn one_refused(responses: &[Value], dir: &Path, code: &str) {
     assert_eq!(refused, 1, "{responses:?}");
 }
 
+/// A server with `BEHAVE_TUNE_WRITE` and `limit`, sent three slow calls: one is refused
+/// with `code`.
+fn one_of_three_refused(limit: &[&str], code: &str) -> Session {
+    let flags = classify::with(&classify::BEHAVE_TUNE_WRITE, limit);
+    let mut s = Session::start(&support::fixture().conda, &flags);
+    let dir = tempfile::tempdir().unwrap();
+    let responses = three_slow_calls(&mut s, dir.path());
+    one_refused(&responses, dir.path(), code);
+    s
+}
+
 #[test]
 fn a_full_queue_answers_no_capacity() {
     // One running and one waiting fill a queue of one; a session may have four.
-    let mut s = Session::start(
-        &support::fixture().conda,
-        &[
-            "--allow-write",
-            "--classify",
-            "conda_behave=write",
-            "--classify",
-            "conda_tune=write",
-            "--max-queue",
-            "1",
-        ],
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let responses = three_slow_calls(&mut s, dir.path());
-    one_refused(&responses, dir.path(), "no_capacity");
+    one_of_three_refused(&["--max-queue", "1"], "no_capacity");
 }
 
 #[test]
 fn a_busy_session_answers_session_busy() {
     // The queue has room; the session may have two running or waiting.
-    let mut s = Session::start(
-        &support::fixture().conda,
-        &[
-            "--allow-write",
-            "--classify",
-            "conda_behave=write",
-            "--classify",
-            "conda_tune=write",
-            "--max-session-calls",
-            "2",
-        ],
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let responses = three_slow_calls(&mut s, dir.path());
-    one_refused(&responses, dir.path(), "session_busy");
+    let mut s = one_of_three_refused(&["--max-session-calls", "2"], "session_busy");
     // The places are given back: the session can execute again.
     let again = s.call("conda_info", json!({"json": true}));
     assert_eq!(again["structuredContent"]["exit_code"], 0);

@@ -15,6 +15,14 @@ fn run(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// `ccm --conda-exe <the fixture> ARGS`, as [`run`].
+fn run_on_fixture(args: &[&str]) -> (i32, String, String) {
+    let conda = support::fixture().conda.to_str().unwrap();
+    let mut argv = vec!["--conda-exe", conda];
+    argv.extend(args);
+    run(&argv)
+}
+
 #[test]
 fn missing_conda_exits_2_with_what_to_do() {
     let (code, out, err) = run(&["--conda-exe", "/nonexistent"]);
@@ -51,7 +59,6 @@ fn conda_exe_environment_variable_is_used() {
 
 #[test]
 fn bad_values_exit_2() {
-    let conda = support::fixture().conda.to_str().unwrap().to_owned();
     for (args, message) in [
         (
             vec!["--timeout", "0"],
@@ -86,10 +93,8 @@ fn bad_values_exit_2() {
             "--classify names no tool of this conda: conda_nothing (see 'ccm tools' for the names)",
         ),
     ] {
-        let mut argv = vec!["--conda-exe", conda.as_str()];
-        argv.extend(args);
-        let (code, _, err) = run(&argv);
-        assert_eq!(code, 2, "{argv:?}");
+        let (code, _, err) = run_on_fixture(&args);
+        assert_eq!(code, 2, "{args:?}");
         // `tools` may print discovery diagnostics (`ccm: <command>: …`) first.
         assert_eq!(
             err.trim_end().lines().last(),
@@ -379,43 +384,13 @@ fn a_target_that_is_not_conda_exits_2_with_one_line() {
 /// instead of serving an empty tool list.
 #[test]
 fn the_server_refuses_a_target_that_is_not_conda() {
-    use std::io::Read;
-    use std::process::Stdio;
-    use std::time::{Duration, Instant};
     let dir = tempfile::tempdir().unwrap();
     for (target, why) in not_conda_targets(dir.path()) {
-        let mut child = support::ccm()
-            .arg("--conda-exe")
-            .arg(&target)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut command = support::ccm();
+        command.arg("--conda-exe").arg(&target);
         // stdin stays open: the server must end on its own.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(Instant::now() < deadline, "the server kept running");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let mut err = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        let mut out = String::new();
-        child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
-        assert_eq!(status.code(), Some(2), "{err}");
+        let (code, out, err) = crate::kit::exit::serve_until_exit(command);
+        assert_eq!(code, Some(2), "{err}");
         assert!(out.is_empty(), "{out}");
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains("is not a working conda"), "{err}");
@@ -600,7 +575,6 @@ fn commands_take_only_the_flags_they_use() {
         ],
         "{discover}"
     );
-    let conda = support::fixture().conda.to_str().unwrap().to_owned();
     // Refused before or after the command, with what to read.
     for (args, line) in [
         (
@@ -624,9 +598,7 @@ fn commands_take_only_the_flags_they_use() {
             "--tools applies to serving, not to 'discover' (see 'ccm discover --help')",
         ),
     ] {
-        let mut argv = vec!["--conda-exe", conda.as_str()];
-        argv.extend(&args);
-        let (code, out, err) = run(&argv);
+        let (code, out, err) = run_on_fixture(&args);
         assert_eq!((code, out.as_str()), (2, ""), "{args:?}");
         assert_eq!(err, format!("ccm: error: {line}\n"), "{args:?}");
     }

@@ -129,23 +129,7 @@ fn python_sdk_over_stdio() {
             .filter_map(Value::as_str)
             .collect();
         listed.sort_unstable();
-        assert_eq!(
-            listed,
-            [
-                "conda_clean",
-                "conda_config",
-                "conda_create",
-                "conda_env_list",
-                "conda_env_remove",
-                "conda_info",
-                "conda_install",
-                "conda_list",
-                "conda_remove",
-                "conda_search",
-                "conda_update"
-            ],
-            "{mode}: {core}"
-        );
+        assert_eq!(listed, crate::toolsets::core_by_default(), "{mode}: {core}");
         assert_eq!(core["info_exit_code"], 0, "{mode}: {core}");
         // A policy refusal: from 2025-11-25 on an isError result with the stable word.
         let message = core["dry_run_only"]["message"].as_str().unwrap_or_default();

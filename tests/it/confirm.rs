@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use crate::clients::{run_script, sdk_python};
+use crate::kit::classify;
 use crate::kit::confirm::{cancel_and_see_withdrawn, next_with};
 use crate::support;
 
@@ -167,14 +168,10 @@ pub(crate) fn stateless_call(url: &str, id: i64, params: serde_json::Value) -> s
 #[test]
 fn session_less_references_are_single_use_and_unforgeable() {
     let server = crate::http::HttpServer::start(
-        &[
-            "--allow-write",
-            "--allow-paths",
-            "/",
-            "--classify",
-            "conda_behave=write",
-            "--confirm-writes",
-        ],
+        &classify::with(
+            &classify::BEHAVE_WRITE,
+            &["--allow-paths", "/", "--confirm-writes"],
+        ),
         &[("CCM_MCP_TOKEN", crate::http::TOKEN)],
     );
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -259,14 +256,10 @@ fn behave_under_confirmation(
 ) -> (tempfile::TempDir, std::path::PathBuf, crate::mcp::Session) {
     let dir = tempfile::tempdir().unwrap();
     let ran = dir.path().join("ran");
-    let args = [
-        "--allow-write",
-        "--classify",
-        "conda_behave=write",
-        "--confirm-writes",
-        "--confirm-timeout",
-        timeout,
-    ];
+    let args = classify::with(
+        &classify::BEHAVE_WRITE,
+        &["--confirm-writes", "--confirm-timeout", timeout],
+    );
     let session = eliciting_session(&support::fixture().conda, &args, &[]);
     (dir, ran, session)
 }

@@ -120,24 +120,10 @@ fn with_a_terminal(launch: Command) -> (Command, std::fs::File) {
 fn server(launch: Command, conda: &Path, home: &Path, warm: bool, scoped: bool) -> Session {
     let (mut launch, terminal) = with_a_terminal(launch);
     TERMINALS.lock().unwrap().push(terminal);
-    launch
-        .arg("--conda-exe")
-        .arg(conda)
-        .arg("--allow-exec")
-        .args(if warm { &["--warm"][..] } else { &[][..] })
-        .env_remove("CONDA_EXE")
-        .env_remove("CCM_LOG")
-        .env("HOME", home);
     if !scoped {
         launch.env("CCM_TEST_NO_SIGNAL_SCOPE", "1");
     }
-    let mut s = Session::spawn_initialized(launch);
-    let caps = s.capabilities();
-    assert_eq!(caps["sandbox"]["state"], "active", "{caps}");
-    if warm {
-        crate::warm::wait_ready(&mut s);
-    }
-    s
+    crate::kit::users::sandboxed_server(launch, conda, home, warm)
 }
 
 /// The servers' terminals, kept open until the test ends.
@@ -170,7 +156,7 @@ fn probe(s: &mut Session, prefix: &Path, listeners: &Listeners) -> Value {
 }
 
 /// Cold and warm, scoped and not: every reach refused, every need met.
-fn check(launch: impl Fn() -> Command, conda: &Path, prefix: &Path, home: &Path, who: &str) {
+fn check(launch: &dyn Fn() -> Command, conda: &Path, prefix: &Path, home: &Path, who: &str) {
     for warm in [false, true] {
         for scoped in [true, false] {
             let what = format!("{who}, warm {warm}, landlock scope {scoped}");
@@ -214,23 +200,7 @@ fn check(launch: impl Fn() -> Command, conda: &Path, prefix: &Path, home: &Path,
 
 #[test]
 fn sandboxed_children_reach_no_device_and_no_unix_socket() {
-    let fixture = support::fixture();
-    let home = tempfile::Builder::new()
-        .prefix("ccm-home-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
-    check(
-        support::ccm,
-        &fixture.conda,
-        &fixture.prefix,
-        home.path(),
-        "the tests' user",
-    );
-    if !support::is_root() {
-        return;
-    }
-    let (nobody, others, home, _base) = crate::kit::nobody::as_nobody();
-    check(nobody, &others.conda, &others.prefix, &home, "nobody");
+    crate::kit::users::fixture_as_each_user(check);
 }
 
 /// A real conda as the tests' user (root in CI): its `conda run` (activation, a shell
@@ -238,20 +208,5 @@ fn sandboxed_children_reach_no_device_and_no_unix_socket() {
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_sandboxed_children_reach_no_device_and_no_unix_socket() {
-    let conda = support::real_conda();
-    let prefix = support::real_discovery()
-        .prefix
-        .clone()
-        .expect("the target's prefix");
-    let home = tempfile::Builder::new()
-        .prefix("ccm-home-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
-    check(
-        support::ccm,
-        &conda,
-        &prefix,
-        home.path(),
-        "the tests' user",
-    );
+    crate::kit::users::real_conda_as_the_tests_user(check);
 }

@@ -396,7 +396,7 @@ fn instructions_fit_and_name_only_listed_tools() {
         .arg(conda)
         .args(["--tools", "@core"]);
     let mut s = Session::spawn(command);
-    let meta = crate::revisions::session_less_meta();
+    let meta = crate::mcp::session_less_meta();
     let discovered = s.request("server/discover", json!({"_meta": meta}));
     let text = discovered["result"]["instructions"]
         .as_str()

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::clients::{run_sdk_with, sdk_python};
+use crate::kit::classify;
 use crate::kit::proc::status_kb;
 use crate::support;
 
@@ -216,6 +217,29 @@ pub(crate) fn open_session(url: &str, token: &str) -> String {
         &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
     );
     assert_eq!(done.status, 202);
+    session
+}
+
+/// A session opened at `revision` (which the server must agree to) with [`TOKEN`], and
+/// `notifications/initialized` sent with that revision's header: the session's id.
+pub(crate) fn open_session_at(url: &str, revision: &str) -> String {
+    let init = post(
+        url,
+        Some(TOKEN),
+        None,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": revision, "capabilities": {},
+            "clientInfo": {"name": "ccm-http-tests", "version": "1"}}}),
+    );
+    assert_eq!(init.response()["result"]["protocolVersion"], revision);
+    let session = init.header("mcp-session-id").unwrap().to_owned();
+    let done = post_raw(
+        url,
+        Some(&session),
+        &[("MCP-Protocol-Version", revision)],
+        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    assert_eq!(done.status, 202, "{revision}");
     session
 }
 
@@ -481,21 +505,11 @@ fn an_address_in_use_is_a_one_line_error() {
 #[test]
 fn sessions_have_their_own_execution_limit() {
     let server = HttpServer::start(
-        &[
-            "--allow-write",
-            "--classify",
-            "conda_behave=write",
-            "--classify",
-            "conda_tune=write",
-            // The pid files live in a temporary directory outside the default HTTP scope.
-            "--allow-paths",
-            "/",
-            "--max-session-calls",
-            "1",
-            // The pid files live in a temporary directory, outside the default HTTP scope.
-            "--allow-paths",
-            "/",
-        ],
+        // The pid files live in a temporary directory, outside the default HTTP scope.
+        &classify::with(
+            &classify::BEHAVE_TUNE_WRITE,
+            &["--allow-paths", "/", "--max-session-calls", "1"],
+        ),
         &[("CCM_MCP_TOKEN", TOKEN)],
     );
     let url = server.url.clone();
@@ -658,10 +672,7 @@ pub(crate) fn post_stateless(url: &str, id: i64, method: &str, params: Value) ->
 
 #[test]
 fn hostile_bodies_are_answered_like_stdio_lines() {
-    let server = HttpServer::start(
-        &crate::kit::classify::BEHAVE_WRITE,
-        &[("CCM_MCP_TOKEN", TOKEN)],
-    );
+    let server = HttpServer::start(&classify::BEHAVE_WRITE, &[("CCM_MCP_TOKEN", TOKEN)]);
     let url = server.url.clone();
     let session = open_session(&url, TOKEN);
     let long_method = format!("x\n{}", "m".repeat(10 * 1024));
@@ -896,15 +907,10 @@ fn a_repeated_authorization_header_is_refused() {
 #[test]
 fn sessions_and_session_less_requests_are_capped() {
     let server = HttpServer::start(
-        &[
-            "--allow-write",
-            "--classify",
-            "conda_behave=write",
-            "--http-max-sessions",
-            "2",
-            "--http-max-stateless",
-            "1",
-        ],
+        &classify::with(
+            &classify::BEHAVE_WRITE,
+            &["--http-max-sessions", "2", "--http-max-stateless", "1"],
+        ),
         &[("CCM_MCP_TOKEN", TOKEN)],
     );
     let url = server.url.clone();
@@ -1147,13 +1153,7 @@ fn a_long_call_outlives_the_idle_timeout() {
     // Event streams carry keep-alive comments within the idle timeout (here 2 s), so a
     // 5 s conda run is answered on its connection.
     let server = HttpServer::start(
-        &[
-            "--allow-write",
-            "--classify",
-            "conda_behave=write",
-            "--http-idle-timeout",
-            "2",
-        ],
+        &classify::with(&classify::BEHAVE_WRITE, &["--http-idle-timeout", "2"]),
         &[("CCM_MCP_TOKEN", TOKEN)],
     );
     let session = open_session(&server.url, TOKEN);
@@ -1212,16 +1212,7 @@ fn invalid_arguments_follow_the_negotiated_revision_over_http() {
         ("2025-06-18", false),
         ("2025-11-25", true),
     ] {
-        let init = post(
-            url,
-            Some(TOKEN),
-            None,
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": revision, "capabilities": {},
-                "clientInfo": {"name": "ccm-http-tests", "version": "1"}}}),
-        );
-        assert_eq!(init.response()["result"]["protocolVersion"], revision);
-        let session = init.header("mcp-session-id").unwrap().to_owned();
+        let session = open_session_at(url, revision);
         let headers = [("MCP-Protocol-Version", revision)];
         let send = |message: &Value| {
             post_raw(
@@ -1231,8 +1222,6 @@ fn invalid_arguments_follow_the_negotiated_revision_over_http() {
                 message.to_string().as_bytes(),
             )
         };
-        let done = send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        assert_eq!(done.status, 202, "{revision}");
         let call = |id: i64, name: &str, arguments: Value| {
             send(&request(
                 id,
@@ -1275,13 +1264,7 @@ fn python_sdk_roots_over_http() {
     use crate::clients::{assert_roots_honoured, root_dirs, roots, run_roots};
     let python = sdk_python();
     let server = HttpServer::start(
-        &[
-            "--allow-write",
-            "--classify",
-            "conda_behave=write",
-            "--allow-paths",
-            "/",
-        ],
+        &classify::with(&classify::BEHAVE_WRITE, &["--allow-paths", "/"]),
         &[("CCM_MCP_TOKEN", TOKEN)],
     );
     let dirs = root_dirs();
@@ -1299,7 +1282,7 @@ fn python_sdk_roots_over_http() {
 fn progress_notifications_arrive_on_the_request_stream() {
     use crate::progress::{check_create_result, check_packages, check_progress, create_arguments};
     let server = HttpServer::start(
-        &crate::kit::classify::BEHAVE_WRITE,
+        &classify::BEHAVE_WRITE,
         &[
             ("CCM_MCP_TOKEN", TOKEN),
             ("CONDA_FIXTURE_FETCH_SECONDS", "0.4"),

@@ -1,10 +1,16 @@
 //! The test kit: helpers that several test files share, each written once. `proc` reads
 //! processes from `/proc` (state, liveness, memory, survivors of a run); `classify` holds
 //! the `--classify` flag lists the end-to-end tests start servers with; `confirm` the
-//! steps of a `--confirm-writes` exchange; `nobody` a server run as `nobody`. Test-only; everything here is a helper a test
-//! calls, never a test.
+//! steps of a `--confirm-writes` exchange; `exit` a server that must stop on its own;
+//! `nobody` a server run as `nobody` (or, whoever runs the tests, not as root); `prefix`
+//! a private copy of a conda prefix; `users` who a sandbox check runs as, each with a
+//! fresh HOME. Test-only; everything here is a
+//! helper a test calls, never a test.
 
 pub mod classify;
 pub mod confirm;
+pub mod exit;
 pub mod nobody;
+pub mod prefix;
 pub mod proc;
+pub mod users;

@@ -89,6 +89,19 @@ fn conda_launch(
     command.output().unwrap()
 }
 
+/// The MCP session `command` starts, which must target `conda`, and the tools it lists.
+fn session_on(command: Command, conda: &Path) -> (Session, Vec<String>) {
+    let mut session = Session::spawn_initialized(command);
+    let caps = session.capabilities();
+    assert_eq!(caps["target_executable"], json!(conda));
+    let names = session
+        .tools()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    (session, names)
+}
+
 #[test]
 fn conda_mcp_starts_ccm_against_the_invoking_conda() {
     let fixture = support::build_fixture(&[]);
@@ -118,19 +131,7 @@ fn conda_mcp_starts_ccm_against_the_invoking_conda() {
     command
         .args(["mcp", "--allow-write", "--list-all"])
         .env("CCM_BIN", ccm);
-    let mut session = Session::spawn(command);
-    session.initialize = session.request(
-        "initialize",
-        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
-    );
-    session.notify("notifications/initialized", json!({}));
-    let caps = session.capabilities();
-    assert_eq!(caps["target_executable"], json!(fixture.conda));
-    let names: Vec<String> = session
-        .tools()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_owned())
-        .collect();
+    let (mut session, names) = session_on(command, &fixture.conda);
     assert!(
         names.contains(&"conda_mcp".to_owned()),
         "the plugin's own command is listed (--list-all)"
@@ -323,28 +324,7 @@ fn private_conda_with_conda_cli_mcp(conda: &Path, dir: &Path) -> std::path::Path
     };
     let private = dir.join("conda");
     if has_cli_mcp(prefix) {
-        let copied = Command::new("cp")
-            .arg("-a")
-            .arg(prefix)
-            .arg(&private)
-            .status()
-            .unwrap();
-        assert!(copied.success());
-        // Entry scripts name their interpreter by absolute path: point them at the copy.
-        let old = format!("#!{}/bin/", prefix.display());
-        let new = format!("#!{}/bin/", private.display());
-        for entry in std::fs::read_dir(private.join("bin")).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_symlink() || !path.is_file() {
-                continue;
-            }
-            let Ok(text) = std::fs::read_to_string(&path) else {
-                continue;
-            };
-            if text.starts_with(&old) {
-                std::fs::write(&path, text.replacen(&old, &new, 1)).unwrap();
-            }
-        }
+        crate::kit::prefix::copy(prefix, &private);
     } else {
         let script = support::repo().join("scripts/make-real-conda");
         let built = Command::new(&script)
@@ -428,19 +408,8 @@ fn real_conda_launcher_coexists_with_conda_cli_mcp() {
     // An MCP session through `conda ccm` targets the private conda.
     let mut command = Command::new(&private);
     command.arg("ccm").env_remove("CCM_BIN").env("PATH", &path);
-    let mut session = Session::spawn(command);
-    session.initialize = session.request(
-        "initialize",
-        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
-    );
-    session.notify("notifications/initialized", json!({}));
+    let (mut session, names) = session_on(command, &private);
     let caps = session.capabilities();
-    assert_eq!(caps["target_executable"], json!(private));
-    let names: Vec<String> = session
-        .tools()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_owned())
-        .collect();
     // Both launchers are tools, left out of the listing (they start a server).
     assert!(
         !names.iter().any(|n| n == "conda_ccm" || n == "conda_mcp"),

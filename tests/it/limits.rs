@@ -62,6 +62,29 @@ pub(crate) fn trees(seconds: &str) -> [(&'static str, Vec<String>); 2] {
     ]
 }
 
+/// What `conda compare --file /dev/zero` does — read an endless file into memory — run
+/// by `conda_run` on a server with `--memory-limit 512MiB`: the program fails with a
+/// `MemoryError`, and the result says the limit may have been exceeded.
+pub(crate) fn runs_out_of_512_mib(s: &mut Session) {
+    let result = s.call(
+        "conda_run",
+        json!({"executable_call": ["python", "-c", "open('/dev/zero', 'rb').read()"]}),
+    );
+    assert_eq!(result["isError"], true, "{result}");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("memory limit 512 MiB may have been exceeded"),
+        "{text}"
+    );
+    assert!(
+        structured(&result)["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("MemoryError"),
+        "{result}"
+    );
+}
+
 pub(crate) fn run_args(argv: &[String]) -> Value {
     json!({"executable_call": argv, "no_capture_output": true})
 }
@@ -214,24 +237,7 @@ fn no_descendant_survives_stdin_eof() {
 fn the_memory_limit_is_enforced_and_named() {
     let mut s = Session::start(conda(), &["--allow-exec", "--memory-limit", "512MiB"]);
     s.call("conda_info", json!({}));
-    // What `conda compare --file /dev/zero` does: read an endless file into memory.
-    let result = s.call(
-        "conda_run",
-        json!({"executable_call": ["python", "-c", "open('/dev/zero', 'rb').read()"]}),
-    );
-    assert_eq!(result["isError"], true, "{result}");
-    let text = result["content"][0]["text"].as_str().unwrap();
-    assert!(
-        text.contains("memory limit 512 MiB may have been exceeded"),
-        "{text}"
-    );
-    assert!(
-        structured(&result)["stderr"]
-            .as_str()
-            .unwrap()
-            .contains("MemoryError"),
-        "{result}"
-    );
+    runs_out_of_512_mib(&mut s);
     let rss = s.peak_rss_kb();
     assert!(rss < 50 * 1024, "server peak RSS {rss} kB");
     let caps = s.capabilities();

@@ -13,6 +13,15 @@ use serde_json::{Value, json};
 
 use crate::support;
 
+/// The `_meta` of a request of the session-less 2026-07-28 lifecycle.
+pub fn session_less_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "ccm-tests", "version": "1"},
+    })
+}
+
 pub struct Session {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -36,6 +45,24 @@ impl Session {
             command.env(k, v);
         }
         Self::spawn_initialized(command)
+    }
+
+    /// Start `ccm --conda-exe <conda> <args>`, not initialized yet.
+    pub fn spawn_on(conda: &Path, args: &[&str]) -> Session {
+        let mut command: Command = support::ccm();
+        command.arg("--conda-exe").arg(conda).args(args);
+        Self::spawn(command)
+    }
+
+    /// A session of `revision` on `conda` with `args`: the lifecycle's handshake, or none
+    /// for the session-less 2026-07-28; and the `_meta` its requests carry.
+    pub fn at_revision(conda: &Path, revision: &str, args: &[&str]) -> (Session, Value) {
+        let mut s = Self::spawn_on(conda, args);
+        if revision == "2026-07-28" {
+            return (s, session_less_meta());
+        }
+        s.handshake(revision);
+        (s, json!({}))
     }
 
     /// Spawn `command` (a `ccm` server) and initialize.

@@ -11,8 +11,8 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
+use crate::kit::users::sandboxed_server;
 use crate::mcp::{Session, structured};
-use crate::support;
 
 /// The fields of `/proc/<pid>/status` that say what a process may do beyond its ids.
 const FIELDS: [&str; 6] = [
@@ -60,35 +60,10 @@ fn status_of_a_sandboxed_program(s: &mut Session, prefix: &Path) -> String {
     structured(&result)["stdout"].as_str().unwrap().to_owned()
 }
 
-/// A server for `conda` with `--allow-exec` (and `--warm` when asked, ready), run by
-/// `launch` (the tests' user or `nobody`); the sandbox must be active.
-fn server(launch: Command, conda: &Path, home: &Path, warm: bool) -> Session {
-    let mut command = launch;
-    command
-        .arg("--conda-exe")
-        .arg(conda)
-        .arg("--allow-exec")
-        .args(if warm { &["--warm"][..] } else { &[][..] })
-        .env_remove("CONDA_EXE")
-        .env_remove("CCM_LOG")
-        .env("HOME", home);
-    let mut s = Session::spawn_initialized(command);
-    assert_eq!(
-        s.capabilities()["sandbox"]["state"],
-        "active",
-        "{}",
-        s.stderr.lock().unwrap()
-    );
-    if warm {
-        crate::warm::wait_ready(&mut s);
-    }
-    s
-}
-
 /// Cold and warm, one sandboxed program's privileges must be none.
-fn check(launch: impl Fn() -> Command, conda: &Path, prefix: &Path, home: &Path, who: &str) {
+fn check(launch: &dyn Fn() -> Command, conda: &Path, prefix: &Path, home: &Path, who: &str) {
     for warm in [false, true] {
-        let mut s = server(launch(), conda, home, warm);
+        let mut s = sandboxed_server(launch(), conda, home, warm);
         let status = status_of_a_sandboxed_program(&mut s, prefix);
         assert_eq!(
             privileges(&status),
@@ -105,24 +80,7 @@ fn check(launch: impl Fn() -> Command, conda: &Path, prefix: &Path, home: &Path,
 /// The fixture conda, as the tests' user (root in CI) and as `nobody` (when root).
 #[test]
 fn sandboxed_children_hold_no_capabilities_and_no_new_privileges() {
-    let fixture = support::fixture();
-    let home = tempfile::Builder::new()
-        .prefix("ccm-home-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
-    let me = support::ccm;
-    check(
-        me,
-        &fixture.conda,
-        &fixture.prefix,
-        home.path(),
-        "the tests' user",
-    );
-    if !support::is_root() {
-        return;
-    }
-    let (nobody, others, home, _base) = crate::kit::nobody::as_nobody();
-    check(nobody, &others.conda, &others.prefix, &home, "nobody");
+    crate::kit::users::fixture_as_each_user(check);
 }
 
 /// A real conda as the tests' user (root in CI): its `conda run` (activation, a shell
@@ -130,20 +88,5 @@ fn sandboxed_children_hold_no_capabilities_and_no_new_privileges() {
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_sandboxed_children_hold_no_capabilities_and_no_new_privileges() {
-    let conda = support::real_conda();
-    let prefix = support::real_discovery()
-        .prefix
-        .clone()
-        .expect("the target's prefix");
-    let home = tempfile::Builder::new()
-        .prefix("ccm-home-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
-    check(
-        support::ccm,
-        &conda,
-        &prefix,
-        home.path(),
-        "the tests' user",
-    );
+    crate::kit::users::real_conda_as_the_tests_user(check);
 }

@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::kit::classify::BEHAVE_WRITE;
-use crate::mcp::Session;
-use crate::revisions::session_less_meta;
+use crate::mcp::{Session, session_less_meta};
 use crate::support;
 
 /// The flags of a server that runs `conda_create` and `conda_behave`.

@@ -262,7 +262,13 @@ fn an_overlong_line_is_refused_and_the_connection_keeps_working() {
 
 #[test]
 fn oversized_commands_are_refused_before_anything_spawns() {
-    let mut s = Session::start(conda(), &["--allow-exec", "--allow-write"]);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let log_text = log.to_str().unwrap();
+    let mut s = Session::start(
+        conda(),
+        &["--allow-exec", "--allow-write", "--audit-log", log_text],
+    );
     // 24 arguments of 32 KiB (schema-valid) exceed the 512 KiB command cap.
     let mut argv = vec!["info".to_owned()];
     argv.extend((0..24).map(|i| format!("{i}{}", "a".repeat(32 * 1024 - 3))));
@@ -273,6 +279,13 @@ fn oversized_commands_are_refused_before_anything_spawns() {
     assert_alive(&mut s, 99);
     let result = s.call("conda_info", json!({}));
     assert_eq!(result["structuredContent"]["exit_code"], 0);
+    // Nothing spawned for the refused call: its audit line has no outcome, where the
+    // call that ran has one.
+    let entries = crate::audit::lines(&log);
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    assert_eq!(entries[0]["tool"], "conda_execute", "{}", entries[0]);
+    assert_eq!(entries[0]["exit_code"], Value::Null, "{}", entries[0]);
+    assert_eq!(entries[1]["exit_code"], 0, "{}", entries[1]);
 }
 
 #[test]

@@ -130,24 +130,9 @@ struct Server {
     zygote: Option<i32>,
 }
 
-fn server(mut launch: Command, conda: &Path, home: &Path, warm: bool) -> Server {
-    launch
-        .arg("--conda-exe")
-        .arg(conda)
-        .arg("--allow-exec")
-        .args(if warm { &["--warm"][..] } else { &[][..] })
-        .env_remove("CONDA_EXE")
-        .env_remove("CCM_LOG")
-        .env("HOME", home);
-    let mut session = Session::spawn_initialized(launch);
-    assert_eq!(
-        session.capabilities()["sandbox"]["state"],
-        "active",
-        "{}",
-        session.stderr.lock().unwrap()
-    );
+fn server(launch: Command, conda: &Path, home: &Path, warm: bool) -> Server {
+    let session = crate::kit::users::sandboxed_server(launch, conda, home, warm);
     let zygote = warm.then(|| {
-        crate::warm::wait_ready(&mut session);
         let found = children(&session);
         assert_eq!(found.len(), 1, "a warm server's children: {found:?}");
         found[0]
@@ -210,7 +195,7 @@ fn check(attacker: &Value, victim: &Value, scoped: bool, what: &str) {
 /// signal scope where it has one, and always without it (`CCM_TEST_NO_SIGNAL_SCOPE`, a
 /// debug-build switch: what the per-call user and IPC namespaces hold alone, as on a
 /// kernel before Linux 6.12).
-fn pairs(launch: impl Fn() -> Command, conda: &Path, prefix: &Path, home: &Path, who: &str) {
+fn pairs(launch: &dyn Fn() -> Command, conda: &Path, prefix: &Path, home: &Path, who: &str) {
     let unscoped = || {
         let mut command = launch();
         command.env("CCM_TEST_NO_SIGNAL_SCOPE", "1");
@@ -219,7 +204,7 @@ fn pairs(launch: impl Fn() -> Command, conda: &Path, prefix: &Path, home: &Path,
     let without = format!("{who}, without the signal scope");
     pairs_once(unscoped, false, conda, prefix, home, &without);
     if landlock_abi() >= 6 {
-        pairs_once(&launch, true, conda, prefix, home, who);
+        pairs_once(launch, true, conda, prefix, home, who);
     }
 }
 
@@ -299,23 +284,7 @@ fn two(servers: &mut [Server], i: usize, j: usize) -> (&mut Server, &mut Server)
 /// The fixture conda, as the tests' user (root in CI) and as `nobody` (when root).
 #[test]
 fn concurrent_sandboxed_calls_cannot_reach_each_other_or_the_server() {
-    let fixture = support::fixture();
-    let home = tempfile::Builder::new()
-        .prefix("ccm-home-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
-    pairs(
-        support::ccm,
-        &fixture.conda,
-        &fixture.prefix,
-        home.path(),
-        "the tests' user",
-    );
-    if !support::is_root() {
-        return;
-    }
-    let (nobody, others, home, _base) = crate::kit::nobody::as_nobody();
-    pairs(nobody, &others.conda, &others.prefix, &home, "nobody");
+    crate::kit::users::fixture_as_each_user(pairs);
 }
 
 /// A real conda as the tests' user (root in CI): `conda run` starts the program through
@@ -323,20 +292,5 @@ fn concurrent_sandboxed_calls_cannot_reach_each_other_or_the_server() {
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_concurrent_sandboxed_calls_cannot_reach_each_other_or_the_server() {
-    let conda = support::real_conda();
-    let prefix = support::real_discovery()
-        .prefix
-        .clone()
-        .expect("the target's prefix");
-    let home = tempfile::Builder::new()
-        .prefix("ccm-home-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
-    pairs(
-        support::ccm,
-        &conda,
-        &prefix,
-        home.path(),
-        "the tests' user",
-    );
+    crate::kit::users::real_conda_as_the_tests_user(pairs);
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::http::{HttpServer, TOKEN, post, post_raw};
+use crate::http::{HttpServer, TOKEN, open_session_at, post_raw};
 use crate::mcp::Session;
 use crate::support;
 
@@ -88,7 +88,7 @@ fn a_repeated_key_is_refused_over_stdio_under_every_revision() {
     // Session-less 2026-07-28 (no initialize).
     let pid = dir.path().join("pid-2026-07-28");
     let mut s = start();
-    let meta = crate::revisions::session_less_meta();
+    let meta = crate::mcp::session_less_meta();
     s.write_raw(format!("{}\n", call_frame(9, &pid, Some(&meta))).as_bytes());
     let answer = s.wait(9, Duration::from_secs(30)).expect("an answer");
     assert_refused(&answer, 9, "2026-07-28");
@@ -105,24 +105,8 @@ fn a_repeated_key_is_refused_over_http_under_every_revision() {
     let url = server.url.as_str();
     for (id, revision) in [(2, "2024-11-05"), (3, "2025-06-18"), (4, "2025-11-25")] {
         let pid = dir.path().join(format!("pid-{revision}"));
-        let init = post(
-            url,
-            Some(TOKEN),
-            None,
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": revision, "capabilities": {},
-                "clientInfo": {"name": "ccm-http-tests", "version": "1"}}}),
-        );
-        assert_eq!(init.response()["result"]["protocolVersion"], revision);
-        let session = init.header("mcp-session-id").unwrap().to_owned();
+        let session = open_session_at(url, revision);
         let headers = [("MCP-Protocol-Version", revision)];
-        let done = post_raw(
-            url,
-            Some(&session),
-            &headers,
-            br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-        );
-        assert_eq!(done.status, 202, "{revision}");
         let answer = post_raw(
             url,
             Some(&session),
@@ -133,7 +117,7 @@ fn a_repeated_key_is_refused_over_http_under_every_revision() {
         assert_nothing_ran(&log, &pid, revision);
     }
     let pid = dir.path().join("pid-2026-07-28");
-    let meta = crate::revisions::session_less_meta();
+    let meta = crate::mcp::session_less_meta();
     let headers = [
         ("MCP-Protocol-Version", "2026-07-28"),
         ("Mcp-Method", "tools/call"),

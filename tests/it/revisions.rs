@@ -5,19 +5,10 @@
 
 use serde_json::{Value, json};
 
-use crate::mcp::Session;
+use crate::mcp::{Session, session_less_meta};
 use crate::support;
 
 const INVALID: &str = "Invalid arguments at $.verbose: must be at most 16";
-
-/// The `_meta` of a request of the session-less 2026-07-28 lifecycle.
-pub fn session_less_meta() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "ccm-tests", "version": "1"},
-    })
-}
 
 /// The answer to an invalid `conda_info` call, as a revision must give it.
 pub fn assert_invalid_answer(answer: &Value, as_result: bool, revision: &str) {
@@ -156,17 +147,7 @@ fn real_conda_json_stdout_is_carried_once() {
 /// A session of `revision` ("2026-07-28": session-less requests) on the fixture with
 /// `args`; its calls' `_meta`.
 fn session_of(revision: &str, args: &[&str]) -> (Session, Value) {
-    let mut command = support::ccm();
-    command
-        .arg("--conda-exe")
-        .arg(&support::fixture().conda)
-        .args(args);
-    let mut s = Session::spawn(command);
-    if revision == "2026-07-28" {
-        return (s, session_less_meta());
-    }
-    s.handshake(revision);
-    (s, json!({}))
+    Session::at_revision(&support::fixture().conda, revision, args)
 }
 
 /// Assert a policy refusal's shape under `revision`: the JSON-RPC error -32600 before

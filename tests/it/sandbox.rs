@@ -1,30 +1,23 @@
 //! The read-only sandbox end to end: children of read-only calls (and of calls admitted
 //! by `--allow-exec` alone) cannot write outside the declared places.
 //!
-//! A writing command is forced through the read-only path with the debug-build hook
-//! `CCM_TEST_FORCE_READ_ONLY` (the fixture's `behave --pid-file PATH` writes PATH).
+//! A writing command reaches the read-only path as an operator's wrong classification
+//! would send it there: `--classify conda_behave=read` (the fixture's `behave --pid-file
+//! PATH` writes PATH).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::{Value, json};
 
 use crate::mcp::{Session, structured};
 use crate::support;
 
-const FORCE: (&str, &str) = ("CCM_TEST_FORCE_READ_ONLY", "conda_behave");
+use crate::kit::classify::{self, BEHAVE_READ};
+use crate::kit::users::home;
 
 fn conda() -> &'static Path {
     &support::fixture().conda
-}
-
-/// A private HOME for the server (conda's caches live under it).
-fn home() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("ccm-home-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap()
 }
 
 fn start(args: &[&str], env: &[(&str, &str)], home: &Path) -> Session {
@@ -55,18 +48,18 @@ fn writable_paths(caps: &Value) -> Vec<(String, String)> {
 }
 
 #[test]
-fn a_writing_command_forced_through_the_read_only_path_cannot_write() {
+fn a_writing_command_classified_read_runs_sandboxed_and_cannot_write() {
     let home = home();
     let target = home.path().join("written-by-a-read");
     let arguments = json!({"pid_file": target});
 
-    // Without the hook the default read-only server refuses the call outright.
+    // Not classified, the default read-only server refuses the call outright.
     let mut plain = start(&[], &[], home.path());
     let (code, _) = plain.call_error("conda_behave", arguments.clone());
     assert_eq!(code, -32600);
 
-    // Forced through the read-only path: it runs, in the sandbox, and cannot write.
-    let mut s = start(&[], &[FORCE], home.path());
+    // Classified read: it runs, in the sandbox, and cannot write.
+    let mut s = start(&BEHAVE_READ, &[], home.path());
     let caps = s.capabilities();
     assert_eq!(
         caps["sandbox"]["state"], "active",
@@ -82,8 +75,12 @@ fn a_writing_command_forced_through_the_read_only_path_cannot_write() {
     );
     assert!(!target.exists(), "the read-only call wrote {target:?}");
 
-    // The same forced call with the sandbox turned off writes: the sandbox stopped it.
-    let mut off = start(&["--no-sandbox"], &[FORCE], home.path());
+    // The same call with the sandbox turned off writes: the sandbox stopped it.
+    let mut off = start(
+        &classify::with(&BEHAVE_READ, &["--no-sandbox"]),
+        &[],
+        home.path(),
+    );
     assert_eq!(off.capabilities()["sandbox"]["state"], "disabled");
     let result = off.call("conda_behave", arguments);
     assert_eq!(structured(&result)["exit_code"], 0, "{result}");
@@ -93,7 +90,7 @@ fn a_writing_command_forced_through_the_read_only_path_cannot_write() {
 #[test]
 fn tmpdir_is_a_private_tmpfs() {
     let home = home();
-    let mut s = start(&[], &[FORCE], home.path());
+    let mut s = start(&BEHAVE_READ, &[], home.path());
     let caps = s.capabilities();
     let (tmpdir, kind) = writable_paths(&caps).remove(0);
     assert_eq!(kind, "tmpfs");
@@ -261,60 +258,11 @@ fn read_only_tools_print_the_same_inside_and_outside() {
 /// server runs as `nobody` (through `setpriv`); otherwise as the current user.
 #[test]
 fn an_unprivileged_server_gets_the_same_sandbox() {
-    use std::os::unix::fs::PermissionsExt;
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    // Everything the unprivileged user needs, in a directory it can reach: the binary,
-    // a fixture conda on a system interpreter, a HOME.
-    let base = tempfile::Builder::new()
-        .prefix("ccm-unprivileged-")
-        .tempdir()
-        .unwrap();
-    let open = |path: &Path, mode: u32| {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-    };
-    open(base.path(), 0o755);
-    let ccm = base.path().join("ccm");
-    std::fs::copy(env!("CARGO_BIN_EXE_ccm"), &ccm).unwrap();
-    let prefix = base.path().join("conda");
-    let mut build = Command::new(support::python());
-    build
-        .arg(support::repo().join("tests/fixtures/build_fixture.py"))
-        .arg(&prefix);
-    if root {
-        let system = Path::new("/usr/bin/python3");
-        assert!(
-            system.exists(),
-            "running the server as nobody needs an interpreter nobody can run: /usr/bin/python3"
-        );
-        build.arg("--python").arg(system);
-    }
-    let built = build.output().unwrap();
-    assert!(built.status.success(), "{built:?}");
-    let conda = prefix.join("bin/conda");
-    let home = base.path().join("home");
-    std::fs::create_dir(&home).unwrap();
-    open(&home, 0o777);
+    let root = support::is_root();
+    let unprivileged = crate::kit::nobody::Unprivileged::new();
+    let home = unprivileged.home();
     let target = home.join("written-by-a-read");
-    let server = |args: &[&str]| {
-        let mut command = if root {
-            let mut c = Command::new("setpriv");
-            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-                .arg(&ccm);
-            c
-        } else {
-            Command::new(&ccm)
-        };
-        command
-            .arg("--conda-exe")
-            .arg(&conda)
-            .args(args)
-            .env_remove("CONDA_EXE")
-            .env_remove("CCM_LOG")
-            .env("HOME", &home)
-            .env(FORCE.0, FORCE.1);
-        Session::spawn_initialized(command)
-    };
+    let server = |args: &[&str]| unprivileged.server(&classify::with(&BEHAVE_READ, args));
     let mut s = server(&[]);
     assert_eq!(
         s.capabilities()["sandbox"]["state"],
@@ -381,7 +329,7 @@ fn tree(root: &Path) -> BTreeMap<PathBuf, String> {
 /// The read-only tools of a real conda through the server with the sandbox: they succeed
 /// and change nothing in HOME (.condarc and the working directory included), the prefix's
 /// conda-meta or its rc file. `conda config` without `--show` (which rewrites the user's
-/// rc file) is forced through the read-only path to show the sandbox stopping a real
+/// rc file) is classified read (`--classify conda_config=read`) to show the sandbox stopping a real
 /// conda write; the same call without the sandbox writes.
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
@@ -403,10 +351,10 @@ fn real_conda_read_only_tools_run_sandboxed_and_write_nothing() {
             .args(args)
             .current_dir(&cwd)
             .env("HOME", home.path())
-            .env(FORCE.0, "conda_config");
+            .args(["--classify", "conda_config=read"]);
         Session::spawn_initialized(command)
     };
-    // (--list-all: the forced call below is outside conda_config's listed read-only form.)
+    // (--list-all: every form listed, whatever the classification.)
     let mut s = start_in(&["--list-all"]);
     assert_eq!(s.capabilities()["sandbox"]["state"], "active");
     let watched = || {
@@ -437,7 +385,7 @@ fn real_conda_read_only_tools_run_sandboxed_and_write_nothing() {
     s.call("conda_config", json!({}));
     assert!(!rc.exists(), "conda config wrote {rc:?} inside the sandbox");
     assert_eq!(before, watched(), "a read-only call changed the filesystem");
-    // Without the sandbox the same forced call writes it: the check above can fail.
+    // Without the sandbox the same call writes it: the check above can fail.
     let mut off = start_in(&["--no-sandbox", "--list-all"]);
     off.call("conda_config", json!({}));
     assert!(

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::kit::classify;
 use crate::kit::proc::alive;
 use crate::mcp::{Session, reported_argv, structured};
 use crate::support;
@@ -279,15 +280,10 @@ fn generated_call_result_shape() {
 fn exit_codes_output_limits_and_json_parsing() {
     let mut s = Session::start(
         conda(),
-        &[
-            "--allow-write",
-            "--classify",
-            "conda_behave=write",
-            "--classify",
-            "conda_tune=write",
-            "--output-limit-bytes",
-            "1000",
-        ],
+        &classify::with(
+            &classify::BEHAVE_TUNE_WRITE,
+            &["--output-limit-bytes", "1000"],
+        ),
     );
     // Integers sent as 2.0 compile to 2.
     let tune = s.call(
@@ -341,16 +337,7 @@ fn exit_codes_output_limits_and_json_parsing() {
 
 #[test]
 fn output_flood_keeps_memory_bounded() {
-    let mut s = Session::start(
-        conda(),
-        &[
-            "--allow-write",
-            "--classify",
-            "conda_behave=write",
-            "--classify",
-            "conda_tune=write",
-        ],
-    );
+    let mut s = Session::start(conda(), &classify::BEHAVE_TUNE_WRITE);
     s.call("conda_info", json!({}));
     let before = s.peak_rss_kb();
     // 200 MB on each stream, 1 MiB retained of each.
@@ -370,15 +357,7 @@ fn output_flood_keeps_memory_bounded() {
 fn timeouts_are_hard_even_with_a_detached_grandchild() {
     let mut s = Session::start(
         conda(),
-        &[
-            "--allow-write",
-            "--classify",
-            "conda_behave=write",
-            "--classify",
-            "conda_tune=write",
-            "--timeout",
-            "2",
-        ],
+        &classify::with(&classify::BEHAVE_TUNE_WRITE, &["--timeout", "2"]),
     );
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pids");
@@ -425,16 +404,7 @@ fn timeouts_are_hard_even_with_a_detached_grandchild() {
 
 #[test]
 fn cancellation_kills_the_tree_and_sends_no_result() {
-    let mut s = Session::start(
-        conda(),
-        &[
-            "--allow-write",
-            "--classify",
-            "conda_behave=write",
-            "--classify",
-            "conda_tune=write",
-        ],
-    );
+    let mut s = Session::start(conda(), &classify::BEHAVE_TUNE_WRITE);
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pids");
     let id = s.send(
@@ -461,16 +431,7 @@ fn cancellation_kills_the_tree_and_sends_no_result() {
 
 #[test]
 fn non_executing_requests_are_not_held_up() {
-    let mut s = Session::start(
-        conda(),
-        &[
-            "--allow-write",
-            "--classify",
-            "conda_behave=write",
-            "--classify",
-            "conda_tune=write",
-        ],
-    );
+    let mut s = Session::start(conda(), &classify::BEHAVE_TUNE_WRITE);
     s.tools();
     let started = Instant::now();
     let slow = s.send(

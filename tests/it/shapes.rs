@@ -62,12 +62,10 @@ fn fixture() -> &'static Path {
 fn each_result_kind_is_complete_in_text_and_in_structured_content() {
     let mut s = Session::start(
         fixture(),
-        &[
-            "--classify",
-            "conda_behave=read",
-            "--output-limit-bytes",
-            "1000",
-        ],
+        &crate::kit::classify::with(
+            &crate::kit::classify::BEHAVE_READ,
+            &["--output-limit-bytes", "1000"],
+        ),
     );
     // JSON output: the document.
     let json = s.call("conda_info", serde_json::json!({"json": true}));

@@ -39,35 +39,6 @@ const DRAWN: usize = 3;
 /// Servers run side by side (each executes one conda at a time).
 const SERVERS: usize = 2;
 
-/// A private copy of the prefix of `conda`: the copy's `bin/conda`.
-pub(crate) fn copy_prefix(prefix: &Path, into: &Path) -> PathBuf {
-    let status = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(prefix)
-        .arg(into)
-        .status()
-        .expect("cp");
-    assert!(status.success(), "copying {} failed", prefix.display());
-    // Entry scripts name their interpreter by absolute path: point them at the copy.
-    let old = format!("#!{}/", prefix.display());
-    let new = format!("#!{}/", into.display());
-    for entry in std::fs::read_dir(into.join("bin")).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_symlink() || !path.is_file() {
-            continue;
-        }
-        let Ok(bytes) = std::fs::read(&path) else {
-            continue;
-        };
-        if bytes.starts_with(old.as_bytes()) {
-            let mut text = new.as_bytes().to_vec();
-            text.extend_from_slice(&bytes[old.len()..]);
-            std::fs::write(&path, text).unwrap();
-        }
-    }
-    into.join("bin/conda")
-}
-
 /// Every file, directory and link below `root`: path → digest of what it is.
 fn tree(root: &Path, out: &mut BTreeMap<PathBuf, String>) {
     let Ok(meta) = std::fs::symlink_metadata(root) else {
@@ -396,7 +367,7 @@ impl World {
             .expect("the target's prefix");
         let throwaway = Throwaway::new(&format!("side-effects-{k}"));
         let prefix = throwaway.path("conda");
-        let conda = copy_prefix(&original, &prefix);
+        let conda = crate::kit::prefix::copy(&original, &prefix);
         // A package cache, as any conda that has installed something has.
         std::fs::create_dir_all(prefix.join("pkgs/cache")).unwrap();
         std::fs::write(prefix.join("pkgs/urls.txt"), "").unwrap();

@@ -45,15 +45,18 @@ fn matching_target_starts_from_the_snapshot_and_is_confirmed() {
     );
     assert_eq!(Value::Array(tools), Value::Array(live));
     // Calls run at once, with the baked compilers.
-    assert!(
-        caps["compilers"]
-            .as_object()
-            .unwrap()
-            .values()
-            .all(|c| c == "baked")
-    );
+    assert!(all_baked(&caps), "{}", caps["compilers"]);
     let r = s.call("conda_list", json!({"json": true}));
     assert_eq!(structured(&r)["restart_required"], false);
+}
+
+/// Whether every tool of the capabilities document uses a baked compiler.
+fn all_baked(caps: &Value) -> bool {
+    caps["compilers"]
+        .as_object()
+        .unwrap()
+        .values()
+        .all(|c| c == "baked")
 }
 
 #[test]
@@ -113,13 +116,7 @@ fn other_plugins_or_no_snapshot_start_live() {
     assert_eq!(caps["startup"]["path"], "live");
     assert_eq!(caps["startup"]["reason"], "--no-snapshot");
     // Baked compilers are still used on the live path where signatures match.
-    assert!(
-        caps["compilers"]
-            .as_object()
-            .unwrap()
-            .values()
-            .all(|c| c == "baked")
-    );
+    assert!(all_baked(&caps), "{}", caps["compilers"]);
 }
 
 /// A server started by another, unprivileged user with this `HOME` and working directory.
@@ -151,10 +148,7 @@ fn make_dirs(dirs: &[&Path]) {
 #[test]
 fn a_snapshot_start_is_confirmed_for_another_user_home_and_working_directory() {
     let fixture = support::build_fixture_for_others(&[]);
-    let place = tempfile::Builder::new()
-        .prefix("ccm-home-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
+    let place = crate::kit::users::home();
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(place.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -256,7 +250,7 @@ fn real_conda_with_ccm_launcher_installed_starts_as_without_it() {
         .expect("the target's prefix");
     let scratch = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let prefix = scratch.path().join("conda");
-    let conda = crate::side_effects::copy_prefix(&original, &prefix);
+    let conda = crate::kit::prefix::copy(&original, &prefix);
     let home = scratch.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
     let home = home.to_str().unwrap().to_owned();

@@ -1,9 +1,5 @@
 //! The operator's tool surface over stdio: hidden tools, every override kind, collisions.
 
-use std::io::Read;
-use std::process::Stdio;
-use std::time::{Duration, Instant};
-
 use serde_json::{Value, json};
 
 use crate::mcp::{Session, structured};
@@ -118,44 +114,16 @@ fn every_override_kind() {
 }
 
 /// Run ccm over stdio with `env`, keep stdin open, and wait (bounded) for it to exit:
-/// (status, stderr).
+/// (status, stderr); it prints nothing on stdout.
 fn run_until_exit(env: &[(&str, &str)]) -> (Option<i32>, String) {
-    let mut child = support::ccm()
+    let mut command = support::ccm();
+    command
         .arg("--conda-exe")
         .arg(&support::fixture().conda)
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("ccm did not exit");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    let mut stdout = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
+        .envs(env.iter().copied());
+    let (code, stdout, stderr) = crate::kit::exit::serve_until_exit(command);
     assert!(stdout.is_empty(), "{stdout}");
-    (status.code(), stderr)
+    (code, stderr)
 }
 
 #[test]
@@ -232,7 +200,7 @@ fn override_errors_known_at_startup_exit_at_once() {
             .arg("--conda-exe")
             .arg(&support::fixture().conda)
             .envs(env.iter().copied())
-            .stdin(Stdio::null())
+            .stdin(std::process::Stdio::null())
             .output()
             .unwrap();
         assert_eq!(output.status.code(), Some(2));

@@ -49,8 +49,8 @@ const FIXTURE_CORE: &[&str] = &[
     "conda_update",
 ];
 
-/// `@core` minus what the default policy admits no call of (`env create`, `run`).
-fn core_by_default() -> Vec<&'static str> {
+/// `@core` minus what the default policy admits no call of (`env create`, `run`), sorted.
+pub fn core_by_default() -> Vec<&'static str> {
     FIXTURE_CORE
         .iter()
         .copied()
@@ -529,22 +529,7 @@ fn the_selection_is_the_same_under_every_revision() {
         .collect();
     expected.push("conda_execute");
     for revision in ["2024-11-05", "2025-06-18", "2025-11-25", "2026-07-28"] {
-        let mut command = support::ccm();
-        command
-            .arg("--conda-exe")
-            .arg(&support::fixture().conda)
-            .args(args);
-        let mut s = Session::spawn(command);
-        let meta = if revision == "2026-07-28" {
-            json!({
-                "io.modelcontextprotocol/protocolVersion": revision,
-                "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": {"name": "ccm-tests", "version": "1"},
-            })
-        } else {
-            s.handshake(revision);
-            json!({})
-        };
+        let (mut s, meta) = Session::at_revision(&support::fixture().conda, revision, &args);
         let listed = s.request("tools/list", json!({"_meta": meta}));
         let tools = listed["result"]["tools"]
             .as_array()

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::kit::classify::{self, BEHAVE_READ};
 use crate::kit::proc::{alive, assert_no_survivors, survivors, what_a_child_reads};
 use crate::limits::{GRACE, SLACK, run_args, started, trees, unique_seconds, wait_until};
 use crate::mcp::{Session, structured};
@@ -87,22 +88,7 @@ fn warm_no_descendant_survives_a_timeout_or_a_cancellation() {
 #[test]
 fn warm_children_run_under_the_memory_limit_and_in_their_cgroup() {
     let mut s = warm_session(conda(), &["--allow-exec", "--memory-limit", "512MiB"], &[]);
-    let result = s.call(
-        "conda_run",
-        json!({"executable_call": ["python", "-c", "open('/dev/zero', 'rb').read()"]}),
-    );
-    let text = result["content"][0]["text"].as_str().unwrap();
-    assert!(
-        text.contains("memory limit 512 MiB may have been exceeded"),
-        "{text}"
-    );
-    assert!(
-        structured(&result)["stderr"]
-            .as_str()
-            .unwrap()
-            .contains("MemoryError"),
-        "{result}"
-    );
+    crate::limits::runs_out_of_512_mib(&mut s);
     // The warm child (the program's parent) is in the execution's cgroup, with its
     // program, not in the zygote's.
     let zygote = zygote_pid(&mut s);
@@ -284,10 +270,6 @@ fn nothing_of_the_warm_path_survives_the_server() {
     });
 }
 
-/// Makes the fixture's `conda_behave` (which writes the file it is given) a read-only
-/// verdict, so that it runs in the sandbox.
-const FORCE: (&str, &str) = ("CCM_TEST_FORCE_READ_ONLY", "conda_behave");
-
 /// What a sandboxed call holds, seen by the program `conda run` starts: the capabilities
 /// of its parent (the conda process, cold or warm) and its own, and whether it can write.
 fn held(s: &mut Session, probe: &Path) -> String {
@@ -303,8 +285,9 @@ fn held(s: &mut Session, probe: &Path) -> String {
     structured(&result)["stdout"].as_str().unwrap().to_owned()
 }
 
-/// Cold and warm servers made by `server`: a sandboxed write fails in both, and the
-/// conda process and its program hold the same capabilities.
+/// Cold and warm servers made by `server`, which classifies the fixture's `conda_behave`
+/// (it writes the file it is given) read so that it runs in the sandbox: a sandboxed
+/// write fails in both, and the conda process and its program hold the same capabilities.
 fn sandboxed_alike(server: impl Fn(&[&str]) -> Session, home: &Path) {
     let target = home.join("written-by-a-read");
     let probe = home.join("touched-by-a-read");
@@ -340,78 +323,16 @@ fn sandboxed_alike(server: impl Fn(&[&str]) -> Session, home: &Path) {
 #[test]
 fn warm_sandboxed_children_hold_what_cold_ones_hold() {
     let home = tempfile::tempdir().unwrap();
-    let server = |args: &[&str]| Session::start_with(conda(), args, &[FORCE]);
+    let server = |args: &[&str]| Session::start(conda(), &classify::with(&BEHAVE_READ, args));
     sandboxed_alike(server, home.path());
-}
-
-/// A server that is not root: as `nobody` (through `setpriv`) when the tests run as
-/// root, with its own copy of `ccm` and of the fixture conda (under the system Python,
-/// which `nobody` can run), and a home anyone can write. Such a server has no
-/// per-execution cgroups (it cannot create them) and no privileged sandbox.
-struct Unprivileged {
-    base: tempfile::TempDir,
-    root: bool,
-}
-
-impl Unprivileged {
-    fn new() -> Unprivileged {
-        use std::os::unix::fs::PermissionsExt;
-        let root = support::is_root();
-        let base = tempfile::Builder::new()
-            .prefix("ccm-warm-unprivileged-")
-            .tempdir()
-            .unwrap();
-        let open = |path: &Path, mode: u32| {
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-        };
-        open(base.path(), 0o755);
-        std::fs::copy(env!("CARGO_BIN_EXE_ccm"), base.path().join("ccm")).unwrap();
-        let mut build = std::process::Command::new(support::python());
-        build
-            .arg(support::repo().join("tests/fixtures/build_fixture.py"))
-            .arg(base.path().join("conda"));
-        if root {
-            build.arg("--python").arg("/usr/bin/python3");
-        }
-        let built = build.output().unwrap();
-        assert!(built.status.success(), "{built:?}");
-        std::fs::create_dir(base.path().join("home")).unwrap();
-        open(&base.path().join("home"), 0o777);
-        Unprivileged { base, root }
-    }
-
-    fn home(&self) -> std::path::PathBuf {
-        self.base.path().join("home")
-    }
-
-    fn server(&self, args: &[&str], env: &[(&str, &str)]) -> Session {
-        let ccm = self.base.path().join("ccm");
-        let mut command = if self.root {
-            let mut c = std::process::Command::new("setpriv");
-            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-                .arg(&ccm);
-            c
-        } else {
-            std::process::Command::new(&ccm)
-        };
-        command
-            .arg("--conda-exe")
-            .arg(self.base.path().join("conda/bin/conda"))
-            .args(args)
-            .env_remove("CONDA_EXE")
-            .env_remove("CCM_LOG")
-            .env("HOME", self.home())
-            .envs(env.iter().copied());
-        Session::spawn_initialized(command)
-    }
 }
 
 /// The same for a server that is not root (a user namespace).
 #[test]
 fn warm_sandboxed_children_of_an_unprivileged_server_hold_what_cold_ones_hold() {
-    let unprivileged = Unprivileged::new();
-    let server = |args: &[&str]| unprivileged.server(args, &[FORCE]);
-    sandboxed_alike(server, &unprivileged.home());
+    let unprivileged = crate::kit::nobody::Unprivileged::new();
+    let server = |args: &[&str]| unprivileged.server(&classify::with(&BEHAVE_READ, args));
+    sandboxed_alike(server, unprivileged.home());
 }
 
 /// A warm child's fork that never execs and leaves the process group: its
@@ -421,7 +342,7 @@ fn warm_sandboxed_children_of_an_unprivileged_server_hold_what_cold_ones_hold() 
 /// child's.
 #[test]
 fn a_warm_forked_orphan_without_exec_or_cgroup_does_not_survive_the_call() {
-    let unprivileged = Unprivileged::new();
+    let unprivileged = crate::kit::nobody::Unprivileged::new();
     let pids = unprivileged.home().join("pids");
     let input = json!({"detached_grandchild": true, "no_exec": true, "child_sleep": 300,
                        "pid_file": pids});
@@ -429,7 +350,7 @@ fn a_warm_forked_orphan_without_exec_or_cgroup_does_not_survive_the_call() {
         &["--allow-write", "--allow-exec"][..],
         &["--allow-write", "--allow-exec", "--warm"],
     ] {
-        let mut s = unprivileged.server(flags, &[]);
+        let mut s = unprivileged.server(flags);
         let warm = flags.contains(&"--warm");
         if warm {
             wait_ready(&mut s);

@@ -13,6 +13,7 @@ use ccm::tools::toolset::{Settings, Toolset};
 use serde_json::{Map, Value, json};
 
 use crate::inputs;
+use crate::kit::classify;
 use crate::mcp::{Session, reported_argv, structured};
 use crate::support::{self, FIXTURE, REAL, argument, catalog, command};
 
@@ -179,7 +180,7 @@ fn generated_tools_run_in_the_working_directory_asked_for() {
         command
             .arg("--conda-exe")
             .arg(conda())
-            .args(crate::kit::classify::BEHAVE_WRITE)
+            .args(classify::BEHAVE_WRITE)
             .current_dir(&canonical);
         command
     });
@@ -235,15 +236,15 @@ fn the_working_directory_is_confined_and_the_timeout_applies() {
     let allowed_path = std::fs::canonicalize(allowed.path()).unwrap();
     let mut s = Session::start(
         &conda(),
-        &[
-            "--allow-write",
-            "--classify",
-            "conda_behave=write",
-            "--timeout",
-            "900",
-            "--allow-paths",
-            allowed_path.to_str().unwrap(),
-        ],
+        &classify::with(
+            &classify::BEHAVE_WRITE,
+            &[
+                "--timeout",
+                "900",
+                "--allow-paths",
+                allowed_path.to_str().unwrap(),
+            ],
+        ),
     );
     let r = s.call(
         "conda_behave",
@@ -300,12 +301,7 @@ fn call_answering_roots(s: &mut Session, params: Value, answer: &Value) -> Value
 }
 
 fn with_roots(args: &[&str]) -> Session {
-    let mut command = support::ccm();
-    command
-        .arg("--conda-exe")
-        .arg(&support::fixture().conda)
-        .args(args);
-    let mut s = Session::spawn(command);
+    let mut s = Session::spawn_on(&support::fixture().conda, args);
     s.initialize = s.request(
         "initialize",
         json!({"protocolVersion": "2025-06-18", "capabilities": {"roots": {"listChanged": true}},

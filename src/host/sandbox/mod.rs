@@ -353,26 +353,3 @@ impl Sandbox {
         isolation
     }
 }
-
-/// Debug builds only: the canonical tool names listed in `CCM_TEST_FORCE_READ_ONLY`
-/// (comma-separated) are treated as read-only by the policy, so that tests can prove the
-/// sandbox stops a writing command. Release builds ignore the variable.
-pub fn forced_read_only(tool: &str) -> bool {
-    #[cfg(debug_assertions)]
-    {
-        static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-        NAMES
-            .get_or_init(|| {
-                std::env::var("CCM_TEST_FORCE_READ_ONLY")
-                    .map(|v| v.split(',').map(str::to_owned).collect())
-                    .unwrap_or_default()
-            })
-            .iter()
-            .any(|n| n == tool)
-    }
-    #[cfg(not(debug_assertions))]
-    {
-        let _ = tool;
-        false
-    }
-}

@@ -342,11 +342,6 @@ async fn works_when_the_server_is_not_dumpable() {
 }
 
 #[test]
-fn forced_read_only_is_off_by_default() {
-    assert!(!forced_read_only("conda_behave"));
-}
-
-#[test]
 fn mount_points_are_decoded() {
     assert_eq!(
         super::areas::unescape(r"/a\040b\011c\134d\012e\\x"),

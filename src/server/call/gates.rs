@@ -10,9 +10,12 @@ use std::path::{Path, PathBuf};
 use rmcp::ErrorData;
 use serde_json::json;
 
+use super::super::audit;
 use super::super::caller::Caller;
 use super::super::judged::{Judged, Workdir};
-use super::super::{Ready, Refusal, Server, audit, internal, invalid_arguments, refuse};
+use super::super::ready::Ready;
+use super::super::refuse::{self, Refusal, internal, invalid_arguments};
+use super::super::state::Server;
 use crate::host::{exec, sandbox, targets};
 use crate::tools::policy::scope::{self, NO_TARGET, Scope};
 use crate::tools::policy::{self, Classification};
@@ -220,7 +223,7 @@ impl Server {
     /// Plan the read-only sandbox for a call it applies to. Fail closed: an active
     /// sandbox that cannot be planned runs nothing.
     fn sandbox(&self, ready: &Ready, call: &mut Judged) -> Result<(), Refusal> {
-        call.sandbox = match self.shared.sandbox.get() {
+        call.sandbox = match self.shared.start.sandbox.get() {
             Some(sandbox)
                 if sandbox::applies(&call.class, self.shared.config.allow_write)
                     && *sandbox.state() == sandbox::State::Active =>

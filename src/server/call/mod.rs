@@ -14,9 +14,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::caller::Caller;
 use super::judged::{Confirmation, Judged, Workdir};
+use super::ready::Ready;
+use super::refuse::{self, Refusal, invalid_arguments, invalid_params};
 use super::result::META_WORKDIR;
-use super::{Ready, Refusal, Server, audit, confirm, invalid_arguments, invalid_params, refuse};
-use crate::host::sandbox;
+use super::state::Server;
+use super::{audit, confirm};
 use crate::model::catalog::canonical_json;
 use crate::tools::layout;
 use crate::tools::policy::{self, Classification, Origin};
@@ -253,9 +255,9 @@ impl Server {
             invalid_arguments(&refuse::suggest_property(e, listed.as_ref(), None))
         })?;
         let requested = strings(arguments.get("command_path"));
-        let document = self
-            .shared
-            .completion_document(ready, &self.capacity, &ct)
+        let timeout = self.shared.config.timeout;
+        let document = (self.shared.completion)
+            .document(ready, &self.capacity, &ct, timeout)
             .await?;
         let payload = completion::answer(&document, &requested).map_err(|e| match e {
             completion::QueryError::UnknownCommand => {
@@ -293,12 +295,7 @@ fn judge(ready: &Ready, compiled: Compiled, audit: &audit::Record) -> Judged {
         timeout,
     } = compiled;
     let root = ready.discovery.catalog.root.as_ref();
-    let mut class = policy::classify(&ready.toolset.rules, root, &argv, origin);
-    if matches!(origin, Origin::Generated { .. }) && sandbox::forced_read_only(tool) {
-        class.read_only = true;
-        class.requires_write = false;
-        class.requires_exec = false;
-    }
+    let class = policy::classify(&ready.toolset.rules, root, &argv, origin);
     audit.reached(tool, &argv, root);
     Judged {
         tool: tool.to_owned(),

@@ -7,8 +7,11 @@ use rmcp::model::CallToolResult;
 
 use super::super::caller::Caller;
 use super::super::judged::Judged;
+use super::super::ready::Ready;
+use super::super::refuse::Refusal;
 use super::super::result::execution_result;
-use super::super::{Ready, Refusal, Server, confirm, progress};
+use super::super::state::Server;
+use super::super::{confirm, progress};
 use super::gates::{self, AGAIN, AGAIN_ASKED, RUN};
 use crate::host::exec;
 

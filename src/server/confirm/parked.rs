@@ -4,92 +4,21 @@
 //! is judged by that reference alone: the plan it names runs (exactly the argv that was
 //! planned, bound to the plan that was shown), whatever the retry's own arguments say, and
 //! the reference is gone once taken (with its binding's directory). A reference expires
-//! after `--confirm-timeout`; at most [`MAX_PARKED`] plans wait at once (the oldest goes
-//! first).
-
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+//! after `--confirm-timeout`; at most [`MAX_PARKED`](super::super::parking::MAX_PARKED) plans wait at once (the oldest goes
+//! first): the [`Parking`] keeps them.
 
 use rmcp::ErrorData;
-use rmcp::model::{
-    ElicitRequest, ElicitResult, ElicitationAction, InputRequest, InputRequiredResult,
-    InputResponses,
-};
+use rmcp::model::{ElicitResult, ElicitationAction, InputResponses};
 
+use super::super::audit;
 use super::super::judged::Judged;
-use super::super::{Refusal, audit};
+use super::super::parking::{Parking, QUESTION};
+use super::super::refuse::Refusal;
 use super::{DECLINED, refusal};
 
-/// Most plans waiting for an answer at once.
-pub const MAX_PARKED: usize = 256;
-/// The key of the question in `inputRequests` / `inputResponses`.
-pub const QUESTION: &str = "confirm";
 /// The answer to a retry whose reference is unknown, used or expired (never echoes it).
 pub const UNKNOWN_REFERENCE: &str =
     "The confirmation reference (requestState) is unknown, used or expired";
-
-/// One plan waiting for the person's answer: the judged call, which runs (bound to the
-/// plan that was shown) when the person accepts.
-struct Parked {
-    call: Judged,
-    expires: Instant,
-}
-
-/// The parked plans, by reference.
-#[derive(Default)]
-pub struct Parking(Mutex<HashMap<String, Parked>>);
-
-impl Parking {
-    /// Park a plan for at most `wait`; the input-required result that asks `question`
-    /// and names it.
-    pub fn park(
-        &self,
-        call: Judged,
-        wait: Duration,
-        question: ElicitRequest,
-    ) -> InputRequiredResult {
-        let reference = reference();
-        let parked = Parked {
-            call,
-            expires: Instant::now() + wait,
-        };
-        if let Ok(mut plans) = self.0.lock() {
-            let now = Instant::now();
-            plans.retain(|_, p| p.expires > now);
-            while plans.len() >= MAX_PARKED {
-                let Some(oldest) = plans
-                    .iter()
-                    .min_by_key(|(_, p)| p.expires)
-                    .map(|(k, _)| k.clone())
-                else {
-                    break;
-                };
-                plans.remove(&oldest);
-            }
-            plans.insert(reference.clone(), parked);
-        }
-        let requests = BTreeMap::from([(QUESTION.to_owned(), InputRequest::Elicitation(question))]);
-        InputRequiredResult::new(Some(requests), Some(reference))
-    }
-
-    /// Take (and so use up) the plan a reference names, unless it expired.
-    fn take(&self, reference: &str) -> Option<Parked> {
-        let parked = self.0.lock().ok()?.remove(reference)?;
-        (parked.expires > Instant::now()).then_some(parked)
-    }
-}
-
-/// 32 random bytes, hex.
-fn reference() -> String {
-    let mut bytes = [0u8; 32];
-    // Without randomness no reference is issued that could be guessed: the plan is
-    // parked under a value no retry can name.
-    if getrandom::fill(&mut bytes).is_err() {
-        return "unavailable".to_owned();
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// The retry of an input-required result: the parked plan, to run, when the person
 /// accepted; nothing runs otherwise.

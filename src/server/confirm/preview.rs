@@ -14,8 +14,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::super::caller::Caller;
 use super::super::judged::Judged;
+use super::super::ready::Ready;
+use super::super::refuse::Refusal;
 use super::super::result::execution_result;
-use super::super::{Ready, Refusal, Server};
+use super::super::state::Server;
 use super::plan;
 use crate::host::bind::{self, Binding};
 use crate::host::{exec, sandbox};
@@ -100,7 +102,7 @@ impl Server {
 
     /// The read-only sandbox's plan for a preview, when the sandbox is active.
     fn preview_sandbox(&self, ready: &Ready) -> Option<sandbox::Plan> {
-        let sandbox = self.shared.sandbox.get()?;
+        let sandbox = self.shared.start.sandbox.get()?;
         if *sandbox.state() != sandbox::State::Active {
             return None;
         }

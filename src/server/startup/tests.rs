@@ -4,6 +4,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::server::compare::{Difference, Place};
 use crate::server::restart::RestartReason;
 
 fn snapshot() -> &'static BakedSnapshot {

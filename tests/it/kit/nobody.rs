@@ -1,11 +1,13 @@
 //! A server run as `nobody` (when the tests run as root): a copy of the binary in a
 //! directory that user can reach, a HOME it can write, and the command that starts the
-//! copy through `setpriv`; `as_nobody` adds a fixture conda that user can run.
+//! copy through `setpriv`; `as_nobody` adds a fixture conda that user can run, and
+//! `Unprivileged` a server that is not root whoever runs the tests.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::mcp::Session;
 use crate::support;
 
 /// Where an unprivileged server runs from (removed on drop).
@@ -46,6 +48,48 @@ impl Nobody {
                 .current_dir(&dir);
             c
         }
+    }
+}
+
+/// A server that is not root: as `nobody` when the tests run as root, else as the tests'
+/// user; the copied binary, a fixture conda that user can run, a HOME it can write. Such
+/// a server has no per-execution cgroups (it cannot create them) and no privileged
+/// sandbox.
+pub struct Unprivileged {
+    nobody: Nobody,
+    fixture: support::Fixture,
+    root: bool,
+}
+
+impl Unprivileged {
+    pub fn new() -> Unprivileged {
+        Unprivileged {
+            fixture: support::build_fixture_for_others(&[]),
+            nobody: Nobody::new(),
+            root: support::is_root(),
+        }
+    }
+
+    /// Its HOME.
+    pub fn home(&self) -> &Path {
+        &self.nobody.home
+    }
+
+    /// A server on its fixture conda with `args`, initialized.
+    pub fn server(&self, args: &[&str]) -> Session {
+        let mut command = if self.root {
+            self.nobody.launcher()()
+        } else {
+            Command::new(&self.nobody.ccm)
+        };
+        command
+            .arg("--conda-exe")
+            .arg(&self.fixture.conda)
+            .args(args)
+            .env_remove("CONDA_EXE")
+            .env_remove("CCM_LOG")
+            .env("HOME", self.home());
+        Session::spawn_initialized(command)
     }
 }
 

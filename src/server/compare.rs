@@ -1,6 +1,7 @@
 //! What confirmation compares: the parts of two catalogs that decide the tool surface
 //! (commands, signatures, blocking diagnostics), never help texts, defaults or dynamic
-//! choice values. Pure.
+//! choice values; and how live discovery contradicts a snapshot start ([`Mismatch`], a
+//! restart's reason). Pure.
 
 use std::fmt;
 
@@ -197,4 +198,24 @@ fn argument_difference(served: &Argument, live: &Argument) -> Option<&'static st
 
 fn child<'a>(list: &'a [Command], name: &Option<String>) -> Option<&'a Command> {
     list.iter().find(|c| &c.name == name)
+}
+
+/// How live discovery contradicts the snapshot that served the tools.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum Mismatch {
+    #[error("live discovery failed: {0}")]
+    LiveFailed(String),
+    #[error(
+        "the live plugin inventory differs from the baked snapshot {file} (fingerprint {live} live, {baked} baked)"
+    )]
+    Plugins {
+        file: &'static str,
+        live: String,
+        baked: &'static str,
+    },
+    #[error("the live catalog differs from the baked snapshot {file} ({difference})")]
+    Catalog {
+        file: &'static str,
+        difference: Difference,
+    },
 }

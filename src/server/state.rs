@@ -1,0 +1,107 @@
+//! The server's state: what every session shares ([`Shared`]: the settings, the queue,
+//! the tools once obtained, what startup wrote, the caches) and one session's
+//! handle on it ([`Server`], whose methods are the handler's and the call's steps), with
+//! the live parts read together (whether a restart is required, the capabilities
+//! document).
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::capabilities;
+use super::capacity::Capacity;
+use super::completion_cache::Completion;
+use super::parking::Parking;
+use super::ready::Ready;
+use super::restart;
+use super::roots::Roots;
+use super::startup;
+use crate::config::Config;
+use crate::host::exec::Executor;
+
+/// What every session of the server shares.
+pub(super) struct Shared {
+    pub(super) config: Config,
+    pub(super) executor: Arc<Executor>,
+    pub(super) ready: watch::Receiver<Option<Arc<Ready>>>,
+    /// What startup wrote: how the tools were obtained, whether a restart is required,
+    /// the read-only sandbox, and why the server stops when the tool list cannot be
+    /// served.
+    pub(super) start: Arc<startup::State>,
+    pub(super) completion: Completion,
+    /// Plans waiting for a session-less client's confirmation (`--confirm-writes`).
+    pub(super) parked: Parking,
+}
+
+impl Shared {
+    /// Whether a restart is required (sticky once set).
+    pub(super) fn restart_required(&self) -> bool {
+        self.start
+            .status
+            .lock()
+            .map(|s| s.restart.required())
+            .unwrap_or(true)
+    }
+
+    /// After a successful operation that may have changed the plugin set: compare the
+    /// target's plugin distributions on disk, and only when they changed ask the helper
+    /// for the plugin inventory and compare fingerprints ([`restart`]). Runs inside the
+    /// execution slot.
+    pub(super) async fn check_restart(&self, ready: &Ready) {
+        let scan = crate::host::stamp::scan(&ready.discovery.site_dirs);
+        let unchanged = self
+            .start
+            .status
+            .lock()
+            .is_ok_and(|s| s.restart.unchanged(&scan));
+        if unchanged {
+            return;
+        }
+        let verdict = restart::inventory(ready, self.config.timeout).await;
+        if let Ok(mut status) = self.start.status.lock() {
+            status.restart.judge(scan, verdict, ready);
+        }
+    }
+
+    /// The capabilities document as served now, with the live parts read together.
+    pub(super) fn capabilities_text(&self, ready: &Ready) -> String {
+        let (restart, startup) = match self.start.status.lock() {
+            Ok(status) => (status.restart.describe(), status.start.describe()),
+            Err(_) => (json!({"required": true}), Value::Null),
+        };
+        let sandbox = self.start.sandbox.get();
+        let live = capabilities::Live {
+            restart,
+            startup,
+            sandbox,
+        };
+        capabilities::text(&ready.capabilities, &ready.discovery, &ready.toolset, live)
+    }
+}
+
+/// The MCP server (cheap to clone; clones share one state, including the session's).
+#[derive(Clone)]
+pub struct Server {
+    pub(super) shared: Arc<Shared>,
+    /// This session's executions running or waiting, in the server's queue.
+    pub(super) capacity: Arc<Capacity>,
+    /// The client's roots (handshake sessions that declared them).
+    pub(super) roots: Arc<Roots>,
+    /// This session's id in the audit log (random; never the MCP session id).
+    pub(super) session_id: Arc<str>,
+}
+
+/// A random session id for the audit log (`s-` and 16 hex digits).
+pub(super) fn session_id() -> Arc<str> {
+    let mut bytes = [0u8; 8];
+    if getrandom::fill(&mut bytes).is_err() {
+        bytes = std::process::id()
+            .to_le_bytes()
+            .repeat(2)
+            .try_into()
+            .unwrap_or_default();
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Arc::from(format!("s-{hex}"))
+}
