@@ -82,13 +82,16 @@ impl Server {
     }
 }
 
-/// Whether a bounded run that failed says a write was refused (`EACCES` in Python's and
-/// the C library's words).
+/// Whether a bounded run that failed says a write was refused: `EACCES` in the C
+/// library's and Python's words, or conda's (`Check that you have sufficient
+/// permissions`, `NotWritableError`, `EnvironmentNotWritableError`).
 fn refused_write(outcome: &exec::Outcome) -> bool {
     let failed = outcome.exit_code != Some(0) && !outcome.timed_out && !outcome.cancelled;
     let says = |bytes: &[u8]| {
-        let text = String::from_utf8_lossy(bytes);
-        text.contains("Permission denied") || text.contains("[Errno 13]") || text.contains("EACCES")
+        let text = String::from_utf8_lossy(bytes).to_lowercase();
+        ["permission", "[errno 13]", "eacces", "notwritable"]
+            .iter()
+            .any(|word| text.contains(word))
     };
     failed && (says(&outcome.stderr) || says(&outcome.stdout))
 }
