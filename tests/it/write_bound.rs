@@ -37,10 +37,7 @@ fn call_swapping(
     arguments: Value,
     swap: impl FnOnce(),
 ) -> Value {
-    let id = session.send(
-        "tools/call",
-        json!({"name": tool, "arguments": arguments}),
-    );
+    let id = session.send("tools/call", json!({"name": tool, "arguments": arguments}));
     let deadline = Instant::now() + Duration::from_secs(120);
     while !hold.join("held").exists() {
         assert!(Instant::now() < deadline, "{tool} was never held");
@@ -75,7 +72,11 @@ fn a_directory_swapped_after_the_last_check_leads_no_write_outside() {
             .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
             .unwrap();
         let base = std::fs::canonicalize(dir.path()).unwrap();
-        let (allowed, outside, hold) = (base.join("allowed"), base.join("outside"), base.join("hold"));
+        let (allowed, outside, hold) = (
+            base.join("allowed"),
+            base.join("outside"),
+            base.join("hold"),
+        );
         for sub in [allowed.join("proj/out"), outside.clone(), hold.clone()] {
             std::fs::create_dir_all(sub).unwrap();
         }
@@ -89,7 +90,11 @@ fn a_directory_swapped_after_the_last_check_leads_no_write_outside() {
         args.extend(["--allow-paths", &allowed_text]);
         let mut s = Session::start_with(&support::fixture().conda, &args, &env);
         let bound = &s.capabilities()["write_bound"];
-        assert_eq!(bound["state"], if bounded { "active" } else { "unavailable" }, "{bound}");
+        assert_eq!(
+            bound["state"],
+            if bounded { "active" } else { "unavailable" },
+            "{bound}"
+        );
         let out = allowed.join("proj/out");
         let arguments = json!({"pid_file": out.join("pid").display().to_string()});
         let result = call_swapping(&mut s, &hold, "conda_behave", arguments, || {
@@ -101,7 +106,10 @@ fn a_directory_swapped_after_the_last_check_leads_no_write_outside() {
             assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
         } else {
             assert_eq!(result["isError"], false, "{result}");
-            assert!(outside.join("pid").exists(), "the control write did not land outside");
+            assert!(
+                outside.join("pid").exists(),
+                "the control write did not land outside"
+            );
         }
         // A write inside the allowed directory works.
         let inside = allowed.join("proj/inside-pid");

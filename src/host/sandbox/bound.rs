@@ -331,7 +331,12 @@ pub fn conda_places(
         places.extend(root_prefix.map(Path::to_path_buf));
         // Environments named by `-n` (conda/base/context.py:787 `envs_dirs`: the
         // configured ones, `<root>/envs`, `~/.conda/envs`).
-        places.extend(inputs.conda_envs_dirs.iter().flat_map(std::env::split_paths));
+        places.extend(
+            inputs
+                .conda_envs_dirs
+                .iter()
+                .flat_map(std::env::split_paths),
+        );
         places.extend(root_prefix.map(|r| r.join("envs")));
         places.extend(dot_conda.as_ref().map(|d| d.join("envs")));
         // `conda config` without `--file` (conda/base/context.py:135 `user_rc_path`).

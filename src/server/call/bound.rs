@@ -15,7 +15,8 @@ use crate::host::sandbox::{self, bound};
 
 /// The refusal of a call one of whose judged targets changed between the last check and
 /// the bound (never the path).
-const TARGET_CHANGED: &str = "Operation targets an environment whose path changed after it was judged";
+const TARGET_CHANGED: &str =
+    "Operation targets an environment whose path changed after it was judged";
 
 /// What a failed bounded run's summary adds when a write was refused.
 pub const REFUSED_WRITE: &str = "a write outside the places this call may write was refused: \
