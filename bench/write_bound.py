@@ -6,7 +6,7 @@ Usage: python3 bench/write_bound.py BINARY CONDA CHANNEL WORKDIR
 Starts `BINARY --conda-exe CONDA --allow-write --allow-paths RUN,CHANNEL` over stdio
 (protocolVersion 2025-06-18) in a fresh directory RUN under WORKDIR with a HOME, package
 cache and condarc of its own (so every run fetches, extracts and links), calls
-`conda_create` of `barpkg` from the local channel CHANNEL (made by
+`conda_create` of every package of the local channel CHANNEL (made by
 tests/fixtures/make_channel.py) into `RUN/envs/e`, checks that it succeeded and exits;
 prints nothing. With a debug build, `CCM_TEST_NO_WRITE_BOUND=1` in the environment runs
 the same create without the bound, e.g.
@@ -70,9 +70,12 @@ rpc(
     },
 )
 server.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+with open(os.path.join(channel, "noarch", "repodata.json")) as fh:
+    index = json.load(fh)
+names = sorted({r["name"] for r in index.get("packages", {}).values()})
 arguments = {
     "prefix": os.path.join(run, "envs", "e"),
-    "packages": ["barpkg"],
+    "packages": names,
     "channel": [f"file://{channel}"],
     "override_channels": True,
     "yes": True,
