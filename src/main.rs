@@ -207,6 +207,18 @@ fn protect_secrets(config: &ccm::config::Config) {
             "--write-envs with --allow-exec: programs that conda run or plugin commands start are not contained by the scope"
         );
     }
+    let confined =
+        config.write_envs.is_some() || config.allow_paths.is_some() || config.http.is_some();
+    if config.allow_write
+        && confined
+        && let Err(reason) = ccm::host::sandbox::bound::support()
+    {
+        tracing::warn!(
+            %reason,
+            "no write bound: a write nobody confirms can be redirected by a symlink swapped \
+             in after its last check (docs/security.md, \"When paths are judged\")"
+        );
+    }
     if !ccm::host::exec::reap::become_subreaper() {
         tracing::warn!("cannot become a child subreaper: orphaned descendants go to init");
     }

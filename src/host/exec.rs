@@ -65,6 +65,9 @@ pub struct Spec {
     pub limits: Limits,
     /// Run the child in this read-only sandbox ([`crate::host::sandbox`]).
     pub sandbox: Option<crate::host::sandbox::Plan>,
+    /// Bound the child's writes ([`crate::host::sandbox::bound`]); such a run is always
+    /// started cold.
+    pub write_bound: Option<crate::host::sandbox::bound::Bound>,
 }
 
 /// How a child's environment differs from the server's (what `--confirm-writes` shows):
@@ -204,6 +207,7 @@ pub async fn trial(
         env_remove: Vec::new(),
         limits: Limits::current(),
         sandbox: Some(plan),
+        write_bound: None,
     };
     Ok(run(&spec, &CancellationToken::new()).await?.exit_code)
 }

@@ -55,6 +55,10 @@ pub(super) fn fixed(
     capabilities.insert("target_executable", raw(&config.conda_exe));
     let write_envs = config.write_envs.as_ref().map(|scope| scope.patterns());
     capabilities.insert("write_envs", raw(&write_envs));
+    capabilities.insert(
+        "write_bound",
+        raw(&write_bound(config, confinement, found.prefix.as_deref())),
+    );
     capabilities.insert("compilers", raw(&compilers));
     capabilities.insert("snapshot", raw(&snapshot_status(found)));
     capabilities.insert(
@@ -65,6 +69,36 @@ pub(super) fn fixed(
         })),
     );
     capabilities
+}
+
+/// The `write_bound` field: whether writes nobody confirms are held by the kernel to the
+/// places their gates admitted (`host::sandbox::bound`), for the run's whole life.
+fn write_bound(
+    config: &Config,
+    confinement: &Confinement,
+    root_prefix: Option<&std::path::Path>,
+) -> Value {
+    use crate::host::sandbox::{Inputs, bound};
+    let narrow = config.write_envs.is_some();
+    if !config.allow_write || (!narrow && confinement.is_unrestricted()) {
+        return json!({"state": "not_needed",
+            "reason": "writes are not confined (no --allow-paths or --write-envs with --allow-write)"});
+    }
+    let writable = if narrow {
+        "the target environments (--write-envs), as resolved when the call was judged"
+    } else {
+        "the allowed directories (--allow-paths)"
+    };
+    let conda: Vec<std::path::PathBuf> =
+        bound::conda_places(&Inputs::from_process(), root_prefix, !narrow)
+            .into_iter()
+            .map(|w| w.path)
+            .collect();
+    match bound::support() {
+        Ok(abi) => json!({"state": "active", "landlock_abi": abi, "writable": writable,
+            "conda_places": conda}),
+        Err(reason) => json!({"state": "unavailable", "reason": reason, "writable": writable}),
+    }
 }
 
 /// The `toolset` field: the operator's selection, the folded tools, the tools left out of

@@ -33,6 +33,9 @@ pub struct Judged {
     pub fetch_records: bool,
     /// The read-only sandbox's plan, when the sandbox gate gave it one.
     pub sandbox: Option<sandbox::Plan>,
+    /// The canonical environments the call targets, when `--write-envs` resolved them
+    /// (its write bound's places).
+    pub targets: Vec<PathBuf>,
     pub confirmation: Confirmation,
 }
 
@@ -85,6 +88,7 @@ impl Judged {
             env_remove: Vec::new(),
             limits: exec::Limits::current(),
             sandbox: self.sandbox.clone(),
+            write_bound: None,
         }
     }
 }

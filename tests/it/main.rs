@@ -97,3 +97,5 @@ mod warm;
 mod warm_hostile;
 /// Where a generated tool's call runs: `ccm_cwd`, `ccm_timeout_seconds`, the reserved prefix.
 mod workdir;
+/// The write bound: a write nobody confirms writes only where its gates admitted, for the run's whole life.
+mod write_bound;

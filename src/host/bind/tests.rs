@@ -105,6 +105,7 @@ fn the_run_is_the_shown_argv_behind_the_wrapper_and_only_its_exit_says_it_stoppe
         env_remove: Vec::new(),
         limits: exec::Limits::current(),
         sandbox: None,
+        write_bound: None,
     };
     let run = binding.run_spec(&spec);
     assert_eq!(run.program, Path::new("/usr/bin/python3"));

@@ -188,6 +188,7 @@ async fn run_child(
         env_remove: Vec::new(),
         limits: exec::Limits::current(),
         sandbox: None,
+        write_bound: None,
     };
     exec::run(&spec, &CancellationToken::new())
         .await

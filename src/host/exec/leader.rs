@@ -18,13 +18,14 @@ pub(super) enum Leader {
 }
 
 /// Start `spec`'s leader: forked from the warm zygote when `spec` runs the warm target
-/// and the zygote takes it, else started cold (always cold with a terminal as stdout).
+/// and the zygote takes it, else started cold (always cold with a terminal as stdout, and
+/// with a write bound: the zygote's children restrict themselves only in the sandbox).
 pub(super) async fn start(
     spec: &Spec,
     marker: &str,
     terminal: Option<std::os::fd::OwnedFd>,
 ) -> std::io::Result<(Leader, Arc<limits::Prepared>)> {
-    if terminal.is_none() && warm::applies(&spec.program) {
+    if terminal.is_none() && spec.write_bound.is_none() && warm::applies(&spec.program) {
         let prepared = Arc::new(spec.limits.prepare());
         match warm::fork(spec, marker, &prepared).await {
             Ok(child) => return Ok((Leader::Warm(child), prepared)),

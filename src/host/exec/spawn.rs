@@ -109,6 +109,9 @@ pub(super) fn start(
     if let Some(plan) = &spec.sandbox {
         crate::host::sandbox::install(&mut command, plan);
     }
+    if let Some(bound) = &spec.write_bound {
+        crate::host::sandbox::bound::install(&mut command, bound);
+    }
     let spawned = {
         // Registered before anything can reap it: orphan reaping skips registered pids.
         let mut registry = reap::registry();

@@ -17,6 +17,7 @@ pub(super) fn sh(script: &str, timeout_ms: u64, limit: usize) -> Spec {
         env_remove: Vec::new(),
         limits: Limits::none(),
         sandbox: None,
+        write_bound: None,
     }
 }
 

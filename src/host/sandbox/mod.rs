@@ -56,6 +56,7 @@ use serde_json::{Value, json};
 use crate::tools::policy::Classification;
 
 mod areas;
+pub mod bound;
 mod dev;
 mod enter;
 mod mount;

@@ -35,6 +35,7 @@ fn sh(script: &str, plan: Option<Plan>) -> crate::host::exec::Spec {
         env_remove: Vec::new(),
         limits: crate::host::exec::Limits::none(),
         sandbox: plan,
+        write_bound: None,
     }
 }
 

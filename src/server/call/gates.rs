@@ -185,7 +185,7 @@ impl Server {
     async fn env_scope(
         &self,
         ready: &Ready,
-        call: &Judged,
+        call: &mut Judged,
         audit: &audit::Record,
     ) -> Result<(), Refusal> {
         let Some(scope) = &self.shared.config.write_envs else {
@@ -216,7 +216,11 @@ impl Server {
         let canonical = targets::canonical_all(scope.paths()).await;
         match found.iter().find(|t| !scope.admits(t, &canonical)) {
             Some(outside) => refuse(Scope::refusal(outside.kind())),
-            None => Ok(()),
+            None => {
+                // Where the write bound lets the run write (`call/bound.rs`).
+                call.targets = found.into_iter().map(|t| t.path).collect();
+                Ok(())
+            }
         }
     }
 

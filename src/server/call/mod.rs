@@ -26,6 +26,7 @@ use crate::tools::schema::{Invalid, Keyword, Validator};
 use crate::tools::toolset::{Compiler, EXECUTE_TOOL, Tool};
 use crate::tools::{argv, completion};
 
+mod bound;
 mod gates;
 mod run;
 
@@ -306,6 +307,7 @@ fn judge(ready: &Ready, compiled: Compiled, audit: &audit::Record) -> Judged {
         stdin,
         timeout,
         sandbox: None,
+        targets: Vec::new(),
         confirmation: Confirmation::Pending,
     }
 }

@@ -12,6 +12,7 @@ use super::super::refuse::Refusal;
 use super::super::result::execution_result;
 use super::super::state::Server;
 use super::super::{confirm, progress};
+use super::bound;
 use super::gates::{self, AGAIN, AGAIN_ASKED, RUN};
 use crate::host::exec;
 
@@ -30,7 +31,7 @@ impl Server {
         progress::waiting_for(progress, ct, "Waiting for the user to confirm", confirm).await?;
         let spec = call.spec(&self.shared.config);
         // A confirmed plan runs bound to what was shown (`host::bind`).
-        let run = match call.binding() {
+        let mut run = match call.binding() {
             Some(binding) => {
                 let run = binding.run_spec(&spec);
                 gates::check_size(&run)?;
@@ -47,6 +48,8 @@ impl Server {
             && (call.class.requires_write || call.class.requires_exec);
         let again = if asked { AGAIN_ASKED } else { AGAIN };
         self.pass_all(again, ready, &mut call, caller).await?;
+        // From here on the kernel holds the write to the places just judged.
+        self.bound(ready, &call, &mut run).await?;
         let outcome = match progress::run(progress, &run, call.fetch_records, ct).await {
             Ok(outcome) => outcome,
             Err(error) => {
@@ -55,6 +58,10 @@ impl Server {
                 return Err(ErrorData::internal_error("conda could not be started", None).into());
             }
         };
+        let mut outcome = outcome;
+        if run.write_bound.is_some() && outcome.limit.is_none() && refused_write(&outcome) {
+            outcome.limit = Some(bound::REFUSED_WRITE.to_owned());
+        }
         caller.audit.outcome(&outcome);
         if outcome.cancelled {
             return Err(Refusal::Cancelled);
@@ -76,4 +83,18 @@ impl Server {
         let restart = self.shared.restart_required();
         Ok(execution_result(&outcome, restart, !class.requires_exec))
     }
+}
+
+/// Whether a bounded run that failed says a write was refused: `EACCES` in the C
+/// library's and Python's words, or conda's (`Check that you have sufficient
+/// permissions`, `NotWritableError`, `EnvironmentNotWritableError`).
+fn refused_write(outcome: &exec::Outcome) -> bool {
+    let failed = outcome.exit_code != Some(0) && !outcome.timed_out && !outcome.cancelled;
+    let says = |bytes: &[u8]| {
+        let text = String::from_utf8_lossy(bytes).to_lowercase();
+        ["permission", "[errno 13]", "eacces", "notwritable"]
+            .iter()
+            .any(|word| text.contains(word))
+    };
+    failed && (says(&outcome.stderr) || says(&outcome.stdout))
 }

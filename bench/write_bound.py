@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""One write nobody confirms, for whole-process A/B timing of the write bound under farm-bench.
+
+Usage: python3 bench/write_bound.py BINARY CONDA CHANNEL WORKDIR
+
+Starts `BINARY --conda-exe CONDA --allow-write --allow-paths RUN,CHANNEL` over stdio
+(protocolVersion 2025-06-18) in a fresh directory RUN under WORKDIR with a HOME, package
+cache and condarc of its own (so every run fetches, extracts and links), calls
+`conda_create` of every package of the local channel CHANNEL (made by
+tests/fixtures/make_channel.py) into `RUN/envs/e`, checks that it succeeded and exits;
+prints nothing. With a debug build, `CCM_TEST_NO_WRITE_BOUND=1` in the environment runs
+the same create without the bound, e.g.
+
+    farm-bench -n 10 --timeout 600 \\
+        --vs "env CCM_TEST_NO_WRITE_BOUND=1 python3 bench/write_bound.py BIN CONDA CH /var/tmp/wb" -- \\
+        python3 bench/write_bound.py BIN CONDA CH /var/tmp/wb
+
+Python 3 standard library only.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+binary, conda, channel, workdir = sys.argv[1:5]
+os.makedirs(workdir, exist_ok=True)
+run = tempfile.mkdtemp(prefix="run-", dir=workdir)
+for sub in ("home", "pkgs", "envs", "tmp"):
+    os.makedirs(os.path.join(run, sub))
+with open(os.path.join(run, "condarc"), "w") as fh:
+    fh.write("channels: []\n")
+env = dict(
+    os.environ,
+    HOME=os.path.join(run, "home"),
+    CONDARC=os.path.join(run, "condarc"),
+    CONDA_PKGS_DIRS=os.path.join(run, "pkgs"),
+    TMPDIR=os.path.join(run, "tmp"),
+    CONDA_OFFLINE="1",
+    CONDA_OVERRIDE_CUDA="",
+)
+server = subprocess.Popen(
+    [binary, "--conda-exe", conda, "--allow-write", "--allow-paths", f"{run},{channel}"],
+    stdin=subprocess.PIPE,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.DEVNULL,
+    env=env,
+)
+
+
+def rpc(i, method, params):
+    line = json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params})
+    server.stdin.write((line + "\n").encode())
+    server.stdin.flush()
+    while True:
+        answer = json.loads(server.stdout.readline())
+        if answer.get("id") == i:
+            return answer
+
+
+rpc(
+    1,
+    "initialize",
+    {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "1"},
+    },
+)
+server.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+with open(os.path.join(channel, "noarch", "repodata.json")) as fh:
+    index = json.load(fh)
+names = sorted({r["name"] for r in index.get("packages", {}).values()})
+arguments = {
+    "prefix": os.path.join(run, "envs", "e"),
+    "packages": names,
+    "channel": [f"file://{channel}"],
+    "override_channels": True,
+    "yes": True,
+}
+answer = rpc(2, "tools/call", {"name": "conda_create", "arguments": arguments})
+result = answer.get("result", {})
+server.stdin.close()
+server.wait()
+shutil.rmtree(run, ignore_errors=True)
+if result.get("isError") is not False:
+    sys.exit(f"the create failed: {json.dumps(answer)[:2000]}")

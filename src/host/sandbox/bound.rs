@@ -1,0 +1,353 @@
+//! The write bound: a write nobody confirms writes only where the call may write, for
+//! the run's whole life, enforced by the kernel (Landlock filesystem rules).
+//!
+//! A write admitted under `--allow-paths` or `--write-envs` is judged on its argv, and
+//! judged again right before the child starts; but conda opens the paths seconds later
+//! (start-up, solve), and an agent with file tools in an allowed directory can swap a
+//! directory of a judged path for a symlink meanwhile. So the server makes, right after
+//! that last check and before the fork, a Landlock ruleset that handles every
+//! write-type access (writing and truncating files, making and removing entries of every
+//! kind, reparenting) and grants them only beneath the directories the call may write
+//! ([`Writable`]): each opened then (a path the gates judged without following a symlink,
+//! `RESOLVE_NO_SYMLINKS`, so the rule holds the very directory that was judged). The
+//! child sets `no_new_privs` and restricts itself in its `pre_exec` hook (two system
+//! calls), and everything it starts inherits the domain: reads and execution stay
+//! allowed everywhere, a write anywhere else fails with `EACCES`, whatever symlink leads
+//! there. Hand-written like `scope.rs` (a struct and three system calls): the
+//! restriction must be a raw system call in the forked child.
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A ruleset made for one call (cheap to clone).
+#[derive(Clone, Debug)]
+pub struct Bound(Arc<OwnedFd>);
+
+/// One place a bounded call may write beneath.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Writable {
+    pub path: PathBuf,
+    /// Judged by the gates (canonical): opened without following any symlink, and a
+    /// place that does not exist yet is bounded by its nearest existing directory. Else
+    /// one of the operator's own places, opened as conda would open it (symlinks
+    /// followed), skipped when missing.
+    pub judged: bool,
+}
+
+/// A judged place could not be opened as it was judged (a directory of it is a symlink
+/// now, or it vanished): the call does not run.
+#[derive(Debug, thiserror::Error)]
+#[error("a path of the call changed after it was judged")]
+pub struct Changed;
+
+/// The write-type accesses the bound handles, and their Landlock ABI
+/// (include/uapi/linux/landlock.h): writing a file, removing a directory or a file,
+/// making a character device, directory, regular file, socket, FIFO, block device or
+/// symlink (ABI 1), reparenting (`REFER`, ABI 2), truncating (ABI 3). Reading and
+/// executing are not handled, so they stay allowed everywhere.
+#[cfg(target_os = "linux")]
+mod access {
+    pub const WRITE_FILE: u64 = 1 << 1;
+    pub const REMOVE_DIR: u64 = 1 << 4;
+    pub const REMOVE_FILE: u64 = 1 << 5;
+    pub const MAKE_CHAR: u64 = 1 << 6;
+    pub const MAKE_DIR: u64 = 1 << 7;
+    pub const MAKE_REG: u64 = 1 << 8;
+    pub const MAKE_SOCK: u64 = 1 << 9;
+    pub const MAKE_FIFO: u64 = 1 << 10;
+    pub const MAKE_BLOCK: u64 = 1 << 11;
+    pub const MAKE_SYM: u64 = 1 << 12;
+    pub const REFER: u64 = 1 << 13;
+    pub const TRUNCATE: u64 = 1 << 14;
+
+    /// Every write-type access the kernel's ABI `abi` knows.
+    pub fn all(abi: i64) -> u64 {
+        let mut all = WRITE_FILE
+            | REMOVE_DIR
+            | REMOVE_FILE
+            | MAKE_CHAR
+            | MAKE_DIR
+            | MAKE_REG
+            | MAKE_SOCK
+            | MAKE_FIFO
+            | MAKE_BLOCK
+            | MAKE_SYM;
+        if abi >= 2 {
+            all |= REFER;
+        }
+        if abi >= 3 {
+            all |= TRUNCATE;
+        }
+        all
+    }
+
+    /// Those that apply to a file (a rule on a file may grant only these).
+    pub fn file(abi: i64) -> u64 {
+        all(abi) & (WRITE_FILE | TRUNCATE)
+    }
+}
+
+/// `struct landlock_ruleset_attr`, its first field (the size given says so).
+#[cfg(target_os = "linux")]
+#[repr(C)]
+struct RulesetAttr {
+    handled_access_fs: u64,
+}
+
+/// `struct landlock_path_beneath_attr` (packed).
+#[cfg(target_os = "linux")]
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// `LANDLOCK_RULE_PATH_BENEATH`.
+#[cfg(target_os = "linux")]
+const RULE_PATH_BENEATH: u32 = 1;
+
+/// Whether the kernel can bound writes (its Landlock ABI), or why not.
+pub fn support() -> Result<i64, String> {
+    #[cfg(target_os = "linux")]
+    {
+        if off_for_tests() {
+            return Err("turned off for a test (CCM_TEST_NO_WRITE_BOUND)".into());
+        }
+        match super::scope::abi() {
+            0 => Err("the kernel has no Landlock (Linux < 5.13, or not enabled at boot)".into()),
+            abi => Ok(abi),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Err("Landlock is Linux's".into())
+    }
+}
+
+/// Debug builds only: `CCM_TEST_NO_WRITE_BOUND=1` makes the server behave as on a kernel
+/// without Landlock, so that tests show what the bound stops. Release builds ignore it.
+#[cfg(target_os = "linux")]
+fn off_for_tests() -> bool {
+    cfg!(debug_assertions) && std::env::var_os("CCM_TEST_NO_WRITE_BOUND").is_some_and(|v| v == "1")
+}
+
+impl Bound {
+    /// The ruleset granting write-type access beneath `writable` only (`abi` from
+    /// [`support`]). Made in the server, before the fork.
+    #[cfg(target_os = "linux")]
+    pub fn make(abi: i64, writable: &[Writable]) -> Result<Bound, std::io::Error> {
+        let attr = RulesetAttr {
+            handled_access_fs: access::all(abi),
+        };
+        // SAFETY: a valid attribute of the size given; the kernel returns a new
+        // descriptor (close-on-exec) or -1.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                &attr as *const RulesetAttr,
+                std::mem::size_of::<RulesetAttr>(),
+                0u32,
+            )
+        };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a descriptor the kernel just made, owned by nobody else.
+        let ruleset = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) };
+        for place in writable {
+            let opened = if place.judged {
+                Some(open_judged(&place.path)?)
+            } else {
+                open_operators(&place.path)
+            };
+            if let Some((dir, is_dir)) = opened {
+                let allowed = if is_dir {
+                    access::all(abi)
+                } else {
+                    access::file(abi)
+                };
+                add_rule(&ruleset, &dir, allowed)?;
+            }
+        }
+        Ok(Bound(Arc::new(ruleset)))
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn make(_abi: i64, _writable: &[Writable]) -> Result<Bound, std::io::Error> {
+        Err(std::io::Error::other("Landlock is Linux's"))
+    }
+}
+
+/// One path-beneath rule.
+#[cfg(target_os = "linux")]
+fn add_rule(ruleset: &OwnedFd, place: &OwnedFd, allowed: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let attr = PathBeneathAttr {
+        allowed_access: allowed,
+        parent_fd: place.as_raw_fd(),
+    };
+    // SAFETY: valid descriptors and a valid attribute of the rule type given.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0u32,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// A judged (canonical) place, opened without following any symlink on the way; one that
+/// does not exist yet, its nearest existing ancestor. A symlink anywhere on the way means
+/// the path changed since it was judged.
+#[cfg(target_os = "linux")]
+fn open_judged(path: &Path) -> Result<(OwnedFd, bool), std::io::Error> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags, openat2};
+    let flags = OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    let mut at = path;
+    loop {
+        match openat2(
+            rustix::fs::CWD,
+            at,
+            flags,
+            Mode::empty(),
+            ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        ) {
+            Ok(fd) => {
+                let stat = rustix::fs::fstat(&fd)?;
+                let kind = rustix::fs::FileType::from_raw_mode(stat.st_mode);
+                if kind == rustix::fs::FileType::Symlink {
+                    return Err(Changed.into_io());
+                }
+                return Ok((fd, kind == rustix::fs::FileType::Directory));
+            }
+            Err(rustix::io::Errno::NOENT) => match at.parent() {
+                Some(parent) => at = parent,
+                None => return Err(Changed.into_io()),
+            },
+            Err(rustix::io::Errno::LOOP | rustix::io::Errno::XDEV | rustix::io::Errno::NOTDIR) => {
+                return Err(Changed.into_io());
+            }
+            Err(other) => return Err(other.into()),
+        }
+    }
+}
+
+/// One of the operator's own places, as conda opens it; `None` when missing.
+#[cfg(target_os = "linux")]
+fn open_operators(path: &Path) -> Option<(OwnedFd, bool)> {
+    use rustix::fs::{Mode, OFlags, open};
+    let fd = open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).ok()?;
+    let stat = rustix::fs::fstat(&fd).ok()?;
+    let kind = rustix::fs::FileType::from_raw_mode(stat.st_mode);
+    Some((fd, kind == rustix::fs::FileType::Directory))
+}
+
+impl Changed {
+    fn into_io(self) -> std::io::Error {
+        std::io::Error::other(self)
+    }
+}
+
+/// Whether `error` (from [`Bound::make`]) says a judged path changed.
+pub fn changed(error: &std::io::Error) -> bool {
+    error.get_ref().is_some_and(|e| e.is::<Changed>())
+}
+
+/// Put the child of `command` under `bound`: `no_new_privs` (which Landlock needs of an
+/// unprivileged process; nothing it starts gains a privilege through `exec` either),
+/// then a new domain of the ruleset. Two system calls in the `pre_exec` hook.
+#[cfg(target_os = "linux")]
+pub fn install(command: &mut tokio::process::Command, bound: &Bound) {
+    let ruleset = Arc::clone(&bound.0);
+    // SAFETY: the hook only makes two system calls on a descriptor made before the fork.
+    unsafe {
+        command.pre_exec(move || {
+            use std::os::fd::AsFd;
+            rustix::thread::set_no_new_privs(true)?;
+            super::scope::restrict(ruleset.as_fd())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn install(_command: &mut tokio::process::Command, _bound: &Bound) {}
+
+/// What conda itself writes for a bounded write, besides the call's own places (conda
+/// 26.7.1's source cited for each). `named`: the call was not narrowed to its target
+/// environments by `--write-envs`, so the places a call may name by name rather than by
+/// path stay writable too (`--allow-paths` judges paths only): the root prefix (the
+/// default target, `base`), the envs directories (`-n NAME`) and the user's `.condarc`
+/// (`conda config` without `--file`).
+pub fn conda_places(
+    inputs: &super::Inputs,
+    root_prefix: Option<&Path>,
+    named: bool,
+) -> Vec<Writable> {
+    let dot_conda = inputs.home.as_ref().map(|h| h.join(".conda"));
+    let mut places: Vec<PathBuf> = Vec::new();
+    // Package caches: tarballs, extracted packages, `urls.txt`, the repodata cache
+    // `<pkgs_dir>/cache`, the trash. `CONDA_PKGS_DIRS` replaces `<root>/pkgs` and
+    // `~/.conda/pkgs` (conda/base/context.py:793-800 `pkgs_dirs`;
+    // conda/gateways/repodata/__init__.py `create_cache_dir`).
+    match &inputs.conda_pkgs_dirs {
+        Some(dirs) => places.extend(std::env::split_paths(dirs).filter(|p| p.is_absolute())),
+        None => {
+            places.extend(root_prefix.map(|r| r.join("pkgs")));
+            places.extend(dot_conda.as_ref().map(|d| d.join("pkgs")));
+        }
+    }
+    // The environment registry, appended to when an environment is made
+    // (conda/core/envs_manager.py:36 `get_user_environments_txt_file`, :81 `open(…, "a")`;
+    // a registry it cannot write is a warning, :84-92).
+    places.extend(dot_conda.as_ref().map(|d| d.join("environments.txt")));
+    // conda's user cache: the notices cache (conda/notices/cache.py:83-86, platformdirs'
+    // `user_cache_dir`: `$XDG_CACHE_HOME/conda`, else `~/.cache/conda`), also where
+    // conda-completion keeps its manifest.
+    let cache = inputs
+        .xdg_cache_home
+        .clone()
+        .or_else(|| inputs.home.as_ref().map(|h| h.join(".cache")));
+    places.extend(cache.map(|c| c.join("conda")));
+    // Temporary files: link scripts run through a wrapper script (conda/utils.py:288
+    // `Utf8NamedTemporaryFile`), `.pyc` compilation lists
+    // (conda/gateways/disk/create.py:408 `tempfile.mkstemp`).
+    places.push(inputs.temp_dir.clone());
+    // `subprocess.DEVNULL` opens `/dev/null` for writing (conda/core/portability.py:149).
+    places.push(PathBuf::from("/dev/null"));
+    // POSIX semaphores of the extraction pool's `multiprocessing` queues
+    // (conda/core/package_cache_data.py:874 `ProcessPoolExecutor`).
+    places.push(PathBuf::from("/dev/shm"));
+    if named {
+        // The default target prefix, `base` (conda/base/context.py:821 `default_prefix`,
+        // :857 `root_prefix`).
+        places.extend(root_prefix.map(Path::to_path_buf));
+        // Environments named by `-n` (conda/base/context.py:787 `envs_dirs`: the
+        // configured ones, `<root>/envs`, `~/.conda/envs`).
+        places.extend(
+            inputs
+                .conda_envs_dirs
+                .iter()
+                .flat_map(std::env::split_paths),
+        );
+        places.extend(root_prefix.map(|r| r.join("envs")));
+        places.extend(dot_conda.as_ref().map(|d| d.join("envs")));
+        // `conda config` without `--file` (conda/base/context.py:135 `user_rc_path`).
+        places.extend(inputs.home.as_ref().map(|h| h.join(".condarc")));
+    }
+    places.dedup();
+    places
+        .into_iter()
+        .map(|path| Writable {
+            path,
+            judged: false,
+        })
+        .collect()
+}

@@ -1,0 +1,122 @@
+//! The write bound of a call about to run (`host::sandbox::bound`): a write admitted
+//! under `--allow-paths` or `--write-envs` writes, for its whole life, only beneath the
+//! places its gates admitted and what conda itself writes, whatever a symlink swapped in
+//! after the last check says.
+
+use std::path::PathBuf;
+
+use rmcp::ErrorData;
+
+use super::super::judged::Judged;
+use super::super::ready::Ready;
+use super::super::refuse::{self, Refusal};
+use super::super::state::Server;
+use super::gates::OUTSIDE_ALLOWED;
+use crate::host::exec;
+use crate::host::sandbox::{self, bound};
+
+/// The refusal of a call one of whose judged targets changed between the last check and
+/// the bound (never the path).
+const TARGET_CHANGED: &str =
+    "Operation targets an environment whose path changed after it was judged";
+
+/// What a failed bounded run's summary adds when a write was refused.
+pub const REFUSED_WRITE: &str = "a write outside the places this call may write was refused: \
+                                 the allowed directories (--allow-paths) or the target \
+                                 environments (--write-envs), and conda's own caches";
+
+impl Server {
+    /// Whether `call` runs under a write bound: an unsandboxed call that writes and runs
+    /// no program of the caller's (`--allow-exec` calls are not confined: they can run
+    /// anything), on a server that confines writes (`--allow-paths` or `--write-envs`).
+    /// Confirmed runs included: the bound holds past the plan's last check.
+    pub(super) fn bounded(&self, ready: &Ready, call: &Judged) -> bool {
+        let config = &self.shared.config;
+        call.sandbox.is_none()
+            && call.class.requires_write
+            && !call.class.requires_exec
+            && (config.write_envs.is_some() || !ready.confinement.is_unrestricted())
+    }
+
+    /// Give `run` its write bound, made from the places as they are now (right after the
+    /// last check, before the fork). Where the kernel has no Landlock the run goes as
+    /// before (said once at startup and in the capabilities).
+    pub(super) async fn bound(
+        &self,
+        ready: &Ready,
+        call: &Judged,
+        run: &mut exec::Spec,
+    ) -> Result<(), Refusal> {
+        if !self.bounded(ready, call) {
+            return Ok(());
+        }
+        let narrow = self.shared.config.write_envs.is_some();
+        let mut places: Vec<bound::Writable> = if narrow {
+            judged(&call.targets)
+        } else {
+            judged(ready.confinement.dirs())
+        };
+        let inputs = sandbox::Inputs::from_process();
+        let root = ready.discovery.prefix.as_deref();
+        places.extend(bound::conda_places(&inputs, root, !narrow));
+        if let Ok(abi) = bound::support() {
+            let made = tokio::task::spawn_blocking(move || bound::Bound::make(abi, &places))
+                .await
+                .map_err(|_| ErrorData::internal_error("the write bound failed", None))?;
+            run.write_bound = Some(match made {
+                Ok(bound) => bound,
+                Err(error) if bound::changed(&error) && narrow => {
+                    return Err(refuse::policy(
+                        refuse::Reason::OutsideWriteEnvs,
+                        TARGET_CHANGED,
+                    ));
+                }
+                Err(error) if bound::changed(&error) => {
+                    return Err(refuse::policy(
+                        refuse::Reason::OutsideAllowedPaths,
+                        OUTSIDE_ALLOWED,
+                    ));
+                }
+                Err(error) => {
+                    tracing::error!(%error, "the write bound could not be made");
+                    return Err(ErrorData::internal_error("the write bound failed", None).into());
+                }
+            });
+        }
+        hold_for_tests().await;
+        Ok(())
+    }
+}
+
+fn judged(paths: &[PathBuf]) -> Vec<bound::Writable> {
+    paths
+        .iter()
+        .map(|path| bound::Writable {
+            path: path.clone(),
+            judged: true,
+        })
+        .collect()
+}
+
+/// Debug builds only: with `CCM_TEST_HOLD_BOUNDED_WRITES=DIR`, a bounded write, once its
+/// bound is made (or would be), makes `DIR/held` and waits (at most 2 minutes) until
+/// `DIR/go` exists, then removes both: a test swaps a directory meanwhile, after the last
+/// check, as an agent would while conda starts. Release builds ignore the variable.
+async fn hold_for_tests() {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    let Some(dir) = std::env::var_os("CCM_TEST_HOLD_BOUNDED_WRITES").map(PathBuf::from) else {
+        return;
+    };
+    let (held, go) = (dir.join("held"), dir.join("go"));
+    let _ = std::fs::write(&held, b"");
+    for _ in 0..2400 {
+        if go.exists() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let _ = std::fs::remove_file(&go);
+    let _ = std::fs::remove_file(&held);
+}

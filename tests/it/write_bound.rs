@@ -1,0 +1,254 @@
+//! The write bound: a write nobody confirms, admitted under `--allow-paths` or
+//! `--write-envs`, writes only where its gates admitted (and conda's own places) for the
+//! run's whole life. The agent swaps a directory of a judged path for a symlink to a
+//! place outside *after* the last check (the debug-build hold `CCM_TEST_HOLD_BOUNDED_WRITES`
+//! stops the call between the bound and the child's start, where conda's start-up and
+//! solve would be): nothing is written outside and the call fails saying a write was
+//! refused. The same swap with the bound turned off (`CCM_TEST_NO_WRITE_BOUND`, as on a
+//! kernel without Landlock) lands outside, which shows the hold puts the swap after
+//! every check. The fixture proves the mechanism offline; `real_conda_*` prove it on
+//! conda 26.7 creating an environment from a local channel.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::binding::Real;
+use crate::kit::classify::BEHAVE_WRITE;
+use crate::mcp::Session;
+use crate::support;
+
+/// What a failed bounded run's summary says (`server::call::bound::REFUSED_WRITE`).
+const REFUSED: &str = "a write outside the places this call may write was refused";
+
+/// Replace the directory `dir` by a symlink to `target` (the old one kept beside it).
+fn swap_for_link(dir: &Path, target: &Path) {
+    std::fs::rename(dir, dir.with_extension("old")).unwrap();
+    std::os::unix::fs::symlink(target, dir).unwrap();
+}
+
+/// Call `tool` and, once the server holds the call after its bound is made, run `swap`
+/// and let it go; the result.
+fn call_swapping(
+    session: &mut Session,
+    hold: &Path,
+    tool: &str,
+    arguments: Value,
+    swap: impl FnOnce(),
+) -> Value {
+    let id = session.send("tools/call", json!({"name": tool, "arguments": arguments}));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !hold.join("held").exists() {
+        assert!(Instant::now() < deadline, "{tool} was never held");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    swap();
+    std::fs::write(hold.join("go"), b"").unwrap();
+    let response = session
+        .wait(id, Duration::from_secs(300))
+        .unwrap_or_else(|| panic!("no response to {tool}"));
+    response["result"].clone()
+}
+
+fn text(result: &Value) -> String {
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Offline: `conda behave --pid-file` (the operator classified it a write) under
+/// `--allow-paths`, its output directory swapped for a symlink to a directory outside
+/// after the last check. Bounded: the write fails (`isError`, the refused write named)
+/// and nothing appears outside; unbounded: the pid file lands outside. A write inside
+/// works, and the capabilities say the bound is active.
+#[test]
+fn a_directory_swapped_after_the_last_check_leads_no_write_outside() {
+    for bounded in [true, false] {
+        // Not under the temporary directory, which conda may write (`TMPDIR`).
+        let dir = tempfile::Builder::new()
+            .prefix("ccm-write-bound-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let (allowed, outside, hold) = (
+            base.join("allowed"),
+            base.join("outside"),
+            base.join("hold"),
+        );
+        for sub in [allowed.join("proj/out"), outside.clone(), hold.clone()] {
+            std::fs::create_dir_all(sub).unwrap();
+        }
+        let allowed_text = allowed.display().to_string();
+        let hold_text = hold.display().to_string();
+        let mut env = vec![("CCM_TEST_HOLD_BOUNDED_WRITES", hold_text.as_str())];
+        if !bounded {
+            env.push(("CCM_TEST_NO_WRITE_BOUND", "1"));
+        }
+        let mut args = BEHAVE_WRITE.to_vec();
+        args.extend(["--allow-paths", &allowed_text]);
+        let mut s = Session::start_with(&support::fixture().conda, &args, &env);
+        let bound = &s.capabilities()["write_bound"];
+        assert_eq!(
+            bound["state"],
+            if bounded { "active" } else { "unavailable" },
+            "{bound}"
+        );
+        let out = allowed.join("proj/out");
+        let arguments = json!({"pid_file": out.join("pid").display().to_string()});
+        let result = call_swapping(&mut s, &hold, "conda_behave", arguments, || {
+            swap_for_link(&out, &outside)
+        });
+        if bounded {
+            assert_eq!(result["isError"], true, "{result}");
+            assert!(text(&result).contains(REFUSED), "{result}");
+            assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+        } else {
+            assert_eq!(result["isError"], false, "{result}");
+            assert!(
+                outside.join("pid").exists(),
+                "the control write did not land outside"
+            );
+        }
+        // A write inside the allowed directory works.
+        let inside = allowed.join("proj/inside-pid");
+        let arguments = json!({"pid_file": inside.display().to_string()});
+        let result = call_swapping(&mut s, &hold, "conda_behave", arguments, || {});
+        assert_eq!(result["isError"], false, "{result}");
+        assert!(inside.exists());
+    }
+}
+
+/// A directory of the real setup, canonical.
+fn canonical(real: &Real, sub: &str) -> PathBuf {
+    let path = real.path(sub);
+    std::fs::create_dir_all(&path).unwrap();
+    std::fs::canonicalize(path).unwrap()
+}
+
+/// Every file below `dir` (none when it does not exist).
+fn files_below(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() && !path.is_symlink() {
+            found.extend(files_below(&path));
+        }
+        found.push(path);
+    }
+    found
+}
+
+/// One real-conda case: a server with `flags` (and the hold), `create -p
+/// project/envs/NAME barpkg` from the local channel with `project/envs` swapped for a
+/// symlink to `outside` after the last check; bounded or not. Then, bounded, the same
+/// create without a swap works.
+fn real_case(flags: &dyn Fn(&Real, &Path) -> Vec<String>, bounded: bool) {
+    let real = Real::new();
+    let (project, outside, hold) = (
+        canonical(&real, "project"),
+        canonical(&real, "outside"),
+        canonical(&real, "hold"),
+    );
+    let envs = project.join("envs");
+    std::fs::create_dir_all(&envs).unwrap();
+    let mut env = real.env();
+    env.push((
+        "CCM_TEST_HOLD_BOUNDED_WRITES".into(),
+        hold.display().to_string(),
+    ));
+    if !bounded {
+        env.push(("CCM_TEST_NO_WRITE_BOUND".into(), "1".into()));
+    }
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let args = flags(&real, &project);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut s = Session::start_with(&support::real_conda(), &args, &env);
+    let context = format!("{args:?} bounded={bounded}");
+    let prefix = envs.join("x").display().to_string();
+    let arguments = json!({"prefix": prefix, "packages": ["barpkg"], "yes": true});
+    let result = call_swapping(&mut s, &hold, "conda_create", arguments, || {
+        swap_for_link(&envs, &outside)
+    });
+    if !bounded {
+        assert_eq!(result["isError"], false, "{context}: {result}");
+        assert!(outside.join("x/conda-meta").is_dir(), "{context}: {result}");
+        return;
+    }
+    assert_eq!(result["isError"], true, "{context}: {result}");
+    assert!(text(&result).contains(REFUSED), "{context}: {result}");
+    assert_eq!(files_below(&outside), Vec::<PathBuf>::new(), "{context}");
+    assert_eq!(real.marks(), Vec::<String>::new(), "{context}");
+    // The same create, nobody swapping: an ordinary permitted write still works (from a
+    // channel whose package has no post-link script: under `--write-envs` a script that
+    // writes outside the target is refused too).
+    std::fs::remove_file(&envs).unwrap();
+    std::fs::rename(envs.with_extension("old"), &envs).unwrap();
+    let arguments = json!({"prefix": envs.join("ok").display().to_string(),
+        "packages": ["bazpkg"], "channel": [plain_url(&real)], "override_channels": true,
+        "yes": true});
+    let result = call_swapping(&mut s, &hold, "conda_create", arguments, || {});
+    assert_eq!(result["isError"], false, "{context}: {result}");
+    assert!(envs.join("ok/share/bazpkg/data.txt").is_file(), "{context}");
+}
+
+/// A local channel (`plain`) with `bazpkg 1.0`, which has no post-link script.
+fn plain_channel(real: &Real) -> PathBuf {
+    let channel = real.path("plain");
+    if !channel.exists() {
+        let status = std::process::Command::new(support::python())
+            .arg(support::repo().join("tests/fixtures/make_channel.py"))
+            .arg(&channel)
+            .arg("bazpkg=1.0")
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    std::fs::canonicalize(channel).unwrap()
+}
+
+fn plain_url(real: &Real) -> String {
+    format!("file://{}", plain_channel(real).display())
+}
+
+/// `--allow-write --allow-paths DIR`: the allowed directories are the project, the local
+/// channel and the directory the packages' post-link scripts mark (a script writing
+/// anywhere else is held by the bound too).
+fn allow_paths(real: &Real, project: &Path) -> Vec<String> {
+    let allowed = format!(
+        "{},{},{},{}",
+        project.display(),
+        real.path("conda-forge").display(),
+        plain_channel(real).display(),
+        std::fs::canonicalize(real.path("marks")).unwrap().display()
+    );
+    vec!["--allow-write".into(), "--allow-paths".into(), allowed]
+}
+
+/// `--allow-write --write-envs PATTERN`: the target prefixes in the project's envs
+/// directory, by path.
+fn write_envs(real: &Real, project: &Path) -> Vec<String> {
+    plain_channel(real);
+    let envs = project.join("envs");
+    let scope = format!("{},{}", envs.join("x").display(), envs.join("ok").display());
+    vec!["--allow-write".into(), "--write-envs".into(), scope]
+}
+
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_allowed_paths_hold_for_the_whole_run() {
+    real_case(&allow_paths, true);
+    real_case(&allow_paths, false);
+}
+
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_write_envs_hold_for_the_whole_run() {
+    real_case(&write_envs, true);
+    real_case(&write_envs, false);
+}
