@@ -222,8 +222,8 @@ fn protect_secrets(config: &ccm::config::Config) {
     if !ccm::host::exec::reap::become_subreaper() {
         tracing::warn!("cannot become a child subreaper: orphaned descendants go to init");
     }
-    // SAFETY: prctl with integer arguments.
-    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+    use rustix::process::{DumpableBehavior, set_dumpable_behavior};
+    if set_dumpable_behavior(DumpableBehavior::NotDumpable).is_err() {
         tracing::warn!("cannot mark the server undumpable");
     }
     let token = config.http.as_ref().and_then(|h| h.token.as_ref());

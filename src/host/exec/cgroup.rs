@@ -259,11 +259,10 @@ impl ExecutionGroup {
     }
 
     /// Send `signal` to every member.
-    pub fn signal(&self, signal: i32) {
+    pub fn signal(&self, signal: rustix::process::Signal) {
         for pid in self.members() {
-            // SAFETY: kill has no memory-safety preconditions.
-            unsafe {
-                libc::kill(pid, signal);
+            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+                let _ = rustix::process::kill_process(pid, signal);
             }
         }
     }
@@ -272,7 +271,7 @@ impl ExecutionGroup {
     /// member by member where the kernel lacks it).
     pub fn kill(&self) {
         if write_file(&self.v2.join("cgroup.kill"), "1").is_err() {
-            self.signal(libc::SIGKILL);
+            self.signal(rustix::process::Signal::KILL);
         }
     }
 

@@ -9,7 +9,7 @@
 //! Everything a child needs is prepared before `fork` ([`Prepared`]); after `fork` the
 //! child only makes async-signal-safe system calls ([`Prepared::apply_in_child`]).
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, OnceLock};
 
 use super::cgroup::{self, Cgroups, ExecutionGroup};
@@ -88,8 +88,7 @@ impl Limits {
         Prepared {
             memory: self.memory,
             file_size: self.file_size,
-            join: fds.iter().map(|fd| fd.as_raw_fd()).collect(),
-            _fds: fds,
+            join: fds,
             group,
         }
     }
@@ -131,64 +130,46 @@ impl Limits {
 pub(super) struct Prepared {
     memory: Option<u64>,
     file_size: Option<u64>,
-    /// `cgroup.procs` files to write `0` into (joins the child to the cgroups).
-    join: Vec<i32>,
-    /// Keeps the descriptors in `join` open until the child has started.
-    _fds: Vec<OwnedFd>,
+    /// `cgroup.procs` files to write `0` into (joins the child to the cgroups), open
+    /// until the child has started.
+    join: Vec<OwnedFd>,
     pub(super) group: Option<ExecutionGroup>,
 }
 
 impl Prepared {
     /// The `cgroup.procs` descriptors a child writes `0` into (the warm path sends them
     /// to its child).
-    pub(super) fn join_fds(&self) -> &[i32] {
-        &self.join
+    pub(super) fn join_fds(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+        self.join.iter().map(AsFd::as_fd)
     }
 
     /// In the child between `fork` and `exec`: async-signal-safe system calls only
     /// (`write`, `setrlimit`), no allocation, no locks.
     pub(super) fn apply_in_child(&self) -> std::io::Result<()> {
+        use rustix::process::{Resource, Rlimit, setrlimit};
         for fd in &self.join {
             // "0" moves the writing process. A failure leaves the child untracked by the
             // cgroup; the environment marker still finds it.
-            // SAFETY: a valid descriptor opened before fork, a 1-byte static buffer.
-            unsafe {
-                libc::write(*fd, b"0".as_ptr().cast(), 1);
-            }
+            let _ = rustix::io::write(fd, b"0");
         }
+        let limit = |value: u64| Rlimit {
+            current: Some(value),
+            maximum: Some(value),
+        };
         if let Some(bytes) = self.memory {
-            set_limit(libc::RLIMIT_AS, bytes)?;
+            setrlimit(Resource::As, limit(bytes))?;
         }
         if let Some(bytes) = self.file_size {
-            set_limit(libc::RLIMIT_FSIZE, bytes)?;
+            setrlimit(Resource::Fsize, limit(bytes))?;
         }
         Ok(())
     }
 }
 
-fn set_limit(resource: libc::__rlimit_resource_t, value: u64) -> std::io::Result<()> {
-    let limit = libc::rlimit {
-        rlim_cur: value as libc::rlim_t,
-        rlim_max: value as libc::rlim_t,
-    };
-    // SAFETY: setrlimit reads a valid struct; it is a plain system call.
-    if unsafe { libc::setrlimit(resource, &limit) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// The smaller of 4 GiB and half the RAM.
 pub fn default_memory() -> u64 {
-    // SAFETY: sysinfo fills a zeroed struct.
-    let ram = unsafe {
-        let mut info: libc::sysinfo = std::mem::zeroed();
-        if libc::sysinfo(&mut info) == 0 {
-            (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1)))
-        } else {
-            0
-        }
-    };
+    let info = rustix::system::sysinfo();
+    let ram = (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1)));
     if ram == 0 {
         DEFAULT_MEMORY_CAP
     } else {

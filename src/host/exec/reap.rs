@@ -27,8 +27,8 @@ static SUBREAPER: AtomicBool = AtomicBool::new(false);
 /// Become a child subreaper (Linux), and reap orphans from now on. Returns whether it
 /// worked. Only for a process whose every child is started by `exec` (the `ccm` binary).
 pub fn become_subreaper() -> bool {
-    // SAFETY: prctl with integer arguments.
-    let done = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 };
+    // Any pid sets the flag (`prctl(PR_SET_CHILD_SUBREAPER, 1)`); `None` would clear it.
+    let done = rustix::process::set_child_subreaper(Some(rustix::process::Pid::INIT)).is_ok();
     SUBREAPER.store(done, Ordering::SeqCst);
     done
 }
@@ -76,10 +76,9 @@ pub(super) fn reap_orphans() {
     let registry = registry();
     for (pid, ppid, state) in processes() {
         if ppid == me && state == 'Z' && !registry.contains(&pid) {
-            let mut status = 0;
-            // SAFETY: waitpid on one pid with WNOHANG; status is a valid out pointer.
-            unsafe {
-                libc::waitpid(pid, &mut status, libc::WNOHANG);
+            // One pid (> 0, never -1), without blocking.
+            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+                let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG);
             }
         }
     }
@@ -121,13 +120,13 @@ pub(super) fn marked(marker: &str) -> Vec<i32> {
 }
 
 /// Send `signal` to every process carrying `marker`.
-pub(super) fn signal_marked(marker: &str, signal: i32) -> usize {
+pub(super) fn signal_marked(marker: &str, signal: rustix::process::Signal) -> usize {
     let pids = marked(marker);
-    for pid in &pids {
-        // SAFETY: kill has no memory-safety preconditions.
-        unsafe {
-            libc::kill(*pid, signal);
-        }
+    for pid in pids
+        .iter()
+        .filter_map(|pid| rustix::process::Pid::from_raw(*pid))
+    {
+        let _ = rustix::process::kill_process(pid, signal);
     }
     pids.len()
 }

@@ -252,10 +252,7 @@ struct Tree<'a> {
 impl Tree<'_> {
     fn signal(&self, signal: Signal) {
         signal_group(self.pgid, signal);
-        let number = match signal {
-            Signal::Term => libc::SIGTERM,
-            Signal::Kill => libc::SIGKILL,
-        };
+        let number = signal.number();
         match (self.group, signal) {
             (Some(group), Signal::Kill) => group.kill(),
             (Some(group), Signal::Term) => group.signal(number),
@@ -308,21 +305,22 @@ enum Signal {
     Kill,
 }
 
-#[cfg(unix)]
-fn signal_group(pgid: Option<i32>, signal: Signal) {
-    let Some(pgid) = pgid.filter(|p| *p > 1) else {
-        return;
-    };
-    let signal = match signal {
-        Signal::Term => libc::SIGTERM,
-        Signal::Kill => libc::SIGKILL,
-    };
-    // SAFETY: killpg has no memory-safety preconditions; errors (ESRCH once the group is
-    // empty) are expected and ignored.
-    unsafe {
-        libc::killpg(pgid, signal);
+impl Signal {
+    fn number(self) -> rustix::process::Signal {
+        match self {
+            Signal::Term => rustix::process::Signal::TERM,
+            Signal::Kill => rustix::process::Signal::KILL,
+        }
     }
 }
 
-#[cfg(not(unix))]
-fn signal_group(_pgid: Option<i32>, _signal: Signal) {}
+/// Signal the leader's process group (errors, ESRCH once it is empty, ignored).
+fn signal_group(pgid: Option<i32>, signal: Signal) {
+    let Some(pgid) = pgid
+        .filter(|p| *p > 1)
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return;
+    };
+    let _ = rustix::process::kill_process_group(pgid, signal.number());
+}

@@ -122,11 +122,11 @@ pub(super) fn unique_sleep() -> String {
 }
 
 pub(super) fn kill_pids(pids: &[i32]) {
-    for pid in pids {
-        // SAFETY: kill has no memory-safety preconditions.
-        unsafe {
-            libc::kill(*pid, libc::SIGKILL);
-        }
+    for pid in pids
+        .iter()
+        .filter_map(|pid| rustix::process::Pid::from_raw(*pid))
+    {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
     }
 }
 

@@ -68,7 +68,7 @@ fn write_file(
 fn enter(plan: &Prepared) -> std::io::Result<()> {
     use rustix::fs::{Mode, mkdir};
     use rustix::mount::{MountFlags, MountPropagationFlags, mount, mount_change};
-    use rustix::thread::{UnshareFlags, unshare_unsafe};
+    use rustix::thread::UnshareFlags;
 
     let calls_own = UnshareFlags::NEWUSER | UnshareFlags::NEWNS | UnshareFlags::NEWIPC;
     // Where the maps are written: `/proc`, or (root) a detached copy of its mount, which
@@ -79,8 +79,7 @@ fn enter(plan: &Prepared) -> std::io::Result<()> {
     };
     match (&plan.maps, &proc, plan.mounts_first) {
         (Some(maps), Some(proc), false) => user_namespace(calls_own, maps, proc)?,
-        // SAFETY: the child is single-threaded; no file table is unshared.
-        _ => unsafe { unshare_unsafe(UnshareFlags::NEWNS) }?,
+        _ => unshare(UnshareFlags::NEWNS)?,
     }
     mount_change(
         c"/",
@@ -117,8 +116,7 @@ fn enter(plan: &Prepared) -> std::io::Result<()> {
     match (&plan.maps, &proc, plan.mounts_first) {
         (Some(maps), Some(proc), true) => user_namespace(calls_own, maps, proc)?,
         // A root server whose kernel refused a user namespace: an IPC namespace alone.
-        // SAFETY: as above.
-        (None, _, _) => unsafe { unshare_unsafe(UnshareFlags::NEWIPC) }?,
+        (None, _, _) => unshare(UnshareFlags::NEWIPC)?,
         _ => {}
     }
     drop(proc);
@@ -147,6 +145,21 @@ fn proc_dir(detached: bool) -> std::io::Result<rustix::fd::OwnedFd> {
     }
 }
 
+/// Unshare namespaces (`flags`: only `NEW*` flags, never the file table). Only a system
+/// call.
+#[cfg(target_os = "linux")]
+fn unshare(flags: rustix::thread::UnshareFlags) -> std::io::Result<()> {
+    use rustix::thread::UnshareFlags;
+    if flags.contains(UnshareFlags::FILES) {
+        return Err(rustix::io::Errno::INVAL.into());
+    }
+    // SAFETY: rustix marks `unshare` unsafe because `CLONE_FILES` would give this thread
+    // a file table that descriptors owned elsewhere in the process no longer match;
+    // `FILES` is refused above, and namespace flags change no Rust-visible state.
+    unsafe { rustix::thread::unshare_unsafe(flags) }?;
+    Ok(())
+}
+
 /// Unshare `flags` (a new user namespace among them) and map the caller's ids in it to
 /// themselves (`maps`: the `uid_map` and `gid_map` contents), `setgroups` denied: the one
 /// mapping a process may write for itself, through `proc` (a descriptor of `/proc`).
@@ -158,24 +171,21 @@ fn user_namespace(
     proc: &rustix::fd::OwnedFd,
 ) -> std::io::Result<()> {
     use rustix::fd::AsFd;
+    use rustix::process::{DumpableBehavior, dumpable_behavior, set_dumpable_behavior};
     let proc = proc.as_fd();
-    // SAFETY: the child is single-threaded; no file table is unshared.
-    unsafe { rustix::thread::unshare_unsafe(flags) }?;
+    unshare(flags)?;
     // A non-dumpable process's /proc files belong to root, so a non-root one could not
     // write its own maps: be dumpable for these three writes only (exec resets the flag
     // anyway).
-    // SAFETY: prctl with integer arguments only.
-    let dumpable = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) };
-    if dumpable != 1 {
-        // SAFETY: as above.
-        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
+    let dumpable = dumpable_behavior().ok();
+    if dumpable != Some(DumpableBehavior::Dumpable) {
+        let _ = set_dumpable_behavior(DumpableBehavior::Dumpable);
     }
     let written = write_file(proc, c"self/setgroups", b"deny")
         .and_then(|()| write_file(proc, c"self/uid_map", uid_map))
         .and_then(|()| write_file(proc, c"self/gid_map", gid_map));
-    if dumpable != 1 {
-        // SAFETY: as above.
-        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, dumpable.max(0), 0, 0, 0) };
+    if dumpable != Some(DumpableBehavior::Dumpable) {
+        let _ = set_dumpable_behavior(dumpable.unwrap_or(DumpableBehavior::NotDumpable));
     }
     written
 }

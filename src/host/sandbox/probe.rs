@@ -105,8 +105,8 @@ impl Sandbox {
 impl Facts {
     fn new(inputs: &Inputs) -> Result<Facts, Unavailable> {
         let base = make_base(&inputs.temp_dir)?;
-        // SAFETY: geteuid/getegid have no preconditions.
-        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let uid = rustix::process::geteuid().as_raw();
+        let gid = rustix::process::getegid().as_raw();
         let split = |value: &OsString| -> Vec<PathBuf> {
             value
                 .to_string_lossy()

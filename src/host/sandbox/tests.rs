@@ -323,8 +323,9 @@ fn explanations_name_the_cause() {
 /// work (it matters when the server is not root).
 #[tokio::test]
 async fn works_when_the_server_is_not_dumpable() {
-    // SAFETY: prctl with integer arguments only; affects this test process alone.
-    assert_eq!(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) }, 0);
+    use rustix::process::{DumpableBehavior, set_dumpable_behavior};
+    // Affects this test process alone.
+    assert_eq!(set_dumpable_behavior(DumpableBehavior::NotDumpable), Ok(()));
     let temp = tempfile::tempdir().unwrap();
     let sandbox = probe(
         &inputs(temp.path(), temp.path()),

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
@@ -30,14 +30,9 @@ pub(crate) struct WarmChild {
     status: Option<ExitStatus>,
 }
 
+/// A close-on-exec pipe: (read end, write end).
 fn pipe_pair() -> Result<(OwnedFd, OwnedFd), Unfit> {
-    let mut ends = [0i32; 2];
-    // SAFETY: pipe2 fills two descriptors.
-    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(Unfit::Refused);
-    }
-    // SAFETY: both were just created and are owned here.
-    Ok(unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) })
+    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|_| Unfit::Refused)
 }
 
 /// The environment a cold child of `spec` gets, in the order it gets it (sorted by name,
@@ -139,32 +134,33 @@ pub(super) async fn start(
     };
     let (stdout_ours, stdout_child) = pipe_pair()?;
     let (stderr_ours, stderr_child) = pipe_pair()?;
-    let mut fds: Vec<RawFd> = vec![
-        stdin_child.as_raw_fd(),
-        stdout_child.as_raw_fd(),
-        stderr_child.as_raw_fd(),
+    let mut fds: Vec<BorrowedFd<'_>> = vec![
+        stdin_child.as_fd(),
+        stdout_child.as_fd(),
+        stderr_child.as_fd(),
     ];
     #[cfg(target_os = "linux")]
     if let Some(namespaces) = &namespaces {
-        fds.extend(namespaces.user.as_ref().map(|fd| fd.as_raw_fd()));
-        fds.push(namespaces.mount.as_raw_fd());
-        fds.push(namespaces.ipc.as_raw_fd());
+        fds.extend(namespaces.user.as_ref().map(|fd| fd.as_fd()));
+        fds.push(namespaces.mount.as_fd());
+        fds.push(namespaces.ipc.as_fd());
     }
     #[cfg(target_os = "linux")]
     if let Some(scope) = spec.sandbox.as_ref().and_then(|plan| plan.scope()) {
-        fds.push(scope.as_raw_fd());
+        fds.push(scope);
     }
     #[cfg(target_os = "linux")]
     if let Some(filter) = spec.sandbox.as_ref().and_then(|plan| plan.seccomp()) {
-        fds.push(filter.as_raw_fd());
+        fds.push(filter);
     }
-    fds.extend_from_slice(prepared.join_fds());
+    fds.extend(prepared.join_fds());
     let zygote = slot.as_mut().ok_or(Unfit::Starting)?;
     let field_refs: Vec<&[u8]> = fields.iter().map(Vec::as_slice).collect();
     zygote
         .send(&field_refs, &fds)
         .await
         .map_err(|_| Unfit::Refused)?;
+    drop(fds);
     drop((stdin_child, stdout_child, stderr_child));
     #[cfg(target_os = "linux")]
     drop(namespaces);
@@ -250,7 +246,7 @@ impl WarmChild {
 
     /// SIGKILL the child through its pidfd.
     pub(crate) fn kill(&self) {
-        pidfd::kill(&self.pidfd, libc::SIGKILL);
+        pidfd::kill(&self.pidfd, rustix::process::Signal::KILL);
     }
 }
 
@@ -263,7 +259,7 @@ impl Drop for WarmChild {
             zygote.send_now(b"reap\n");
         } else {
             // The zygote's answers are no longer in step with the calls: replace it.
-            pidfd::kill(&self.pidfd, libc::SIGKILL);
+            pidfd::kill(&self.pidfd, rustix::process::Signal::KILL);
             zygote.broken = true;
         }
     }

@@ -6,9 +6,11 @@
 //! pidfd needs ptrace access to the holder, which an undumpable process does not give a
 //! non-root caller.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use super::super::reap;
+use super::rights;
 use crate::host::sandbox::Plan;
 
 /// The namespaces of one call's sandbox: its user namespace (absent only on a root
@@ -24,34 +26,24 @@ const FDS: usize = 3;
 
 /// Build `plan`'s sandbox in a forked child and return its namespaces.
 pub(super) fn build(plan: &Plan) -> std::io::Result<Namespaces> {
-    let mut ends = [0i32; 2];
-    // SAFETY: socketpair fills two descriptors.
-    if unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-            0,
-            ends.as_mut_ptr(),
-        )
-    } != 0
-    {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors were just created and are owned here.
-    let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) };
+    use rustix::net::{AddressFamily, SocketFlags, SocketType, socketpair};
+    use rustix::process::{Pid, WaitOptions, waitpid};
+    let (ours, theirs) = socketpair(
+        AddressFamily::UNIX,
+        SocketType::DGRAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
     let user = plan.user_namespace();
-    // Everything the child writes into is allocated before the fork.
-    // SAFETY: CMSG_SPACE is a pure computation.
-    let space = unsafe { libc::CMSG_SPACE((FDS * std::mem::size_of::<RawFd>()) as u32) } as usize;
-    let mut control = vec![0u8; space];
     let pid = {
         // Registered before anything can reap it.
         let mut registry = reap::registry();
         // SAFETY: the child only makes system calls on data prepared before the fork
-        // (`enter_forked` is the cold path's `pre_exec` hook), then exits.
+        // (`enter_forked` is the cold path's `pre_exec` hook; `in_child` allocates
+        // nothing and takes no lock), then exits without returning.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            in_child(plan, user, theirs.as_raw_fd(), &mut control);
+            in_child(plan, user, theirs.as_fd());
         }
         if pid > 0 {
             registry.insert(pid);
@@ -62,14 +54,18 @@ pub(super) fn build(plan: &Plan) -> std::io::Result<Namespaces> {
         return Err(std::io::Error::last_os_error());
     }
     drop(theirs);
-    let received = receive(&ours, &mut control);
-    let mut status = 0;
-    // SAFETY: waitpid on our own child, which exits right after sending.
-    unsafe {
-        libc::waitpid(pid, &mut status, 0);
+    let mut byte = [1u8; 1];
+    let received = rights::receive(ours.as_fd(), &mut byte, FDS);
+    // Our own child (pid > 0), which exits right after sending; never `waitpid(-1)`.
+    if let Some(child) = Pid::from_raw(pid) {
+        let _ = waitpid(Some(child), WaitOptions::empty());
     }
     reap::registry().remove(&pid);
-    let mut fds = received?.into_iter();
+    let (n, fds) = received?;
+    if n != 1 || byte[0] != 0 {
+        return Err(std::io::Error::other("the sandbox could not be set up"));
+    }
+    let mut fds = fds.into_iter();
     let user = if user { fds.next() } else { None };
     let mut next = || {
         fds.next()
@@ -82,106 +78,37 @@ pub(super) fn build(plan: &Plan) -> std::io::Result<Namespaces> {
     Ok(Namespaces { user, mount, ipc })
 }
 
-/// The descriptors of one message (none when the holder failed).
-fn receive(socket: &OwnedFd, control: &mut [u8]) -> std::io::Result<Vec<OwnedFd>> {
-    let mut byte = [1u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
+/// In the forked child: build the sandbox, send its namespaces (status 0) or a failure
+/// (status 1, no descriptors), exit. System calls only, on the stack and on data prepared
+/// before the fork.
+fn in_child(plan: &Plan, user: bool, socket: BorrowedFd<'_>) -> ! {
+    use rustix::fs::{Mode, OFlags, open};
+    let open = |path: &std::ffi::CStr| open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty());
+    let entered = crate::host::sandbox::enter_forked(plan).is_ok();
+    let namespaces = match (entered, user) {
+        (false, _) => None,
+        (true, true) => open(c"/proc/self/ns/user").ok().map(Some),
+        (true, false) => Some(None),
     };
-    // SAFETY: msghdr is plain data; the pointers set below are valid for the call.
-    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
-    message.msg_iov = &mut iov;
-    message.msg_iovlen = 1;
-    message.msg_control = control.as_mut_ptr().cast();
-    message.msg_controllen = control.len() as _;
-    // SAFETY: a valid socket and message.
-    let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut message, libc::MSG_CMSG_CLOEXEC) };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let mut fds = Vec::new();
-    // SAFETY: walking the control messages the kernel wrote into `control`.
-    unsafe {
-        let mut header = libc::CMSG_FIRSTHDR(&message);
-        while !header.is_null() {
-            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(header).cast::<RawFd>();
-                let count = ((*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
-                    / std::mem::size_of::<RawFd>();
-                for i in 0..count {
-                    fds.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
-                }
-            }
-            header = libc::CMSG_NXTHDR(&message, header);
-        }
-    }
-    if n != 1 || byte[0] != 0 {
-        return Err(std::io::Error::other("the sandbox could not be set up"));
-    }
-    Ok(fds)
-}
-
-/// In the forked child: build the sandbox, send its namespaces (or a failure), exit.
-fn in_child(plan: &Plan, user: bool, socket: RawFd, control: &mut [u8]) -> ! {
-    // SAFETY: system calls only, on data prepared before the fork.
-    unsafe {
-        let mut status: u8 = 1;
-        let mut fds = [-1 as RawFd; FDS];
-        let mut count = 0;
-        if crate::host::sandbox::enter_forked(plan).is_ok() {
-            let paths: &[&std::ffi::CStr] = if user {
-                &[
-                    c"/proc/self/ns/user",
-                    c"/proc/self/ns/mnt",
-                    c"/proc/self/ns/ipc",
-                ]
-            } else {
-                &[c"/proc/self/ns/mnt", c"/proc/self/ns/ipc"]
-            };
-            for path in paths {
-                let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-                if fd >= 0 {
-                    fds[count] = fd;
-                    count += 1;
-                }
-            }
-            if count == paths.len() {
-                status = 0;
-            }
-        }
-        send(socket, status, &fds[..count], control);
-        libc::_exit(0);
-    }
-}
-
-/// One message: `status` and `fds` (async-signal-safe: `control` is preallocated).
-unsafe fn send(socket: RawFd, status: u8, fds: &[RawFd], control: &mut [u8]) {
-    let mut byte = status;
-    let mut iov = libc::iovec {
-        iov_base: (&mut byte as *mut u8).cast(),
-        iov_len: 1,
+    let (mount, ipc) = match namespaces {
+        Some(_) => (
+            open(c"/proc/self/ns/mnt").ok(),
+            open(c"/proc/self/ns/ipc").ok(),
+        ),
+        None => (None, None),
     };
-    // SAFETY: plain data, valid pointers for the call; the control buffer has room for
-    // FDS descriptors.
-    unsafe {
-        let mut message: libc::msghdr = std::mem::zeroed();
-        message.msg_iov = &mut iov;
-        message.msg_iovlen = 1;
-        if !fds.is_empty() {
-            let bytes = std::mem::size_of_val(fds);
-            message.msg_control = control.as_mut_ptr().cast();
-            message.msg_controllen = libc::CMSG_SPACE(bytes as u32) as _;
-            let header = libc::CMSG_FIRSTHDR(&message);
-            (*header).cmsg_level = libc::SOL_SOCKET;
-            (*header).cmsg_type = libc::SCM_RIGHTS;
-            (*header).cmsg_len = libc::CMSG_LEN(bytes as u32) as _;
-            std::ptr::copy_nonoverlapping(
-                fds.as_ptr().cast::<u8>(),
-                libc::CMSG_DATA(header),
-                bytes,
-            );
+    let mut control = [MaybeUninit::uninit(); rights::space(FDS)];
+    let _ = match (&namespaces, &mount, &ipc) {
+        (Some(Some(u)), Some(m), Some(i)) => {
+            let fds = [u.as_fd(), m.as_fd(), i.as_fd()];
+            rights::send(socket, &[0], &fds, &mut control)
         }
-        libc::sendmsg(socket, &message, libc::MSG_NOSIGNAL);
-    }
+        (Some(None), Some(m), Some(i)) => {
+            rights::send(socket, &[0], &[m.as_fd(), i.as_fd()], &mut control)
+        }
+        _ => rights::send(socket, &[1], &[], &mut control),
+    };
+    // SAFETY: `_exit` ends this forked child at once, running no handler and flushing no
+    // buffer of the parent's.
+    unsafe { libc::_exit(0) }
 }

@@ -21,6 +21,7 @@ mod child;
 #[cfg(target_os = "linux")]
 mod holder;
 pub(super) mod pidfd;
+mod rights;
 mod zygote;
 
 pub(super) use child::WarmChild;

@@ -1,29 +1,17 @@
 //! Process descriptors: a process signalled through its pidfd is never another process
 //! that reused its pid.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
-/// A pidfd for `pid`.
+use rustix::process::{Pid, PidfdFlags, Signal};
+
+/// A pidfd for `pid` (a positive pid; anything else is `EINVAL`).
 pub(crate) fn open(pid: i32) -> std::io::Result<OwnedFd> {
-    // SAFETY: pidfd_open with integer arguments.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor owned here.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    let pid = Pid::from_raw(pid.max(0)).ok_or(rustix::io::Errno::INVAL)?;
+    Ok(rustix::process::pidfd_open(pid, PidfdFlags::empty())?)
 }
 
 /// Send `signal` to the process of `fd` (errors, such as ESRCH once it is gone, ignored).
-pub(crate) fn kill(fd: &OwnedFd, signal: i32) {
-    // SAFETY: pidfd_send_signal with a valid descriptor and no siginfo.
-    unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            fd.as_raw_fd(),
-            signal,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        );
-    }
+pub(crate) fn kill(fd: &OwnedFd, signal: Signal) {
+    let _ = rustix::process::pidfd_send_signal(fd, signal);
 }

@@ -2,7 +2,8 @@
 //! `conda` entry script's `#!` line, talking to the server over an inherited socket
 //! (descriptor 3 in the zygote; no path anywhere), and the wire format of its requests.
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -12,7 +13,7 @@ use tokio::net::UnixStream;
 use tokio::process::{Child, Command};
 
 use super::super::{Limits, reap};
-use super::Unfit;
+use super::{Unfit, rights};
 use crate::host::target::Script;
 
 /// The zygote's program, run with `python -c`: one program from the parts in `zygote/`, in
@@ -105,10 +106,11 @@ impl Zygote {
                 None => command.env_remove(name),
             };
         }
-        let fd = theirs.as_raw_fd();
-        // SAFETY: dup2 and fcntl only, on a descriptor opened before the fork.
+        // SAFETY: the hook makes two system calls (`dup2`, or `fcntl` when the socket is
+        // descriptor 3 already) on a descriptor opened before the fork: no allocation,
+        // no lock, as required between fork and exec.
         unsafe {
-            command.pre_exec(move || inherit_as_3(fd));
+            command.pre_exec(move || inherit_as_3(&theirs));
         }
         let mut child = {
             let mut registry = reap::registry();
@@ -116,7 +118,8 @@ impl Zygote {
             registry.extend(child.id().map(|p| p as i32));
             child
         };
-        drop(theirs);
+        // The hook, and with it our copy of the zygote's end.
+        drop(command);
         let pid = child.id().unwrap_or(0);
         if let Some(stderr) = child.stderr.take() {
             tokio::spawn(log_stderr(stderr));
@@ -163,24 +166,25 @@ impl Zygote {
     }
 
     /// Send one request: its fields NUL-separated, `fds` attached to the first bytes.
-    pub(super) async fn send(&mut self, fields: &[&[u8]], fds: &[RawFd]) -> std::io::Result<()> {
+    pub(super) async fn send(
+        &mut self,
+        fields: &[&[u8]],
+        fds: &[BorrowedFd<'_>],
+    ) -> std::io::Result<()> {
         let body = fields.join(&0u8);
         let length = u32::try_from(body.len()).map_err(|_| std::io::Error::other("too long"))?;
-        send_with_fds(self.conn.as_raw_fd(), &length.to_be_bytes(), fds)?;
+        let head = length.to_be_bytes();
+        let mut control = vec![MaybeUninit::uninit(); rights::space(fds.len())];
+        if rights::send(self.conn.as_fd(), &head, fds, &mut control)? != head.len() {
+            return Err(std::io::Error::other("short write"));
+        }
         self.conn.write_all(&body).await
     }
 
     /// Write a short message without waiting (the socket buffer always has room for it).
     pub(super) fn send_now(&self, bytes: &[u8]) {
-        // SAFETY: a valid socket and buffer.
-        unsafe {
-            libc::send(
-                self.conn.as_raw_fd(),
-                bytes.as_ptr().cast(),
-                bytes.len(),
-                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-            );
-        }
+        use rustix::net::SendFlags;
+        let _ = rustix::net::send(&self.conn, bytes, SendFlags::NOSIGNAL | SendFlags::DONTWAIT);
     }
 
     /// The zygote's resident set size in bytes.
@@ -210,55 +214,18 @@ fn ready_counts(line: &str) -> Option<(u32, u32)> {
     words.next().is_none().then_some((preloaded, refused))
 }
 
-/// Make `fd` descriptor 3 of the new process, inherited across exec.
-fn inherit_as_3(fd: RawFd) -> std::io::Result<()> {
-    // SAFETY: plain system calls on descriptors open in this process.
-    unsafe {
-        if fd == 3 {
-            let flags = libc::fcntl(3, libc::F_GETFD);
-            if flags < 0 || libc::fcntl(3, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-        } else if libc::dup2(fd, 3) < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+/// Make `fd` descriptor 3 of the new process, inherited across exec (between fork and
+/// exec: system calls only).
+fn inherit_as_3(fd: &OwnedFd) -> std::io::Result<()> {
+    if fd.as_raw_fd() == 3 {
+        return Ok(rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?);
+    }
+    // SAFETY: dup2 takes two integers and replaces descriptor 3 of this forked process
+    // atomically; no Rust value in it owns descriptor 3 (rustix's `dup2` would need one).
+    if unsafe { libc::dup2(fd.as_raw_fd(), 3) } < 0 {
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
-}
-
-/// One `sendmsg` of `bytes` with `fds` as SCM_RIGHTS.
-fn send_with_fds(socket: RawFd, bytes: &[u8], fds: &[RawFd]) -> std::io::Result<()> {
-    let fd_bytes = std::mem::size_of_val(fds);
-    // SAFETY: CMSG_SPACE is a pure computation.
-    let space = unsafe { libc::CMSG_SPACE(fd_bytes as u32) } as usize;
-    let mut control = vec![0u8; space];
-    let mut iov = libc::iovec {
-        iov_base: bytes.as_ptr() as *mut libc::c_void,
-        iov_len: bytes.len(),
-    };
-    // SAFETY: msghdr is plain data; every pointer set below is valid for the call.
-    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
-    message.msg_iov = &mut iov;
-    message.msg_iovlen = 1;
-    message.msg_control = control.as_mut_ptr().cast();
-    message.msg_controllen = space as _;
-    // SAFETY: the control buffer holds one header of CMSG_SPACE(fd_bytes) bytes.
-    unsafe {
-        let header = libc::CMSG_FIRSTHDR(&message);
-        (*header).cmsg_level = libc::SOL_SOCKET;
-        (*header).cmsg_type = libc::SCM_RIGHTS;
-        (*header).cmsg_len = libc::CMSG_LEN(fd_bytes as u32) as _;
-        std::ptr::copy_nonoverlapping(fds.as_ptr().cast::<u8>(), libc::CMSG_DATA(header), fd_bytes);
-    }
-    // SAFETY: a valid socket and message.
-    let sent = unsafe { libc::sendmsg(socket, &message, libc::MSG_NOSIGNAL) };
-    if sent == bytes.len() as isize {
-        Ok(())
-    } else if sent < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Err(std::io::Error::other("short write"))
-    }
 }
 
 /// The zygote's stderr (its own failures, never a call's output) goes to the log.
