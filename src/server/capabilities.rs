@@ -14,7 +14,6 @@ use super::{Ready, Shared};
 use crate::config::Config;
 use crate::host::confine::Confinement;
 use crate::host::discovery::Discovery;
-use crate::host::exec;
 use crate::model::catalog::{Catalog, Command, Diagnostic, canonical_json};
 use crate::tools::listing::Shaped;
 use crate::tools::select::Shaping;
@@ -104,7 +103,7 @@ impl Shared {
         };
         let restart = raw(&restart);
         let startup = raw(&startup);
-        let limits = raw(&exec::Limits::current().describe());
+        let limits = raw(&self.host.exec.limits().describe());
         let sandbox = raw(&match self.sandbox.get() {
             Some(sandbox) => sandbox.describe(ready.discovery.prefix.as_deref()),
             None => Value::Null,
@@ -115,7 +114,7 @@ impl Shared {
         document.insert("restart", Part::Raw(&restart));
         document.insert("startup", Part::Raw(&startup));
         document.insert("limits", Part::Raw(&limits));
-        let warm = raw(&exec::warm::describe());
+        let warm = raw(&self.host.exec.describe_warm());
         document.insert("warm", Part::Raw(&warm));
         serde_json::to_string(&document).expect("raw JSON parts serialize")
     }

@@ -50,6 +50,7 @@ impl Shared {
         let document = {
             let _admitted = capacity.admit(ct).await?;
             discovery::run_helper::<Value>(
+                &self.host.exec,
                 interpreter,
                 "completion",
                 &[],

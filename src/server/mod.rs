@@ -55,6 +55,7 @@ pub use ready::{BuildError, Ready, Served, served, settings};
 pub use result::{NOT_CONFIRMED, execution_result};
 
 use crate::config::Config;
+use crate::host::Host;
 use crate::host::exec::{self, Executor};
 use crate::host::sandbox::Sandbox;
 use crate::tools::toolset::{COMPLETION_TOOL, EXECUTE_TOOL};
@@ -77,8 +78,8 @@ struct Status {
 
 struct Shared {
     config: Config,
-    /// The target conda, resolved once (its `#!` line read at startup).
-    conda: Arc<crate::host::target::Conda>,
+    /// The target conda, the executions, the audit log: built once by `main`.
+    host: Host,
     executor: Arc<Executor>,
     ready: watch::Receiver<Option<Arc<Ready>>>,
     status: Mutex<Status>,
@@ -162,8 +163,8 @@ fn internal() -> ErrorData {
 
 impl Server {
     /// Start obtaining the tools in the background and return the server at once (as the
-    /// first session's handler).
-    pub fn start(config: Config) -> Server {
+    /// first session's handler); the server owns `host` from now on.
+    pub fn start(config: Config, host: Host) -> Server {
         let (sender, ready) = watch::channel(None);
         let (fatal, _) = watch::channel(None);
         let executor = Executor::new(config.max_queue);
@@ -176,9 +177,7 @@ impl Server {
             fatal,
             sandbox: std::sync::OnceLock::new(),
             parked: confirm::Parking::default(),
-            conda: Arc::new(crate::host::target::Conda::resolve(
-                config.conda_exe.clone(),
-            )),
+            host,
             config,
         });
         startup::spawn(Arc::clone(&shared), sender);
@@ -208,6 +207,22 @@ impl Server {
     /// JSON-escaped at worst (`\u00XX`, 6 bytes), plus the envelope.
     pub fn max_frame(&self) -> usize {
         6 * (exec::MAX_COMMAND_BYTES + self.shared.config.stdin_limit) + 64 * 1024
+    }
+
+    /// Cancel every execution and refuse new ones (the transport is stopping); `main`
+    /// waits for their sweeps ([`Server::executions`]).
+    pub fn begin_shutdown(&self) {
+        self.shared.host.exec.begin_shutdown();
+    }
+
+    /// The server's executions (`main` shuts them down once the transport stops).
+    pub fn executions(&self) -> exec::Executions {
+        self.shared.host.exec.clone()
+    }
+
+    /// A value that must never reach the audit log (a token made at startup).
+    pub fn withhold(&self, secret: &str) {
+        self.shared.host.audit.withhold(secret);
     }
 
     /// Resolves when the server cannot serve its tools (the reason, one line); the
@@ -377,7 +392,12 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let trail = audit::Trail::begin(&self.session_id, context.client_info(), &request.name);
+        let trail = audit::Trail::begin(
+            &self.shared.host.audit,
+            &self.session_id,
+            context.client_info(),
+            &request.name,
+        );
         let record = trail.as_ref().map(audit::Trail::record).unwrap_or_default();
         let caller = caller::Caller::of(&context, record);
         let outcome = std::panic::AssertUnwindSafe(self.call(request, &caller))

@@ -92,9 +92,11 @@ impl Shared {
         }
         let verdict = match ready.discovery.interpreter.as_deref() {
             None => Err(RestartReason::NoInterpreter),
-            Some(interpreter) => discovery::plugins(interpreter, self.config.timeout)
-                .await
-                .map_err(|f| RestartReason::Plugins(f.0)),
+            Some(interpreter) => {
+                discovery::plugins(&self.host.exec, interpreter, self.config.timeout)
+                    .await
+                    .map_err(|f| RestartReason::Plugins(f.0))
+            }
         };
         let Ok(mut status) = self.status.lock() else {
             return;

@@ -137,14 +137,17 @@ impl Start {
 
 /// Probe the sandbox and obtain the tools in the background; `sender` publishes them.
 pub(super) fn spawn(shared: Arc<Shared>, sender: watch::Sender<Option<Arc<Ready>>>) {
-    let probe = tokio::spawn(probe_sandbox(shared.config.no_sandbox));
+    let probe = tokio::spawn(probe_sandbox(
+        shared.host.exec.clone(),
+        shared.config.no_sandbox,
+    ));
     if shared.config.warm {
         // The zygote starts once the tools are served: it never delays them.
         let mut served = sender.subscribe();
-        let conda = Arc::clone(&shared.conda);
+        let shared = Arc::clone(&shared);
         tokio::spawn(async move {
             if served.wait_for(Option::is_some).await.is_ok() {
-                crate::host::exec::warm::start(warm_entry(conda));
+                shared.host.start_warm();
             }
         });
     }
@@ -157,25 +160,16 @@ pub(super) fn spawn(shared: Arc<Shared>, sender: watch::Sender<Option<Arc<Ready>
         let _ = shared.sandbox.set(sandbox);
         let settings = ready::settings(&shared.config, sandboxed);
         let config = &shared.config;
-        match fast_start(&shared.conda, config.no_snapshot, config.list_all) {
+        match fast_start(&shared.host.conda, config.no_snapshot, config.list_all) {
             Ok(fast) => from_snapshot(&shared, fast, &settings, &sender, started).await,
             Err(reason) => from_live(&shared, reason, &settings, &sender, started).await,
         }
     });
 }
 
-/// What the warm path needs of the target: its entry script, the `#!` line read at
-/// startup, and its stamp taken anew (a changed stamp replaces the zygote).
-fn warm_entry(conda: Arc<Conda>) -> crate::host::exec::warm::Entry {
-    crate::host::exec::warm::Entry {
-        program: conda.exe().to_path_buf(),
-        script: conda.script().cloned(),
-        restamp: Box::new(move || Some(stamp::stamp(&conda.locate()?.site_dirs)?.digest)),
-    }
-}
-
 async fn discover(shared: &Shared) -> Discovery {
-    discovery::discover_conda(&shared.conda, shared.config.timeout).await
+    let host = &shared.host;
+    discovery::discover_conda(&host.exec, &host.conda, shared.config.timeout).await
 }
 
 /// Serve the snapshot's tools now, then confirm them by live discovery.
@@ -223,7 +217,7 @@ async fn from_live(
     started: Instant,
 ) {
     let found = discover(shared).await;
-    if crate::host::exec::shutting_down() {
+    if shared.host.exec.shutting_down() {
         // Ended by the shutdown (a session closed at once): nothing was found out.
         tracing::debug!("live discovery was ended by the shutdown");
         return;
@@ -282,7 +276,7 @@ impl Shared {
                 Confirmation::Confirmed
             }
             // Ended by the shutdown (a session closed at once): no verdict, no warning.
-            Err(reason) if crate::host::exec::shutting_down() => {
+            Err(reason) if self.host.exec.shutting_down() => {
                 tracing::debug!(%reason, "live discovery was ended by the shutdown");
                 return;
             }
@@ -302,9 +296,9 @@ impl Shared {
     }
 }
 
-/// Probe the read-only sandbox once (a trial run of this executable's `--version`) and
-/// say at startup what the children of read-only calls get.
-pub async fn probe_sandbox(disabled: bool) -> Sandbox {
+/// Probe the read-only sandbox once (a trial run of this executable's `--version`, one of
+/// `exec`'s executions) and say at startup what the children of read-only calls get.
+pub async fn probe_sandbox(exec: exec::Executions, disabled: bool) -> Sandbox {
     if disabled {
         tracing::warn!("--no-sandbox: read-only calls run without the read-only sandbox");
         return Sandbox::disabled();
@@ -320,7 +314,8 @@ pub async fn probe_sandbox(disabled: bool) -> Sandbox {
     };
     let trial = |plan| {
         let program = program.clone();
-        async move { exec::trial(&program, args, plan).await }
+        let exec = exec.clone();
+        async move { exec.trial(&program, args, plan).await }
     };
     let sandbox = Sandbox::probe(&sandbox::Inputs::from_process(), trial).await;
     match sandbox.state() {
@@ -328,7 +323,7 @@ pub async fn probe_sandbox(disabled: bool) -> Sandbox {
             tracing::debug!("read-only calls run in a read-only sandbox (private mount namespace)")
         }
         // Ended by the shutdown (a session closed at once), the trial says nothing.
-        sandbox::State::Unavailable(reason) if crate::host::exec::shutting_down() => {
+        sandbox::State::Unavailable(reason) if exec.shutting_down() => {
             tracing::debug!(%reason, "the sandbox probe was ended by the shutdown")
         }
         sandbox::State::Unavailable(reason) => tracing::warn!(

@@ -360,6 +360,7 @@ impl Sandbox {
 pub fn forced_read_only(tool: &str) -> bool {
     #[cfg(debug_assertions)]
     {
+        // Process-wide: a name table read once from the process environment.
         static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
         NAMES
             .get_or_init(|| {
