@@ -1,7 +1,7 @@
 //! The audit log (`--audit-log FILE`): one JSON line per tool call that reached the policy.
 //!
-//! The file is opened once at startup (an [`Audit`], owned by the server), append-only (`O_APPEND`, created `0600` when
-//! missing, close-on-exec so no child inherits it); a path that cannot be opened is a
+//! The file is opened once at startup (an [`Audit`], owned by the server), append-only
+//! (`O_APPEND`, created `0600` when missing, close-on-exec so no child inherits it); a path that cannot be opened is a
 //! startup error. Each line is serialized in full first and handed to the kernel with one
 //! `write(2)` of the whole line (no user-space buffer, so nothing waits to be flushed);
 //! with `O_APPEND` concurrent lines never interleave. A write that fails or comes up short

@@ -1,10 +1,11 @@
 //! Resource limits and the withheld environment of every child.
 //!
 //! The operator's settings ([`Settings`], from the command line) are resolved once at
-//! startup into [`Limits`] ([`configure`]; the server's [`super::Executions`] hold them): the address-space limit (`RLIMIT_AS`), the
-//! file-size limit (`RLIMIT_FSIZE`), the process-count limit (the cgroup pids controller:
-//! `RLIMIT_NPROC` does not hold for root), the per-execution cgroups that give exact
-//! descendant tracking, and the environment variables no child may see.
+//! startup into [`Limits`] ([`configure`]; the server's [`super::Executions`] hold them):
+//! the address-space limit (`RLIMIT_AS`), the file-size limit (`RLIMIT_FSIZE`), the
+//! process-count limit (the cgroup pids controller: `RLIMIT_NPROC` does not hold for
+//! root), the per-execution cgroups that give exact descendant tracking, and the
+//! environment variables no child may see.
 //!
 //! Everything a child needs is prepared before `fork` ([`Prepared`]); after `fork` the
 //! child only makes async-signal-safe system calls ([`Prepared::apply_in_child`]).

@@ -1,13 +1,14 @@
 //! `--warm`: conda calls forked from a zygote that has already imported conda's CLI.
 //!
 //! One zygote per server (the target's `conda`), started in the background once the tools
-//! are served ([`super::Executions::start_warm`], which holds the [`Warm`] state). A run whose program is the target `conda` is forked from it
-//! ([`fork`]): the server sends the call's argv, environment (exactly what a cold child
-//! would get, in the same order), working directory, limits and descriptors (stdin,
-//! stdout, stderr, the execution's `cgroup.procs` files, and the namespaces of the call's
-//! sandbox) over the inherited socket; the zygote forks; the child
-//! applies everything a cold child gets between `fork` and `exec`, then runs conda's
-//! `main` as the entry script does. The supervisor treats it like any other leader.
+//! are served ([`super::Executions::start_warm`], which holds the [`Warm`] state). A run
+//! whose program is the target `conda` is forked from it ([`fork`]): the server sends
+//! the call's argv, environment (exactly what a cold child would get, in the same order),
+//! working directory, limits and descriptors (stdin, stdout, stderr, the execution's
+//! `cgroup.procs` files, and the namespaces of the call's sandbox) over the inherited
+//! socket; the zygote forks; the child applies everything a cold child gets between
+//! `fork` and `exec`, then runs conda's `main` as the entry script does. The supervisor
+//! treats it like any other leader.
 //!
 //! Until the zygote is ready, while another warm call runs, when the target's stamp has
 //! changed (the zygote is replaced), or when anything fails before the fork, the call
