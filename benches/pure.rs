@@ -48,7 +48,9 @@ fn catalog() -> (Catalog, Vec<Plugin>, String) {
     if let Some(conda) = std::env::var_os("CCM_BENCH_CONDA") {
         let conda = std::fs::canonicalize(conda).expect("CCM_BENCH_CONDA exists");
         let runtime = tokio::runtime::Runtime::new().unwrap();
+        let executions = ccm::host::exec::Executions::new(ccm::host::exec::Limits::defaults());
         let found = runtime.block_on(ccm::host::discovery::discover(
+            &executions,
             &ccm::host::discovery::Target {
                 conda_exe: conda.clone(),
                 timeout: Duration::from_secs(120),

@@ -4,7 +4,9 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use ccm::cli::{self, Action};
-use ccm::host::discovery;
+use ccm::host::audit::Audit;
+use ccm::host::exec::Limits;
+use ccm::host::{Host, discovery};
 use ccm::transport::Failure;
 
 fn main() -> ExitCode {
@@ -26,9 +28,8 @@ fn main() -> ExitCode {
             Some(config)
         }
     };
-    if let Some(config) = config {
-        protect_secrets(config);
-    }
+    // The children's limits and the values withheld from them and from the audit log.
+    let (limits, secrets) = config.map(protect_secrets).unwrap_or_default();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -42,13 +43,29 @@ fn main() -> ExitCode {
     };
     match action {
         Action::Print(text) => print_stdout(&text),
-        Action::Discover { config, pretty } => discover(&runtime, &config, pretty),
-        Action::Tools { config, json } => tools(&runtime, &config, json),
-        Action::Serve(config) => match open_audit_log(&config) {
-            Ok(()) => serve(runtime, config),
+        Action::Discover { config, pretty } => {
+            let host = one_shot_host(&config, limits);
+            discover(&runtime, &config, &host, pretty)
+        }
+        Action::Tools { config, json } => {
+            let host = one_shot_host(&config, limits);
+            tools(&runtime, &config, &host, json)
+        }
+        Action::Serve(config) => match open_audit_log(&config, &secrets) {
+            Ok(audit) => {
+                let conda = ccm::host::target::Conda::resolve(config.conda_exe.clone());
+                serve(runtime, config, Host::new(conda, limits, audit))
+            }
             Err(code) => code,
         },
     }
+}
+
+/// The host of a one-shot command (`ccm discover`, `ccm tools`): the target resolved, its
+/// children under `limits`, no audit log.
+fn one_shot_host(config: &ccm::config::Config, limits: Limits) -> Host {
+    let conda = ccm::host::target::Conda::resolve(config.conda_exe.clone());
+    Host::new(conda, limits, Audit::none())
 }
 
 /// Live discovery of the target for a one-shot command, with every execution ended
@@ -56,10 +73,14 @@ fn main() -> ExitCode {
 fn discover_target(
     runtime: &tokio::runtime::Runtime,
     config: &ccm::config::Config,
+    host: &Host,
 ) -> Result<discovery::Discovery, ExitCode> {
-    let conda = ccm::host::target::Conda::resolve(config.conda_exe.clone());
-    let found = runtime.block_on(discovery::discover_conda(&conda, config.timeout));
-    runtime.block_on(ccm::host::exec::shutdown(ccm::host::exec::SHUTDOWN_BOUND));
+    let found = runtime.block_on(discovery::discover_conda(
+        &host.exec,
+        &host.conda,
+        config.timeout,
+    ));
+    runtime.block_on(host.exec.shutdown(ccm::host::exec::SHUTDOWN_BOUND));
     if let Some(line) = found.not_a_conda(&config.conda_exe) {
         eprintln!("ccm: error: {line}");
         return Err(exit(cli::EXIT_USAGE));
@@ -71,9 +92,10 @@ fn discover_target(
 fn discover(
     runtime: &tokio::runtime::Runtime,
     config: &ccm::config::Config,
+    host: &Host,
     pretty: bool,
 ) -> ExitCode {
-    let found = match discover_target(runtime, config) {
+    let found = match discover_target(runtime, config, host) {
         Ok(found) => found,
         Err(code) => return code,
     };
@@ -94,12 +116,20 @@ fn discover(
 }
 
 /// `ccm tools`: the tools an agent will get, as a table or JSON.
-fn tools(runtime: &tokio::runtime::Runtime, config: &ccm::config::Config, json: bool) -> ExitCode {
+fn tools(
+    runtime: &tokio::runtime::Runtime,
+    config: &ccm::config::Config,
+    host: &Host,
+    json: bool,
+) -> ExitCode {
     // The listing depends on whether read-only calls would run in the read-only sandbox:
     // probed as a server probes it (before discovery, which ends with the executor's
     // shutdown).
-    let sandbox = runtime.block_on(ccm::server::startup::probe_sandbox(config.no_sandbox));
-    let found = match discover_target(runtime, config) {
+    let sandbox = runtime.block_on(ccm::server::startup::probe_sandbox(
+        host.exec.clone(),
+        config.no_sandbox,
+    ));
+    let found = match discover_target(runtime, config, host) {
         Ok(found) => found,
         Err(code) => return code,
     };
@@ -147,21 +177,27 @@ fn tools(runtime: &tokio::runtime::Runtime, config: &ccm::config::Config, json: 
 }
 
 /// `--audit-log`: opened before serving; a path that cannot be opened stops the server.
-fn open_audit_log(config: &ccm::config::Config) -> Result<(), ExitCode> {
-    let Some(path) = &config.audit_log else {
-        return Ok(());
+/// `secrets` are never written to it.
+fn open_audit_log(config: &ccm::config::Config, secrets: &[String]) -> Result<Audit, ExitCode> {
+    let audit = match &config.audit_log {
+        None => Audit::none(),
+        Some(path) => Audit::open(path).map_err(|error| {
+            eprintln!("ccm: error: {error}");
+            exit(cli::EXIT_USAGE)
+        })?,
     };
-    ccm::host::audit::open(path).map_err(|error| {
-        eprintln!("ccm: error: {error}");
-        exit(cli::EXIT_USAGE)
-    })
+    for secret in secrets {
+        audit.withhold(secret);
+    }
+    Ok(audit)
 }
 
 /// Serve MCP over stdio or HTTP until the transport stops, then end every execution.
-fn serve(runtime: tokio::runtime::Runtime, config: ccm::config::Config) -> ExitCode {
+fn serve(runtime: tokio::runtime::Runtime, config: ccm::config::Config, host: Host) -> ExitCode {
     let http = config.http.clone();
+    let executions = host.exec.clone();
     let served = runtime.block_on(async move {
-        let server = ccm::server::Server::start(config);
+        let server = ccm::server::Server::start(config, host);
         match http {
             None => ccm::transport::stdio(server).await,
             Some(http) => ccm::transport::http::serve(server, http).await,
@@ -169,7 +205,7 @@ fn serve(runtime: tokio::runtime::Runtime, config: ccm::config::Config) -> ExitC
     });
     // Cancel every execution still running (a session that went away) and let its
     // termination sweep finish: nothing the server started outlives it.
-    runtime.block_on(ccm::host::exec::shutdown(ccm::host::exec::SHUTDOWN_BOUND));
+    runtime.block_on(executions.shutdown(ccm::host::exec::SHUTDOWN_BOUND));
     // Only the blocking stdin reader can be left (it cannot be cancelled): do not wait for it.
     runtime.shutdown_timeout(std::time::Duration::from_millis(20));
     match served {
@@ -200,8 +236,9 @@ fn one_malloc_arena() {
 /// Before any thread starts: make this process a child subreaper (orphaned descendants are
 /// reaped here, not by init), undumpable (same-user children cannot read its
 /// `/proc/<pid>/environ`, `cmdline` or memory), resolve the children's limits and withheld
-/// variables, and wipe the token from this process's own environment block.
-fn protect_secrets(config: &ccm::config::Config) {
+/// variables, and wipe the token from this process's own environment block. Returns the
+/// limits and the secret values (the token, its file's path) the audit log withholds.
+fn protect_secrets(config: &ccm::config::Config) -> (Limits, Vec<String>) {
     if config.write_envs.is_some() && config.allow_exec {
         tracing::warn!(
             "--write-envs with --allow-exec: programs that conda run or plugin commands start are not contained by the scope"
@@ -237,9 +274,6 @@ fn protect_secrets(config: &ccm::config::Config) {
         .into_iter()
         .chain(token_file)
         .collect();
-    for secret in &secrets {
-        ccm::host::audit::withhold(secret);
-    }
     let limits = ccm::host::exec::limits::configure(&config.limits, &secrets);
     // Withheld from children, so not needed here either: a child running as the same user
     // as root (whom PR_SET_DUMPABLE does not stop) finds nothing in /proc/<server>.
@@ -247,6 +281,8 @@ fn protect_secrets(config: &ccm::config::Config) {
         wipe_env(name);
     }
     wipe_arg_value("--token-file");
+    let secrets = secrets.iter().map(|s| (*s).to_owned()).collect();
+    (limits, secrets)
 }
 
 /// Overwrite the value of `flag` (`--flag VALUE` or `--flag=VALUE`) in this process's

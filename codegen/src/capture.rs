@@ -18,7 +18,9 @@ pub fn run(conda_exe: Option<&str>, out: &Path) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let found = runtime.block_on(discovery::discover(&target));
+    // The capture's children run under the default limits, in executions of its own.
+    let executions = ccm::host::exec::Executions::new(ccm::host::exec::Limits::defaults());
+    let found = runtime.block_on(discovery::discover(&executions, &target));
     if found.catalog.root.is_none() {
         let reasons: Vec<_> = found
             .catalog

@@ -19,8 +19,8 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -61,7 +61,7 @@ pub struct Spec {
     /// Environment variables removed from the inherited environment.
     pub env_remove: Vec<&'static str>,
     /// Resource limits, descendant tracking and the withheld environment
-    /// ([`Limits::current`] for every child the server starts).
+    /// ([`Executions::limits`] for every child the server starts).
     pub limits: Limits,
     /// Run the child in this read-only sandbox ([`crate::host::sandbox`]).
     pub sandbox: Option<crate::host::sandbox::Plan>,
@@ -179,138 +179,192 @@ pub struct Outcome {
     pub limit: Option<String>,
 }
 
-/// Run a child to completion, timeout or cancellation.
-///
-/// Only a failure to start the process is an error; everything after that is an
-/// [`Outcome`]. The run is supervised by a task of its own: when the caller stops waiting
-/// (its future is dropped), that counts as cancellation, and the termination sweep still
-/// runs to completion. Once [`shutdown`] has begun, nothing new starts.
-pub async fn run(spec: &Spec, cancel: &CancellationToken) -> std::io::Result<Outcome> {
-    run_watched(spec, cancel, None).await
+/// The executions of one server (cheap to clone; clones share one state): the limits
+/// every child runs under, the `--warm` state once it is started, the executions being
+/// supervised and the shutdown that ends them. The server owns one (in
+/// [`crate::host::Host`]); a one-shot command or a test makes its own.
+#[derive(Clone)]
+pub struct Executions(Arc<State>);
+
+struct State {
+    limits: Limits,
+    /// The warm path, once [`Executions::start_warm`] turned it on.
+    warm: OnceLock<Arc<warm::Warm>>,
+    /// Executions being supervised; [`Executions::shutdown`] waits for them.
+    running: AtomicUsize,
+    idle: tokio::sync::Notify,
+    shutdown: CancellationToken,
 }
 
-/// The sandbox's trial run: `program args` under `plan`, bounded like every child, its
-/// exit code (the sandbox probe decides what it means).
-pub async fn trial(
-    program: &std::path::Path,
-    args: &[&str],
-    plan: crate::host::sandbox::Plan,
-) -> std::io::Result<Option<i32>> {
-    let spec = Spec {
-        program: program.to_path_buf(),
-        args: args.iter().map(Into::into).collect(),
-        cwd: None,
-        stdin: None,
-        timeout: Duration::from_secs(30),
-        stdout_limit: 4096,
-        stderr_limit: 4096,
-        env_remove: Vec::new(),
-        limits: Limits::current(),
-        sandbox: Some(plan),
-        write_bound: None,
-    };
-    Ok(run(&spec, &CancellationToken::new()).await?.exit_code)
-}
-
-/// [`run`], with the run's readers reporting to `watch` (fetch records, the last stderr
-/// line) while it goes; with [`Watch::terminal`], stdout is a pseudo-terminal.
-pub async fn run_watched(
-    spec: &Spec,
-    cancel: &CancellationToken,
-    watch: Option<Watch>,
-) -> std::io::Result<Outcome> {
-    // Counted before the shutdown check, so that [`shutdown`] (which cancels, then waits
-    // for the count to reach zero, then removes the cgroups) either sees this run or this
-    // run sees the shutdown; never a run that starts after the cgroups are gone.
-    let running = Running::enter();
-    if shutdown_token().is_cancelled() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::Interrupted,
-            "the server is shutting down",
-        ));
-    }
-    #[cfg(unix)]
-    reap::start_orphan_reaper();
-    let linked = cancel.child_token();
-    let stop_when_dropped = linked.clone().drop_guard();
-    let spec = spec.clone();
-    let task = tokio::spawn(async move {
-        let _running = running;
-        supervise::supervise(&spec, &linked, watch.as_ref()).await
-    });
-    let result = task
-        .await
-        .unwrap_or_else(|_| Err(std::io::Error::other("the execution task failed")));
-    stop_when_dropped.disarm();
-    result
-}
-
-/// Executions being supervised; [`shutdown`] waits for them.
-static RUNNING: AtomicUsize = AtomicUsize::new(0);
+/// The marker of an execution's descendants is `<server pid>.<n>`: unique within the
+/// process whichever [`Executions`] starts the run, so `n` is counted process-wide.
 static NEXT_EXECUTION: AtomicU64 = AtomicU64::new(0);
 
-fn idle() -> &'static tokio::sync::Notify {
-    static IDLE: OnceLock<tokio::sync::Notify> = OnceLock::new();
-    IDLE.get_or_init(tokio::sync::Notify::new)
+impl Executions {
+    /// A new set of executions whose children run under `limits`.
+    pub fn new(limits: Limits) -> Executions {
+        Executions(Arc::new(State {
+            limits,
+            warm: OnceLock::new(),
+            running: AtomicUsize::new(0),
+            idle: tokio::sync::Notify::new(),
+            shutdown: CancellationToken::new(),
+        }))
+    }
+
+    /// The limits and withheld environment of every child ([`Spec::limits`]).
+    pub fn limits(&self) -> &Limits {
+        &self.0.limits
+    }
+
+    /// Run a child to completion, timeout or cancellation.
+    ///
+    /// Only a failure to start the process is an error; everything after that is an
+    /// [`Outcome`]. The run is supervised by a task of its own: when the caller stops
+    /// waiting (its future is dropped), that counts as cancellation, and the termination
+    /// sweep still runs to completion. Once [`Executions::shutdown`] has begun, nothing new
+    /// starts.
+    pub async fn run(&self, spec: &Spec, cancel: &CancellationToken) -> std::io::Result<Outcome> {
+        self.run_watched(spec, cancel, None).await
+    }
+
+    /// The sandbox's trial run: `program args` under `plan`, bounded like every child, its
+    /// exit code (the sandbox probe decides what it means).
+    pub async fn trial(
+        &self,
+        program: &std::path::Path,
+        args: &[&str],
+        plan: crate::host::sandbox::Plan,
+    ) -> std::io::Result<Option<i32>> {
+        let spec = Spec {
+            program: program.to_path_buf(),
+            args: args.iter().map(Into::into).collect(),
+            cwd: None,
+            stdin: None,
+            timeout: Duration::from_secs(30),
+            stdout_limit: 4096,
+            stderr_limit: 4096,
+            env_remove: Vec::new(),
+            limits: self.limits().clone(),
+            sandbox: Some(plan),
+            write_bound: None,
+        };
+        Ok(self.run(&spec, &CancellationToken::new()).await?.exit_code)
+    }
+
+    /// [`Executions::run`], with the run's readers reporting to `watch` (fetch records,
+    /// the last stderr line) while it goes; with [`Watch::terminal`], stdout is a
+    /// pseudo-terminal.
+    pub async fn run_watched(
+        &self,
+        spec: &Spec,
+        cancel: &CancellationToken,
+        watch: Option<Watch>,
+    ) -> std::io::Result<Outcome> {
+        // Counted before the shutdown check, so that [`Executions::shutdown`] (which
+        // cancels, then waits for the count to reach zero, then removes the cgroups) either
+        // sees this run or this run sees the shutdown; never a run that starts after the
+        // cgroups are gone.
+        let running = Running::enter(&self.0);
+        if self.0.shutdown.is_cancelled() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Interrupted,
+                "the server is shutting down",
+            ));
+        }
+        #[cfg(unix)]
+        reap::start_orphan_reaper();
+        let linked = cancel.child_token();
+        let stop_when_dropped = linked.clone().drop_guard();
+        let spec = spec.clone();
+        let executions = self.clone();
+        let task = tokio::spawn(async move {
+            let _running = running;
+            supervise::supervise(&executions, &spec, &linked, watch.as_ref()).await
+        });
+        let result = task
+            .await
+            .unwrap_or_else(|_| Err(std::io::Error::other("the execution task failed")));
+        stop_when_dropped.disarm();
+        result
+    }
+
+    /// Turn the warm path on for `entry`'s `conda` and start its zygote in the background
+    /// (`--warm`; the zygote's environment withholds what [`Executions::limits`] does).
+    pub fn start_warm(&self, entry: warm::Entry) {
+        let warm = self
+            .0
+            .warm
+            .get_or_init(|| warm::Warm::new(entry, Arc::clone(&self.0.limits.env_remove)));
+        warm::launch(Arc::clone(warm));
+    }
+
+    /// The capabilities document's `warm` entry (`null` without `--warm`).
+    pub fn describe_warm(&self) -> serde_json::Value {
+        warm::describe(self.0.warm.get().map(Arc::as_ref))
+    }
+
+    /// The warm path, when it is on.
+    fn warm(&self) -> Option<&Arc<warm::Warm>> {
+        self.0.warm.get()
+    }
+
+    /// Cancel every execution (running ones get SIGTERM, the grace period, then SIGKILL)
+    /// and refuse new ones; nothing waits for them.
+    pub fn begin_shutdown(&self) {
+        self.0.shutdown.cancel();
+    }
+
+    /// Whether [`Executions::begin_shutdown`] has been called: a run that ends from now on
+    /// may have been ended by the shutdown, so what it found says nothing about the target
+    /// or the host.
+    pub fn shutting_down(&self) -> bool {
+        self.0.shutdown.is_cancelled()
+    }
+
+    /// [`Executions::begin_shutdown`], then wait (at most `bound`) until every execution's
+    /// termination sweep has finished and its descendants are reaped; remove the cgroups.
+    pub async fn shutdown(&self, bound: Duration) {
+        self.begin_shutdown();
+        let end = tokio::time::Instant::now() + bound;
+        loop {
+            let notified = self.0.idle.notified();
+            if self.0.running.load(Ordering::SeqCst) == 0 {
+                break;
+            }
+            if tokio::time::timeout_at(end, notified).await.is_err() {
+                tracing::warn!("executions still running at exit");
+                break;
+            }
+        }
+        if let Some(warm) = self.warm() {
+            warm::stop(warm).await;
+        }
+        reap::reap_orphans();
+        if let Some(cgroups) = &self.0.limits.cgroups {
+            cgroups.remove();
+        }
+    }
 }
 
-fn shutdown_token() -> &'static CancellationToken {
-    static SHUTDOWN: OnceLock<CancellationToken> = OnceLock::new();
-    SHUTDOWN.get_or_init(CancellationToken::new)
-}
-
-struct Running;
+struct Running(Arc<State>);
 
 impl Running {
-    fn enter() -> Running {
-        RUNNING.fetch_add(1, Ordering::SeqCst);
-        Running
+    fn enter(state: &Arc<State>) -> Running {
+        state.running.fetch_add(1, Ordering::SeqCst);
+        Running(Arc::clone(state))
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if RUNNING.fetch_sub(1, Ordering::SeqCst) == 1 {
-            idle().notify_waiters();
+        if self.0.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
         }
     }
 }
 
-/// Cancel every execution (running ones get SIGTERM, the grace period, then SIGKILL) and
-/// refuse new ones; nothing waits for them.
-pub fn begin_shutdown() {
-    shutdown_token().cancel();
-}
-
-/// Whether [`begin_shutdown`] has been called: a run that ends from now on may have been
-/// ended by the shutdown, so what it found says nothing about the target or the host.
-pub fn shutting_down() -> bool {
-    shutdown_token().is_cancelled()
-}
-
-/// [`begin_shutdown`], then wait (at most `bound`) until every execution's termination
-/// sweep has finished and its descendants are reaped; remove the server's cgroups.
-pub async fn shutdown(bound: Duration) {
-    begin_shutdown();
-    let end = tokio::time::Instant::now() + bound;
-    loop {
-        let notified = idle().notified();
-        if RUNNING.load(Ordering::SeqCst) == 0 {
-            break;
-        }
-        if tokio::time::timeout_at(end, notified).await.is_err() {
-            tracing::warn!("executions still running at exit");
-            break;
-        }
-    }
-    warm::stop().await;
-    reap::reap_orphans();
-    if let Some(cgroups) = Limits::current().cgroups {
-        cgroups.remove();
-    }
-}
-
-/// How long [`shutdown`] may take: the termination grace, the readers' grace and the
+/// How long [`Executions::shutdown`] may take: the termination grace, the readers' grace and the
 /// sweep, with room to spare.
 pub const SHUTDOWN_BOUND: Duration = Duration::from_secs(5);
 

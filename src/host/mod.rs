@@ -14,3 +14,44 @@ pub mod sandbox;
 pub mod stamp;
 pub mod target;
 pub mod targets;
+
+use std::sync::Arc;
+
+/// What one server holds of the host, built once by `main` from the resolved target and
+/// owned by the server (a one-shot command builds its own): the executions (the children's
+/// limits and withheld environment, `--warm`, the runs being supervised and their
+/// shutdown), the audit log, and the target conda. Nothing of it is process-global.
+#[derive(Clone)]
+pub struct Host {
+    pub exec: exec::Executions,
+    pub audit: Arc<audit::Audit>,
+    /// The target conda, resolved once (its `#!` line read at startup).
+    pub conda: Arc<target::Conda>,
+}
+
+impl Host {
+    /// The host of a server whose target is `conda`, its children under `limits`.
+    pub fn new(conda: target::Conda, limits: exec::Limits, audit: audit::Audit) -> Host {
+        Host {
+            exec: exec::Executions::new(limits),
+            audit: Arc::new(audit),
+            conda: Arc::new(conda),
+        }
+    }
+
+    /// `--warm`: turn the warm path on for the target's `conda` and start its zygote in
+    /// the background.
+    pub fn start_warm(&self) {
+        self.exec.start_warm(warm_entry(Arc::clone(&self.conda)));
+    }
+}
+
+/// What the warm path needs of the target: its entry script, the `#!` line read at
+/// startup, and its stamp taken anew (a changed stamp replaces the zygote).
+fn warm_entry(conda: Arc<target::Conda>) -> exec::warm::Entry {
+    exec::warm::Entry {
+        program: conda.exe().to_path_buf(),
+        script: conda.script().cloned(),
+        restamp: Box::new(move || Some(stamp::stamp(&conda.locate()?.site_dirs)?.digest)),
+    }
+}

@@ -41,6 +41,7 @@ struct Document {
 
 /// Resolve the targets of `argv` (a command with `rule`) under `interpreter`, in `cwd`.
 pub async fn resolve(
+    exec: &crate::host::exec::Executions,
     interpreter: &Path,
     argv: &[String],
     cwd: Option<&Path>,
@@ -49,6 +50,7 @@ pub async fn resolve(
 ) -> Result<Vec<Target>, Unresolved> {
     let request = serde_json::json!({ "argv": argv, "destination": rule.destination });
     let document: Document = run_helper_in(
+        exec,
         interpreter,
         "targets",
         &[],

@@ -36,6 +36,7 @@ struct Entry {
 
 /// One call's audit trail: begun when the call arrives, written when it is dropped.
 pub struct Trail {
+    audit: Arc<audit::Audit>,
     record: Arc<Mutex<Entry>>,
     started: Instant,
     session: Arc<str>,
@@ -45,8 +46,14 @@ pub struct Trail {
 
 impl Trail {
     /// A trail when the audit log is open.
-    pub fn begin(session: &Arc<str>, client: Option<Implementation>, served: &str) -> Option<Self> {
-        audit::enabled().then(|| Trail {
+    pub fn begin(
+        audit: &Arc<audit::Audit>,
+        session: &Arc<str>,
+        client: Option<Implementation>,
+        served: &str,
+    ) -> Option<Self> {
+        audit.enabled().then(|| Trail {
+            audit: Arc::clone(audit),
             record: Arc::default(),
             started: Instant::now(),
             session: Arc::clone(session),
@@ -80,7 +87,7 @@ impl Trail {
             "client": self.client.as_ref().map(|c| json!({"name": c.name, "version": c.version})),
             "tool": self.served,
             "canonical_tool": canonical,
-            "argv": audit::redacted_read(&record.argv, &record.readings),
+            "argv": self.audit.redacted_read(&record.argv, &record.readings),
             "verdict": verdict,
             "refusal": record.refusal,
             "confirmation": record.confirmation.unwrap_or("not_required"),
@@ -99,7 +106,7 @@ impl Drop for Trail {
             return;
         };
         if let Some(canonical) = record.canonical.as_deref() {
-            audit::append(&self.line(&record, canonical));
+            self.audit.append(&self.line(&record, canonical));
         }
     }
 }
@@ -157,14 +164,15 @@ pub const NAMES_LOG: &str = "Operation names the audit log (see --audit-log)";
 /// a call that writes, a directory that holds it. A `~user` spelling (which conda expands
 /// and the server does not resolve) counts as naming it.
 pub fn names_log(
+    audit: &audit::Audit,
     argv: &[String],
     cwd: &std::path::Path,
     home: Option<&std::path::Path>,
     writes: bool,
 ) -> bool {
-    audit::enabled()
+    audit.enabled()
         && (crate::host::confine::names_other_home(argv)
             || crate::host::confine::names_file(argv, cwd, home, |path| {
-                audit::is_log(path) || (writes && audit::holds_log(path))
+                audit.is_log(path) || (writes && audit.holds_log(path))
             }))
 }

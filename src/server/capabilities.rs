@@ -125,11 +125,13 @@ pub(super) fn add_toolset(capabilities: &mut Fixed, shaping: &Shaping, shaped: &
 }
 
 /// The live parts of the capabilities document: the server's `restart` and `startup`
-/// objects and its sandbox (none until probed).
+/// objects, its sandbox (none until probed) and its executions.
 pub(super) struct Live<'a> {
     pub restart: Value,
     pub startup: Value,
     pub sandbox: Option<&'a Sandbox>,
+    /// The server's executions: their limits and the `--warm` state.
+    pub exec: &'a exec::Executions,
 }
 
 /// The capabilities document as served now: the `fixed` parts, the catalog of
@@ -139,7 +141,7 @@ pub(super) fn text(fixed: &Fixed, discovery: &Discovery, toolset: &Toolset, live
         fixed.iter().map(|(k, v)| (*k, Part::Raw(v))).collect();
     let restart = raw(&live.restart);
     let startup = raw(&live.startup);
-    let limits = raw(&exec::Limits::current().describe());
+    let limits = raw(&live.exec.limits().describe());
     let sandbox = raw(&match live.sandbox {
         Some(sandbox) => sandbox.describe(discovery.prefix.as_deref()),
         None => Value::Null,
@@ -150,7 +152,7 @@ pub(super) fn text(fixed: &Fixed, discovery: &Discovery, toolset: &Toolset, live
     document.insert("restart", Part::Raw(&restart));
     document.insert("startup", Part::Raw(&startup));
     document.insert("limits", Part::Raw(&limits));
-    let warm = raw(&exec::warm::describe());
+    let warm = raw(&live.exec.describe_warm());
     document.insert("warm", Part::Raw(&warm));
     serde_json::to_string(&document).expect("raw JSON parts serialize")
 }

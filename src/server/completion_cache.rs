@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::capacity::Capacity;
 use super::ready::Ready;
 use super::refuse::Refusal;
+use crate::host::exec::Executions;
 use crate::host::{discovery, stamp};
 
 /// The server's `conda_cli_command` cache (empty until first asked).
@@ -31,9 +32,10 @@ struct CompletionCache {
 impl Completion {
     /// The helper's completion document: from the cache while the manifest file and the
     /// plugin distributions are unchanged, else fresh (asked in the queue, in the
-    /// session's `capacity`, within `timeout`).
+    /// session's `capacity`, within `timeout`, started by `exec`).
     pub(super) async fn document(
         &self,
+        exec: &Executions,
         ready: &Ready,
         capacity: &Capacity,
         ct: &CancellationToken,
@@ -56,7 +58,7 @@ impl Completion {
             .ok_or_else(unavailable)?;
         let document = {
             let _admitted = capacity.admit(ct).await?;
-            discovery::run_helper::<Value>(interpreter, "completion", &[], timeout, None)
+            discovery::run_helper::<Value>(exec, interpreter, "completion", &[], timeout, None)
                 .await
                 .map_err(|f| {
                     tracing::warn!(reason = %f.0, "completion helper failed");

@@ -104,7 +104,7 @@ impl Server {
             audit.confirmation("unavailable");
             return Err(refusal(plan::TOO_LONG));
         };
-        let spec = call.spec(config);
+        let spec = call.spec(config, self.shared.host.exec.limits());
         let previewed = self.preview(ready, &spec, call, caller).await?;
         let here = std::env::current_dir().unwrap_or_default();
         let shown = plan::Shown {
@@ -112,6 +112,7 @@ impl Server {
             cwd: &here.join(spec.cwd.as_deref().unwrap_or(&here)),
             stdin: spec.stdin.as_deref(),
             environment: exec::environment_changes(&spec),
+            withheld: &self.shared.host.audit.withheld(),
             dry: previewed.dry.as_ref(),
             plan: previewed.binding.as_ref().map(|b| &b.plan),
         };
@@ -152,11 +153,15 @@ impl Server {
 
 /// The result of a confirmed run that stopped because it would differ from the plan that
 /// was shown (`why` from the wrapper, escaped and with credentials redacted).
-pub fn plan_changed(why: &str, audit: &audit::Record) -> CallToolResult {
+pub fn plan_changed(
+    log: &crate::host::audit::Audit,
+    why: &str,
+    audit: &audit::Record,
+) -> CallToolResult {
     audit.refused(PLAN_CHANGED);
-    let redacted =
-        crate::host::audit::redacted(&why.split(' ').map(str::to_owned).collect::<Vec<_>>())
-            .join(" ");
+    let redacted = log
+        .redacted(&why.split(' ').map(str::to_owned).collect::<Vec<_>>())
+        .join(" ");
     let text = format!(
         "{PLAN_CHANGED}: {}; nothing was fetched, installed or run. Call again to ask the user \
          about the new plan.",

@@ -75,8 +75,8 @@ impl Judged {
         }
     }
 
-    /// The child's specification under the server's settings.
-    pub fn spec(&self, config: &Config) -> exec::Spec {
+    /// The child's specification under the server's settings and child `limits`.
+    pub fn spec(&self, config: &Config, limits: &exec::Limits) -> exec::Spec {
         exec::Spec {
             program: config.conda_exe.clone(),
             args: self.argv.iter().map(OsString::from).collect(),
@@ -86,7 +86,7 @@ impl Judged {
             stdout_limit: config.output_limit,
             stderr_limit: config.output_limit,
             env_remove: Vec::new(),
-            limits: exec::Limits::current(),
+            limits: limits.clone(),
             sandbox: self.sandbox.clone(),
             write_bound: None,
         }

@@ -66,8 +66,8 @@ use parking::Parking;
 use state::{Shared, session_id};
 
 use crate::config::Config;
+use crate::host::Host;
 use crate::host::exec::{self, Executor};
-use crate::host::target::Conda;
 use crate::tools::toolset::{COMPLETION_TOOL, EXECUTE_TOOL};
 
 pub const SERVER_NAME: &str = "conda-cli-mcp";
@@ -81,21 +81,20 @@ pub const SUPPORTED_VERSIONS: &[ProtocolVersion] = &[
 
 impl Server {
     /// Start obtaining the tools in the background and return the server at once (as the
-    /// first session's handler).
-    pub fn start(config: Config) -> Server {
+    /// first session's handler); the server owns `host` from now on.
+    pub fn start(config: Config, host: Host) -> Server {
         let (sender, ready) = watch::channel(None);
         let executor = Executor::new(config.max_queue);
         let max_session_calls = config.max_session_calls;
-        // The target conda, resolved once (its `#!` line read here), startup's to use.
-        let conda = Arc::new(Conda::resolve(config.conda_exe.clone()));
         let start = Arc::new(startup::State::default());
-        startup::spawn(Arc::clone(&start), config.clone(), conda, sender);
+        startup::spawn(Arc::clone(&start), config.clone(), host.clone(), sender);
         let shared = Arc::new(Shared {
             executor: Arc::clone(&executor),
             ready,
             start,
             completion: Completion::default(),
             parked: Parking::default(),
+            host,
             config,
         });
         Server {
@@ -124,6 +123,22 @@ impl Server {
     /// JSON-escaped at worst (`\u00XX`, 6 bytes), plus the envelope.
     pub fn max_frame(&self) -> usize {
         6 * (exec::MAX_COMMAND_BYTES + self.shared.config.stdin_limit) + 64 * 1024
+    }
+
+    /// Cancel every execution and refuse new ones (the transport is stopping); `main`
+    /// waits for their sweeps ([`Server::executions`]).
+    pub fn begin_shutdown(&self) {
+        self.shared.host.exec.begin_shutdown();
+    }
+
+    /// The server's executions (`main` shuts them down once the transport stops).
+    pub fn executions(&self) -> exec::Executions {
+        self.shared.host.exec.clone()
+    }
+
+    /// A value that must never reach the audit log (a token made at startup).
+    pub fn withhold(&self, secret: &str) {
+        self.shared.host.audit.withhold(secret);
     }
 
     /// Resolves when the server cannot serve its tools (the reason, one line); the
@@ -293,7 +308,12 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let trail = audit::Trail::begin(&self.session_id, context.client_info(), &request.name);
+        let trail = audit::Trail::begin(
+            &self.shared.host.audit,
+            &self.session_id,
+            context.client_info(),
+            &request.name,
+        );
         let record = trail.as_ref().map(audit::Trail::record).unwrap_or_default();
         let caller = caller::Caller::of(&context, record);
         let outcome = std::panic::AssertUnwindSafe(self.call(request, &caller))

@@ -58,12 +58,13 @@ impl Progress {
     /// Run `spec` (on a terminal when `terminal`), notifying progress until it ends.
     pub async fn run(
         &self,
+        exec: &exec::Executions,
         spec: &exec::Spec,
         ct: &CancellationToken,
         terminal: bool,
     ) -> std::io::Result<exec::Outcome> {
         let (watch, seen) = exec::watch::watch(terminal);
-        let run = exec::run_watched(spec, ct, Some(watch));
+        let run = exec.run_watched(spec, ct, Some(watch));
         let mut reporter = Reporter::new(self, ct);
         tokio::select! {
             outcome = run => outcome,
@@ -78,14 +79,15 @@ impl Progress {
 /// says conda would then write fetch records, only worth it when someone listens), else
 /// exactly as without progress.
 pub async fn run(
+    exec: &exec::Executions,
     progress: Option<&Progress>,
     spec: &exec::Spec,
     fetch_records: bool,
     ct: &CancellationToken,
 ) -> std::io::Result<exec::Outcome> {
     match progress {
-        Some(progress) => progress.run(spec, ct, fetch_records).await,
-        None => exec::run(spec, ct).await,
+        Some(progress) => progress.run(exec, spec, ct, fetch_records).await,
+        None => exec.run(spec, ct).await,
     }
 }
 

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::compare::Mismatch;
 use super::ready::Ready;
+use crate::host::exec::Executions;
 use crate::host::{discovery, stamp};
 use crate::model::catalog;
 
@@ -114,10 +115,14 @@ pub(super) type Inventory = Result<(String, Vec<catalog::Plugin>), RestartReason
 /// Ask the helper for the plugin inventory (after a successful operation that may have
 /// changed the plugin set, and only when the disk scan changed: [`Restart::unchanged`]).
 /// Runs inside the execution slot.
-pub(super) async fn inventory(ready: &Ready, timeout: std::time::Duration) -> Inventory {
+pub(super) async fn inventory(
+    exec: &Executions,
+    ready: &Ready,
+    timeout: std::time::Duration,
+) -> Inventory {
     match ready.discovery.interpreter.as_deref() {
         None => Err(RestartReason::NoInterpreter),
-        Some(interpreter) => discovery::plugins(interpreter, timeout)
+        Some(interpreter) => discovery::plugins(exec, interpreter, timeout)
             .await
             .map_err(|f| RestartReason::Plugins(f.0)),
     }

@@ -23,6 +23,7 @@ use super::ready::{self, BuildError, Ready};
 use super::restart::Restart;
 use crate::baked::{self, BakedSnapshot};
 use crate::config::Config;
+use crate::host::Host;
 use crate::host::discovery::{self, Discovery};
 use crate::host::exec;
 use crate::host::sandbox::{self, Sandbox};
@@ -144,33 +145,34 @@ impl Default for State {
 struct Job {
     state: Arc<State>,
     config: Config,
-    conda: Arc<Conda>,
+    /// The target conda, the executions that start its processes, the audit log.
+    host: Host,
     sender: watch::Sender<Option<Arc<Ready>>>,
 }
 
-/// Probe the sandbox and obtain the tools of `conda` in the background, writing to
-/// `state`; `sender` publishes them.
+/// Probe the sandbox and obtain the tools of `host`'s conda in the background, writing
+/// to `state`; `sender` publishes them.
 pub(super) fn spawn(
     state: Arc<State>,
     config: Config,
-    conda: Arc<Conda>,
+    host: Host,
     sender: watch::Sender<Option<Arc<Ready>>>,
 ) {
-    let probe = tokio::spawn(probe_sandbox(config.no_sandbox));
+    let probe = tokio::spawn(probe_sandbox(host.exec.clone(), config.no_sandbox));
     if config.warm {
         // The zygote starts once the tools are served: it never delays them.
         let mut served = sender.subscribe();
-        let conda = Arc::clone(&conda);
+        let host = host.clone();
         tokio::spawn(async move {
             if served.wait_for(Option::is_some).await.is_ok() {
-                crate::host::exec::warm::start(warm_entry(conda));
+                host.start_warm();
             }
         });
     }
     let job = Job {
         state,
         config,
-        conda,
+        host,
         sender,
     };
     tokio::spawn(async move {
@@ -182,26 +184,17 @@ pub(super) fn spawn(
         let _ = job.state.sandbox.set(sandbox);
         let settings = ready::settings(&job.config, sandboxed);
         let config = &job.config;
-        match fast_start(&job.conda, config.no_snapshot, config.list_all) {
+        match fast_start(&job.host.conda, config.no_snapshot, config.list_all) {
             Ok(fast) => job.serve_snapshot(fast, &settings, started).await,
             Err(reason) => job.serve_live(reason, &settings, started).await,
         }
     });
 }
 
-/// What the warm path needs of the target: its entry script, the `#!` line read at
-/// startup, and its stamp taken anew (a changed stamp replaces the zygote).
-fn warm_entry(conda: Arc<Conda>) -> crate::host::exec::warm::Entry {
-    crate::host::exec::warm::Entry {
-        program: conda.exe().to_path_buf(),
-        script: conda.script().cloned(),
-        restamp: Box::new(move || Some(stamp::stamp(&conda.locate()?.site_dirs)?.digest)),
-    }
-}
-
 impl Job {
     async fn discover(&self) -> Discovery {
-        discovery::discover_conda(&self.conda, self.config.timeout).await
+        let host = &self.host;
+        discovery::discover_conda(&host.exec, &host.conda, self.config.timeout).await
     }
 
     /// Serve the snapshot's tools now, then confirm them by live discovery.
@@ -227,13 +220,14 @@ impl Job {
         let _ = self.sender.send(Some(Arc::clone(&ready)));
         let found = self.discover().await;
         let verdict = confirm(snapshot, &ready.discovery.catalog, &found);
-        self.state.record_confirmation(verdict, &found);
+        let ended = self.host.exec.shutting_down();
+        self.state.record_confirmation(verdict, &found, ended);
     }
 
     /// Serve the tools live discovery finds.
     async fn serve_live(&self, reason: LiveReason, settings: &Settings, started: Instant) {
         let found = self.discover().await;
-        if crate::host::exec::shutting_down() {
+        if self.host.exec.shutting_down() {
             // Ended by the shutdown (a session closed at once): nothing was found out.
             tracing::debug!("live discovery was ended by the shutdown");
             return;
@@ -284,7 +278,8 @@ impl State {
     }
 
     /// Live discovery finished after a snapshot start.
-    fn record_confirmation(&self, verdict: Result<(), Mismatch>, live: &Discovery) {
+    /// `ended`: the shutdown has begun (the discovery may have been ended by it).
+    fn record_confirmation(&self, verdict: Result<(), Mismatch>, live: &Discovery, ended: bool) {
         let Ok(mut status) = self.status.lock() else {
             return;
         };
@@ -294,7 +289,7 @@ impl State {
                 Confirmation::Confirmed
             }
             // Ended by the shutdown (a session closed at once): no verdict, no warning.
-            Err(reason) if crate::host::exec::shutting_down() => {
+            Err(reason) if ended => {
                 tracing::debug!(%reason, "live discovery was ended by the shutdown");
                 return;
             }
@@ -314,9 +309,9 @@ impl State {
     }
 }
 
-/// Probe the read-only sandbox once (a trial run of this executable's `--version`) and
-/// say at startup what the children of read-only calls get.
-pub async fn probe_sandbox(disabled: bool) -> Sandbox {
+/// Probe the read-only sandbox once (a trial run of this executable's `--version`, one of
+/// `exec`'s executions) and say at startup what the children of read-only calls get.
+pub async fn probe_sandbox(exec: exec::Executions, disabled: bool) -> Sandbox {
     if disabled {
         tracing::warn!("--no-sandbox: read-only calls run without the read-only sandbox");
         return Sandbox::disabled();
@@ -332,7 +327,8 @@ pub async fn probe_sandbox(disabled: bool) -> Sandbox {
     };
     let trial = |plan| {
         let program = program.clone();
-        async move { exec::trial(&program, args, plan).await }
+        let exec = exec.clone();
+        async move { exec.trial(&program, args, plan).await }
     };
     let sandbox = Sandbox::probe(&sandbox::Inputs::from_process(), trial).await;
     match sandbox.state() {
@@ -340,7 +336,7 @@ pub async fn probe_sandbox(disabled: bool) -> Sandbox {
             tracing::debug!("read-only calls run in a read-only sandbox (private mount namespace)")
         }
         // Ended by the shutdown (a session closed at once), the trial says nothing.
-        sandbox::State::Unavailable(reason) if crate::host::exec::shutting_down() => {
+        sandbox::State::Unavailable(reason) if exec.shutting_down() => {
             tracing::debug!(%reason, "the sandbox probe was ended by the shutdown")
         }
         sandbox::State::Unavailable(reason) => tracing::warn!(

@@ -18,11 +18,14 @@ use super::restart;
 use super::roots::Roots;
 use super::startup;
 use crate::config::Config;
+use crate::host::Host;
 use crate::host::exec::Executor;
 
 /// What every session of the server shares.
 pub(super) struct Shared {
     pub(super) config: Config,
+    /// The target conda, the executions, the audit log: built once by `main`.
+    pub(super) host: Host,
     pub(super) executor: Arc<Executor>,
     pub(super) ready: watch::Receiver<Option<Arc<Ready>>>,
     /// What startup wrote: how the tools were obtained, whether a restart is required,
@@ -58,7 +61,7 @@ impl Shared {
         if unchanged {
             return;
         }
-        let verdict = restart::inventory(ready, self.config.timeout).await;
+        let verdict = restart::inventory(&self.host.exec, ready, self.config.timeout).await;
         if let Ok(mut status) = self.start.status.lock() {
             status.restart.judge(scan, verdict, ready);
         }
@@ -75,6 +78,7 @@ impl Shared {
             restart,
             startup,
             sandbox,
+            exec: &self.host.exec,
         };
         capabilities::text(&ready.capabilities, &ready.discovery, &ready.toolset, live)
     }

@@ -76,7 +76,7 @@ pub async fn serve(server: Server, config: HttpConfig) -> Result<(), Failure> {
         Some(token) => (token.clone(), false),
         None => (generate_token().map_err(TransportError::Token)?, true),
     };
-    crate::host::audit::withhold(token.expose());
+    server.withhold(token.expose());
     let cancel = CancellationToken::new();
     let router = mount::app(&server, &config, &token, cancel.child_token());
     if generated {
@@ -101,7 +101,7 @@ pub async fn serve(server: Server, config: HttpConfig) -> Result<(), Failure> {
                 tracing::info!("shutting down");
                 // In-flight calls end now (SIGTERM, grace, SIGKILL), so their connections
                 // can close; `main` waits for the sweeps.
-                crate::host::exec::begin_shutdown();
+                server.begin_shutdown();
                 break None;
             }
             reason = server.failed() => break Some(Failure::Config(reason)),

@@ -47,7 +47,7 @@ pub async fn stdio(server: Server) -> Result<(), Failure> {
     let watch = server.clone();
     let running = tokio::select! {
         started = server.clone().serve(lines::Lines::new(
-            EofCancels(tokio::io::stdin()),
+            EofCancels(tokio::io::stdin(), server.clone()),
             tokio::io::stdout(),
             server.max_frame(),
         )) => match started {
@@ -66,7 +66,7 @@ pub async fn stdio(server: Server) -> Result<(), Failure> {
         reason = watch.failed() => Err(Failure::Config(reason)),
         () = signalled() => {
             tracing::info!("shutting down");
-            crate::host::exec::begin_shutdown();
+            watch.begin_shutdown();
             Ok(())
         }
     }
@@ -75,7 +75,7 @@ pub async fn stdio(server: Server) -> Result<(), Failure> {
 /// stdin that cancels every execution when it reaches EOF: the client is gone, so the
 /// in-flight calls end (SIGTERM, grace, SIGKILL) instead of running to their timeout
 /// while the session drains.
-struct EofCancels<R>(R);
+struct EofCancels<R>(R, Server);
 
 impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for EofCancels<R> {
     fn poll_read(
@@ -90,7 +90,7 @@ impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for EofCancels<R> {
             && buf.remaining() > 0
         {
             tracing::info!("stdin closed: ending every execution");
-            crate::host::exec::begin_shutdown();
+            self.1.begin_shutdown();
         }
         polled
     }

@@ -729,7 +729,10 @@ fn helper_timeout_is_a_diagnostic() {
         timeout: std::time::Duration::from_secs(2),
     };
     let started = std::time::Instant::now();
-    let found = support::runtime().block_on(ccm::host::discovery::discover(&target));
+    let found = support::runtime().block_on(ccm::host::discovery::discover(
+        &support::executions(),
+        &target,
+    ));
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
     let reasons = reasons(&found);
     assert_eq!(reasons.len(), 1, "{reasons:?}");

@@ -197,6 +197,7 @@ fn round_trip(tools: &Toolset, interpreter: &Path, per_tool: usize) -> (usize, V
     let batch = json!({"argvs": cases.iter().map(|c| &c.argv).collect::<Vec<_>>()});
     let doc = support::runtime()
         .block_on(ccm::host::discovery::run_helper::<Value>(
+            &support::executions(),
             interpreter,
             "parse",
             &[],

@@ -158,7 +158,13 @@ pub fn discover(conda: &Path) -> Discovery {
         conda_exe: conda.to_path_buf(),
         timeout: Duration::from_secs(120),
     };
-    runtime().block_on(discovery::discover(&target))
+    runtime().block_on(discovery::discover(&executions(), &target))
+}
+
+/// Executions of the test's own for library calls that start children (the default
+/// limits, no cgroups).
+pub fn executions() -> ccm::host::exec::Executions {
+    ccm::host::exec::Executions::new(ccm::host::exec::Limits::defaults())
 }
 
 pub fn runtime() -> &'static tokio::runtime::Runtime {

@@ -252,8 +252,13 @@ pub struct Binding {
 }
 
 impl Binding {
-    /// Keep `plan` (its files' bytes become copies) for a run under `interpreter`.
-    pub fn new(mut plan: Plan, interpreter: &Path) -> Result<Binding, Unbound> {
+    /// Keep `plan` (its files' bytes become copies) for a run under `interpreter`; `log`
+    /// is the audit log's device and inode ([`super::audit::Audit::identity`]).
+    pub fn new(
+        mut plan: Plan,
+        interpreter: &Path,
+        log: Option<(u64, u64)>,
+    ) -> Result<Binding, Unbound> {
         let io = |e: std::io::Error| Unbound::Io(exec::plain_os_error(&e));
         let dir = tempfile::Builder::new()
             .prefix("ccm-plan-")
@@ -283,7 +288,7 @@ impl Binding {
             file.copy = Some(copy.to_string_lossy().into_owned());
             file.bytes = Some(bytes);
         }
-        plan.log = super::audit::identity();
+        plan.log = log;
         let document = serde_json::to_vec(&plan).map_err(|e| Unbound::Io(e.to_string()))?;
         write_new(&dir.path().join("plan.json"), &document).map_err(io)?;
         let digest = sha2::Sha256::digest(&document)

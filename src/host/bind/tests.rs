@@ -65,7 +65,7 @@ fn binding_with_one_file() -> Binding {
         }],
         ..Plan::default()
     };
-    Binding::new(plan, Path::new("/usr/bin/python3")).unwrap()
+    Binding::new(plan, Path::new("/usr/bin/python3"), None).unwrap()
 }
 
 #[test]
@@ -103,7 +103,7 @@ fn the_run_is_the_shown_argv_behind_the_wrapper_and_only_its_exit_says_it_stoppe
         stdout_limit: 1,
         stderr_limit: 1,
         env_remove: Vec::new(),
-        limits: exec::Limits::current(),
+        limits: exec::Limits::defaults(),
         sandbox: None,
         write_bound: None,
     };

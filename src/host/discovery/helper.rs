@@ -30,11 +30,12 @@ const HELPER_STDERR_LIMIT: usize = 64 * 1024;
 const PROTOCOL: u64 = 1;
 
 pub(super) async fn catalog_run(
+    exec: &exec::Executions,
     target: &Target,
     interpreter: &Path,
 ) -> Result<(CatalogDocument, InterpreterFacts), Failure> {
     let mut document: CatalogDocument =
-        run_helper(interpreter, "catalog", &[], target.timeout, None).await?;
+        run_helper(exec, interpreter, "catalog", &[], target.timeout, None).await?;
     if document.protocol != PROTOCOL {
         return Err(Failure(
             "conda catalog discovery returned invalid JSON: protocol".into(),
@@ -66,20 +67,22 @@ fn invalid_json(purpose: &str, error: &serde_json::Error) -> Failure {
     Failure(format!("{purpose} returned invalid JSON: {class}"))
 }
 
-/// Run the embedded helper in `mode` under `interpreter`; its document parsed straight
-/// into `T` (no intermediate JSON tree), or why not.
+/// Run the embedded helper in `mode` under `interpreter` (one of `exec`'s executions); its
+/// document parsed straight into `T` (no intermediate JSON tree), or why not.
 pub async fn run_helper<T: serde::de::DeserializeOwned>(
+    exec: &exec::Executions,
     interpreter: &Path,
     mode: &str,
     extra: &[String],
     timeout: Duration,
     stdin: Option<Vec<u8>>,
 ) -> Result<T, Failure> {
-    run_helper_in(interpreter, mode, extra, timeout, stdin, None).await
+    run_helper_in(exec, interpreter, mode, extra, timeout, stdin, None).await
 }
 
 /// [`run_helper`] in a working directory of the caller's (`None`: the server's).
 pub async fn run_helper_in<T: serde::de::DeserializeOwned>(
+    exec: &exec::Executions,
     interpreter: &Path,
     mode: &str,
     extra: &[String],
@@ -97,6 +100,7 @@ pub async fn run_helper_in<T: serde::de::DeserializeOwned>(
     let mut args: Vec<OsString> = vec!["-I".into(), "-c".into(), HELPER_SOURCE.into(), mode.into()];
     args.extend(extra.iter().map(OsString::from));
     let outcome = run_child(
+        exec,
         interpreter.to_path_buf(),
         args,
         stdin,
@@ -170,6 +174,7 @@ fn read_document<T: serde::de::DeserializeOwned>(
 /// Run one discovery child (the helper, or `conda info --json`) with discovery's own output
 /// caps; `what` names it when it cannot start.
 async fn run_child(
+    exec: &exec::Executions,
     program: PathBuf,
     args: Vec<OsString>,
     stdin: Option<Vec<u8>>,
@@ -186,11 +191,11 @@ async fn run_child(
         stdout_limit: DOCUMENT_LIMIT,
         stderr_limit: HELPER_STDERR_LIMIT,
         env_remove: Vec::new(),
-        limits: exec::Limits::current(),
+        limits: exec.limits().clone(),
         sandbox: None,
         write_bound: None,
     };
-    exec::run(&spec, &CancellationToken::new())
+    exec.run(&spec, &CancellationToken::new())
         .await
         .map_err(|e| {
             Failure(format!(
@@ -208,9 +213,10 @@ pub struct Info {
 }
 
 /// Ask conda itself for its version and interpreter (the slow path).
-pub async fn conda_info(target: &Target) -> Result<Info, Failure> {
+pub async fn conda_info(exec: &exec::Executions, target: &Target) -> Result<Info, Failure> {
     let args = vec!["info".into(), "--json".into()];
     let outcome = run_child(
+        exec,
         target.conda_exe.clone(),
         args,
         None,
@@ -258,6 +264,7 @@ pub async fn conda_info(target: &Target) -> Result<Info, Failure> {
 
 /// The target's plugin inventory, fresh (restart checks).
 pub async fn plugins(
+    exec: &exec::Executions,
     interpreter: &Path,
     timeout: Duration,
 ) -> Result<(String, Vec<Plugin>), Failure> {
@@ -266,6 +273,6 @@ pub async fn plugins(
         conda_version: String,
         plugins: Vec<Plugin>,
     }
-    let doc: Doc = run_helper(interpreter, "plugins", &[], timeout, None).await?;
+    let doc: Doc = run_helper(exec, interpreter, "plugins", &[], timeout, None).await?;
     Ok((doc.conda_version, doc.plugins))
 }

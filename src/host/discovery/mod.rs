@@ -23,6 +23,7 @@ mod resolve;
 pub use helper::{HELPER_SOURCE, Info, conda_info, plugins, run_helper, run_helper_in};
 pub use resolve::{ResolveError, resolve_executable};
 
+use crate::host::exec::Executions;
 use crate::host::target::Conda;
 
 /// Cap on a helper's (or `conda info`'s) JSON document.
@@ -125,12 +126,18 @@ struct InterpreterFacts {
 
 /// Run full discovery against the target (its `#!` line read here; a server resolves
 /// its [`Conda`] once and calls [`discover_conda`]).
-pub async fn discover(target: &Target) -> Discovery {
-    discover_conda(&Conda::resolve(target.conda_exe.clone()), target.timeout).await
+pub async fn discover(exec: &Executions, target: &Target) -> Discovery {
+    discover_conda(
+        exec,
+        &Conda::resolve(target.conda_exe.clone()),
+        target.timeout,
+    )
+    .await
 }
 
-/// Run full discovery against the resolved target, each process bounded by `timeout`.
-pub async fn discover_conda(conda: &Conda, timeout: Duration) -> Discovery {
+/// Run full discovery against the resolved target, each process one of `exec`'s and
+/// bounded by `timeout`.
+pub async fn discover_conda(exec: &Executions, conda: &Conda, timeout: Duration) -> Discovery {
     let target = &Target {
         conda_exe: conda.exe().to_path_buf(),
         timeout,
@@ -139,7 +146,7 @@ pub async fn discover_conda(conda: &Conda, timeout: Duration) -> Discovery {
     let mut last_failure = None;
     for interpreter in conda.interpreter_candidates() {
         processes += 1;
-        match helper::catalog_run(target, &interpreter).await {
+        match helper::catalog_run(exec, target, &interpreter).await {
             Ok((document, facts)) if owns(&facts.prefix, &target.conda_exe) => {
                 return finish(document, facts, interpreter, processes);
             }
@@ -152,7 +159,7 @@ pub async fn discover_conda(conda: &Conda, timeout: Duration) -> Discovery {
     }
     // Fall back to what conda itself says about its interpreter.
     processes += 1;
-    let info = match conda_info(target).await {
+    let info = match conda_info(exec, target).await {
         Ok(info) => info,
         Err(Failure(reason)) => return Discovery::failed(target, None, reason, processes),
     };
@@ -165,7 +172,7 @@ pub async fn discover_conda(conda: &Conda, timeout: Duration) -> Discovery {
         );
     }
     processes += 1;
-    match helper::catalog_run(target, &info.interpreter).await {
+    match helper::catalog_run(exec, target, &info.interpreter).await {
         Ok((document, _)) if document.catalog.conda_version != info.version => Discovery::failed(
             target,
             Some(&info.version),

@@ -13,15 +13,7 @@ use std::fs;
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-static UNAVAILABLE: OnceLock<String> = OnceLock::new();
-
-/// Why per-execution cgroups are unavailable, once detection failed.
-pub fn unavailable_reason() -> Option<&'static str> {
-    UNAVAILABLE.get().map(String::as_str)
-}
 
 /// Why the server has no per-execution cgroups.
 #[derive(Debug, thiserror::Error)]
@@ -93,14 +85,6 @@ struct Own {
 impl Cgroups {
     /// Find the server's own cgroups and create its containers.
     pub fn detect(want_process_limit: bool) -> Result<Cgroups, Unavailable> {
-        let detected = Self::detect_inner(want_process_limit);
-        if let Err(reason) = &detected {
-            let _ = UNAVAILABLE.set(reason.to_string());
-        }
-        detected
-    }
-
-    fn detect_inner(want_process_limit: bool) -> Result<Cgroups, Unavailable> {
         let own = Own {
             mountinfo: fs::read_to_string("/proc/self/mountinfo")
                 .map_err(|e| Unavailable::Mountinfo(e.kind()))?,

@@ -17,17 +17,19 @@ pub(super) enum Leader {
     Warm(warm::WarmChild),
 }
 
-/// Start `spec`'s leader: forked from the warm zygote when `spec` runs the warm target
+/// Start `spec`'s leader: forked from the `warm` zygote when `spec` runs the warm target
 /// and the zygote takes it, else started cold (always cold with a terminal as stdout, and
 /// with a write bound: the zygote's children restrict themselves only in the sandbox).
 pub(super) async fn start(
+    warm: Option<&Arc<warm::Warm>>,
     spec: &Spec,
     marker: &str,
     terminal: Option<std::os::fd::OwnedFd>,
 ) -> std::io::Result<(Leader, Arc<limits::Prepared>)> {
-    if terminal.is_none() && spec.write_bound.is_none() && warm::applies(&spec.program) {
+    let cold_only = terminal.is_some() || spec.write_bound.is_some();
+    if let Some(warm) = warm.filter(|w| !cold_only && w.applies(&spec.program)) {
         let prepared = Arc::new(spec.limits.prepare());
-        match warm::fork(spec, marker, &prepared).await {
+        match warm::fork(warm, spec, marker, &prepared).await {
             Ok(child) => return Ok((Leader::Warm(child), prepared)),
             Err(_) => {
                 if let Some(group) = &prepared.group {

@@ -1,18 +1,19 @@
 //! Resource limits and the withheld environment of every child.
 //!
 //! The operator's settings ([`Settings`], from the command line) are resolved once at
-//! startup into [`Limits`] ([`configure`]): the address-space limit (`RLIMIT_AS`), the
-//! file-size limit (`RLIMIT_FSIZE`), the process-count limit (the cgroup pids controller:
-//! `RLIMIT_NPROC` does not hold for root), the per-execution cgroups that give exact
-//! descendant tracking, and the environment variables no child may see.
+//! startup into [`Limits`] ([`configure`]; the server's [`super::Executions`] hold them):
+//! the address-space limit (`RLIMIT_AS`), the file-size limit (`RLIMIT_FSIZE`), the
+//! process-count limit (the cgroup pids controller: `RLIMIT_NPROC` does not hold for
+//! root), the per-execution cgroups that give exact descendant tracking, and the
+//! environment variables no child may see.
 //!
 //! Everything a child needs is prepared before `fork` ([`Prepared`]); after `fork` the
 //! child only makes async-signal-safe system calls ([`Prepared::apply_in_child`]).
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use super::cgroup::{self, Cgroups, ExecutionGroup};
+use super::cgroup::{Cgroups, ExecutionGroup};
 
 /// The default file-size limit: conda writes package tarballs and caches.
 pub const DEFAULT_FILE_SIZE: u64 = 8 << 30;
@@ -54,23 +55,24 @@ pub struct Limits {
     pub processes: Option<u64>,
     /// Per-execution cgroups; `None` where unavailable.
     pub cgroups: Option<Arc<Cgroups>>,
+    /// Why [`Limits::cgroups`] is `None`, when detecting them failed.
+    pub cgroups_unavailable: Option<Arc<str>>,
     /// Environment variables removed from every child.
     pub env_remove: Arc<[String]>,
 }
 
-static CONFIGURED: OnceLock<Limits> = OnceLock::new();
-
 impl Limits {
-    /// The limits configured at startup ([`configure`]); before that (library use, tests),
-    /// the default rlimits without cgroups.
-    pub fn current() -> Limits {
-        CONFIGURED.get().cloned().unwrap_or_else(|| Limits {
+    /// The default rlimits without cgroups, withholding the token variable: what a
+    /// process that uses the library without [`configure`] (a test) runs its children under.
+    pub fn defaults() -> Limits {
+        Limits {
             memory: Some(default_memory()),
             file_size: Some(DEFAULT_FILE_SIZE),
             processes: None,
             cgroups: None,
+            cgroups_unavailable: None,
             env_remove: Arc::from(vec![crate::TOKEN_VAR.to_owned()]),
-        })
+        }
     }
 
     /// No limits at all (tests).
@@ -110,7 +112,7 @@ impl Limits {
             }),
             (None, Some(_)) => serde_json::json!({
                 "enforced": false,
-                "reason": cgroup::unavailable_reason().unwrap_or("cgroups are not available"),
+                "reason": self.cgroups_unavailable.as_deref().unwrap_or("cgroups are not available"),
             }),
         };
         serde_json::json!({
@@ -177,8 +179,8 @@ pub fn default_memory() -> u64 {
     }
 }
 
-/// Resolve the operator's settings once, detect cgroups, log what holds and what does not,
-/// and make the result [`Limits::current`]. `secrets` are values that no child's
+/// Resolve the operator's settings once, detect cgroups, log what holds and what does not
+/// (the server's [`super::Executions`] hold the result). `secrets` are values that no child's
 /// environment may contain (the HTTP token, the token file's path): variables holding
 /// them are withheld too.
 pub fn configure(settings: &Settings, secrets: &[&str]) -> Limits {
@@ -188,15 +190,15 @@ pub fn configure(settings: &Settings, secrets: &[&str]) -> Limits {
         Limit::At(n) => Some(n),
     };
     let processes = resolve(settings.processes, DEFAULT_PROCESSES);
-    let cgroups = match Cgroups::detect(processes.is_some()) {
-        Ok(cgroups) => Some(Arc::new(cgroups)),
+    let (cgroups, cgroups_unavailable) = match Cgroups::detect(processes.is_some()) {
+        Ok(cgroups) => (Some(Arc::new(cgroups)), None),
         Err(reason) => {
             tracing::warn!(
                 %reason,
                 "per-execution cgroups are unavailable: descendants are tracked by an \
                  environment marker and the process-count limit does not hold"
             );
-            None
+            (None, Some(Arc::from(reason.to_string())))
         }
     };
     if let (Some(c), Some(_)) = (&cgroups, processes)
@@ -220,6 +222,7 @@ pub fn configure(settings: &Settings, secrets: &[&str]) -> Limits {
         file_size: resolve(settings.file_size, DEFAULT_FILE_SIZE),
         processes,
         cgroups,
+        cgroups_unavailable,
         env_remove: Arc::from(env_remove),
     };
     tracing::debug!(
@@ -229,7 +232,6 @@ pub fn configure(settings: &Settings, secrets: &[&str]) -> Limits {
         cgroups = limits.cgroups.is_some(),
         "child limits"
     );
-    let _ = CONFIGURED.set(limits.clone());
     limits
 }
 
@@ -340,6 +342,7 @@ mod tests {
             file_size: Some(1 << 20),
             processes: Some(64),
             cgroups: None,
+            cgroups_unavailable: None,
             env_remove: Arc::from(Vec::new()),
         }
     }

@@ -22,6 +22,7 @@ pub const MARKER_VAR: &str = "CCM_EXECUTION";
 /// Set once this process is a subreaper: only then are orphans its children, and only then
 /// does it reap children it did not start through `exec`. A process that merely uses the
 /// library (a test harness with children of its own) never has its children taken.
+/// Process-wide: being a subreaper is a property of the process, not of a server.
 static SUBREAPER: AtomicBool = AtomicBool::new(false);
 
 /// Become a child subreaper (Linux), and reap orphans from now on. Returns whether it
@@ -35,6 +36,8 @@ pub fn become_subreaper() -> bool {
 
 /// Pids of the runtime's own children (execution leaders) that are not reaped yet.
 pub(super) fn registry() -> MutexGuard<'static, HashSet<i32>> {
+    // Process-wide: the process's children, whichever server started them; orphan reaping
+    // must skip every one.
     static REGISTRY: OnceLock<Mutex<HashSet<i32>>> = OnceLock::new();
     REGISTRY
         .get_or_init(|| Mutex::new(HashSet::new()))
@@ -49,6 +52,7 @@ pub(super) fn start_orphan_reaper() {
     if !SUBREAPER.load(Ordering::SeqCst) {
         return;
     }
+    // Process-wide: SIGCHLD goes to the process, so one reaper serves every server.
     static STARTED: std::sync::Once = std::sync::Once::new();
     STARTED.call_once(|| {
         use tokio::signal::unix::{SignalKind, signal};

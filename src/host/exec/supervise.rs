@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::capture::{Captured, capture, feed};
 use super::leader::{self, Leader};
 use super::watch::{Tap, Watch};
-use super::{Outcome, Spec, TERMINATION_GRACE, cgroup, limits, pty, reap, shutdown_token};
+use super::{Executions, Outcome, Spec, TERMINATION_GRACE, cgroup, limits, pty, reap};
 
 /// How long output readers may still run once the process group is gone.
 const READER_GRACE: Duration = Duration::from_millis(250);
@@ -35,6 +35,7 @@ struct Readers {
 }
 
 pub(super) async fn supervise(
+    executions: &Executions,
     spec: &Spec,
     cancel: &CancellationToken,
     watch: Option<&Watch>,
@@ -57,7 +58,7 @@ pub(super) async fn supervise(
     };
     // The server's copy of the terminal is closed once the child has it (a run on a
     // terminal starts cold).
-    let (mut child, prepared) = leader::start(spec, &marker, terminal).await?;
+    let (mut child, prepared) = leader::start(executions.warm(), spec, &marker, terminal).await?;
     let leader = child.id().map(|id| id as i32);
     let tree = Tree {
         pgid: leader,
@@ -80,7 +81,7 @@ pub(super) async fn supervise(
         },
         _ = tokio::time::sleep_until(deadline) => End::TimedOut,
         _ = cancel.cancelled() => End::Cancelled,
-        _ = shutdown_token().cancelled() => End::Cancelled,
+        _ = executions.0.shutdown.cancelled() => End::Cancelled,
     };
     if let Some(sampler) = sampler {
         sampler.abort();

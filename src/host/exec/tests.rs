@@ -5,6 +5,11 @@ use std::time::Instant;
 
 use super::*;
 
+/// `spec` run by executions of its own (its limits are the spec's).
+pub(super) async fn run(spec: &Spec, cancel: &CancellationToken) -> std::io::Result<Outcome> {
+    Executions::new(Limits::none()).run(spec, cancel).await
+}
+
 pub(super) fn sh(script: &str, timeout_ms: u64, limit: usize) -> Spec {
     Spec {
         program: "/bin/sh".into(),
@@ -112,6 +117,7 @@ pub(super) fn survivors(marker: &str) -> Vec<i32> {
 
 /// A sleep whose argv is unique to this test (so the check cannot see other tests).
 pub(super) fn unique_sleep() -> String {
+    // Process-wide: unique across every test of the process.
     static NEXT: AtomicU64 = AtomicU64::new(0);
     format!(
         "6{}{:03}.{}",

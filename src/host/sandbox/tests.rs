@@ -5,12 +5,24 @@ use super::*;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+use crate::host::exec::{Executions, Limits};
+
 /// The server's probe: one trial child of `program args` in the sandbox.
 async fn probe(inputs: &Inputs, program: &Path, args: &[&str]) -> Sandbox {
     Sandbox::probe(inputs, |plan| async move {
-        crate::host::exec::trial(program, args, plan).await
+        Executions::new(Limits::defaults())
+            .trial(program, args, plan)
+            .await
     })
     .await
+}
+
+/// One run of `spec` by executions of its own (the default limits).
+async fn run_one(
+    spec: &crate::host::exec::Spec,
+    cancel: &CancellationToken,
+) -> std::io::Result<crate::host::exec::Outcome> {
+    Executions::new(Limits::defaults()).run(spec, cancel).await
 }
 
 fn inputs(home: &Path, temp: &Path) -> Inputs {
@@ -83,7 +95,7 @@ async fn writes_fail_except_in_the_declared_places() {
         home = home.display(),
         root = root.display()
     );
-    let out = crate::host::exec::run(&sh(&script, Some(plan)), &CancellationToken::new())
+    let out = run_one(&sh(&script, Some(plan)), &CancellationToken::new())
         .await
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -153,7 +165,7 @@ async fn nothing_a_child_writes_in_the_caches_outlives_it() {
     };
     let (cache_before, notices_before) = (before(&cache), before(&notices));
     let plan = sandbox.plan(Some(&root)).unwrap();
-    let out = crate::host::exec::run(&sh(&script, Some(plan)), &CancellationToken::new())
+    let out = run_one(&sh(&script, Some(plan)), &CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(
@@ -211,7 +223,7 @@ async fn a_missing_package_cache_is_created_in_the_call_only() {
         root = root.display(),
     );
     let plan = sandbox.plan(Some(&root)).unwrap();
-    let out = crate::host::exec::run(&sh(&script, Some(plan)), &CancellationToken::new())
+    let out = run_one(&sh(&script, Some(plan)), &CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(
@@ -229,7 +241,7 @@ async fn a_missing_package_cache_is_created_in_the_call_only() {
     assert!(!root.join("envs").exists());
     assert!(!home.join(".conda").exists());
     // Without the sandbox the same script creates them (so the checks above can fail).
-    let out = crate::host::exec::run(&sh(&script, None), &CancellationToken::new())
+    let out = run_one(&sh(&script, None), &CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(out.exit_code, Some(0));
@@ -259,7 +271,7 @@ async fn a_child_cannot_undo_the_sandbox() {
         target = target.display(),
         home = home.display()
     );
-    let out = crate::host::exec::run(&sh(&script, sandbox.plan(None)), &CancellationToken::new())
+    let out = run_one(&sh(&script, sandbox.plan(None)), &CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(
@@ -270,7 +282,7 @@ async fn a_child_cannot_undo_the_sandbox() {
     );
     assert!(!target.exists(), "{:?}", std::fs::read_to_string(&target));
     // Without the sandbox the same script writes (so the check above can fail).
-    let out = crate::host::exec::run(
+    let out = run_one(
         &sh(&format!("echo x >> {}", target.display()), None),
         &CancellationToken::new(),
     )
@@ -285,7 +297,7 @@ async fn without_a_plan_nothing_changes() {
     let temp = tempfile::tempdir().unwrap();
     let file = temp.path().join("x");
     let script = format!("touch {}", file.display());
-    let out = crate::host::exec::run(&sh(&script, None), &CancellationToken::new())
+    let out = run_one(&sh(&script, None), &CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(out.exit_code, Some(0));
@@ -334,7 +346,7 @@ async fn works_when_the_server_is_not_dumpable() {
     )
     .await;
     assert_eq!(sandbox.state(), &State::Active, "{sandbox:?}");
-    let out = crate::host::exec::run(
+    let out = run_one(
         &sh("echo ok", sandbox.plan(None)),
         &CancellationToken::new(),
     )

@@ -91,10 +91,12 @@ impl Server {
             Gate::Selection => selection(ready, call, &caller.audit),
             Gate::Grants => self.grants(call, &caller.audit),
             Gate::Workdir => self.workdir(ready, call, caller).await,
-            Gate::Paths => paths(ready, call, &caller.audit),
+            Gate::Paths => paths(&self.shared.host.audit, ready, call, &caller.audit),
             Gate::EnvScope => self.env_scope(ready, call, &caller.audit).await,
             Gate::Sandbox => self.sandbox(ready, call),
-            Gate::Size => check_size(&call.spec(&self.shared.config)),
+            Gate::Size => {
+                check_size(&call.spec(&self.shared.config, self.shared.host.exec.limits()))
+            }
             Gate::Confirmation => self.confirm(ready, call, caller).await,
         }
     }
@@ -208,7 +210,8 @@ impl Server {
             return refuse(scope::UNRESOLVED.into());
         };
         let timeout = self.shared.config.timeout;
-        let resolved = targets::resolve(interpreter, argv, call.cwd(), rule, timeout).await;
+        let exec = &self.shared.host.exec;
+        let resolved = targets::resolve(exec, interpreter, argv, call.cwd(), rule, timeout).await;
         let found = match resolved {
             Ok(found) => found,
             Err(why) => return refuse(why.to_string()),
@@ -260,12 +263,17 @@ fn selection(ready: &Ready, call: &Judged, audit: &audit::Record) -> Result<(), 
 
 /// Path confinement for calls that do not need `--allow-exec` (those may run any
 /// program, which can read anything anyway); no call may name the audit log.
-fn paths(ready: &Ready, call: &Judged, audit: &audit::Record) -> Result<(), Refusal> {
+fn paths(
+    log: &crate::host::audit::Audit,
+    ready: &Ready,
+    call: &Judged,
+    audit: &audit::Record,
+) -> Result<(), Refusal> {
     let (class, argv, cwd) = (&call.class, &call.argv, call.cwd());
     let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let here_cwd = here.join(cwd.unwrap_or(&here));
-    if audit::names_log(argv, &here_cwd, home.as_deref(), class.requires_write) {
+    if audit::names_log(log, argv, &here_cwd, home.as_deref(), class.requires_write) {
         audit.refused(audit::NAMES_LOG);
         return Err(refuse::policy(
             refuse::Reason::NamesAuditLog,

@@ -258,7 +258,7 @@ impl Server {
         let requested = strings(arguments.get("command_path"));
         let timeout = self.shared.config.timeout;
         let document = (self.shared.completion)
-            .document(ready, &self.capacity, &ct, timeout)
+            .document(&self.shared.host.exec, ready, &self.capacity, &ct, timeout)
             .await?;
         let payload = completion::answer(&document, &requested).map_err(|e| match e {
             completion::QueryError::UnknownCommand => {

@@ -29,7 +29,7 @@ impl Server {
         // Asked before the slot is taken: waiting for the person holds no slot.
         let confirm = self.pass_all(RUN, ready, &mut call, caller);
         progress::waiting_for(progress, ct, "Waiting for the user to confirm", confirm).await?;
-        let spec = call.spec(&self.shared.config);
+        let spec = call.spec(&self.shared.config, self.shared.host.exec.limits());
         // A confirmed plan runs bound to what was shown (`host::bind`).
         let mut run = match call.binding() {
             Some(binding) => {
@@ -50,7 +50,8 @@ impl Server {
         self.pass_all(again, ready, &mut call, caller).await?;
         // From here on the kernel holds the write to the places just judged.
         self.bound(ready, &call, &mut run).await?;
-        let outcome = match progress::run(progress, &run, call.fetch_records, ct).await {
+        let exec = &self.shared.host.exec;
+        let outcome = match progress::run(exec, progress, &run, call.fetch_records, ct).await {
             Ok(outcome) => outcome,
             Err(error) => {
                 let why = exec::plain_os_error(&error);
@@ -68,6 +69,7 @@ impl Server {
         }
         if let Some(changed) = call.binding().and_then(|b| b.changed(outcome.exit_code)) {
             return Err(Refusal::Busy(confirm::plan_changed(
+                &self.shared.host.audit,
                 &changed,
                 &caller.audit,
             )));

@@ -74,6 +74,8 @@ pub struct Shown<'a> {
     pub dry: Option<&'a Value>,
     /// The bound plan.
     pub plan: Option<&'a Plan>,
+    /// Values never shown (the audit log's withheld values).
+    pub withheld: &'a [String],
 }
 
 /// Whether the plan comes from a dry run: the command has `--dry-run` and the argv has
@@ -108,10 +110,10 @@ pub fn message(shown: &Shown) -> String {
     ));
     lines.push(environment(&shown.environment));
     if let Some(stdin) = shown.stdin {
-        lines.extend(content("Standard input", stdin));
+        lines.extend(content("Standard input", stdin, shown.withheld));
     }
     match shown.plan {
-        Some(plan) => lines.extend(plan_lines(plan, shown.dry)),
+        Some(plan) => lines.extend(plan_lines(plan, shown.dry, shown.withheld)),
         None => lines.push(NO_PREVIEW.to_owned()),
     }
     lines.join("\n")
@@ -158,16 +160,16 @@ pub fn shown_long(text: &str) -> String {
 }
 
 /// A URL with its credentials redacted (the audit log's rule), escaped.
-fn url(text: &str) -> String {
-    let redacted = crate::host::audit::redacted(&[text.to_owned()]);
+fn url(text: &str, withheld: &[String]) -> String {
+    let redacted = crate::host::audit::redact(&[text.to_owned()], withheld);
     shown_long(redacted.first().map_or("", String::as_str))
 }
 
 /// A line of a shown content with credentials redacted (the audit log's rule, word by
 /// word: only the secret word after a name that names a secret, never the rest of the
 /// line).
-fn redacted_line(line: &str) -> String {
-    crate::host::audit::redacted_text(line)
+fn redacted_line(line: &str, withheld: &[String]) -> String {
+    crate::host::audit::redact_text(line, withheld)
 }
 
 fn environment(changes: &EnvironmentChanges) -> String {
@@ -193,7 +195,7 @@ fn environment(changes: &EnvironmentChanges) -> String {
 
 /// `title`, its size and digest, then the content quoted line by line when it is short
 /// text; otherwise only the size and digest.
-fn content(title: &str, bytes: &[u8]) -> Vec<String> {
+fn content(title: &str, bytes: &[u8], withheld: &[String]) -> Vec<String> {
     let digest: String = Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -209,7 +211,7 @@ fn content(title: &str, bytes: &[u8]) -> Vec<String> {
             let mut lines = vec![format!("{head} (credentials redacted):")];
             lines.extend(
                 text.split('\n')
-                    .map(|l| format!("  | {}", clip(&redacted_line(l), ITEM))),
+                    .map(|l| format!("  | {}", clip(&redacted_line(l, withheld), ITEM))),
             );
             lines
         }
@@ -217,10 +219,10 @@ fn content(title: &str, bytes: &[u8]) -> Vec<String> {
     }
 }
 
-fn plan_lines(plan: &Plan, dry: Option<&Value>) -> Vec<String> {
+fn plan_lines(plan: &Plan, dry: Option<&Value>, withheld: &[String]) -> Vec<String> {
     let mut lines = Vec::new();
     for file in &plan.files {
-        lines.extend(input_file(file));
+        lines.extend(input_file(file, withheld));
     }
     // The environments the transactions change (an environment file may name its own),
     // else the one conda resolved from the command line.
@@ -274,7 +276,7 @@ fn plan_lines(plan: &Plan, dry: Option<&Value>) -> Vec<String> {
                 records
                     .iter()
                     .take(LIST)
-                    .map(|r| format!("  {}", package(r))),
+                    .map(|r| format!("  {}", package(r, withheld))),
             );
             if records.len() > LIST {
                 lines.push(format!("  … and {} more", records.len() - LIST));
@@ -294,17 +296,17 @@ fn plan_lines(plan: &Plan, dry: Option<&Value>) -> Vec<String> {
     lines
 }
 
-fn input_file(file: &InputFile) -> Vec<String> {
+fn input_file(file: &InputFile, withheld: &[String]) -> Vec<String> {
     let name = serde_json::to_string(&file.value).unwrap_or_default();
     let title = format!(
         "Input file {} ({})",
-        url(&name),
+        url(&name, withheld),
         file.path
             .as_deref()
             .map_or_else(|| "a URL".to_owned(), shown_long)
     );
     match (&file.bytes, file.bound) {
-        (Some(bytes), true) => content(&title, bytes),
+        (Some(bytes), true) => content(&title, bytes, withheld),
         _ => vec![format!(
             "{title}: read at run time, not bound (conda fetches it then)"
         )],
@@ -312,7 +314,7 @@ fn input_file(file: &InputFile) -> Vec<String> {
 }
 
 /// `name version build (package URL's directory, hash)` of a record.
-fn package(record: &Record) -> String {
+fn package(record: &Record, withheld: &[String]) -> String {
     let field = |value: &Option<String>| shown(value.as_deref().unwrap_or("?"));
     let source = record
         .url
@@ -330,7 +332,7 @@ fn package(record: &Record) -> String {
         field(&record.name),
         field(&record.version),
         field(&record.build),
-        url(&source)
+        url(&source, withheld)
     )
 }
 

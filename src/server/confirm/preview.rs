@@ -90,7 +90,8 @@ impl Server {
         })?;
         let dry = (how == bind::Preview::DryRun)
             .then(|| serde_json::from_slice(&outcome.stdout).unwrap_or(Value::Null));
-        let binding = Binding::new(plan, interpreter).map_err(|why| {
+        let log = self.shared.host.audit.identity();
+        let binding = Binding::new(plan, interpreter, log).map_err(|why| {
             audit.confirmation("unavailable");
             unbound(&why)
         })?;
@@ -118,14 +119,19 @@ impl Server {
         exec::check_size(preview).map_err(|_| unbound(&bind::Unbound::TooLarge))?;
         let outcome = {
             let _admitted = self.capacity.admit(ct).await?;
-            exec::run(preview, ct).await.map_err(|error| {
-                let why = exec::plain_os_error(&error);
-                tracing::error!(%why, "conda could not be started for the preview");
-                Refusal::from(ErrorData::internal_error(
-                    "conda could not be started",
-                    None,
-                ))
-            })?
+            self.shared
+                .host
+                .exec
+                .run(preview, ct)
+                .await
+                .map_err(|error| {
+                    let why = exec::plain_os_error(&error);
+                    tracing::error!(%why, "conda could not be started for the preview");
+                    Refusal::from(ErrorData::internal_error(
+                        "conda could not be started",
+                        None,
+                    ))
+                })?
         };
         if outcome.cancelled {
             return Err(Refusal::Cancelled);

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::host::exec::tests::{kill_pids, sh, survivors, unique_sleep};
-use crate::host::exec::{Outcome, Spec, run_watched, watch};
+use crate::host::exec::{Executions, Limits, Outcome, Spec, watch};
 
 const RECORD: &str = r#"{"fetch":"pkga-1.0             | 1 KB      | ","finished":true,"maxval":1,"progress":1}\n\0"#;
 
@@ -15,7 +15,11 @@ async fn on_terminal(
     cancel: &CancellationToken,
 ) -> (Outcome, Vec<String>, Option<String>) {
     let (watch, mut seen) = watch::watch(true);
-    let outcome = run_watched(spec, cancel, Some(watch)).await.unwrap();
+    let executions = Executions::new(Limits::none());
+    let outcome = executions
+        .run_watched(spec, cancel, Some(watch))
+        .await
+        .unwrap();
     let mut records = Vec::new();
     while let Ok(Some(record)) =
         tokio::time::timeout(Duration::from_millis(50), seen.record()).await

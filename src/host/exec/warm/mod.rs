@@ -1,13 +1,14 @@
 //! `--warm`: conda calls forked from a zygote that has already imported conda's CLI.
 //!
 //! One zygote per server (the target's `conda`), started in the background once the tools
-//! are served ([`start`]). A run whose program is the target `conda` is forked from it
-//! ([`fork`]): the server sends the call's argv, environment (exactly what a cold child
-//! would get, in the same order), working directory, limits and descriptors (stdin,
-//! stdout, stderr, the execution's `cgroup.procs` files, and the namespaces of the call's
-//! sandbox) over the inherited socket; the zygote forks; the child
-//! applies everything a cold child gets between `fork` and `exec`, then runs conda's
-//! `main` as the entry script does. The supervisor treats it like any other leader.
+//! are served ([`super::Executions::start_warm`], which holds the [`Warm`] state). A run
+//! whose program is the target `conda` is forked from it ([`fork`]): the server sends
+//! the call's argv, environment (exactly what a cold child would get, in the same order),
+//! working directory, limits and descriptors (stdin, stdout, stderr, the execution's
+//! `cgroup.procs` files, and the namespaces of the call's sandbox) over the inherited
+//! socket; the zygote forks; the child applies everything a cold child gets between
+//! `fork` and `exec`, then runs conda's `main` as the entry script does. The supervisor
+//! treats it like any other leader.
 //!
 //! Until the zygote is ready, while another warm call runs, when the target's stamp has
 //! changed (the zygote is replaced), or when anything fails before the fork, the call
@@ -15,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 mod child;
 #[cfg(target_os = "linux")]
@@ -86,9 +87,11 @@ pub struct Entry {
     pub restamp: Box<dyn Fn() -> Option<String> + Send + Sync>,
 }
 
-/// The warm state of this server.
-struct Warm {
+/// The warm state of one server (held by its [`super::Executions`]).
+pub(super) struct Warm {
     entry: PathBuf,
+    /// Variables withheld from every child, so from the zygote too.
+    withheld: Arc<[String]>,
     script: Option<Script>,
     restamp: Box<dyn Fn() -> Option<String> + Send + Sync>,
     zygote: Arc<tokio::sync::Mutex<Option<Zygote>>>,
@@ -107,27 +110,32 @@ struct Status {
     preloaded: Option<(u32, u32)>,
 }
 
-static WARM: OnceLock<Warm> = OnceLock::new();
+impl Warm {
+    /// The warm path for the target's `conda`, its zygote not started yet ([`launch`]).
+    pub(super) fn new(entry: Entry, withheld: Arc<[String]>) -> Arc<Warm> {
+        Arc::new(Warm {
+            entry: entry.program,
+            withheld,
+            script: entry.script,
+            restamp: entry.restamp,
+            zygote: Arc::new(tokio::sync::Mutex::new(None)),
+            status: Mutex::new(Status {
+                state: "starting",
+                reason: None,
+                last_cold: None,
+                pid: None,
+                start_ms: None,
+                preloaded: None,
+            }),
+            warm_calls: AtomicU64::new(0),
+            cold_calls: AtomicU64::new(0),
+        })
+    }
 
-/// Turn the warm path on for the target's `conda` and start its zygote in the background.
-pub fn start(entry: Entry) {
-    let warm = WARM.get_or_init(|| Warm {
-        entry: entry.program,
-        script: entry.script,
-        restamp: entry.restamp,
-        zygote: Arc::new(tokio::sync::Mutex::new(None)),
-        status: Mutex::new(Status {
-            state: "starting",
-            reason: None,
-            last_cold: None,
-            pid: None,
-            start_ms: None,
-            preloaded: None,
-        }),
-        warm_calls: AtomicU64::new(0),
-        cold_calls: AtomicU64::new(0),
-    });
-    launch(warm);
+    /// Whether `program` is the warm target (then [`fork`] is tried first).
+    pub(super) fn applies(&self, program: &Path) -> bool {
+        self.entry == program
+    }
 }
 
 fn set_status(warm: &Warm, update: impl FnOnce(&mut Status)) {
@@ -137,8 +145,8 @@ fn set_status(warm: &Warm, update: impl FnOnce(&mut Status)) {
 }
 
 /// Start a (new) zygote in the background.
-fn launch(warm: &'static Warm) {
-    set_status(warm, |s| {
+pub(super) fn launch(warm: Arc<Warm>) {
+    set_status(&warm, |s| {
         s.state = "starting";
         s.pid = None;
     });
@@ -148,7 +156,9 @@ fn launch(warm: &'static Warm) {
             old.stop();
         }
         let result = match (warm.restamp)() {
-            Some(stamp) => Zygote::start(&warm.entry, warm.script.as_ref(), stamp).await,
+            Some(stamp) => {
+                Zygote::start(&warm.entry, warm.script.as_ref(), stamp, &warm.withheld).await
+            }
             None => Err(Unfit::NotAScript),
         };
         match result {
@@ -160,7 +170,7 @@ fn launch(warm: &'static Warm) {
                     start_ms = zygote.started_in.as_millis() as u64,
                     "warm zygote ready"
                 );
-                set_status(warm, |s| {
+                set_status(&warm, |s| {
                     s.state = "ready";
                     s.reason = None;
                     s.pid = Some(zygote.pid);
@@ -171,7 +181,7 @@ fn launch(warm: &'static Warm) {
             }
             Err(reason) => {
                 tracing::warn!(%reason, "no warm zygote: calls run cold");
-                set_status(warm, |s| {
+                set_status(&warm, |s| {
                     s.state = "unavailable";
                     s.reason = Some(reason);
                 });
@@ -180,20 +190,13 @@ fn launch(warm: &'static Warm) {
     });
 }
 
-/// Whether `program` is the warm target (then [`fork`] is tried first).
-pub(super) fn applies(program: &Path) -> bool {
-    WARM.get().is_some_and(|w| w.entry == program)
-}
-
 /// Fork `spec`'s run from the zygote, or say why it runs cold (logged and counted).
 pub(super) async fn fork(
+    warm: &Arc<Warm>,
     spec: &super::Spec,
     marker: &str,
     prepared: &super::limits::Prepared,
 ) -> Result<WarmChild, Unfit> {
-    let Some(warm) = WARM.get() else {
-        return Err(Unfit::Starting);
-    };
     let no_plugins_env = std::env::var_os("CONDA_NO_PLUGINS")
         .filter(|_| !spec.env_remove.contains(&"CONDA_NO_PLUGINS"));
     let result = if disables_plugins(&spec.args, no_plugins_env.as_deref()) {
@@ -215,7 +218,7 @@ pub(super) async fn fork(
 }
 
 async fn try_fork(
-    warm: &'static Warm,
+    warm: &Arc<Warm>,
     spec: &super::Spec,
     marker: &str,
     prepared: &super::limits::Prepared,
@@ -238,25 +241,25 @@ async fn try_fork(
     };
     if !zygote.alive() {
         drop(slot);
-        launch(warm);
+        launch(Arc::clone(warm));
         return Err(Unfit::Exited);
     }
     if (warm.restamp)().as_deref() != Some(zygote.stamp.as_str()) {
         drop(slot);
-        launch(warm);
+        launch(Arc::clone(warm));
         return Err(Unfit::Changed);
     }
     let result = child::start(slot, spec, marker, prepared).await;
     if result.as_ref().err() == Some(&Unfit::Changed) {
         // A module file changed under the zygote (the slot is free again).
-        launch(warm);
+        launch(Arc::clone(warm));
     }
     result
 }
 
 /// The capabilities document's `warm` entry (`null` without `--warm`).
-pub fn describe() -> serde_json::Value {
-    let Some(warm) = WARM.get() else {
+pub(super) fn describe(warm: Option<&Warm>) -> serde_json::Value {
+    let Some(warm) = warm else {
         return serde_json::Value::Null;
     };
     let status = warm.status.lock().map(|s| s.clone()).ok();
@@ -281,10 +284,8 @@ pub fn describe() -> serde_json::Value {
 }
 
 /// Stop the zygote (server exit).
-pub(super) async fn stop() {
-    if let Some(warm) = WARM.get()
-        && let Some(zygote) = warm.zygote.lock().await.take()
-    {
+pub(super) async fn stop(warm: &Warm) {
+    if let Some(zygote) = warm.zygote.lock().await.take() {
         zygote.stop();
     }
 }

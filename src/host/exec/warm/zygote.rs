@@ -12,7 +12,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::process::{Child, Command};
 
-use super::super::{Limits, reap};
+use super::super::reap;
 use super::{Unfit, rights};
 use crate::host::target::Script;
 
@@ -65,11 +65,12 @@ fn script_dir(entry: &Path) -> PathBuf {
 
 impl Zygote {
     /// Start a zygote for `entry` (the target `conda`) and wait until it has imported
-    /// conda. Its environment is the server's less every withheld variable.
+    /// conda. Its environment is the server's less every `withheld` variable.
     pub(super) async fn start(
         entry: &Path,
         script: Option<&Script>,
         stamp: String,
+        withheld: &[String],
     ) -> Result<Zygote, Unfit> {
         let started = Instant::now();
         let Script {
@@ -93,7 +94,6 @@ impl Zygote {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .process_group(0);
-        let withheld = Limits::current().env_remove;
         for name in withheld.iter() {
             command.env_remove(name);
         }

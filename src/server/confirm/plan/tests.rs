@@ -22,6 +22,7 @@ fn shown<'a>(command: &'a str, cwd: &'a Path, plan: Option<&'a Plan>) -> Shown<'
         environment: EnvironmentChanges::default(),
         dry: None,
         plan,
+        withheld: &[],
     }
 }
 
