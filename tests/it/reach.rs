@@ -131,7 +131,14 @@ struct Server {
 }
 
 fn server(launch: Command, conda: &Path, home: &Path, warm: bool) -> Server {
-    let session = crate::kit::users::sandboxed_server(launch, conda, home, warm);
+    let mut session = crate::kit::users::sandboxed_server(launch, conda, home, warm);
+    // A snapshot start confirms its tools by live discovery in the background: a child
+    // of the server until it ends, which is not the zygote.
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while session.capabilities()["startup"]["confirmation"] == "pending" {
+        assert!(std::time::Instant::now() < end, "live discovery never ended");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     let zygote = warm.then(|| {
         let found = children(&session);
         assert_eq!(found.len(), 1, "a warm server's children: {found:?}");
