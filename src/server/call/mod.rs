@@ -309,6 +309,7 @@ fn judge(ready: &Ready, compiled: Compiled, audit: &audit::Record) -> Judged {
         stdin,
         timeout,
         sandbox: None,
+        targets: Vec::new(),
         confirmation: Confirmation::Pending,
     }
 }
