@@ -11,9 +11,51 @@
 //! existing ancestor is canonicalized (symlinks, `..`) and the rest appended lexically, so
 //! a path that does not exist yet is judged by where it would be created.
 //!
-//! Reads the file system (canonicalization); pure otherwise.
+//! A hard link is a name, not a place: its inode may also be named from outside every
+//! allowed directory, and conda opening it writes (or reads) that file. So a path that
+//! leads to a non-directory with more than one link is refused as one outside, and so is
+//! a directory whose files conda opens in place ([`IN_PLACE`]: a prefix's history,
+//! state, `.condarc`…) when one of them has more links or leads outside.
+//!
+//! Reads the file system (canonicalization, link counts); pure otherwise.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
+
+/// The files inside a prefix that conda opens in place — appends to, rewrites without
+/// replacing, or reads and shows — rather than replacing by a new file (conda 26.7.1).
+/// A hard link there (or a symlink leading elsewhere) makes conda write or read another
+/// file. Package files and `conda-meta/<record>.json` are not here: conda removes them
+/// before it writes them anew (conda/core/prefix_data.py:506-523, `rm_rf` then
+/// `write_as_json_to_file`).
+pub const IN_PLACE: &[&str] = &[
+    // conda/history.py:102-103 `touch` (conda/gateways/disk/update.py:161, open "a"), :399
+    // `write_changes` and :411 `write_specs` (open "a"): every transaction appends to it.
+    "conda-meta/history",
+    // conda/core/prefix_data.py:661-672: read, then `write_text` in place (env config vars).
+    "conda-meta/state",
+    // conda/core/prefix_data.py:742-746 (read: the pins); rewritten in place by `doctor
+    // --fix`, conda/plugins/subcommands/doctor/health_checks/pinned.py:117 `write_text`.
+    "conda-meta/pinned",
+    // conda/core/prefix_data.py:300-315: read, its message shown in the error.
+    "conda-meta/frozen",
+    // conda/core/prefix_data.py:726-734 `set_creation_time`: `write_text` in place.
+    "conda-meta/created_at",
+    // conda/cli/main_config.py:628-631 (`config --prefix/--name`; `--env`: :622-623) and
+    // :707 `rc_config.write()` → conda/cli/condarc.py:387 → conda/common/serialize/
+    // yaml.py:89 `Path.write_text` (in place); :647 `--write-default` (open "w").
+    ".condarc",
+];
+
+/// Whether `path` (symlinks followed) is a non-directory with more than one link.
+pub fn linked(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_dir() && m.nlink() > 1)
+}
+
+/// Whether a file of `prefix` that conda opens in place ([`IN_PLACE`]) is a hard link.
+pub fn linked_in_place(prefix: &Path) -> bool {
+    IN_PLACE.iter().any(|file| linked(&prefix.join(file)))
+}
 
 /// The directories calls may name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -87,12 +129,45 @@ impl Confinement {
                     continue;
                 };
                 let resolved = resolve(&cwd.join(path));
-                if !self.allowed.iter().any(|dir| resolved.starts_with(dir)) {
+                if !self.inside(&resolved) || self.escapes(&resolved) {
                     return Err(Outside);
                 }
             }
         }
         Ok(())
+    }
+
+    fn inside(&self, resolved: &Path) -> bool {
+        self.allowed.iter().any(|dir| resolved.starts_with(dir))
+    }
+
+    /// Whether anything lies outside: a scope that is not unrestricted nor `/`.
+    pub fn has_outside(&self) -> bool {
+        !self.allowed.is_empty() && !self.allowed.iter().any(|dir| dir.parent().is_none())
+    }
+
+    /// Whether a path inside leads outside all the same: a non-directory with more than
+    /// one link, or a directory whose files conda opens in place are hard links or lead
+    /// outside. Nothing is outside `--allow-paths /`.
+    fn escapes(&self, resolved: &Path) -> bool {
+        if !self.has_outside() {
+            return false;
+        }
+        if !resolved.is_dir() {
+            return linked(resolved);
+        }
+        IN_PLACE.iter().any(|file| {
+            let path = resolved.join(file);
+            std::fs::symlink_metadata(&path).is_ok()
+                && (linked(&path) || !self.inside(&resolve(&path)))
+        })
+    }
+
+    /// Whether a target prefix of a write (wherever it lies: `-n` is not a path the call
+    /// names) escapes through a hard link among the files conda opens in place (see
+    /// [`IN_PLACE`]).
+    pub fn target_escapes(&self, prefix: &Path) -> bool {
+        self.has_outside() && linked_in_place(&resolve(prefix))
     }
 }
 
@@ -313,99 +388,4 @@ fn canonical_prefix(path: &Path, links: u32) -> PathBuf {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn argv(tokens: &[&str]) -> Vec<String> {
-        tokens.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn paths_outside_are_refused_however_spelled() {
-        let root = tempfile::tempdir().unwrap();
-        let allowed = root.path().join("work");
-        let outside = root.path().join("secret");
-        std::fs::create_dir_all(&allowed).unwrap();
-        std::fs::create_dir_all(&outside).unwrap();
-        std::os::unix::fs::symlink(&outside, allowed.join("link")).unwrap();
-        // Bare words the agent's file tools planted in the working directory.
-        for word in ["rc", "envlink", "envfile.yml", ".hidden"] {
-            std::os::unix::fs::symlink(outside.join(word), allowed.join(word)).unwrap();
-        }
-        // Dangling links that lead outside through another dangling link, and a loop.
-        std::os::unix::fs::symlink("hop", allowed.join("twice")).unwrap();
-        std::os::unix::fs::symlink(outside.join("new"), allowed.join("hop")).unwrap();
-        std::os::unix::fs::symlink("loop-b", allowed.join("loop-a")).unwrap();
-        std::os::unix::fs::symlink("loop-a", allowed.join("loop-b")).unwrap();
-        std::fs::write(allowed.join("env.yml"), "name: x\n").unwrap();
-        let scope = Confinement::to(std::slice::from_ref(&allowed));
-        let home = root.path().join("home");
-        let ok = |tokens: &[&str]| scope.check(&argv(tokens), &allowed, Some(&home));
-        for inside in [
-            &["compare", "env.yml"][..],
-            &["install", "numpy", "conda-forge::scipy"],
-            &["create", "-p", "./envs/new", "--file=specs/a.txt"],
-            &["install", "-c", "https://conda.anaconda.org/x", "numpy"],
-            &["list", "-p", "new/../sub"],
-            &["search", "x[channel=./chan]", "numpy>=1.26,<2"],
-        ] {
-            assert_eq!(ok(inside), Ok(()), "{inside:?}");
-        }
-        let secret = outside.join("f").to_str().unwrap().to_owned();
-        let file_url = format!("file://{}", outside.display());
-        let p_attached = format!("-p{}", outside.display());
-        let opt_eq = format!("--file={secret}");
-        for bad in [
-            &["compare", secret.as_str()][..],
-            &["compare", "/etc/shadow"],
-            &["compare", "/proc/self/environ"],
-            &["compare", "link/f"],
-            &["compare", "./link/../link/f"],
-            &["compare", "../secret/f"],
-            &["compare", "sub/../../secret"],
-            &["compare", ".."],
-            &["install", "-c", file_url.as_str(), "x"],
-            &["list", p_attached.as_str()],
-            &["export", opt_eq.as_str()],
-            &["compare", "~/x"],
-            &["compare", "~root/x"],
-            &["compare", "$HOME/x"],
-            &["list", "-p", "${OLDPWD}"],
-            &["list", "-p$HOME"],
-            &["search", "x[channel=/etc]"],
-            &["search", "x[channel=../../secret]"],
-            &["search", "x[url='file:///etc/x.conda']"],
-            &["search", "x[channel=\"/etc\"]"],
-            &["config", "--file", "rc"],
-            &["config", "--file=rc"],
-            &["create", "-p", "envlink"],
-            &["create", "-penvlink"],
-            &["compare", "envfile.yml"],
-            &["install", ".hidden"],
-            &["config", "--file", "twice"],
-            &["export", "--file=twice/sub/x.yml"],
-            &["config", "--file", "loop-a"],
-        ] {
-            assert_eq!(ok(bad), Err(Outside), "{bad:?}");
-        }
-        assert_eq!(
-            Confinement::unrestricted().check(&argv(&["compare", "/etc/shadow"]), &allowed, None),
-            Ok(())
-        );
-    }
-
-    #[test]
-    fn the_http_default_scope_is_the_working_directory_prefix_and_user_envs() {
-        let prefix = tempfile::tempdir().unwrap();
-        let scope = Confinement::default_scope(Some(prefix.path()));
-        let cwd = std::fs::canonicalize(std::env::current_dir().unwrap()).unwrap();
-        assert!(scope.dirs().contains(&cwd));
-        assert!(
-            scope
-                .dirs()
-                .contains(&std::fs::canonicalize(prefix.path()).unwrap())
-        );
-        let argv = argv(&["compare", "/proc/self/environ"]);
-        assert_eq!(scope.check(&argv, &cwd, None), Err(Outside));
-    }
-}
+mod tests;

@@ -116,7 +116,10 @@ impl Server {
             dry: previewed.dry.as_ref(),
             plan: previewed.binding.as_ref().map(|b| &b.plan),
         };
-        let message = plan::message(&shown);
+        let Ok(message) = plan::message(&shown) else {
+            audit.confirmation("unavailable");
+            return Err(refusal(plan::TOO_LONG_PLAN));
+        };
         let binding = previewed.binding.map(|mut b| {
             b.forget_contents();
             Arc::new(b)

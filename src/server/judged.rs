@@ -33,8 +33,10 @@ pub struct Judged {
     pub fetch_records: bool,
     /// The read-only sandbox's plan, when the sandbox gate gave it one.
     pub sandbox: Option<sandbox::Plan>,
-    /// The canonical environments the call targets, when `--write-envs` resolved them
-    /// (its write bound's places).
+    /// The canonical environments a write targets, when the `--write-envs` gate resolved
+    /// them (under `--write-envs`, or `--allow-paths`): their in-place files are looked at
+    /// again right before the child starts, and under `--write-envs` they are the write
+    /// bound's places.
     pub targets: Vec<PathBuf>,
     pub confirmation: Confirmation,
 }

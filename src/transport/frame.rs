@@ -103,7 +103,12 @@ pub fn inspect(frame: &[u8]) -> Verdict {
     if let Some(path) = &scanned.repeated
         && text.trim_start().starts_with('{')
     {
-        return repeated(text, &scanned, path);
+        return repeated(text, &scanned, path, "a repeated key at");
+    }
+    if let Some(path) = &scanned.control
+        && text.trim_start().starts_with('{')
+    {
+        return repeated(text, &scanned, path, "a key with a control character in");
     }
     let value: Value = match serde_json::from_str(text) {
         Ok(value) => value,
@@ -152,12 +157,15 @@ pub fn inspect(frame: &[u8]) -> Verdict {
     }
 }
 
-/// A message with a key repeated in one of its objects: serde would keep the last
-/// occurrence while a log or a client's view may show the first (the tool name, an
-/// argument), so it is refused whole and nothing runs. A request gets `-32600` naming the
-/// key's path (never a value), with its id unless the id itself is repeated; a
-/// notification or a response is dropped.
-fn repeated(text: &str, scanned: &Scanned, path: &str) -> Verdict {
+/// A message with a key repeated in one of its objects (serde would keep the last
+/// occurrence while a log or a client's view may show the first: the tool name, an
+/// argument), or a key with a control character (`"name\u0000"`, which serde keeps as a
+/// key of its own while a viewer reading C strings shows `name` twice): refused whole,
+/// nothing runs. A request gets `-32600` saying `what` and naming the path (the repeated
+/// key's, or the object holding the key with a control character — never that key nor a
+/// value), with its id unless the id itself is repeated; a notification or a response is
+/// dropped.
+fn repeated(text: &str, scanned: &Scanned, path: &str, what: &str) -> Verdict {
     let id = scanned.id.as_ref().filter(|_| path != "$.id").map(|span| {
         serde_json::from_str::<Value>(&text[span.clone()])
             .ok()
@@ -173,7 +181,7 @@ fn repeated(text: &str, scanned: &Scanned, path: &str) -> Verdict {
     Verdict::Answer(error(
         id,
         INVALID_REQUEST,
-        &format!("Invalid request: a repeated key at {path}"),
+        &format!("Invalid request: {what} {path}"),
         Some(json!({"path": path})),
     ))
 }

@@ -89,6 +89,8 @@ mod surface;
 mod tools;
 /// Toolsets (`--tools`), folded commands and tools left out of the listing.
 mod toolsets;
+/// Hard links lead outside: named, or where conda writes in place in a target.
+mod trust_links;
 /// Paths judged where they lead: bare words, symlink swaps while a person decides, the audit log.
 mod trust_paths;
 /// `--warm`: calls forked from the zygote match cold calls byte for byte.

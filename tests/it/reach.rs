@@ -136,7 +136,10 @@ fn server(launch: Command, conda: &Path, home: &Path, warm: bool) -> Server {
     // of the server until it ends, which is not the zygote.
     let end = std::time::Instant::now() + std::time::Duration::from_secs(120);
     while session.capabilities()["startup"]["confirmation"] == "pending" {
-        assert!(std::time::Instant::now() < end, "live discovery never ended");
+        assert!(
+            std::time::Instant::now() < end,
+            "live discovery never ended"
+        );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     let zygote = warm.then(|| {

@@ -132,3 +132,62 @@ fn a_repeated_key_is_refused_over_http_under_every_revision() {
     assert_refused(&answer.response(), 5, "2026-07-28");
     assert_nothing_ran(&log, &pid, "2026-07-28");
 }
+
+/// A `tools/call` whose arguments hold a key with a NUL beside the real one: refused whole
+/// (-32600, the path of the object holding it), never ignored, over stdio under every
+/// revision and over HTTP; nothing runs.
+#[test]
+fn a_key_with_a_control_character_is_refused_not_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let frame = |id: i64, pid: &Path, meta: Option<&Value>| {
+        let pid = serde_json::to_string(pid.to_str().unwrap()).unwrap();
+        let meta = meta.map(|m| format!(",\"_meta\":{m}")).unwrap_or_default();
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"conda_behave","arguments":{{"pid_file":{pid},"pid_file\u0000":"SECRET"}}{meta}}}}}"#
+        )
+    };
+    let refused = |answer: &Value, id: i64, what: &str| {
+        assert_eq!(answer["id"], id, "{what}: {answer}");
+        assert_eq!(answer["error"]["code"], -32600, "{what}: {answer}");
+        assert_eq!(
+            answer["error"]["data"]["path"], "$.params.arguments",
+            "{what}: {answer}"
+        );
+        assert!(!answer.to_string().contains("SECRET"), "{what}: {answer}");
+    };
+    let mut command = support::ccm();
+    command
+        .arg("--conda-exe")
+        .arg(&support::fixture().conda)
+        .args(GRANTS)
+        .arg("--audit-log")
+        .arg(&log);
+    let mut s = Session::spawn(command);
+    s.handshake("2025-11-25");
+    let pid = dir.path().join("pid");
+    s.write_raw(format!("{}\n", frame(7, &pid, None)).as_bytes());
+    refused(
+        &s.wait(7, Duration::from_secs(30)).expect("an answer"),
+        7,
+        "stdio",
+    );
+    assert_nothing_ran(&log, &pid, "stdio");
+    let mut args = GRANTS.to_vec();
+    args.extend(["--audit-log", log.to_str().unwrap()]);
+    let server = HttpServer::start(&args, &[("CCM_MCP_TOKEN", TOKEN)]);
+    let meta = crate::mcp::session_less_meta();
+    let headers = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "conda_behave"),
+    ];
+    let answer = post_raw(
+        &server.url,
+        None,
+        &headers,
+        frame(5, &pid, Some(&meta)).as_bytes(),
+    );
+    refused(&answer.response(), 5, "http");
+    assert_nothing_ran(&log, &pid, "http");
+}

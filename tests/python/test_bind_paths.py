@@ -1,6 +1,7 @@
-"""The plan binding's paths (bind/program/records.py `bound_paths`, `check_paths`): where
-each path of a call leads at preview time, and the run's check that it still leads there
-and is not the audit log, on directories built here."""
+"""The plan binding's paths (bind/program/records.py `bound_paths`, `check_paths`,
+`check_links`): where each path of a call leads at preview time and which file it names,
+and the run's check that it still leads there, names that file and no hard link, and is
+not the audit log, on directories built here."""
 
 import os
 import tempfile
@@ -83,6 +84,62 @@ class BoundPaths(unittest.TestCase):
             bind.check_paths(shown, argv, None, None, [st.st_dev, st.st_ino])
         self.assertIn("out.yml is the audit log", str(stopped.exception))
         bind.check_paths(shown, argv, None, None, [st.st_dev, st.st_ino + 1])
+
+    def hard_link_outside(self, name):
+        victim = os.path.join(self.root, "outside/victim.sh")
+        with open(victim, "w") as handle:
+            handle.write("# the user's shell rc\n")
+        os.link(victim, name)
+
+    def test_a_hard_link_named_at_preview_time_is_not_bound(self):
+        self.hard_link_outside("x.yml")
+        argv = ["config", "--file", "x.yml"]
+        shown = bind.bound_paths(argv, None, "x.yml")
+        with self.assertRaises(bind.Changed) as stopped:
+            bind.check_links(shown, None)
+        self.assertIn("x.yml names a file with 2 links (a hard link)", str(stopped.exception))
+
+    def test_an_output_file_swapped_for_a_hard_link_stops_the_run(self):
+        with open("x.yml", "w") as handle:
+            handle.write("channels: []\n")
+        argv = ["config", "--file", "x.yml"]
+        shown = bind.bound_paths(argv, None, "x.yml")
+        bind.check_links(shown, None)
+        self.hard_link_outside("x.new")
+        os.replace("x.new", "x.yml")
+        with self.assertRaises(bind.Changed) as stopped:
+            bind.check_paths(shown, argv, None, "x.yml", None)
+        self.assertIn("x.yml now names another file", str(stopped.exception))
+
+    def test_a_file_that_gains_a_link_stops_the_run(self):
+        with open("x.yml", "w") as handle:
+            handle.write("channels: []\n")
+        argv = ["config", "--file", "x.yml"]
+        shown = bind.bound_paths(argv, None, "x.yml")
+        os.link("x.yml", os.path.join(self.root, "outside/x.yml"))
+        with self.assertRaises(bind.Changed) as stopped:
+            bind.check_paths(shown, argv, None, "x.yml", None)
+        self.assertIn("x.yml names a file with 2 links", str(stopped.exception))
+
+    def test_the_targets_in_place_files_are_no_hard_links(self):
+        target = os.path.join(self.root, "project/envs/e1")
+        os.makedirs(os.path.join(target, "conda-meta"))
+        argv = ["install", "-p", "envs/e1", "barpkg"]
+        shown = bind.bound_paths(argv, target, None)
+        bind.check_links(shown, target)
+        for name in bind.IN_PLACE:
+            path = os.path.join(target, name)
+            self.hard_link_outside(path)
+            with self.assertRaises(bind.Changed) as stopped:
+                bind.check_paths(shown, argv, target, None, None)
+            self.assertIn(
+                f"the file {path} of the target environment has 2 links", str(stopped.exception)
+            )
+            with self.assertRaises(bind.Changed):
+                bind.check_links(shown, target)
+            os.remove(path)
+            os.remove(os.path.join(self.root, "outside/victim.sh"))
+        bind.check_paths(shown, argv, target, None, None)
 
 
 if __name__ == "__main__":

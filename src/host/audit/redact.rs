@@ -2,7 +2,8 @@
 //!
 //! A name *names a secret* when, percent-escapes decoded and in any case, it contains one
 //! of [`SECRET_FRAGMENTS`] anywhere (`MY_PASS`, `apitok`, `X-Amz-Signature`,
-//! `--passphrase`). The one set applies wherever a name stands. An argv token is
+//! `--passphrase`, `private`), or is a token's name (`PAT`, `GH_PAT`: [`SECRET_NAMES`]).
+//! The one set applies wherever a name stands. An argv token is
 //! replaced by [`REDACTED`] (whole, or the part named) when:
 //! 1. it contains a value the server withholds (its HTTP token, the token file's path);
 //! 2. it is the value of an option that names a secret: `--token=X` keeps the name, and
@@ -41,13 +42,16 @@
 pub const REDACTED: &str = "[redacted]";
 
 /// Name fragments that mark a secret (any case, with any prefix or suffix). Each covers
-/// its longer spellings: `pass` (password, passwd, passphrase, PGPASS), `pw` (pwd),
-/// `tok` (token, apitok), `key` (api_key, x-api-key), `auth` (authorization, oauth),
-/// `sig` (signature, X-Amz-Signature), `cred` (credential, X-Amz-Credential).
+/// its longer spellings: `pass` (password, passphrase), `pw` (pwd), `tok` (token), `key`
+/// (x-api-key), `auth` (oauth), `sig` (X-Amz-Signature), `cred` (credential), `private`
+/// (`?private=…`, `PRIVATE-TOKEN`).
 pub const SECRET_FRAGMENTS: &[&str] = &[
     "pass", "pw", "tok", "key", "secret", "auth", "sig", "cred", "session", "cookie", "bearer",
-    "jwt",
+    "jwt", "private",
 ];
+/// A personal access token's name, whole or as an ending (`pat` alone would match `PATH`).
+pub const SECRET_NAMES: &[&str] = &["pat"];
+const SECRET_ENDINGS: &[&str] = &["_pat", "-pat"];
 
 const CREDENTIAL_COMMANDS: &[&str] = &[
     "token",
@@ -80,7 +84,10 @@ const SCHEMES: &[&str] = &[
 /// names a secret: percent-escapes decoded, any case, any of [`SECRET_FRAGMENTS`].
 pub fn secret_name(name: &str) -> bool {
     let lower = percent_decoded(&percent_decoded(name)).to_ascii_lowercase();
+    let bare = lower.trim_start_matches('-');
     SECRET_FRAGMENTS.iter().any(|w| lower.contains(w))
+        || SECRET_NAMES.contains(&bare)
+        || SECRET_ENDINGS.iter().any(|e| bare.ends_with(e))
 }
 
 /// `%XX` escapes decoded (invalid ones kept as written; bytes that are not UTF-8 replaced).
@@ -357,8 +364,8 @@ fn userinfo(token: &str) -> String {
     out
 }
 
-/// Every `/t/<token>` path segment hidden, wherever it occurs (conda's own rule matches
-/// `/t/` anywhere in a URL).
+/// Every `/t/<token>` path segment hidden, wherever it occurs: conda takes `/t/` from
+/// anywhere in a URL (conda/common/url.py:345 `split_anaconda_token`).
 fn channel_tokens(token: &str) -> String {
     let mut out = String::with_capacity(token.len());
     let mut rest = token;

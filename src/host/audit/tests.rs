@@ -315,6 +315,7 @@ fn every_fragment_counts_in_every_place() {
         "cred",
         "session",
         "cookie",
+        "private",
     ];
     for fragment in names {
         let name = format!("my_{fragment}_x");
@@ -396,4 +397,44 @@ fn abbreviated_setters_hide_secret_keys() {
         let out = redact_read(&given, &reading, &[]);
         assert!(!out.concat().contains("HUNTER2"), "{out:?}");
     }
+}
+
+/// What the attack found logged in clear: a personal access token's names (`GITHUB_PAT`,
+/// `GH_PAT`, `PAT`), `?private=`, conda's token-in-path form on a host of its own; `PATH`
+/// and names merely containing `pat` stay.
+#[test]
+fn personal_access_tokens_private_parameters_and_path_tokens_are_hidden() {
+    for given in [
+        argv(&["run", "env", "GITHUB_PAT=ghp_S3CRET", "x"]),
+        argv(&["run", "env", "GH_PAT=S3CRET"]),
+        argv(&["run", "env", "pat=S3CRET"]),
+        argv(&["run", "sh", "-c", "export CI-PAT=S3CRET; make"]),
+        argv(&["run", "tool", "--pat", "S3CRET"]),
+        argv(&["run", "tool", "--gh-pat=S3CRET"]),
+        argv(&["search", "-c", "https://h.example/chan?private=S3CRET", "x"]),
+        argv(&[
+            "search",
+            "-c",
+            "https://h.example/api/conda/t/S3CRET/chan",
+            "x",
+        ]),
+        argv(&[
+            "config",
+            "--se",
+            "custom_channels.x",
+            "https://h.example/t/S3CRET",
+        ]),
+    ] {
+        let out = redact(&given, &[]).join(" ");
+        assert!(!out.contains("S3CRET"), "{given:?} → {out}");
+    }
+    let plain = argv(&[
+        "run",
+        "env",
+        "PATH=/usr/bin",
+        "MY_PATH=/x",
+        "pattern=a",
+        "x",
+    ]);
+    assert_eq!(redact(&plain, &[]), plain);
 }

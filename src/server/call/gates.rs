@@ -16,7 +16,7 @@ use super::super::judged::{Judged, Workdir};
 use super::super::ready::Ready;
 use super::super::refuse::{self, Refusal, internal, invalid_arguments};
 use super::super::state::Server;
-use crate::host::{exec, sandbox, targets};
+use crate::host::{confine, exec, sandbox, targets};
 use crate::tools::policy::scope::{self, NO_TARGET, Scope};
 use crate::tools::policy::{self, Classification};
 use crate::tools::schema::{Invalid, Keyword};
@@ -30,6 +30,9 @@ pub const OUTSIDE_ROOTS: &str =
 /// The refusal of a path outside `--allow-paths` (never the path).
 pub const OUTSIDE_ALLOWED: &str =
     "Operation names a path outside the allowed directories (see --allow-paths)";
+/// The refusal of a write whose target environment holds a hard link where conda writes
+/// in place (`host::confine::IN_PLACE`; never the path).
+pub const LINKED_TARGET: &str = "Operation's target environment holds a file with other links that conda would write in place (--write-envs)";
 
 /// One gate.
 #[derive(Clone, Copy, Debug)]
@@ -42,8 +45,12 @@ pub enum Gate {
     Workdir,
     /// The audit log, and `--allow-paths` for calls that need no `--allow-exec`.
     Paths,
-    /// `--write-envs`.
+    /// `--write-envs`, and the files conda writes in place in a write's target
+    /// environments (under `--write-envs` or `--allow-paths`): the targets are resolved.
     EnvScope,
+    /// The files conda writes in place in the targets [`Gate::EnvScope`] resolved, looked
+    /// at again (no new resolution).
+    Linked,
     /// The read-only sandbox's plan for the calls it applies to (fail closed).
     Sandbox,
     /// The argv + environment cap, before anything spawns or queues.
@@ -60,9 +67,9 @@ pub const RAW: &[Gate] = &[Gate::Selection, Gate::Grants, Gate::Paths, Gate::Env
 pub const RUN: &[Gate] = &[Gate::Sandbox, Gate::Size, Gate::Confirmation];
 /// The gates judged again once the call holds its execution slot, right before the child
 /// starts (paths may have been swapped for symlinks meanwhile).
-pub const AGAIN: &[Gate] = &[Gate::Paths];
+pub const AGAIN: &[Gate] = &[Gate::Paths, Gate::Linked];
 /// The same for a call the person was asked about (the question may have been open long).
-pub const AGAIN_ASKED: &[Gate] = &[Gate::EnvScope, Gate::Paths];
+pub const AGAIN_ASKED: &[Gate] = &[Gate::EnvScope, Gate::Paths, Gate::Linked];
 
 impl Server {
     /// Pass `gates` in order: the first refusal ends the call.
@@ -93,6 +100,7 @@ impl Server {
             Gate::Workdir => self.workdir(ready, call, caller).await,
             Gate::Paths => paths(&self.shared.host.audit, ready, call, &caller.audit),
             Gate::EnvScope => self.env_scope(ready, call, &caller.audit).await,
+            Gate::Linked => self.linked(ready, call, &caller.audit),
             Gate::Sandbox => self.sandbox(ready, call),
             Gate::Size => {
                 check_size(&call.spec(&self.shared.config, self.shared.host.exec.limits()))
@@ -183,16 +191,20 @@ impl Server {
     /// without a scope, or for a call that neither writes nor runs in an environment):
     /// the environments the final argv targets are resolved by conda's own context and
     /// each must lie in the operator's scope. Refusals name the flag and the target's
-    /// kind, never its value.
+    /// kind, never its value. Under `--write-envs`, or `--allow-paths` for a write that
+    /// needs no `--allow-exec`, the targets are kept on the call and the files conda
+    /// writes in place in them must not be hard links ([`Server::linked`]); with
+    /// `--allow-paths` alone, a target conda cannot name before the run (`create` from a
+    /// file, or an argv its context cannot resolve, which conda then refuses itself) is
+    /// not checked.
     async fn env_scope(
         &self,
         ready: &Ready,
         call: &mut Judged,
         audit: &audit::Record,
     ) -> Result<(), Refusal> {
-        let Some(scope) = &self.shared.config.write_envs else {
-            return Ok(());
-        };
+        let scope = self.shared.config.write_envs.as_ref();
+        let confined = ready.confinement.has_outside() && !call.class.requires_exec;
         let refuse = |text: String| {
             audit.refused(&text);
             Err(refuse::policy(refuse::Reason::OutsideWriteEnvs, &text))
@@ -200,31 +212,58 @@ impl Server {
         let argv = &call.argv;
         let path = policy::command_path(ready.discovery.catalog.root.as_ref(), argv);
         let runs = path.as_deref() == Some(&["run".to_owned()][..]);
-        if !call.class.requires_write && !runs {
+        if (scope.is_none() && !(confined && call.class.requires_write))
+            || (!call.class.requires_write && !runs)
+        {
             return Ok(());
         }
-        let Some(rule) = path.as_deref().and_then(scope::rule) else {
-            return refuse(NO_TARGET.into());
-        };
-        let Some(interpreter) = ready.discovery.interpreter.as_deref() else {
-            return refuse(scope::UNRESOLVED.into());
+        let rule = path.as_deref().and_then(scope::rule);
+        let interpreter = ready.discovery.interpreter.as_deref();
+        let (Some(rule), Some(interpreter)) = (rule, interpreter) else {
+            return match (scope, rule) {
+                (None, _) => Ok(()),
+                (Some(_), None) => refuse(NO_TARGET.into()),
+                (Some(_), Some(_)) => refuse(scope::UNRESOLVED.into()),
+            };
         };
         let timeout = self.shared.config.timeout;
         let exec = &self.shared.host.exec;
         let resolved = targets::resolve(exec, interpreter, argv, call.cwd(), rule, timeout).await;
-        let found = match resolved {
-            Ok(found) => found,
-            Err(why) => return refuse(why.to_string()),
+        let found = match (resolved, scope) {
+            (Ok(found), _) => found,
+            (Err(_), None) => return Ok(()),
+            (Err(why), Some(_)) => return refuse(why.to_string()),
         };
-        let canonical = targets::canonical_all(scope.paths()).await;
-        match found.iter().find(|t| !scope.admits(t, &canonical)) {
-            Some(outside) => refuse(Scope::refusal(outside.kind())),
-            None => {
-                // Where the write bound lets the run write (`call/bound.rs`).
-                call.targets = found.into_iter().map(|t| t.path).collect();
-                Ok(())
+        if let Some(scope) = scope {
+            let canonical = targets::canonical_all(scope.paths()).await;
+            if let Some(outside) = found.iter().find(|t| !scope.admits(t, &canonical)) {
+                return refuse(Scope::refusal(outside.kind()));
             }
         }
+        call.targets = found.into_iter().map(|t| t.path).collect();
+        self.linked(ready, call, audit)
+    }
+
+    /// The files conda writes in place in a write's targets ([`Gate::EnvScope`] kept
+    /// them) are no hard links.
+    fn linked(&self, ready: &Ready, call: &Judged, audit: &audit::Record) -> Result<(), Refusal> {
+        for target in &call.targets {
+            if ready.confinement.target_escapes(target) {
+                audit.refused(OUTSIDE_ALLOWED);
+                return Err(refuse::policy(
+                    refuse::Reason::OutsideAllowedPaths,
+                    OUTSIDE_ALLOWED,
+                ));
+            }
+            if self.shared.config.write_envs.is_some() && confine::linked_in_place(target) {
+                audit.refused(LINKED_TARGET);
+                return Err(refuse::policy(
+                    refuse::Reason::OutsideWriteEnvs,
+                    LINKED_TARGET,
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Plan the read-only sandbox for a call it applies to. Fail closed: an active

@@ -4,7 +4,8 @@
 //! deleted, each package with its full channel URL and hash, the download size from
 //! conda's dry run). Every piece of text that comes from the call, a file or conda is
 //! escaped (control and bidi characters), URLs have their credentials redacted, and
-//! contents are shown whole and quoted or only by size and digest, never clipped.
+//! contents and package lists are shown whole and quoted: a plan too long to show whole
+//! is not asked about at all ([`TooLong`]), never shown in part or by a digest.
 
 use std::path::Path;
 
@@ -35,6 +36,12 @@ pub const UNBOUND: &str = "confirmation_unavailable: the plan cannot be bound to
 /// hide what runs).
 pub const TOO_LONG: &str = "confirmation_unavailable: the command is too long to show the \
     user in full (--confirm-writes); nothing ran.";
+/// The refusal when what decides the run is too long to show in full ([`TooLong`]): a
+/// question that claims to bind a plan the person could not read would be no consent.
+pub const TOO_LONG_PLAN: &str = "confirmation_unavailable: the plan is too long to show the \
+    user in full (standard input or an input file over 64 KiB, 1000 lines or 2000 \
+    characters on a line, or not text; or over 2000 packages in one action) \
+    (--confirm-writes); nothing ran.";
 /// The line shown when nothing is previewed (calls that may run any program).
 pub const NO_PREVIEW: &str = "No preview: accepting runs the command above as shown, \
     whatever it installs, removes or runs.";
@@ -55,12 +62,23 @@ pub const BOUND_INSPECT: &str = "No package preview: conda has no dry run for th
 const ITEM: usize = 200;
 /// Most characters of the command line, shown in full or not asked at all.
 pub const COMMAND_LIMIT: usize = 16 * 1024;
-/// Most packages listed per action.
-const LIST: usize = 50;
-/// Contents (stdin, input files) shown whole up to this many lines of at most [`ITEM`]
-/// characters and this many bytes; otherwise only their size and digest.
-const CONTENT_LINES: usize = 40;
-const CONTENT_BYTES: usize = 4096;
+/// Most packages per action a question lists (every one of them): a large real
+/// environment (a full distribution's metapackage) has several hundred; more is not
+/// something a person reads, so it is not asked about.
+const LIST: usize = 2000;
+/// Contents (stdin, input files) are shown whole up to this many lines of at most
+/// [`LINE`] characters and this many bytes; beyond, the question is not asked. Hand-made
+/// environment files and spec lists are tens to a few hundred lines; 64 KiB is a page a
+/// person can still scroll through, and padding past it buys the agent nothing but a
+/// refusal.
+const CONTENT_LINES: usize = 1000;
+const CONTENT_BYTES: usize = 64 * 1024;
+const LINE: usize = 2000;
+
+/// What decides the run is too long (or not text) to show in full: the call is refused
+/// with [`TOO_LONG_PLAN`] rather than asked about.
+#[derive(Debug, PartialEq, Eq)]
+pub struct TooLong;
 
 /// Everything the question shows.
 pub struct Shown<'a> {
@@ -100,8 +118,9 @@ pub fn command_line(argv: &[String]) -> Option<String> {
     Some(line)
 }
 
-/// The question's text.
-pub fn message(shown: &Shown) -> String {
+/// The question's text, or [`TooLong`] when it cannot show everything that decides the
+/// run.
+pub fn message(shown: &Shown) -> Result<String, TooLong> {
     let mut lines = vec!["Allow conda to run this? Nothing runs unless you accept.".to_owned()];
     lines.push(format!("Command: {}", shown.command));
     lines.push(format!(
@@ -110,13 +129,13 @@ pub fn message(shown: &Shown) -> String {
     ));
     lines.push(environment(&shown.environment));
     if let Some(stdin) = shown.stdin {
-        lines.extend(content("Standard input", stdin, shown.withheld));
+        lines.extend(content("Standard input", stdin, shown.withheld)?);
     }
     match shown.plan {
-        Some(plan) => lines.extend(plan_lines(plan, shown.dry, shown.withheld)),
+        Some(plan) => lines.extend(plan_lines(plan, shown.dry, shown.withheld)?),
         None => lines.push(NO_PREVIEW.to_owned()),
     }
-    lines.join("\n")
+    Ok(lines.join("\n"))
 }
 
 /// Runs of more spaces than this are shown as one marker ([`clip`]).
@@ -193,9 +212,9 @@ fn environment(changes: &EnvironmentChanges) -> String {
     line
 }
 
-/// `title`, its size and digest, then the content quoted line by line when it is short
-/// text; otherwise only the size and digest.
-fn content(title: &str, bytes: &[u8], withheld: &[String]) -> Vec<String> {
+/// `title`, its size and digest, then the content quoted line by line; [`TooLong`] when
+/// it is not text or over the bounds ([`CONTENT_BYTES`], [`CONTENT_LINES`], [`LINE`]).
+fn content(title: &str, bytes: &[u8], withheld: &[String]) -> Result<Vec<String>, TooLong> {
     let digest: String = Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -204,25 +223,25 @@ fn content(title: &str, bytes: &[u8], withheld: &[String]) -> Vec<String> {
     let text = std::str::from_utf8(bytes).ok().filter(|t| {
         bytes.len() <= CONTENT_BYTES
             && t.lines().count() <= CONTENT_LINES
-            && t.lines().all(|l| l.chars().count() <= ITEM)
+            && t.lines().all(|l| l.chars().count() <= LINE)
     });
-    match text {
-        Some(text) => {
-            let mut lines = vec![format!("{head} (credentials redacted):")];
-            lines.extend(
-                text.split('\n')
-                    .map(|l| format!("  | {}", clip(&redacted_line(l, withheld), ITEM))),
-            );
-            lines
-        }
-        None => vec![format!("{head} (too long to show here)")],
-    }
+    let text = text.ok_or(TooLong)?;
+    let mut lines = vec![format!("{head} (credentials redacted):")];
+    lines.extend(
+        text.split('\n')
+            .map(|l| format!("  | {}", clip(&redacted_line(l, withheld), usize::MAX))),
+    );
+    Ok(lines)
 }
 
-fn plan_lines(plan: &Plan, dry: Option<&Value>, withheld: &[String]) -> Vec<String> {
+fn plan_lines(
+    plan: &Plan,
+    dry: Option<&Value>,
+    withheld: &[String],
+) -> Result<Vec<String>, TooLong> {
     let mut lines = Vec::new();
     for file in &plan.files {
-        lines.extend(input_file(file, withheld));
+        lines.extend(input_file(file, withheld)?);
     }
     // The environments the transactions change (an environment file may name its own),
     // else the one conda resolved from the command line.
@@ -259,7 +278,7 @@ fn plan_lines(plan: &Plan, dry: Option<&Value>, withheld: &[String]) -> Vec<Stri
     }
     if !plan.packages {
         lines.push(BOUND_INSPECT.to_owned());
-        return lines;
+        return Ok(lines);
     }
     let setups: Vec<_> = plan.transactions.iter().flatten().collect();
     let several = setups.len() > 1;
@@ -271,16 +290,15 @@ fn plan_lines(plan: &Plan, dry: Option<&Value>, withheld: &[String]) -> Vec<Stri
             if records.is_empty() {
                 continue;
             }
+            if records.len() > LIST {
+                return Err(TooLong);
+            }
             lines.push(format!("{title} ({}):", records.len()));
             lines.extend(
                 records
                     .iter()
-                    .take(LIST)
                     .map(|r| format!("  {}", package(r, withheld))),
             );
-            if records.len() > LIST {
-                lines.push(format!("  … and {} more", records.len() - LIST));
-            }
         }
     }
     if setups
@@ -293,10 +311,10 @@ fn plan_lines(plan: &Plan, dry: Option<&Value>, withheld: &[String]) -> Vec<Stri
         lines.push(format!("Download: {}", size(download)));
     }
     lines.push(BOUND.to_owned());
-    lines
+    Ok(lines)
 }
 
-fn input_file(file: &InputFile, withheld: &[String]) -> Vec<String> {
+fn input_file(file: &InputFile, withheld: &[String]) -> Result<Vec<String>, TooLong> {
     let name = serde_json::to_string(&file.value).unwrap_or_default();
     let title = format!(
         "Input file {} ({})",
@@ -307,9 +325,9 @@ fn input_file(file: &InputFile, withheld: &[String]) -> Vec<String> {
     );
     match (&file.bytes, file.bound) {
         (Some(bytes), true) => content(&title, bytes, withheld),
-        _ => vec![format!(
+        _ => Ok(vec![format!(
             "{title}: read at run time, not bound (conda fetches it then)"
-        )],
+        )]),
     }
 }
 

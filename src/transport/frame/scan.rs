@@ -17,6 +17,10 @@ pub struct Scanned {
     /// The path (`$.params.name`, `$.a[1].k`) of the first key that repeats a key of its
     /// own object, keys compared after JSON unescaping (`"a"` is `"\u0061"`).
     pub repeated: Option<String>,
+    /// The path of the object (`$`, `$.params.arguments`) holding the first key whose text,
+    /// unescaped, has a control character (`"name\u0000"`): serde keeps it as another key
+    /// while a log or a viewer that reads C strings shows the key before it.
+    pub control: Option<String>,
     /// The top-level object has a `method` member (a request or a notification).
     pub method: bool,
 }
@@ -180,6 +184,12 @@ impl<'a> Scanner<'a> {
         }
         if self.stack.len() <= TRACKED {
             self.levels.last_mut()?.key = raw.clone();
+            if self.found.control.is_none()
+                && self.b[raw.clone()].contains(&b'\\')
+                && unescaped(self.b, raw.clone()).contains(char::is_control)
+            {
+                self.found.control = Some(self.path_to(self.levels.len() - 1));
+            }
             if self.found.repeated.is_none() && !self.remember(raw) {
                 self.found.repeated = Some(self.path());
             }
@@ -223,8 +233,13 @@ impl<'a> Scanner<'a> {
 
     /// The path of the current member: `$`, then `.key` or `[index]` per level.
     fn path(&self) -> String {
+        self.path_to(self.levels.len())
+    }
+
+    /// The path of the outer `depth` levels' members (`0`: `$`).
+    fn path_to(&self, depth: usize) -> String {
         let mut out = String::from("$");
-        for level in &self.levels {
+        for level in &self.levels[..depth] {
             if level.object {
                 out.push('.');
                 out.push_str(&unescaped(self.b, level.key.clone()));

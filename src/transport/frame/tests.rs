@@ -299,3 +299,53 @@ fn repeated_keys_are_found_at_any_depth_serde_takes_without_recursion() {
         "$.params.k99999"
     );
 }
+
+/// A key with a control character (`"name\u0000"`): serde keeps it as a key of its own
+/// (ignored by rmcp), while a log or a viewer that reads C strings shows `name` twice.
+/// Refused whole with the path of the object that holds it, never the key or a value.
+#[test]
+fn a_key_with_a_control_character_is_refused_naming_no_value() {
+    for (frame, path) in [
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"conda_info","arguments":{},"name\u0000":"conda_run"}}"#,
+            "$.params",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"prefix":"/p","pre\u001bfix":"SECRET"}}}"#,
+            "$.params.arguments",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":[{"\u007f":"SECRET"}]}}}"#,
+            "$.params.arguments.a[0]",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","id\u0000":2}"#,
+            "$",
+        ),
+    ] {
+        let v = answer(frame);
+        assert_eq!(v["id"], 1, "{frame}");
+        assert_eq!(v["error"]["code"], INVALID_REQUEST, "{frame}");
+        assert_eq!(v["error"]["data"]["path"], path, "{frame}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert_eq!(
+            message,
+            format!("Invalid request: a key with a control character in {path}")
+        );
+        let text = v.to_string();
+        for value in ["SECRET", "conda_run", "u0000", "pre"] {
+            assert!(!text.contains(value), "{frame} echoed {value}: {text}");
+        }
+    }
+    // Escapes that are no control character stay keys like any other.
+    let frame =
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"\u00e9":1,"a\"b":2,"\u2028":3}}"#;
+    assert_eq!(repeated_path(frame), None, "{frame}");
+    // A notification is dropped.
+    assert!(matches!(
+        inspect(
+            br#"{"jsonrpc":"2.0","method":"notifications/initialized","params":{"x\u0000":1}}"#
+        ),
+        Verdict::Drop
+    ));
+}

@@ -17,6 +17,8 @@ if False:  # Names from the other parts of this program (one namespace; see reco
         _real,
         _sha256,
         bound_paths,
+        check_in_place,
+        check_links,
         check_paths,
         config_file,
         configuration,
@@ -50,6 +52,7 @@ class Preview:
         written = config_file(args, context)
         self.document["writes"] = written and _real(written)
         self.document["paths"] = bound_paths(sys.argv[1:], _target(context), written)
+        check_links(self.document["paths"], _target(context))
         if getattr(args, "func", None) == RENAME:
             self.document["unpreviewed"] = "a rename (a clone of the environment)"
         if getattr(args, "func", None) == REMOVE and getattr(args, "all", False):
@@ -102,6 +105,8 @@ class Preview:
         )
 
     def transaction(self, txn):
+        for prefix in txn.prefix_setups:
+            check_in_place(prefix)
         self.document["transactions"].append(transaction(txn))
 
     def finish(self, out, nonce, code):
@@ -245,6 +250,8 @@ class Run:
 
         self.check_configuration(context)
         self.check_paths(context)
+        for prefix in txn.prefix_setups:
+            check_in_place(prefix)
         if not self.plan.get("packages"):
             return
         shown = self.plan.get("transactions", [])

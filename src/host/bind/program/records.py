@@ -38,6 +38,7 @@ what it takes from the others in an ``if False:`` import block (see ARCHITECTURE
 
 import hashlib
 import os
+import stat
 
 PROTOCOL = 1
 CHANGED_EXIT = 87
@@ -301,21 +302,93 @@ def config_file(args, context):
     return user_rc_path
 
 
+# The files inside a prefix that conda opens in place (appends to, rewrites without
+# replacing, reads and shows); the server's list is host/confine.rs `IN_PLACE`. A hard
+# link there makes conda write or read another file.
+IN_PLACE = (
+    # conda/history.py:102-103 (touch: conda/gateways/disk/update.py:161, "a"), :399, :411.
+    "conda-meta/history",
+    # conda/core/prefix_data.py:661-672: read, then `write_text` (env config vars).
+    "conda-meta/state",
+    # conda/core/prefix_data.py:742-746 (read); doctor/health_checks/pinned.py:117 (written).
+    "conda-meta/pinned",
+    # conda/core/prefix_data.py:300-315: read, its message shown.
+    "conda-meta/frozen",
+    # conda/core/prefix_data.py:726-734 `set_creation_time`: `write_text`.
+    "conda-meta/created_at",
+    # conda/cli/main_config.py:628-631, :707 -> conda/common/serialize/yaml.py:89 `write_text`.
+    ".condarc",
+)
+
+
+def _identity(path):
+    """The file a path names now, as [device, inode, links], for a non-directory; else
+    None (a directory, or nothing there)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return None
+    return [st.st_dev, st.st_ino, st.st_nlink]
+
+
+def check_identity(value, now, then=None):
+    """A path names no hard link (a file with other names, perhaps outside every allowed
+    directory, which realpath cannot tell), and the file it named at preview time."""
+    if now is None:
+        return
+    if then is not None and list(now[:2]) != list(then[:2]):
+        raise Changed(f"the path {value} now names another file")
+    if now[2] > 1:
+        raise Changed(f"the path {value} names a file with {now[2]} links (a hard link)")
+
+
+def check_in_place(prefix):
+    """The files conda opens in place in a target prefix are no hard links."""
+    if not prefix:
+        return
+    for name in IN_PLACE:
+        path = os.path.join(str(prefix), name)
+        now = _identity(path)
+        if now is not None and now[2] > 1:
+            raise Changed(
+                f"the file {path} of the target environment has {now[2]} links (a hard link)"
+            )
+
+
+def _entry(value):
+    real = _real(value)
+    return [value, real, _identity(real)]
+
+
 def bound_paths(argv, target, written):
     """Where the run's paths lead at preview time: the working directory, the target
-    prefix, the file `conda config` writes, and every value of the argv (see path_values)."""
-    paths = {"cwd": os.getcwd(), "argv": [[v, _real(v)] for v in path_values(argv)]}
+    prefix, the file `conda config` writes, and every value of the argv (see path_values),
+    each with the identity of the file it names (see _identity)."""
+    paths = {"cwd": os.getcwd(), "argv": [_entry(v) for v in path_values(argv)]}
     if target:
-        paths["target"] = [target, _real(target)]
+        paths["target"] = _entry(target)
     if written:
-        paths["written"] = [written, _real(written)]
+        paths["written"] = _entry(written)
     return paths
 
 
+def check_links(paths, target):
+    """At preview time: no path of the call names a hard link, nor does the target's
+    in-place files (see IN_PLACE)."""
+    entries = list(paths.get("argv", []))
+    entries += [paths[key] for key in ("target", "written") if paths.get(key)]
+    for entry in entries:
+        check_identity(entry[0], entry[2] if len(entry) > 2 else None)
+    check_in_place(target)
+
+
 def check_paths(shown, argv, target, written, log):
-    """The run's paths lead where the preview's did, and none of them is the audit log
-    (`log`: its device and inode): a directory swapped for a symlink while the question
-    was open (the target's parent, the working directory, an output file) stops the run."""
+    """The run's paths lead where the preview's did, name the files they named then and
+    no hard link, and none of them is the audit log (`log`: its device and inode): a
+    directory swapped for a symlink while the question was open (the target's parent, the
+    working directory, an output file), or a file swapped for a hard link, stops the run."""
     now = bound_paths(argv, target, written)
     if now["cwd"] != shown.get("cwd"):
         raise Changed(f"the working directory {shown.get('cwd')} now is {now['cwd']}")
@@ -327,11 +400,14 @@ def check_paths(shown, argv, target, written, log):
         # its text elsewhere (the transaction's setups, which carry their real paths too).
         if shown.get(key) and now.get(key) and shown[key][0] == now[key][0]:
             pairs.append((shown[key], now[key]))
-    for (value, then), (_, real) in pairs:
+    for before, after in pairs:
+        value, then, real = before[0], before[1], after[1]
         if then != real:
             raise Changed(f"the path {value} now leads to {real}, not {then}")
+        check_identity(value, after[2], before[2] if len(before) > 2 else None)
         if log and _is_log(real, log):
             raise Changed(f"the path {value} is the audit log")
+    check_in_place(target)
 
 
 def _is_log(path, log):

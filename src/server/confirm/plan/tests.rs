@@ -66,7 +66,7 @@ fn a_dry_run_plan_lists_packages_with_full_urls_and_hashes_escaped() {
     let command = command_line(&argv).unwrap();
     let mut question = shown(&command, Path::new("/work"), Some(&plan));
     question.dry = Some(&dry);
-    let text = message(&question);
+    let text = message(&question).unwrap();
     assert!(text.contains("Target environment: /envs/demo"), "{text}");
     // The full channel URL (subdir included), credentials redacted, and the hash.
     assert!(
@@ -113,7 +113,7 @@ fn without_a_preview_the_command_and_where_it_runs_are_the_plan() {
         withheld: vec!["CCM_MCP_TOKEN".into()],
     };
     assert_eq!(
-        message(&question),
+        message(&question).unwrap(),
         format!(
             "Allow conda to run this? Nothing runs unless you accept.\n\
              Command: conda \"run\" \"-n\" \"x\" \"rm\"\nWorking directory: /work\n\
@@ -129,7 +129,7 @@ fn stdin_is_shown_whole_and_quoted_or_by_size_and_digest() {
     let mut question = shown(&command, Path::new("/"), None);
     let script = b"channels:\n  - https://evil.example/ch\x1b[2K\n";
     question.stdin = Some(script);
-    let text = message(&question);
+    let text = message(&question).unwrap();
     assert!(
         text.contains(&format!(
             "Standard input: {} bytes, sha256 {} (credentials redacted):\n  | channels:\n  |   - https://evil.example/ch\\u{{1b}}[2K\n  | ",
@@ -140,7 +140,7 @@ fn stdin_is_shown_whole_and_quoted_or_by_size_and_digest() {
     );
     // Credentials in what is shown are redacted.
     question.stdin = Some(b"channels:\n  - https://bob:hunter2@example.com/t/tk-9/ch\n");
-    let text = message(&question);
+    let text = message(&question).unwrap();
     assert!(
         text.contains("  |   - https://[redacted]@example.com/t/[redacted]/ch\n"),
         "{text}"
@@ -149,18 +149,37 @@ fn stdin_is_shown_whole_and_quoted_or_by_size_and_digest() {
         !text.contains("hunter2") && !text.contains("tk-9"),
         "{text}"
     );
-    // Too long (or not text) to show: its size and digest, never a clipped part.
-    let long = "echo hi\n".repeat(600);
+    // Long, up to the bounds: shown whole (a 40-line or 200-character bound let a
+    // padded stdin or environment file hide what decides the run behind a digest).
+    let long = format!(
+        "{}channels: [https://attacker.example/chan]\n",
+        "# pad\n".repeat(999)
+    );
     question.stdin = Some(long.as_bytes());
-    let text = message(&question);
+    let text = message(&question).unwrap();
     assert!(
-        text.contains("Standard input: 4800 bytes, sha256 "),
+        text.contains(&format!("Standard input: {} bytes, sha256 ", long.len())),
         "{text}"
     );
-    assert!(text.contains("(too long to show here)"), "{text}");
-    assert!(!text.contains("echo hi"), "{text}");
+    assert!(
+        text.contains("\n  | channels: [https://attacker.example/chan]\n"),
+        "{text}"
+    );
+    let wide = format!("# {}\nchannels: [x]\n", "w".repeat(1998));
+    question.stdin = Some(wide.as_bytes());
+    assert!(message(&question).unwrap().contains(&"w".repeat(1998)));
+    // Beyond them, or not text: not asked at all, never a digest or a clipped part.
+    let over = [
+        format!("{}x\n", "# pad\n".repeat(1000)),
+        format!("# {}\n", "w".repeat(1999)),
+        "#".repeat(64 * 1024 + 1),
+    ];
+    for too_long in &over {
+        question.stdin = Some(too_long.as_bytes());
+        assert_eq!(message(&question), Err(TooLong), "{}", too_long.len());
+    }
     question.stdin = Some(b"\xff\xfe\x00binary");
-    assert!(message(&question).contains("(too long to show here)"));
+    assert_eq!(message(&question), Err(TooLong));
 }
 
 #[test]
@@ -186,7 +205,7 @@ fn input_files_deletions_and_inspected_plans_say_what_they_bind() {
         ..Plan::default()
     };
     let command = command_line(&["env".to_owned(), "update".to_owned()]).unwrap();
-    let text = message(&shown(&command, Path::new("/project"), Some(&plan)));
+    let text = message(&shown(&command, Path::new("/project"), Some(&plan))).unwrap();
     assert!(
         text.contains(
             "Input file \"environment.yml\" (/project/environment.yml): 29 bytes, sha256 "
@@ -221,7 +240,7 @@ fn an_empty_environment_removal_is_still_a_deletion() {
         ..Plan::default()
     };
     let command = command_line(&["env".to_owned(), "remove".to_owned()]).unwrap();
-    let text = message(&shown(&command, Path::new("/"), Some(&plan)));
+    let text = message(&shown(&command, Path::new("/"), Some(&plan))).unwrap();
     assert!(
         text.contains("Delete: the environment /envs/empty and everything in it (0 packages"),
         "{text}"
@@ -282,7 +301,8 @@ fn blanks_and_padding_are_visible_in_the_question() {
     let text = message(&Shown {
         stdin: Some(stdin.as_bytes()),
         ..shown(&line, cwd, None)
-    });
+    })
+    .unwrap();
     assert!(!text.contains(&" ".repeat(9)), "{text}");
     assert!(
         text.contains("  | echo ok⟨150 spaces⟩\\u{3000}rm -rf ~"),
@@ -305,10 +325,52 @@ fn a_config_plan_names_the_file_it_writes_not_an_environment() {
     };
     let argv = vec!["config".to_owned(), "--file=x.yml".to_owned()];
     let command = command_line(&argv).unwrap();
-    let text = message(&shown(&command, Path::new("/work/project"), Some(&plan)));
+    let text = message(&shown(&command, Path::new("/work/project"), Some(&plan))).unwrap();
     assert!(
         text.contains("Configuration file: /work/project/x.yml"),
         "{text}"
     );
     assert!(!text.contains("Target environment"), "{text}");
+}
+
+/// Every package of every action is listed, the last one too (a list cut after 50 hid
+/// the agent's package and its channel behind "… and N more"); over [`LIST`] in one
+/// action the call is not asked about.
+#[test]
+fn every_package_is_listed_or_the_plan_is_not_asked_about() {
+    let setup = |n: usize| Setup {
+        prefix: "/envs/big".into(),
+        link: (0..n)
+            .map(|i| {
+                let url = format!("https://repo.example/main/noarch/lib{i}-1.0-0.conda");
+                record(&format!("lib{i}"), "1.0", &url, Some("ab"))
+            })
+            .chain(std::iter::once(record(
+                "zz-evil",
+                "6.6",
+                "file:///work/project/agentchan/noarch/zz-evil-6.6-0.conda",
+                Some("cd"),
+            )))
+            .collect(),
+        ..Setup::default()
+    };
+    let plan = |n: usize| Plan {
+        packages: true,
+        transactions: vec![vec![setup(n)]],
+        ..Plan::default()
+    };
+    let command = command_line(&["create".to_owned()]).unwrap();
+    let listed = plan(LIST - 1);
+    let text = message(&shown(&command, Path::new("/"), Some(&listed))).unwrap();
+    assert!(text.contains(&format!("Install ({LIST}):")), "{text}");
+    assert!(
+        text.contains("  zz-evil 6.6 0 (file:///work/project/agentchan/noarch, sha256 cd)"),
+        "{text}"
+    );
+    assert!(!text.contains(" more"), "{text}");
+    let over = plan(LIST);
+    assert_eq!(
+        message(&shown(&command, Path::new("/"), Some(&over))),
+        Err(TooLong)
+    );
 }

@@ -1,0 +1,141 @@
+use super::*;
+
+fn argv(tokens: &[&str]) -> Vec<String> {
+    tokens.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn paths_outside_are_refused_however_spelled() {
+    let root = tempfile::tempdir().unwrap();
+    let allowed = root.path().join("work");
+    let outside = root.path().join("secret");
+    std::fs::create_dir_all(&allowed).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, allowed.join("link")).unwrap();
+    // Bare words the agent's file tools planted in the working directory.
+    for word in ["rc", "envlink", "envfile.yml", ".hidden"] {
+        std::os::unix::fs::symlink(outside.join(word), allowed.join(word)).unwrap();
+    }
+    // Dangling links that lead outside through another dangling link, and a loop.
+    std::os::unix::fs::symlink("hop", allowed.join("twice")).unwrap();
+    std::os::unix::fs::symlink(outside.join("new"), allowed.join("hop")).unwrap();
+    std::os::unix::fs::symlink("loop-b", allowed.join("loop-a")).unwrap();
+    std::os::unix::fs::symlink("loop-a", allowed.join("loop-b")).unwrap();
+    std::fs::write(allowed.join("env.yml"), "name: x\n").unwrap();
+    let scope = Confinement::to(std::slice::from_ref(&allowed));
+    let home = root.path().join("home");
+    let ok = |tokens: &[&str]| scope.check(&argv(tokens), &allowed, Some(&home));
+    for inside in [
+        &["compare", "env.yml"][..],
+        &["install", "numpy", "conda-forge::scipy"],
+        &["create", "-p", "./envs/new", "--file=specs/a.txt"],
+        &["install", "-c", "https://conda.anaconda.org/x", "numpy"],
+        &["list", "-p", "new/../sub"],
+        &["search", "x[channel=./chan]", "numpy>=1.26,<2"],
+    ] {
+        assert_eq!(ok(inside), Ok(()), "{inside:?}");
+    }
+    let secret = outside.join("f").to_str().unwrap().to_owned();
+    let file_url = format!("file://{}", outside.display());
+    let p_attached = format!("-p{}", outside.display());
+    let opt_eq = format!("--file={secret}");
+    for bad in [
+        &["compare", secret.as_str()][..],
+        &["compare", "/etc/shadow"],
+        &["compare", "/proc/self/environ"],
+        &["compare", "link/f"],
+        &["compare", "./link/../link/f"],
+        &["compare", "../secret/f"],
+        &["compare", "sub/../../secret"],
+        &["compare", ".."],
+        &["install", "-c", file_url.as_str(), "x"],
+        &["list", p_attached.as_str()],
+        &["export", opt_eq.as_str()],
+        &["compare", "~/x"],
+        &["compare", "~root/x"],
+        &["compare", "$HOME/x"],
+        &["list", "-p", "${OLDPWD}"],
+        &["list", "-p$HOME"],
+        &["search", "x[channel=/etc]"],
+        &["search", "x[channel=../../secret]"],
+        &["search", "x[url='file:///etc/x.conda']"],
+        &["search", "x[channel=\"/etc\"]"],
+        &["config", "--file", "rc"],
+        &["config", "--file=rc"],
+        &["create", "-p", "envlink"],
+        &["create", "-penvlink"],
+        &["compare", "envfile.yml"],
+        &["install", ".hidden"],
+        &["config", "--file", "twice"],
+        &["export", "--file=twice/sub/x.yml"],
+        &["config", "--file", "loop-a"],
+    ] {
+        assert_eq!(ok(bad), Err(Outside), "{bad:?}");
+    }
+    assert_eq!(
+        Confinement::unrestricted().check(&argv(&["compare", "/etc/shadow"]), &allowed, None),
+        Ok(())
+    );
+}
+
+#[test]
+fn hard_links_lead_outside_however_named() {
+    let root = tempfile::tempdir().unwrap();
+    let (allowed, outside) = (root.path().join("work"), root.path().join("secret"));
+    std::fs::create_dir_all(allowed.join("env/conda-meta")).unwrap();
+    std::fs::create_dir_all(allowed.join("clean/conda-meta")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("rc"), "# the user's rc\n").unwrap();
+    std::fs::write(allowed.join("own.yml"), "x\n").unwrap();
+    std::fs::write(allowed.join("clean/conda-meta/history"), "").unwrap();
+    // The agent's file tools: hard links to outside files, named and inside a prefix.
+    std::fs::hard_link(outside.join("rc"), allowed.join("x.yml")).unwrap();
+    std::fs::hard_link(outside.join("rc"), allowed.join("env/conda-meta/history")).unwrap();
+    std::os::unix::fs::symlink("x.yml", allowed.join("to-link")).unwrap();
+    std::fs::create_dir_all(allowed.join("env2")).unwrap();
+    std::os::unix::fs::symlink(outside.join("rc"), allowed.join("env2/.condarc")).unwrap();
+    let scope = Confinement::to(std::slice::from_ref(&allowed));
+    let ok = |tokens: &[&str]| scope.check(&argv(tokens), &allowed, None);
+    for bad in [
+        &["config", "--file", "x.yml"][..],
+        &["config", "--file=./x.yml"],
+        &["compare", "to-link"],
+        &["install", "-p", "env", "x"],
+        &["install", "-penv", "x"],
+        &["config", "--prefix", "env2", "--set", "a", "b"],
+    ] {
+        assert_eq!(ok(bad), Err(Outside), "{bad:?}");
+    }
+    for inside in [
+        &["config", "--file", "own.yml"][..],
+        &["install", "-p", "clean", "x"],
+        &["export", "--file", "new.yml"],
+    ] {
+        assert_eq!(ok(inside), Ok(()), "{inside:?}");
+    }
+    assert!(scope.target_escapes(&allowed.join("env")));
+    assert!(!scope.target_escapes(&allowed.join("clean")));
+    assert!(linked_in_place(&allowed.join("env")));
+    // Nothing is outside `--allow-paths /`, nor without a scope.
+    let whole = Confinement::to(&[PathBuf::from("/")]);
+    assert_eq!(
+        whole.check(&argv(&["config", "--file", "x.yml"]), &allowed, None),
+        Ok(())
+    );
+    assert!(!Confinement::unrestricted().target_escapes(&allowed.join("env")));
+}
+
+#[test]
+fn the_http_default_scope_is_the_working_directory_prefix_and_user_envs() {
+    let prefix = tempfile::tempdir().unwrap();
+    let scope = Confinement::default_scope(Some(prefix.path()));
+    let cwd = std::fs::canonicalize(std::env::current_dir().unwrap()).unwrap();
+    assert!(scope.dirs().contains(&cwd));
+    assert!(
+        scope
+            .dirs()
+            .contains(&std::fs::canonicalize(prefix.path()).unwrap())
+    );
+    let argv = argv(&["compare", "/proc/self/environ"]);
+    assert_eq!(scope.check(&argv, &cwd, None), Err(Outside));
+}
