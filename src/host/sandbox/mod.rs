@@ -53,6 +53,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::host::platform;
 use crate::tools::policy::Classification;
 
 mod areas;
@@ -63,7 +64,7 @@ mod mount;
 mod plan;
 mod probe;
 mod scope;
-mod seccomp;
+pub(crate) mod seccomp;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
 
@@ -117,8 +118,7 @@ struct Facts {
     /// call (`None`: the kernel has no Landlock scoping, ABI < 6).
     scope: Option<Arc<OwnedFd>>,
     /// The unix-socket filter every child installs last (`None`: it could not be built).
-    #[cfg(target_os = "linux")]
-    seccomp: Option<Arc<seccomp::Filter>>,
+    seccomp: Option<Arc<platform::SeccompFilter>>,
     home: Option<PathBuf>,
     /// Extra package cache directories (`CONDA_PKGS_DIRS`).
     pkgs_dirs: Vec<PathBuf>,
@@ -200,8 +200,7 @@ struct Prepared {
     /// The Landlock ruleset each child restricts itself with (a domain of its own).
     scope: Option<Arc<OwnedFd>>,
     /// The unix-socket filter, installed last.
-    #[cfg(target_os = "linux")]
-    seccomp: Option<Arc<seccomp::Filter>>,
+    seccomp: Option<Arc<platform::SeccompFilter>>,
     base: CString,
     /// tmpfs options of the base.
     base_options: CString,
@@ -252,9 +251,11 @@ impl Plan {
     }
 
     /// The memfd holding the unix-socket filter a warm child installs last.
-    #[cfg(target_os = "linux")]
     pub fn seccomp(&self) -> Option<BorrowedFd<'_>> {
-        self.0.seccomp.as_deref().map(seccomp::Filter::memfd)
+        self.0
+            .seccomp
+            .as_deref()
+            .map(platform::SeccompFilter::memfd)
     }
 }
 
@@ -336,10 +337,7 @@ impl Sandbox {
         } else {
             "by_uid"
         };
-        #[cfg(target_os = "linux")]
         let filtered = facts.seccomp.is_some();
-        #[cfg(not(target_os = "linux"))]
-        let filtered = false;
         let mut isolation = json!({
             "user_namespace": if facts.shared_user_namespace.is_some() { "shared" } else { "per_call" },
             "ipc_namespace": "per_call",

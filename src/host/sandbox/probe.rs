@@ -135,7 +135,7 @@ impl Facts {
             ids: (uid, gid),
             shared_user_namespace: None,
             scope: super::scope::ruleset().map(std::sync::Arc::new),
-            seccomp: super::seccomp::Filter::new().map(std::sync::Arc::new),
+            seccomp: crate::host::platform::SeccompFilter::new().map(std::sync::Arc::new),
             home: inputs.home.clone(),
             pkgs_dirs: inputs.conda_pkgs_dirs.iter().flat_map(split).collect(),
             envs_dirs: inputs.conda_envs_dirs.iter().flat_map(split).collect(),

@@ -26,7 +26,7 @@ use std::os::fd::OwnedFd;
 /// The program, and a sealed memfd holding its bytes (for the warm zygote).
 #[cfg(target_os = "linux")]
 #[derive(Debug)]
-pub(super) struct Filter {
+pub(crate) struct Filter {
     program: seccompiler::BpfProgram,
     memfd: OwnedFd,
 }
@@ -75,7 +75,7 @@ fn program() -> Option<seccompiler::BpfProgram> {
 #[cfg(target_os = "linux")]
 impl Filter {
     /// Build the program and its memfd (at startup); `None` when either fails.
-    pub(super) fn new() -> Option<Filter> {
+    pub(crate) fn new() -> Option<Filter> {
         use rustix::fs::{MemfdFlags, SealFlags, fcntl_add_seals, memfd_create};
         let program = program()?;
         let memfd = memfd_create(
@@ -105,7 +105,7 @@ impl Filter {
     }
 
     /// The memfd a warm child reads the program from (at offset 0).
-    pub(super) fn memfd(&self) -> std::os::fd::BorrowedFd<'_> {
+    pub(crate) fn memfd(&self) -> std::os::fd::BorrowedFd<'_> {
         use std::os::fd::AsFd;
         self.memfd.as_fd()
     }
