@@ -11,7 +11,7 @@
 //! - mount, user and IPC namespaces (`sandbox/enter.rs`, `sandbox/dev.rs`,
 //!   `sandbox/mount.rs`): a read-only call sees the host read-only, with a private tmpfs,
 //!   `/dev` and IPC namespace; where they are missing the sandbox is `Unavailable`.
-//! - Landlock scope (`sandbox/scope.rs`): a sandboxed call's signals and abstract unix
+//! - Landlock scope (`sandbox/scope.rs`, [`scope_ruleset`]): a sandboxed call's signals and abstract unix
 //!   sockets reach only its own call; write bound (`sandbox/bound.rs`): an unsandboxed
 //!   write may write only beneath the places it was judged to.
 //! - seccomp (`sandbox/seccomp.rs`, [`SeccompFilter`]): a sandboxed child cannot create a

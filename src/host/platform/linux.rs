@@ -5,6 +5,7 @@ use std::os::fd::OwnedFd;
 
 use rustix::process::{Pid, PidfdFlags, Signal};
 
+pub(crate) use crate::host::sandbox::scope::ruleset as scope_ruleset;
 pub(crate) use crate::host::sandbox::seccomp::Filter as SeccompFilter;
 
 /// Make this process a child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`): orphaned

@@ -20,6 +20,11 @@ impl SeccompFilter {
     }
 }
 
+/// No Landlock: no ruleset scopes a call's signals and abstract unix sockets.
+pub(crate) fn scope_ruleset() -> Option<OwnedFd> {
+    None
+}
+
 /// No child subreaper: orphans go to init; the marker sweep still ends those it sees.
 pub(crate) fn set_child_subreaper() -> bool {
     false

@@ -58,12 +58,16 @@ use crate::tools::policy::Classification;
 
 mod areas;
 pub mod bound;
+#[cfg(target_os = "linux")]
 mod dev;
 mod enter;
+#[cfg(target_os = "linux")]
 mod mount;
 mod plan;
 mod probe;
-mod scope;
+#[cfg(target_os = "linux")]
+pub(crate) mod scope;
+#[cfg(target_os = "linux")]
 pub(crate) mod seccomp;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;

@@ -134,7 +134,7 @@ impl Facts {
             base,
             ids: (uid, gid),
             shared_user_namespace: None,
-            scope: super::scope::ruleset().map(std::sync::Arc::new),
+            scope: crate::host::platform::scope_ruleset().map(std::sync::Arc::new),
             seccomp: crate::host::platform::SeccompFilter::new().map(std::sync::Arc::new),
             home: inputs.home.clone(),
             pkgs_dirs: inputs.conda_pkgs_dirs.iter().flat_map(split).collect(),
