@@ -272,7 +272,6 @@ impl Executions {
                 "the server is shutting down",
             ));
         }
-        #[cfg(unix)]
         reap::start_orphan_reaper();
         let linked = cancel.child_token();
         let stop_when_dropped = linked.clone().drop_guard();

@@ -10,6 +10,7 @@ pub mod confine;
 pub mod discovery;
 pub mod exec;
 pub mod install;
+pub(crate) mod platform;
 pub mod sandbox;
 pub mod stamp;
 pub mod target;

@@ -25,11 +25,10 @@ pub const MARKER_VAR: &str = "CCM_EXECUTION";
 /// Process-wide: being a subreaper is a property of the process, not of a server.
 static SUBREAPER: AtomicBool = AtomicBool::new(false);
 
-/// Become a child subreaper (Linux), and reap orphans from now on. Returns whether it
+/// Become a child subreaper (`host::platform`), and reap orphans from now on. Returns whether it
 /// worked. Only for a process whose every child is started by `exec` (the `ccm` binary).
 pub fn become_subreaper() -> bool {
-    // Any pid sets the flag (`prctl(PR_SET_CHILD_SUBREAPER, 1)`); `None` would clear it.
-    let done = rustix::process::set_child_subreaper(Some(rustix::process::Pid::INIT)).is_ok();
+    let done = crate::host::platform::set_child_subreaper();
     SUBREAPER.store(done, Ordering::SeqCst);
     done
 }
@@ -48,7 +47,7 @@ pub(super) fn registry() -> MutexGuard<'static, HashSet<i32>> {
 /// On every SIGCHLD, reap orphans (once per process, on the first runtime that asks): a
 /// killed descendant leaves its cgroup before it becomes a zombie, so the sweep's own
 /// reaping can come a moment too early.
-pub(super) fn start_orphan_reaper() {
+pub(crate) fn start_orphan_reaper() {
     if !SUBREAPER.load(Ordering::SeqCst) {
         return;
     }

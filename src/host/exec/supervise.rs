@@ -192,7 +192,7 @@ async fn end_tree(
 ) -> tokio::time::Instant {
     match end {
         End::Exited(status) => {
-            outcome.exit_code = Some(exit_code(status));
+            outcome.exit_code = Some(crate::host::platform::exit_code(status));
             // Whatever the leader left behind would keep the pipes open: end it all.
             tree.sweep().await;
             std::cmp::min(deadline, tokio::time::Instant::now() + DRAIN_AFTER_EXIT)
@@ -284,20 +284,6 @@ impl Tree<'_> {
         // Orphans killed last may only now have become zombies.
         reap::reap_orphans();
     }
-}
-
-#[cfg(unix)]
-fn exit_code(status: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    status
-        .code()
-        .or_else(|| status.signal().map(|s| -s))
-        .unwrap_or(-1)
-}
-
-#[cfg(not(unix))]
-fn exit_code(status: std::process::ExitStatus) -> i32 {
-    status.code().unwrap_or(-1)
 }
 
 #[derive(Clone, Copy)]

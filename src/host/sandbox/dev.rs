@@ -28,11 +28,9 @@
 //! (a root child, their owner, cannot `chmod` them) and moved onto empty files of the
 //! new tmpfs. Only system calls; no allocation.
 
-#[cfg(target_os = "linux")]
 use std::ffi::CStr;
 
 /// The host's nodes bind-mounted into the call's `/dev` (source and target alike).
-#[cfg(target_os = "linux")]
 const NODES: [&CStr; 6] = [
     c"/dev/null",
     c"/dev/zero",
@@ -43,7 +41,6 @@ const NODES: [&CStr; 6] = [
 ];
 
 /// Symbolic links of the call's `/dev`: (target, link).
-#[cfg(target_os = "linux")]
 const LINKS: [(&CStr, &CStr); 5] = [
     (c"pts/ptmx", c"/dev/ptmx"),
     (c"/proc/self/fd", c"/dev/fd"),
@@ -53,11 +50,9 @@ const LINKS: [(&CStr, &CStr); 5] = [
 ];
 
 /// Clones of the host's nodes, taken before `/` goes `nodev` (a missing node: `None`).
-#[cfg(target_os = "linux")]
 pub(super) type Clones = [Option<rustix::fd::OwnedFd>; NODES.len()];
 
 /// Clone the host's nodes (detached mounts, read-only). Only system calls.
-#[cfg(target_os = "linux")]
 pub(super) fn clone_nodes() -> Clones {
     use rustix::fs::CWD;
     use rustix::mount::{OpenTreeFlags, open_tree};
@@ -83,7 +78,6 @@ pub(super) fn clone_nodes() -> Clones {
 
 /// Cover `/dev` with the call's tmpfs and put `clones`, a private devpts, `shm` and the
 /// links in it; then make the tmpfs read-only. Only system calls.
-#[cfg(target_os = "linux")]
 pub(super) fn build(clones: Clones) -> std::io::Result<()> {
     use rustix::fs::{CWD, Mode, OFlags, mkdir, open, symlink};
     use rustix::mount::{MountFlags, MoveMountFlags, mount, move_mount};
@@ -128,7 +122,6 @@ pub(super) fn build(clones: Clones) -> std::io::Result<()> {
 /// (`ENXIO`), so a sandboxed program can neither write the person's terminal nor push
 /// input into it (`TIOCSTI`). Not a session leader, the child detaches itself alone.
 /// Only system calls.
-#[cfg(target_os = "linux")]
 pub(super) fn detach_terminal() {
     use rustix::fs::{Mode, OFlags, open};
     use std::os::fd::AsRawFd;

@@ -53,17 +53,22 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::host::platform;
 use crate::tools::policy::Classification;
 
 mod areas;
 pub mod bound;
+#[cfg(target_os = "linux")]
 mod dev;
 mod enter;
+#[cfg(target_os = "linux")]
 mod mount;
 mod plan;
 mod probe;
-mod scope;
-mod seccomp;
+#[cfg(target_os = "linux")]
+pub(crate) mod scope;
+#[cfg(target_os = "linux")]
+pub(crate) mod seccomp;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
 
@@ -117,8 +122,7 @@ struct Facts {
     /// call (`None`: the kernel has no Landlock scoping, ABI < 6).
     scope: Option<Arc<OwnedFd>>,
     /// The unix-socket filter every child installs last (`None`: it could not be built).
-    #[cfg(target_os = "linux")]
-    seccomp: Option<Arc<seccomp::Filter>>,
+    seccomp: Option<Arc<platform::SeccompFilter>>,
     home: Option<PathBuf>,
     /// Extra package cache directories (`CONDA_PKGS_DIRS`).
     pkgs_dirs: Vec<PathBuf>,
@@ -200,8 +204,7 @@ struct Prepared {
     /// The Landlock ruleset each child restricts itself with (a domain of its own).
     scope: Option<Arc<OwnedFd>>,
     /// The unix-socket filter, installed last.
-    #[cfg(target_os = "linux")]
-    seccomp: Option<Arc<seccomp::Filter>>,
+    seccomp: Option<Arc<platform::SeccompFilter>>,
     base: CString,
     /// tmpfs options of the base.
     base_options: CString,
@@ -252,9 +255,11 @@ impl Plan {
     }
 
     /// The memfd holding the unix-socket filter a warm child installs last.
-    #[cfg(target_os = "linux")]
     pub fn seccomp(&self) -> Option<BorrowedFd<'_>> {
-        self.0.seccomp.as_deref().map(seccomp::Filter::memfd)
+        self.0
+            .seccomp
+            .as_deref()
+            .map(platform::SeccompFilter::memfd)
     }
 }
 
@@ -336,10 +341,7 @@ impl Sandbox {
         } else {
             "by_uid"
         };
-        #[cfg(target_os = "linux")]
         let filtered = facts.seccomp.is_some();
-        #[cfg(not(target_os = "linux"))]
-        let filtered = false;
         let mut isolation = json!({
             "user_namespace": if facts.shared_user_namespace.is_some() { "shared" } else { "per_call" },
             "ipc_namespace": "per_call",

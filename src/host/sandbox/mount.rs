@@ -1,12 +1,9 @@
 //! `mount_setattr(2)`, which the sandbox's hook (`enter.rs`) and the call's own `/dev`
 //! (`dev.rs`) both use: one raw system call, no allocation (safe after `fork`).
 
-#[cfg(target_os = "linux")]
 pub(super) const MOUNT_ATTR_RDONLY: u64 = 0x1;
-#[cfg(target_os = "linux")]
 pub(super) const MOUNT_ATTR_NODEV: u64 = 0x4;
 
-#[cfg(target_os = "linux")]
 #[repr(C)]
 struct MountAttr {
     attr_set: u64,
@@ -16,7 +13,6 @@ struct MountAttr {
 }
 
 /// `mount_setattr(dirfd, path, flags, {set, clear})`.
-#[cfg(target_os = "linux")]
 pub(super) fn mount_setattr(
     dirfd: libc::c_int,
     path: &std::ffi::CStr,

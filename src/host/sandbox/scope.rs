@@ -17,11 +17,9 @@
 //! Hand-written (three system calls, a struct of three integers): the restriction must
 //! be a raw system call in the forked child, which no Landlock crate offers.
 
-#[cfg(target_os = "linux")]
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// `struct landlock_ruleset_attr` (include/uapi/linux/landlock.h).
-#[cfg(target_os = "linux")]
 #[repr(C)]
 struct RulesetAttr {
     handled_access_fs: u64,
@@ -30,20 +28,15 @@ struct RulesetAttr {
 }
 
 /// `LANDLOCK_CREATE_RULESET_VERSION`: ask for the ABI version.
-#[cfg(target_os = "linux")]
 const CREATE_RULESET_VERSION: u32 = 1;
 /// `LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET` (ABI 6).
-#[cfg(target_os = "linux")]
 const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
 /// `LANDLOCK_SCOPE_SIGNAL` (ABI 6).
-#[cfg(target_os = "linux")]
 const SCOPE_SIGNAL: u64 = 1 << 1;
 /// The first ABI with both scopes.
-#[cfg(target_os = "linux")]
 const SCOPES_ABI: i64 = 6;
 
 /// The kernel's Landlock ABI version (0: none, or disabled at boot).
-#[cfg(target_os = "linux")]
 pub(super) fn abi() -> i64 {
     // SAFETY: with a null attribute, size 0 and the version flag the call reads nothing.
     let abi = unsafe {
@@ -59,8 +52,7 @@ pub(super) fn abi() -> i64 {
 
 /// The ruleset that scopes signals and abstract unix sockets, when the kernel has both
 /// scopes (`None` otherwise).
-#[cfg(target_os = "linux")]
-pub(super) fn ruleset() -> Option<OwnedFd> {
+pub(crate) fn ruleset() -> Option<OwnedFd> {
     if abi() < SCOPES_ABI || unscoped_for_tests() {
         return None;
     }
@@ -86,19 +78,12 @@ pub(super) fn ruleset() -> Option<OwnedFd> {
 /// Debug builds only: `CCM_TEST_NO_SIGNAL_SCOPE=1` makes the server behave as on a kernel
 /// without Landlock scoping, so that tests prove what the per-call user and IPC
 /// namespaces hold alone. Release builds ignore the variable.
-#[cfg(target_os = "linux")]
 fn unscoped_for_tests() -> bool {
     cfg!(debug_assertions) && std::env::var_os("CCM_TEST_NO_SIGNAL_SCOPE").is_some_and(|v| v == "1")
 }
 
-#[cfg(not(target_os = "linux"))]
-pub(super) fn ruleset() -> Option<std::os::fd::OwnedFd> {
-    None
-}
-
 /// Put the calling process (and everything it starts) in a new domain of `ruleset`.
 /// Needs `no_new_privs`. Only a system call (async-signal-safe).
-#[cfg(target_os = "linux")]
 pub(super) fn restrict(ruleset: BorrowedFd<'_>) -> std::io::Result<()> {
     // SAFETY: a valid ruleset descriptor and no flags.
     let rc = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) };

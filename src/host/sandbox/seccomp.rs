@@ -20,23 +20,20 @@
 //! x86_64, refuses the same calls through their x32 numbers. The same bytes are put in a
 //! sealed memfd for the warm zygote, whose children install them with `prctl`.
 
-#[cfg(target_os = "linux")]
 use std::os::fd::OwnedFd;
 
 /// The program, and a sealed memfd holding its bytes (for the warm zygote).
-#[cfg(target_os = "linux")]
 #[derive(Debug)]
-pub(super) struct Filter {
+pub(crate) struct Filter {
     program: seccompiler::BpfProgram,
     memfd: OwnedFd,
 }
 
 /// The x32 ABI's system call numbers: x86_64's with this bit.
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[cfg(target_arch = "x86_64")]
 const X32: i64 = 0x4000_0000;
 
 /// The program; `None` on an architecture seccompiler does not know.
-#[cfg(target_os = "linux")]
 fn program() -> Option<seccompiler::BpfProgram> {
     use seccompiler::{
         SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition as Cond,
@@ -72,10 +69,9 @@ fn program() -> Option<seccompiler::BpfProgram> {
     filter.try_into().ok()
 }
 
-#[cfg(target_os = "linux")]
 impl Filter {
     /// Build the program and its memfd (at startup); `None` when either fails.
-    pub(super) fn new() -> Option<Filter> {
+    pub(crate) fn new() -> Option<Filter> {
         use rustix::fs::{MemfdFlags, SealFlags, fcntl_add_seals, memfd_create};
         let program = program()?;
         let memfd = memfd_create(
@@ -105,7 +101,7 @@ impl Filter {
     }
 
     /// The memfd a warm child reads the program from (at offset 0).
-    pub(super) fn memfd(&self) -> std::os::fd::BorrowedFd<'_> {
+    pub(crate) fn memfd(&self) -> std::os::fd::BorrowedFd<'_> {
         use std::os::fd::AsFd;
         self.memfd.as_fd()
     }

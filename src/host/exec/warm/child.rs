@@ -13,7 +13,8 @@ use tokio::net::unix::pipe;
 use tokio::sync::OwnedMutexGuard;
 
 use super::super::{Spec, limits, reap};
-use super::{Unfit, Zygote, pidfd};
+use super::{Unfit, Zygote};
+use crate::host::platform;
 
 /// How long the zygote may take to answer with the child's pid.
 const PID_TIMEOUT: Duration = Duration::from_secs(10);
@@ -99,7 +100,6 @@ fn kinds(spec: &Spec) -> String {
             if plan.scope().is_some() {
                 kinds.push("landlock");
             }
-            #[cfg(target_os = "linux")]
             if plan.seccomp().is_some() {
                 kinds.push("seccomp");
             }
@@ -149,7 +149,6 @@ pub(super) async fn start(
     if let Some(scope) = spec.sandbox.as_ref().and_then(|plan| plan.scope()) {
         fds.push(scope);
     }
-    #[cfg(target_os = "linux")]
     if let Some(filter) = spec.sandbox.as_ref().and_then(|plan| plan.seccomp()) {
         fds.push(filter);
     }
@@ -195,7 +194,7 @@ async fn forked(zygote: &mut Zygote) -> Result<(i32, OwnedFd), Unfit> {
             return Err(Unfit::Refused);
         }
     };
-    let pidfd = pidfd::open(pid).map_err(|_| Unfit::Refused)?;
+    let pidfd = platform::pidfd_open(pid).map_err(|_| Unfit::Refused)?;
     // The pid must be the zygote's child (held by the pidfd from here on): anything else
     // is an answer the zygote did not write, and signalling it could hit anyone.
     if parent_of(pid) != Some(zygote.pid as i32) {
@@ -246,7 +245,7 @@ impl WarmChild {
 
     /// SIGKILL the child through its pidfd.
     pub(crate) fn kill(&self) {
-        pidfd::kill(&self.pidfd, rustix::process::Signal::KILL);
+        platform::pidfd_kill(&self.pidfd, rustix::process::Signal::KILL);
     }
 }
 
@@ -259,7 +258,7 @@ impl Drop for WarmChild {
             zygote.send_now(b"reap\n");
         } else {
             // The zygote's answers are no longer in step with the calls: replace it.
-            pidfd::kill(&self.pidfd, rustix::process::Signal::KILL);
+            platform::pidfd_kill(&self.pidfd, rustix::process::Signal::KILL);
             zygote.broken = true;
         }
     }

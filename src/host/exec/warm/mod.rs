@@ -21,7 +21,6 @@ use std::sync::{Arc, Mutex};
 mod child;
 #[cfg(target_os = "linux")]
 mod holder;
-pub(super) mod pidfd;
 mod rights;
 mod zygote;
 
