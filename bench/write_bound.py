@@ -11,9 +11,8 @@ tests/fixtures/make_channel.py) into `RUN/envs/e`, checks that it succeeded and 
 prints nothing. With a debug build, `CCM_TEST_NO_WRITE_BOUND=1` in the environment runs
 the same create without the bound, e.g.
 
-    farm-bench -n 10 --timeout 600 \\
-        --vs "env CCM_TEST_NO_WRITE_BOUND=1 python3 bench/write_bound.py BIN CONDA CH /var/tmp/wb" -- \\
-        python3 bench/write_bound.py BIN CONDA CH /var/tmp/wb
+    run="python3 bench/write_bound.py BIN CONDA CH /var/tmp/wb"
+    farm-bench -n 10 --timeout 600 --vs "env CCM_TEST_NO_WRITE_BOUND=1 $run" -- $run
 
 Python 3 standard library only.
 """
