@@ -178,13 +178,14 @@ fn hostile_frames_are_all_answered() {
             -32601,
         ),
         (
-            "unknown property, 100 KB with a newline",
+            // A key with a control character is refused before the tool sees it.
+            "a property name of 100 KB with a newline",
             json!({"jsonrpc": "2.0", "id": 16, "method": "tools/call",
                    "params": {"name": "conda_info", "arguments": {format!("k\n{}", "p".repeat(100 * 1024)): true}}})
             .to_string()
             .into_bytes(),
             json!(16),
-            -32602,
+            -32600,
         ),
         (
             "unknown tool, 10 KB name",
