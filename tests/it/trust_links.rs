@@ -268,10 +268,13 @@ fn real_conda_hard_links_write_nothing_outside_the_allowed_directories() {
     for name in ["x.yml", "export.yml", "notes.yml"] {
         link_victim(&outside, &project.join(name));
     }
+    // The post-link script's marks directory is allowed too: the write bound holds a
+    // script to the allowed directories, and the control install below must run it.
     let allowed = format!(
-        "{},{}",
+        "{},{},{}",
         project.display(),
-        real.path("conda-forge").display()
+        real.path("conda-forge").display(),
+        real.path("marks").display()
     );
     let env = real.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
