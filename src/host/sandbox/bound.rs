@@ -140,21 +140,7 @@ impl Bound {
         let attr = RulesetAttr {
             handled_access_fs: access::all(abi),
         };
-        // SAFETY: a valid attribute of the size given; the kernel returns a new
-        // descriptor (close-on-exec) or -1.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_create_ruleset,
-                &attr as *const RulesetAttr,
-                std::mem::size_of::<RulesetAttr>(),
-                0u32,
-            )
-        };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: a descriptor the kernel just made, owned by nobody else.
-        let ruleset = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) };
+        let ruleset = super::scope::create(&attr)?;
         for place in writable {
             let opened = if place.judged {
                 Some(open_judged(&place.path)?)

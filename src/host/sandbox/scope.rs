@@ -61,18 +61,27 @@ pub(crate) fn ruleset() -> Option<OwnedFd> {
         handled_access_net: 0,
         scoped: SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET,
     };
-    // SAFETY: a valid attribute of the size given; the kernel returns a new descriptor
-    // (close-on-exec) or -1.
+    create(&attr).ok()
+}
+
+/// A new ruleset from `attr`: `struct landlock_ruleset_attr` or a `#[repr(C)]` prefix of
+/// it without padding (the size given tells the kernel which fields it holds).
+pub(super) fn create<T>(attr: &T) -> std::io::Result<OwnedFd> {
+    // SAFETY: a valid reference, read by the kernel for the size given; it returns a new
+    // descriptor (close-on-exec) or -1.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_landlock_create_ruleset,
-            &attr as *const RulesetAttr,
-            std::mem::size_of::<RulesetAttr>(),
+            attr as *const T,
+            std::mem::size_of::<T>(),
             0u32,
         )
     };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
     // SAFETY: a descriptor the kernel just made, owned by nobody else.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 /// Debug builds only: `CCM_TEST_NO_SIGNAL_SCOPE=1` makes the server behave as on a kernel
