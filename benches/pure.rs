@@ -104,8 +104,8 @@ fn main() {
     if let Some(conda) = std::env::var_os("CCM_BENCH_CONDA") {
         let conda = std::fs::canonicalize(conda).expect("CCM_BENCH_CONDA exists");
         let stamp = measure(30, 5, || {
-            let located = ccm::host::stamp::locate(&conda).expect("site-packages found");
-            black_box(ccm::host::stamp::stamp(&located.site_dirs));
+            let located = ccm::host::site_scan::locate(&conda).expect("site-packages found");
+            black_box(ccm::host::site_scan::stamp(&located.site_dirs));
         });
         println!("target stamp: {}", ms(stamp));
     }

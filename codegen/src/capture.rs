@@ -37,8 +37,8 @@ pub fn run(conda_exe: Option<&str>, out: &Path) -> Result<(), String> {
         found.python_version.clone(),
         &replacements,
     );
-    snapshot.stamp =
-        ccm::host::stamp::locate(&conda).and_then(|l| ccm::host::stamp::stamp(&l.site_dirs));
+    snapshot.stamp = ccm::host::site_scan::locate(&conda)
+        .and_then(|l| ccm::host::site_scan::stamp(&l.site_dirs));
     if snapshot.stamp.is_none() {
         eprintln!(
             "warning: no target stamp (conda's metadata not found): the snapshot cannot serve instant starts"

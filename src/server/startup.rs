@@ -8,7 +8,7 @@
 //! version, different plugins, `--no-snapshot`: a [`LiveReason`]) tools wait for live
 //! discovery. The state is a [`Start`]; the capabilities document's `startup` object is
 //! derived from it. Reads files only through [`crate::host::target`] and
-//! [`crate::host::stamp`]; processes start only through [`crate::host::discovery`] and
+//! [`crate::host::site_scan`]; processes start only through [`crate::host::discovery`] and
 //! the sandbox probe's trial run.
 
 use std::path::{Path, PathBuf};
@@ -27,7 +27,7 @@ use crate::host::Host;
 use crate::host::discovery::{self, Discovery};
 use crate::host::exec;
 use crate::host::sandbox::{self, Sandbox};
-use crate::host::stamp;
+use crate::host::site_scan;
 use crate::host::target::Conda;
 use crate::model::catalog::Catalog;
 use crate::model::snapshot::Snapshot;
@@ -363,10 +363,10 @@ pub fn fast_start(conda: &Conda, no_snapshot: bool, list_all: bool) -> Result<Fa
         return Err(LiveReason::NoSnapshotFlag);
     }
     let located = conda.locate().ok_or(LiveReason::NoSitePackages)?;
-    if list_all && stamp::has_own_launcher(&located.site_dirs) {
+    if list_all && site_scan::has_own_launcher(&located.site_dirs) {
         return Err(LiveReason::OwnLauncherListed);
     }
-    let stamp = stamp::stamp(&located.site_dirs).ok_or(LiveReason::NoMetadata)?;
+    let stamp = site_scan::stamp(&located.site_dirs).ok_or(LiveReason::NoMetadata)?;
     let Some(snapshot) = baked::snapshots()
         .iter()
         .find(|s| s.stamp == Some(stamp.digest.as_str()))
