@@ -13,9 +13,9 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use crate::model::catalog::{Catalog, Command, Diagnostic, Plugin, normalize_distribution};
+use crate::tools::execution_result;
 use crate::tools::layout::{self, Layout};
 use crate::tools::policy::{self, Classification};
-use crate::tools::result;
 use crate::tools::schema::{self, Invalid, LazyValidator, MAX_ITEMS, MAX_STRING};
 
 pub const EXECUTE_TOOL: &str = "conda_execute";
@@ -155,7 +155,7 @@ impl Toolset {
                 None => unknown_classified.push(tool.clone()),
             }
         }
-        let output = Arc::new(result::output_schema());
+        let output = Arc::new(execution_result::output_schema());
         let generated: Vec<Tool> = candidates
             .into_iter()
             .zip(names)
