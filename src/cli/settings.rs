@@ -9,7 +9,7 @@ use super::{
 };
 use crate::tools::policy::Access;
 use crate::tools::policy::scope::Scope;
-use crate::tools::select::Spec;
+use crate::tools::select::Selection;
 
 /// Environment variables of the limit flags.
 pub const MEMORY_LIMIT_VAR: &str = "CCM_MEMORY_LIMIT";
@@ -210,7 +210,10 @@ pub(super) fn allowed_paths(
 }
 
 /// `--tools` (repeatable, comma-separated), else `CCM_TOOLS`; `None` when neither is given.
-pub(super) fn selection(options: &Options, env: &Environment) -> Result<Option<Spec>, UsageError> {
+pub(super) fn selection(
+    options: &Options,
+    env: &Environment,
+) -> Result<Option<Selection>, UsageError> {
     let (source, entries): (&str, Vec<&str>) = if !options.tools.is_empty() {
         (
             "--tools",
@@ -221,7 +224,7 @@ pub(super) fn selection(options: &Options, env: &Environment) -> Result<Option<S
     } else {
         return Ok(None);
     };
-    Spec::parse(entries)
+    Selection::parse(entries)
         .map(Some)
         .map_err(|why| UsageError(format!("{source}: {why}")))
 }

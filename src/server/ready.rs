@@ -209,7 +209,7 @@ pub(super) fn unavailable(config: &Config) -> Ready {
         tools: config
             .tools
             .as_ref()
-            .map(|_| crate::tools::select::Spec { items: Vec::new() }),
+            .map(|_| crate::tools::select::Selection { items: Vec::new() }),
         ..config.clone()
     };
     build(found, &settings, &Surface::default(), &config).expect("an empty surface always applies")

@@ -3,9 +3,9 @@
 //! and which tools are left out of the default listing because they cannot work for an
 //! agent.
 //!
-//! A selection ([`Spec`]) is a list of canonical tool names, globs (`conda_env_*`) and
+//! A selection ([`Selection`]) is a list of canonical tool names, globs (`conda_env_*`) and
 //! groups ([`GROUPS`]). Its syntax is checked when the command line is parsed
-//! ([`Spec::parse`]); what it names is known only after discovery ([`Shaping::new`]), where
+//! ([`Selection::parse`]); what it names is known only after discovery ([`Shaping::new`]), where
 //! an item that selects nothing is an error. An unselected tool is neither listed nor
 //! callable, not even as raw argv through `conda_execute` ([`Shaping::admits_path`]).
 //!
@@ -36,7 +36,7 @@ mod tests;
 
 use fold::folds;
 use spec::clip;
-pub use spec::{Item, Spec, SpecError};
+pub use spec::{Item, Selection, SelectionError};
 
 /// The groups a selection may name, as error messages list them.
 pub const GROUPS: &str = "@core, @read, @envs, @packages, @config, @plugin:NAME, @all";
@@ -192,7 +192,7 @@ impl Shaping {
         toolset: &Toolset,
         catalog: &Catalog,
         plugins: &[Plugin],
-        spec: Option<&Spec>,
+        spec: Option<&Selection>,
         list_all: bool,
     ) -> Result<Shaping, SelectError> {
         let fixed = [
@@ -222,7 +222,7 @@ impl Shaping {
         let mut shaping = Shaping {
             folded,
             list_all,
-            spec: spec.map(Spec::texts),
+            spec: spec.map(Selection::texts),
             ..Shaping::default()
         };
         for (path, reason) in UNFIT {
@@ -247,7 +247,7 @@ impl Shaping {
 
     fn select(
         &mut self,
-        spec: &Spec,
+        spec: &Selection,
         entries: &[Entry],
         plugins: &[Plugin],
     ) -> Result<(), SelectError> {

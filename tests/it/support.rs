@@ -270,7 +270,7 @@ pub fn selected(
 ) -> Vec<serde_json::Value> {
     let mut toolset = toolset_in(catalog, plugins, grants.exec, sandboxed);
     let shaped = ccm::tools::listing::shape(&mut toolset, grants);
-    let spec = tools.map(|t| ccm::tools::select::Spec::parse([t]).expect("a valid selection"));
+    let spec = tools.map(|t| ccm::tools::select::Selection::parse([t]).expect("a valid selection"));
     let shaping =
         ccm::tools::select::Shaping::new(&toolset, catalog, plugins, spec.as_ref(), false)
             .expect("the selection applies");

@@ -64,8 +64,8 @@ fn settings(allow_exec: bool, classify: Vec<(String, Access)>) -> Settings {
     }
 }
 
-fn spec(text: &str) -> Spec {
-    Spec::parse([text]).expect("a valid selection")
+fn spec(text: &str) -> Selection {
+    Selection::parse([text]).expect("a valid selection")
 }
 
 fn shaping(
@@ -98,24 +98,24 @@ fn sorted(names: &[&str]) -> Vec<String> {
 
 #[test]
 fn syntax_is_checked_when_parsed() {
-    assert_eq!(Spec::parse([""]), Err(SpecError::Empty));
-    assert_eq!(Spec::parse([" , ,"]), Err(SpecError::Empty));
+    assert_eq!(Selection::parse([""]), Err(SelectionError::Empty));
+    assert_eq!(Selection::parse([" , ,"]), Err(SelectionError::Empty));
     assert_eq!(
-        Spec::parse(["@nope"]),
-        Err(SpecError::UnknownGroup("@nope".into()))
+        Selection::parse(["@nope"]),
+        Err(SelectionError::UnknownGroup("@nope".into()))
     );
-    assert!(Spec::parse(["@plugin:"]).is_err());
-    assert!(Spec::parse(["@plugin:a b"]).is_err());
-    assert!(Spec::parse(["conda info"]).is_err());
+    assert!(Selection::parse(["@plugin:"]).is_err());
+    assert!(Selection::parse(["@plugin:a b"]).is_err());
+    assert!(Selection::parse(["conda info"]).is_err());
     assert!(
-        Spec::parse(["conda_[env"]).is_err(),
+        Selection::parse(["conda_[env"]).is_err(),
         "an unclosed class is no glob"
     );
-    assert!(Spec::parse(["conda/info"]).is_err());
-    let message = SpecError::UnknownGroup("@x".into()).to_string();
+    assert!(Selection::parse(["conda/info"]).is_err());
+    let message = SelectionError::UnknownGroup("@x".into()).to_string();
     assert!(message.contains(GROUPS), "{message}");
-    let parsed =
-        Spec::parse(["@core, conda_env_*", "conda_info,@plugin:conda-workspaces"]).expect("valid");
+    let parsed = Selection::parse(["@core, conda_env_*", "conda_info,@plugin:conda-workspaces"])
+        .expect("valid");
     assert_eq!(
         parsed.texts(),
         [
@@ -127,7 +127,7 @@ fn syntax_is_checked_when_parsed() {
     );
     // The operator's text is clipped and escaped in messages.
     let long = format!("@{}", "x\u{7}".repeat(80));
-    let Err(SpecError::UnknownGroup(shown)) = Spec::parse([long.as_str()]) else {
+    let Err(SelectionError::UnknownGroup(shown)) = Selection::parse([long.as_str()]) else {
         panic!("an unknown group");
     };
     assert!(
@@ -458,7 +458,7 @@ fn apply_filters_moves_and_annotates() {
 fn an_empty_selection_selects_nothing() {
     let catalog = catalog();
     let toolset = Toolset::build(&catalog, &[], &settings(true, Vec::new()));
-    let nothing = Spec { items: Vec::new() };
+    let nothing = Selection { items: Vec::new() };
     let shaping = Shaping::new(&toolset, &catalog, &[], Some(&nothing), false).unwrap();
     assert!(!shaping.selects(EXECUTE_TOOL) && !shaping.selects("conda_info"));
     assert!(!shaping.admits_path(Some(&["info".to_owned()])));
