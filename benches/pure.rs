@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use ccm::model::catalog::{Catalog, Plugin};
 use ccm::tools::policy::{self, Origin};
-use ccm::tools::toolset::{Compiler, Settings};
+use ccm::tools::toolset::{Compiler, ToolsetSettings};
 use serde_json::{Value, json};
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -86,7 +86,7 @@ fn ms(d: Duration) -> String {
 
 fn main() {
     let (catalog, plugins, source) = catalog();
-    let settings = Settings {
+    let settings = ToolsetSettings {
         allow_exec: true,
         classify: Vec::new(),
         timeout: Duration::from_secs(900),

@@ -99,5 +99,5 @@ pub struct Config {
     /// Serve over HTTP instead of stdio.
     pub http: Option<HttpConfig>,
     /// Limits and withheld environment of every child process.
-    pub limits: exec::Settings,
+    pub limits: exec::LimitSettings,
 }

@@ -20,7 +20,7 @@ pub const CHILD_ENV_REMOVE_VAR: &str = "CCM_CHILD_ENV_REMOVE";
 pub(super) fn limit_settings(
     options: &Options,
     env: &Environment,
-) -> Result<crate::host::exec::Settings, UsageError> {
+) -> Result<crate::host::exec::LimitSettings, UsageError> {
     use crate::host::exec::Limit;
     fn given<'a>(
         env: &'a Environment,
@@ -88,7 +88,7 @@ pub(super) fn limit_settings(
             child_env_remove.push(name.to_owned());
         }
     }
-    Ok(crate::host::exec::Settings {
+    Ok(crate::host::exec::LimitSettings {
         memory,
         file_size,
         processes,

@@ -17,7 +17,7 @@ use crate::tools::listing::{self, Shaped, Shown};
 use crate::tools::policy::Grants;
 use crate::tools::select::Shaping;
 use crate::tools::surface::{Applied, Surface};
-use crate::tools::toolset::{Settings, Toolset};
+use crate::tools::toolset::{Toolset, ToolsetSettings};
 
 /// Everything that exists once the tools are obtained.
 pub struct Ready {
@@ -66,8 +66,8 @@ pub struct Served {
 
 /// The toolset settings of the operator's `config`; `sandboxed`: read-only calls run in
 /// the read-only sandbox.
-pub fn settings(config: &Config, sandboxed: bool) -> Settings {
-    Settings {
+pub fn settings(config: &Config, sandboxed: bool) -> ToolsetSettings {
+    ToolsetSettings {
         allow_exec: config.allow_exec,
         classify: config.classify.clone(),
         timeout: config.timeout,
@@ -81,7 +81,7 @@ pub fn settings(config: &Config, sandboxed: bool) -> Settings {
 pub fn served(
     catalog: &Catalog,
     plugins: &[Plugin],
-    settings: &Settings,
+    settings: &ToolsetSettings,
     surface: &Surface,
     config: &Config,
 ) -> Result<Served, BuildError> {
@@ -117,7 +117,7 @@ pub fn served(
 /// them (a `--classify` naming no tool, a name collision).
 pub(super) fn build(
     found: Discovery,
-    settings: &Settings,
+    settings: &ToolsetSettings,
     surface: &Surface,
     config: &Config,
 ) -> Result<Ready, BuildError> {
@@ -200,7 +200,7 @@ pub(super) fn unavailable(config: &Config) -> Ready {
         site_dirs: Vec::new(),
         processes: 0,
     };
-    let settings = Settings {
+    let settings = ToolsetSettings {
         classify: Vec::new(),
         ..settings(config, false)
     };

@@ -31,7 +31,7 @@ use crate::host::site_scan;
 use crate::host::target::Conda;
 use crate::model::catalog::Catalog;
 use crate::model::snapshot::Snapshot;
-use crate::tools::toolset::Settings;
+use crate::tools::toolset::ToolsetSettings;
 
 /// How the tools were obtained.
 #[derive(Clone, Debug, Default)]
@@ -198,7 +198,7 @@ impl Job {
     }
 
     /// Serve the snapshot's tools now, then confirm them by live discovery.
-    async fn serve_snapshot(&self, fast: Fast, settings: &Settings, started: Instant) {
+    async fn serve_snapshot(&self, fast: Fast, settings: &ToolsetSettings, started: Instant) {
         let snapshot = fast.snapshot;
         let config = &self.config;
         let built = ready::build(fast.discovery, settings, &config.surface, config);
@@ -225,7 +225,7 @@ impl Job {
     }
 
     /// Serve the tools live discovery finds.
-    async fn serve_live(&self, reason: LiveReason, settings: &Settings, started: Instant) {
+    async fn serve_live(&self, reason: LiveReason, settings: &ToolsetSettings, started: Instant) {
         let found = self.discover().await;
         if self.host.exec.shutting_down() {
             // Ended by the shutdown (a session closed at once): nothing was found out.

@@ -81,7 +81,7 @@ pub struct Tool {
 
 /// What the tool list depends on besides the catalog.
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub struct ToolsetSettings {
     pub allow_exec: bool,
     /// The operator's `--classify TOOL=read|write|exec`, by canonical tool name.
     pub classify: Vec<(String, policy::Access)>,
@@ -131,7 +131,7 @@ pub fn has_completion(plugins: &[Plugin]) -> bool {
 
 impl Toolset {
     /// Build with the generic interpreter for every tool.
-    pub fn build(catalog: &Catalog, plugins: &[Plugin], settings: &Settings) -> Toolset {
+    pub fn build(catalog: &Catalog, plugins: &[Plugin], settings: &ToolsetSettings) -> Toolset {
         Self::build_with(catalog, plugins, settings, |_, _| Compiler::Generic)
     }
 
@@ -139,7 +139,7 @@ impl Toolset {
     pub fn build_with(
         catalog: &Catalog,
         plugins: &[Plugin],
-        settings: &Settings,
+        settings: &ToolsetSettings,
         pick: impl Fn(&[String], &[&Command]) -> Compiler,
     ) -> Toolset {
         let mut diagnostics = Vec::new();

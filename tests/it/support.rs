@@ -239,7 +239,7 @@ pub fn toolset_in(
     ccm::tools::toolset::Toolset::build(
         catalog,
         plugins,
-        &ccm::tools::toolset::Settings {
+        &ccm::tools::toolset::ToolsetSettings {
             allow_exec,
             classify: Vec::new(),
             timeout: Duration::from_secs(900),

@@ -3,7 +3,7 @@ use std::time::Duration;
 use super::*;
 use crate::model::snapshot::Snapshot;
 use crate::tools::policy::Access;
-use crate::tools::toolset::Settings;
+use crate::tools::toolset::ToolsetSettings;
 
 mod fold;
 
@@ -55,8 +55,8 @@ fn plugin(distribution: &str) -> Plugin {
     }
 }
 
-fn settings(allow_exec: bool, classify: Vec<(String, Access)>) -> Settings {
-    Settings {
+fn settings(allow_exec: bool, classify: Vec<(String, Access)>) -> ToolsetSettings {
+    ToolsetSettings {
         allow_exec,
         classify,
         timeout: Duration::from_secs(60),
