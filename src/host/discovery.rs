@@ -103,7 +103,7 @@ impl Discovery {
 /// A failed helper or `conda info` run, as a fixed reason text.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct Failure(pub String);
+pub struct HelperFailure(pub String);
 
 /// The helper's catalog-mode document.
 #[derive(Deserialize)]
@@ -150,18 +150,18 @@ pub async fn discover_conda(exec: &Executions, conda: &Conda, timeout: Duration)
             Ok((document, facts)) if owns(&facts.prefix, &target.conda_exe) => {
                 return finish(document, facts, interpreter, processes);
             }
-            Ok(_) => last_failure = Some(Failure("interpreter does not own conda".into())),
+            Ok(_) => last_failure = Some(HelperFailure("interpreter does not own conda".into())),
             Err(failure) => last_failure = Some(failure),
         }
     }
-    if let Some(Failure(reason)) = &last_failure {
+    if let Some(HelperFailure(reason)) = &last_failure {
         tracing::debug!(%reason, "helper under the guessed interpreter failed; asking conda info");
     }
     // Fall back to what conda itself says about its interpreter.
     processes += 1;
     let info = match conda_info(exec, target).await {
         Ok(info) => info,
-        Err(Failure(reason)) => return Discovery::failed(target, None, reason, processes),
+        Err(HelperFailure(reason)) => return Discovery::failed(target, None, reason, processes),
     };
     if !info.interpreter.is_file() {
         return Discovery::failed(
@@ -180,7 +180,9 @@ pub async fn discover_conda(exec: &Executions, conda: &Conda, timeout: Duration)
             processes,
         ),
         Ok((document, facts)) => finish(document, facts, info.interpreter, processes),
-        Err(Failure(reason)) => Discovery::failed(target, Some(&info.version), reason, processes),
+        Err(HelperFailure(reason)) => {
+            Discovery::failed(target, Some(&info.version), reason, processes)
+        }
     }
 }
 
