@@ -15,7 +15,7 @@ use crate::host::discovery::Discovery;
 use crate::model::catalog::{Catalog, Plugin};
 use crate::tools::listing::{self, Shaped, Shown};
 use crate::tools::policy::Grants;
-use crate::tools::select::Shaping;
+use crate::tools::select::Selected;
 use crate::tools::surface::{Applied, Surface};
 use crate::tools::toolset::{Toolset, ToolsetSettings};
 
@@ -37,7 +37,7 @@ pub struct Ready {
     /// the schema the session was shown (empty under `--list-all`).
     pub(super) restricted: HashMap<String, Shown>,
     /// The operator's selection (`--tools`), folded and left-out tools.
-    pub(super) shaping: Shaping,
+    pub(super) shaping: Selected,
 }
 
 /// Why the tools cannot be served with the operator's settings.
@@ -60,7 +60,7 @@ pub enum BuildError {
 pub struct Served {
     pub toolset: Toolset,
     pub shaped: Shaped,
-    pub shaping: Shaping,
+    pub shaping: Selected,
     pub applied: Applied,
 }
 
@@ -97,7 +97,7 @@ pub fn served(
     };
     // The descriptors move into the served list: one copy of every schema, not two.
     // Toolsets (`--tools`), folding and left-out tools: `tools::select`.
-    let shaping = Shaping::new(
+    let shaping = Selected::new(
         &toolset,
         catalog,
         plugins,

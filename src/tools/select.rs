@@ -5,9 +5,9 @@
 //!
 //! A selection ([`Selection`]) is a list of canonical tool names, globs (`conda_env_*`) and
 //! groups ([`GROUPS`]). Its syntax is checked when the command line is parsed
-//! ([`Selection::parse`]); what it names is known only after discovery ([`Shaping::new`]), where
+//! ([`Selection::parse`]); what it names is known only after discovery ([`Selected::new`]), where
 //! an item that selects nothing is an error. An unselected tool is neither listed nor
-//! callable, not even as raw argv through `conda_execute` ([`Shaping::admits_path`]).
+//! callable, not even as raw argv through `conda_execute` ([`Selected::admits_path`]).
 //!
 //! Folding: two sibling command groups whose whole subtrees are the same catalog data
 //! (every argument and descendant with its help text; only the group's own name,
@@ -171,7 +171,7 @@ struct Entry<'a> {
 
 /// The listing and the callable tools of one server.
 #[derive(Clone, Debug, Default)]
-pub struct Shaping {
+pub struct Selected {
     /// Canonical names of the selected tools; `None`: every tool (no `--tools`).
     selected: Option<HashSet<String>>,
     /// Command paths of the selected generated tools (for `conda_execute`).
@@ -186,7 +186,7 @@ pub struct Shaping {
     spec: Option<Vec<String>>,
 }
 
-impl Shaping {
+impl Selected {
     /// The shape of the listing for these tools; `Err` when an item selects nothing.
     pub fn new(
         toolset: &Toolset,
@@ -194,7 +194,7 @@ impl Shaping {
         plugins: &[Plugin],
         spec: Option<&Selection>,
         list_all: bool,
-    ) -> Result<Shaping, SelectError> {
+    ) -> Result<Selected, SelectError> {
         let fixed = [
             (EXECUTE_TOOL, toolset.execute.is_some()),
             (COMPLETION_TOOL, toolset.completion.is_some()),
@@ -219,11 +219,11 @@ impl Shaping {
             .map(|t| (t.path.as_slice(), t.name.as_str()))
             .collect();
         let folded = folds(catalog, &by_path);
-        let mut shaping = Shaping {
+        let mut shaping = Selected {
             folded,
             list_all,
             spec: spec.map(Selection::texts),
-            ..Shaping::default()
+            ..Selected::default()
         };
         for (path, reason) in UNFIT {
             let path: Vec<String> = path.iter().map(|p| (*p).to_owned()).collect();

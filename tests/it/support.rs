@@ -272,7 +272,7 @@ pub fn selected(
     let shaped = ccm::tools::listing::shape(&mut toolset, grants);
     let spec = tools.map(|t| ccm::tools::select::Selection::parse([t]).expect("a valid selection"));
     let shaping =
-        ccm::tools::select::Shaping::new(&toolset, catalog, plugins, spec.as_ref(), false)
+        ccm::tools::select::Selected::new(&toolset, catalog, plugins, spec.as_ref(), false)
             .expect("the selection applies");
     let surface = ccm::tools::surface::Surface::default();
     shaping

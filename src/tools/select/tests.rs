@@ -72,10 +72,10 @@ fn shaping(
     catalog: &Catalog,
     plugins: &[Plugin],
     text: Option<&str>,
-) -> Result<(Shaping, Toolset), SelectError> {
+) -> Result<(Selected, Toolset), SelectError> {
     let toolset = Toolset::build(catalog, plugins, &settings(true, Vec::new()));
     let spec = text.map(spec);
-    Shaping::new(&toolset, catalog, plugins, spec.as_ref(), false).map(|s| (s, toolset))
+    Selected::new(&toolset, catalog, plugins, spec.as_ref(), false).map(|s| (s, toolset))
 }
 
 fn selected(catalog: &Catalog, plugins: &[Plugin], text: &str) -> Vec<String> {
@@ -188,7 +188,7 @@ fn read_follows_the_policy_and_the_operators_classification() {
         &[],
         &settings(false, vec![("conda_install".into(), Access::Read)]),
     );
-    let shaping = Shaping::new(&toolset, &catalog, &[], Some(&spec("@read")), false).unwrap();
+    let shaping = Selected::new(&toolset, &catalog, &[], Some(&spec("@read")), false).unwrap();
     assert!(shaping.selects("conda_install"));
 }
 
@@ -346,11 +346,11 @@ fn unfit_tools_are_left_out_unless_named_or_listing_all() {
     let (globbed, _) = super::tests::shaping(&catalog, &[], Some("conda_*")).unwrap();
     assert!(globbed.selects("conda_init") && !globbed.lists("conda_init"));
     let toolset = Toolset::build(&catalog, &[], &settings(false, Vec::new()));
-    let all = Shaping::new(&toolset, &catalog, &[], None, true).unwrap();
+    let all = Selected::new(&toolset, &catalog, &[], None, true).unwrap();
     assert!(all.lists("conda_init"));
     let twins = catalog_with_twin("ev");
     let toolset = Toolset::build(&twins, &[], &settings(false, Vec::new()));
-    let all = Shaping::new(&toolset, &twins, &[], None, true).unwrap();
+    let all = Selected::new(&toolset, &twins, &[], None, true).unwrap();
     assert!(all.lists("conda_ev_list"), "--list-all folds nothing");
     assert_eq!(all.describe()["folded"], json!({}));
 }
@@ -403,7 +403,7 @@ fn raw_argv_reaches_only_selected_commands() {
 fn apply_filters_moves_and_annotates() {
     let catalog = catalog_with_twin("ev");
     let mut toolset = Toolset::build(&catalog, &[], &settings(true, Vec::new()));
-    let shaping = Shaping::new(
+    let shaping = Selected::new(
         &toolset,
         &catalog,
         &[],
@@ -459,7 +459,7 @@ fn an_empty_selection_selects_nothing() {
     let catalog = catalog();
     let toolset = Toolset::build(&catalog, &[], &settings(true, Vec::new()));
     let nothing = Selection { items: Vec::new() };
-    let shaping = Shaping::new(&toolset, &catalog, &[], Some(&nothing), false).unwrap();
+    let shaping = Selected::new(&toolset, &catalog, &[], Some(&nothing), false).unwrap();
     assert!(!shaping.selects(EXECUTE_TOOL) && !shaping.selects("conda_info"));
     assert!(!shaping.admits_path(Some(&["info".to_owned()])));
     assert!(!shaping.admits_path(None));
