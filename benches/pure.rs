@@ -51,10 +51,8 @@ fn catalog() -> (Catalog, Vec<Plugin>, String) {
         let executions = ccm::host::exec::Executions::new(ccm::host::exec::Limits::defaults());
         let found = runtime.block_on(ccm::host::discovery::discover(
             &executions,
-            &ccm::host::discovery::Target {
-                conda_exe: conda.clone(),
-                timeout: Duration::from_secs(120),
-            },
+            &ccm::host::target::Conda::resolve(conda.clone()),
+            Duration::from_secs(120),
         ));
         (
             found.catalog,
@@ -104,7 +102,9 @@ fn main() {
     if let Some(conda) = std::env::var_os("CCM_BENCH_CONDA") {
         let conda = std::fs::canonicalize(conda).expect("CCM_BENCH_CONDA exists");
         let stamp = measure(30, 5, || {
-            let located = ccm::host::site_scan::locate(&conda).expect("site-packages found");
+            let located = ccm::host::target::Conda::resolve(conda.clone())
+                .locate()
+                .expect("site-packages found");
             black_box(ccm::host::site_scan::stamp(&located.site_dirs));
         });
         println!("target stamp: {}", ms(stamp));

@@ -75,11 +75,7 @@ fn discover_target(
     config: &ccm::config::Config,
     host: &Host,
 ) -> Result<discovery::Discovery, ExitCode> {
-    let found = runtime.block_on(discovery::discover_conda(
-        &host.exec,
-        &host.conda,
-        config.timeout,
-    ));
+    let found = runtime.block_on(discovery::discover(&host.exec, &host.conda, config.timeout));
     runtime.block_on(host.exec.shutdown(ccm::host::exec::SHUTDOWN_BOUND));
     if let Some(line) = found.not_a_conda(&config.conda_exe) {
         eprintln!("ccm: error: {line}");

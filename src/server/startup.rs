@@ -194,7 +194,7 @@ pub(super) fn spawn(
 impl Job {
     async fn discover(&self) -> Discovery {
         let host = &self.host;
-        discovery::discover_conda(&host.exec, &host.conda, self.config.timeout).await
+        discovery::discover(&host.exec, &host.conda, self.config.timeout).await
     }
 
     /// Serve the snapshot's tools now, then confirm them by live discovery.

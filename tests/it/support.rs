@@ -6,7 +6,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use ccm::host::discovery::{self, Discovery, Target};
+use ccm::host::discovery::{self, Discovery};
 
 /// The Python that builds fixtures (`CCM_TEST_PYTHON`, default `python3`).
 pub fn python() -> String {
@@ -154,11 +154,12 @@ pub fn fixture_discovery() -> &'static Discovery {
 }
 
 pub fn discover(conda: &Path) -> Discovery {
-    let target = Target {
-        conda_exe: conda.to_path_buf(),
-        timeout: Duration::from_secs(120),
-    };
-    runtime().block_on(discovery::discover(&executions(), &target))
+    let target = ccm::host::target::Conda::resolve(conda.to_path_buf());
+    runtime().block_on(discovery::discover(
+        &executions(),
+        &target,
+        Duration::from_secs(120),
+    ))
 }
 
 /// Executions of the test's own for library calls that start children (the default

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{CatalogDocument, DOCUMENT_LIMIT, HelperFailure, InterpreterFacts, Target};
+use super::{CatalogDocument, DOCUMENT_LIMIT, HelperFailure, InterpreterFacts};
 use crate::host::exec;
 use crate::model::catalog::Plugin;
 
@@ -31,11 +31,11 @@ const PROTOCOL: u64 = 1;
 
 pub(super) async fn catalog_run(
     exec: &exec::Executions,
-    target: &Target,
+    timeout: Duration,
     interpreter: &Path,
 ) -> Result<(CatalogDocument, InterpreterFacts), HelperFailure> {
     let mut document: CatalogDocument =
-        run_helper(exec, interpreter, "catalog", &[], target.timeout, None).await?;
+        run_helper(exec, interpreter, "catalog", &[], timeout, None).await?;
     if document.protocol != PROTOCOL {
         return Err(HelperFailure(
             "conda catalog discovery returned invalid JSON: protocol".into(),
@@ -213,15 +213,19 @@ pub struct Info {
 }
 
 /// Ask conda itself for its version and interpreter (the slow path).
-pub async fn conda_info(exec: &exec::Executions, target: &Target) -> Result<Info, HelperFailure> {
+pub async fn conda_info(
+    exec: &exec::Executions,
+    conda_exe: &Path,
+    timeout: Duration,
+) -> Result<Info, HelperFailure> {
     let args = vec!["info".into(), "--json".into()];
     let outcome = run_child(
         exec,
-        target.conda_exe.clone(),
+        conda_exe.to_path_buf(),
         args,
         None,
         None,
-        target.timeout,
+        timeout,
         "conda info",
     )
     .await?;
