@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The cost of plan binding (`--confirm-writes`) on a confirmed `create` from a local
 channel: conda run directly against conda run through ccm's binding wrapper
-(`src/host/bind/bind.py`), the preview (`--dry-run --json`) and the real run, interleaved
+(`src/host/bind/program/`), the preview (`--dry-run --json`) and the real run, interleaved
 round by round so that both see the same machine.
 
     python3 bench/bind.py --conda /path/to/bin/conda [--rounds 7] [--packages 3]

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use ccm::model::catalog::{Catalog, Plugin};
 use ccm::tools::policy::{self, Origin};
-use ccm::tools::toolset::{Compiler, Settings};
+use ccm::tools::toolset::{Compiler, ToolsetSettings};
 use serde_json::{Value, json};
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -51,10 +51,8 @@ fn catalog() -> (Catalog, Vec<Plugin>, String) {
         let executions = ccm::host::exec::Executions::new(ccm::host::exec::Limits::defaults());
         let found = runtime.block_on(ccm::host::discovery::discover(
             &executions,
-            &ccm::host::discovery::Target {
-                conda_exe: conda.clone(),
-                timeout: Duration::from_secs(120),
-            },
+            &ccm::host::target::Conda::resolve(conda.clone()),
+            Duration::from_secs(120),
         ));
         (
             found.catalog,
@@ -86,7 +84,7 @@ fn ms(d: Duration) -> String {
 
 fn main() {
     let (catalog, plugins, source) = catalog();
-    let settings = Settings {
+    let settings = ToolsetSettings {
         allow_exec: true,
         classify: Vec::new(),
         timeout: Duration::from_secs(900),
@@ -104,8 +102,10 @@ fn main() {
     if let Some(conda) = std::env::var_os("CCM_BENCH_CONDA") {
         let conda = std::fs::canonicalize(conda).expect("CCM_BENCH_CONDA exists");
         let stamp = measure(30, 5, || {
-            let located = ccm::host::stamp::locate(&conda).expect("site-packages found");
-            black_box(ccm::host::stamp::stamp(&located.site_dirs));
+            let located = ccm::host::target::Conda::resolve(conda.clone())
+                .locate()
+                .expect("site-packages found");
+            black_box(ccm::host::site_scan::stamp(&located.site_dirs));
         });
         println!("target stamp: {}", ms(stamp));
     }

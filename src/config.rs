@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::host::exec;
 use crate::tools::policy::Access;
 use crate::tools::policy::scope::Scope;
-use crate::tools::select::Spec;
+use crate::tools::select::Selection;
 use crate::tools::surface::Surface;
 
 /// A secret that never shows in `Debug` output.
@@ -89,7 +89,7 @@ pub struct Config {
     /// Hidden tools and overrides.
     pub surface: Surface,
     /// `--tools` / `CCM_TOOLS`: the selected tools; `None`: every tool.
-    pub tools: Option<Spec>,
+    pub tools: Option<Selection>,
     /// `--audit-log` / `CCM_AUDIT_LOG` (absolute): opened at startup by `main`.
     pub audit_log: Option<PathBuf>,
     /// `--confirm-writes` / `CCM_CONFIRM_WRITES`: ask the user before writes and execs.
@@ -99,5 +99,5 @@ pub struct Config {
     /// Serve over HTTP instead of stdio.
     pub http: Option<HttpConfig>,
     /// Limits and withheld environment of every child process.
-    pub limits: exec::Settings,
+    pub limits: exec::LimitSettings,
 }

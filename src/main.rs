@@ -7,7 +7,7 @@ use ccm::cli::{self, Action};
 use ccm::host::audit::Audit;
 use ccm::host::exec::Limits;
 use ccm::host::{Host, discovery};
-use ccm::transport::Failure;
+use ccm::transport::ServeFailure;
 
 fn main() -> ExitCode {
     // Keep the identity bytes in the binary, whatever the optimizer thinks of them.
@@ -75,11 +75,7 @@ fn discover_target(
     config: &ccm::config::Config,
     host: &Host,
 ) -> Result<discovery::Discovery, ExitCode> {
-    let found = runtime.block_on(discovery::discover_conda(
-        &host.exec,
-        &host.conda,
-        config.timeout,
-    ));
+    let found = runtime.block_on(discovery::discover(&host.exec, &host.conda, config.timeout));
     runtime.block_on(host.exec.shutdown(ccm::host::exec::SHUTDOWN_BOUND));
     if let Some(line) = found.not_a_conda(&config.conda_exe) {
         eprintln!("ccm: error: {line}");
@@ -210,11 +206,11 @@ fn serve(runtime: tokio::runtime::Runtime, config: ccm::config::Config, host: Ho
     runtime.shutdown_timeout(std::time::Duration::from_millis(20));
     match served {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Config(message)) => {
+        Err(ServeFailure::Config(message)) => {
             eprintln!("ccm: error: {message}");
             exit(cli::EXIT_USAGE)
         }
-        Err(Failure::Io(message)) => {
+        Err(ServeFailure::Io(message)) => {
             eprintln!("ccm: error: {message}");
             exit(cli::EXIT_FAILURE)
         }

@@ -3,24 +3,27 @@
 use std::path::Path;
 use std::time::Duration;
 
-use ccm::host::discovery::{self, Target};
+use ccm::host::discovery;
+use ccm::host::target::Conda;
 use ccm::model::snapshot::Snapshot;
 
 pub fn run(conda_exe: Option<&str>, out: &Path) -> Result<(), String> {
     let env = std::env::var("CONDA_EXE").ok();
     let conda = discovery::resolve_executable(conda_exe, env.as_deref())
         .map_err(|e| format!("could not find the reference conda: {e}"))?;
-    let target = Target {
-        conda_exe: conda.clone(),
-        timeout: Duration::from_secs(300),
-    };
+    // The target resolved once (its `#!` line read here): discovery and the stamp share it.
+    let target = Conda::resolve(conda);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
     // The capture's children run under the default limits, in executions of its own.
     let executions = ccm::host::exec::Executions::new(ccm::host::exec::Limits::defaults());
-    let found = runtime.block_on(discovery::discover(&executions, &target));
+    let found = runtime.block_on(discovery::discover(
+        &executions,
+        &target,
+        Duration::from_secs(300),
+    ));
     if found.catalog.root.is_none() {
         let reasons: Vec<_> = found
             .catalog
@@ -37,8 +40,9 @@ pub fn run(conda_exe: Option<&str>, out: &Path) -> Result<(), String> {
         found.python_version.clone(),
         &replacements,
     );
-    snapshot.stamp =
-        ccm::host::stamp::locate(&conda).and_then(|l| ccm::host::stamp::stamp(&l.site_dirs));
+    snapshot.stamp = target
+        .locate()
+        .and_then(|l| ccm::host::site_scan::stamp(&l.site_dirs));
     if snapshot.stamp.is_none() {
         eprintln!(
             "warning: no target stamp (conda's metadata not found): the snapshot cannot serve instant starts"

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use ccm::model::snapshot::Snapshot;
-use ccm::tools::toolset::{Settings, Toolset};
+use ccm::tools::toolset::{Toolset, ToolsetSettings};
 use serde_json::Value;
 
 /// The snapshot the tool reference is rendered from.
@@ -40,7 +40,7 @@ pub fn render(snapshot: &Snapshot, json_file: &str) -> String {
     let tools = Toolset::build(
         &snapshot.catalog,
         &snapshot.plugins,
-        &Settings {
+        &ToolsetSettings {
             allow_exec: true,
             classify: Vec::new(),
             timeout: Duration::from_secs(900),

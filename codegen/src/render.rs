@@ -13,7 +13,7 @@ use std::time::Duration;
 use ccm::model::catalog::{ActionKind, Argument, Nargs, ValueType};
 use ccm::model::snapshot::{self, Snapshot};
 use ccm::tools::layout::{Layout, Property};
-use ccm::tools::toolset::{Settings, Toolset};
+use ccm::tools::toolset::{Toolset, ToolsetSettings};
 use proc_macro2::{Ident, Literal, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote};
 
@@ -24,7 +24,7 @@ pub fn render(snapshot: &Snapshot, json_file: &str) -> String {
     let tools = Toolset::build(
         &snapshot.catalog,
         &snapshot.plugins,
-        &Settings {
+        &ToolsetSettings {
             allow_exec: false,
             classify: Vec::new(),
             timeout: Duration::from_secs(900),

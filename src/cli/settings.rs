@@ -9,7 +9,7 @@ use super::{
 };
 use crate::tools::policy::Access;
 use crate::tools::policy::scope::Scope;
-use crate::tools::select::Spec;
+use crate::tools::select::Selection;
 
 /// Environment variables of the limit flags.
 pub const MEMORY_LIMIT_VAR: &str = "CCM_MEMORY_LIMIT";
@@ -20,7 +20,7 @@ pub const CHILD_ENV_REMOVE_VAR: &str = "CCM_CHILD_ENV_REMOVE";
 pub(super) fn limit_settings(
     options: &Options,
     env: &Environment,
-) -> Result<crate::host::exec::Settings, UsageError> {
+) -> Result<crate::host::exec::LimitSettings, UsageError> {
     use crate::host::exec::Limit;
     fn given<'a>(
         env: &'a Environment,
@@ -88,7 +88,7 @@ pub(super) fn limit_settings(
             child_env_remove.push(name.to_owned());
         }
     }
-    Ok(crate::host::exec::Settings {
+    Ok(crate::host::exec::LimitSettings {
         memory,
         file_size,
         processes,
@@ -210,7 +210,10 @@ pub(super) fn allowed_paths(
 }
 
 /// `--tools` (repeatable, comma-separated), else `CCM_TOOLS`; `None` when neither is given.
-pub(super) fn selection(options: &Options, env: &Environment) -> Result<Option<Spec>, UsageError> {
+pub(super) fn selection(
+    options: &Options,
+    env: &Environment,
+) -> Result<Option<Selection>, UsageError> {
     let (source, entries): (&str, Vec<&str>) = if !options.tools.is_empty() {
         (
             "--tools",
@@ -221,7 +224,7 @@ pub(super) fn selection(options: &Options, env: &Environment) -> Result<Option<S
     } else {
         return Ok(None);
     };
-    Spec::parse(entries)
+    Selection::parse(entries)
         .map(Some)
         .map_err(|why| UsageError(format!("{source}: {why}")))
 }

@@ -136,7 +136,7 @@ fn serve(args: &[&str], env: &[(&str, &str)]) -> Result<Config, UsageError> {
 fn limit_flags_and_variables() {
     use crate::host::exec::Limit;
     let config = serve(&[], &[]).unwrap();
-    assert_eq!(config.limits, crate::host::exec::Settings::default());
+    assert_eq!(config.limits, crate::host::exec::LimitSettings::default());
     let config = serve(
         &[
             "--memory-limit",

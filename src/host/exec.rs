@@ -38,7 +38,7 @@ mod supervise;
 pub mod warm;
 pub mod watch;
 
-pub use limits::{Limit, Limits, Settings};
+pub use limits::{Limit, LimitSettings, Limits};
 pub use queue::{Executor, QueueFull, Slot};
 pub use spawn::plain_os_error;
 pub use watch::{Seen, Watch};

@@ -1,5 +1,5 @@
 //! The target stamp: conda's version and its `conda` entry points, digested. A baked
-//! snapshot records the stamp of the conda it was captured from; `host::stamp` computes a
+//! snapshot records the stamp of the conda it was captured from; `host::site_scan` computes a
 //! target's stamp from its files.
 
 use serde::{Deserialize, Serialize};

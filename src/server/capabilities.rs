@@ -17,7 +17,7 @@ use crate::host::exec;
 use crate::host::sandbox::Sandbox;
 use crate::model::catalog::{Catalog, Command, Diagnostic, canonical_json};
 use crate::tools::listing::Shaped;
-use crate::tools::select::Shaping;
+use crate::tools::select::Selected;
 use crate::tools::toolset::Toolset;
 
 pub const CAPABILITIES_URI: &str = "conda://capabilities";
@@ -105,7 +105,7 @@ fn write_bound(
 /// the listing with the reason, and the policy-shaped listing: the selected tools the
 /// policy admits no call of (`withheld`) and those listed in a restricted form with the
 /// sentence that says what else needs which flag (`restricted`).
-pub(super) fn add_toolset(capabilities: &mut Fixed, shaping: &Shaping, shaped: &Shaped) {
+pub(super) fn add_toolset(capabilities: &mut Fixed, shaping: &Selected, shaped: &Shaped) {
     let mut document = shaping.describe();
     let mut withheld: Vec<&String> = shaped
         .withheld

@@ -14,7 +14,7 @@ use super::capacity::Capacity;
 use super::ready::Ready;
 use super::refuse::Refusal;
 use crate::host::exec::Executions;
-use crate::host::{discovery, stamp};
+use crate::host::{discovery, site_scan};
 
 /// The server's `conda_cli_command` cache (empty until first asked).
 #[derive(Default)]
@@ -26,7 +26,7 @@ struct CompletionCache {
     document: Arc<Value>,
     manifest_path: Option<PathBuf>,
     identity: Option<Value>,
-    scan: stamp::Scan,
+    scan: site_scan::Scan,
 }
 
 impl Completion {
@@ -43,7 +43,7 @@ impl Completion {
     ) -> Result<Arc<Value>, Refusal> {
         let unavailable =
             || ErrorData::invalid_request("Conda completion metadata is unavailable", None);
-        let scan = stamp::scan(&ready.discovery.site_dirs);
+        let scan = site_scan::scan(&ready.discovery.site_dirs);
         let mut cache = self.0.lock().await;
         if let Some(cached) = cache.as_ref()
             && cached.scan == scan

@@ -15,9 +15,9 @@ use crate::host::discovery::Discovery;
 use crate::model::catalog::{Catalog, Plugin};
 use crate::tools::listing::{self, Shaped, Shown};
 use crate::tools::policy::Grants;
-use crate::tools::select::Shaping;
+use crate::tools::select::Selected;
 use crate::tools::surface::{Applied, Surface};
-use crate::tools::toolset::{Settings, Toolset};
+use crate::tools::toolset::{Toolset, ToolsetSettings};
 
 /// Everything that exists once the tools are obtained.
 pub struct Ready {
@@ -37,7 +37,7 @@ pub struct Ready {
     /// the schema the session was shown (empty under `--list-all`).
     pub(super) restricted: HashMap<String, Shown>,
     /// The operator's selection (`--tools`), folded and left-out tools.
-    pub(super) shaping: Shaping,
+    pub(super) shaping: Selected,
 }
 
 /// Why the tools cannot be served with the operator's settings.
@@ -60,14 +60,14 @@ pub enum BuildError {
 pub struct Served {
     pub toolset: Toolset,
     pub shaped: Shaped,
-    pub shaping: Shaping,
+    pub shaping: Selected,
     pub applied: Applied,
 }
 
 /// The toolset settings of the operator's `config`; `sandboxed`: read-only calls run in
 /// the read-only sandbox.
-pub fn settings(config: &Config, sandboxed: bool) -> Settings {
-    Settings {
+pub fn settings(config: &Config, sandboxed: bool) -> ToolsetSettings {
+    ToolsetSettings {
         allow_exec: config.allow_exec,
         classify: config.classify.clone(),
         timeout: config.timeout,
@@ -81,7 +81,7 @@ pub fn settings(config: &Config, sandboxed: bool) -> Settings {
 pub fn served(
     catalog: &Catalog,
     plugins: &[Plugin],
-    settings: &Settings,
+    settings: &ToolsetSettings,
     surface: &Surface,
     config: &Config,
 ) -> Result<Served, BuildError> {
@@ -97,7 +97,7 @@ pub fn served(
     };
     // The descriptors move into the served list: one copy of every schema, not two.
     // Toolsets (`--tools`), folding and left-out tools: `tools::select`.
-    let shaping = Shaping::new(
+    let shaping = Selected::new(
         &toolset,
         catalog,
         plugins,
@@ -117,7 +117,7 @@ pub fn served(
 /// them (a `--classify` naming no tool, a name collision).
 pub(super) fn build(
     found: Discovery,
-    settings: &Settings,
+    settings: &ToolsetSettings,
     surface: &Surface,
     config: &Config,
 ) -> Result<Ready, BuildError> {
@@ -200,7 +200,7 @@ pub(super) fn unavailable(config: &Config) -> Ready {
         site_dirs: Vec::new(),
         processes: 0,
     };
-    let settings = Settings {
+    let settings = ToolsetSettings {
         classify: Vec::new(),
         ..settings(config, false)
     };
@@ -209,7 +209,7 @@ pub(super) fn unavailable(config: &Config) -> Ready {
         tools: config
             .tools
             .as_ref()
-            .map(|_| crate::tools::select::Spec { items: Vec::new() }),
+            .map(|_| crate::tools::select::Selection { items: Vec::new() }),
         ..config.clone()
     };
     build(found, &settings, &Surface::default(), &config).expect("an empty surface always applies")

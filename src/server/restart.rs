@@ -3,7 +3,7 @@
 //! is set (every later result carries it) with the reason.
 //!
 //! After a successful call that may have changed the plugin set, the target's plugin
-//! distributions are scanned on disk first ([`stamp::scan`], no process); only when they
+//! distributions are scanned on disk first ([`site_scan::scan`], no process); only when they
 //! differ from the last scan is the helper asked for the plugin inventory and its
 //! fingerprint compared. A snapshot start contradicted by live discovery also sets the
 //! flag ([`Restart::contradicted`]).
@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::compare::Mismatch;
 use super::ready::Ready;
 use crate::host::exec::Executions;
-use crate::host::{discovery, stamp};
+use crate::host::{discovery, site_scan};
 use crate::model::catalog;
 
 /// Why a restart is required (the `reason` of the capabilities' `restart` object).
@@ -40,13 +40,13 @@ pub(super) struct Restart {
     reason: Option<RestartReason>,
     current_fingerprint: Option<String>,
     /// What the target's plugin distributions looked like when last checked.
-    baseline: Option<stamp::Scan>,
+    baseline: Option<site_scan::Scan>,
 }
 
 impl Restart {
     /// The tools are served: remember what the target looked like.
     pub(super) fn started(&mut self, ready: &Ready) {
-        self.baseline = Some(stamp::scan(&ready.discovery.site_dirs));
+        self.baseline = Some(site_scan::scan(&ready.discovery.site_dirs));
         self.current_fingerprint = Some(ready.discovery.fingerprint());
     }
 
@@ -76,13 +76,13 @@ impl Restart {
     }
 
     /// Whether the plugin distributions on disk (`scan`) are those last checked.
-    pub(super) fn unchanged(&self, scan: &stamp::Scan) -> bool {
+    pub(super) fn unchanged(&self, scan: &site_scan::Scan) -> bool {
         self.baseline.as_ref() == Some(scan)
     }
 
     /// Take the plugin inventory asked for after a changed `scan` ([`inventory`]): a
     /// fingerprint other than the served tools' (or no inventory) requires a restart.
-    pub(super) fn judge(&mut self, scan: stamp::Scan, verdict: Inventory, ready: &Ready) {
+    pub(super) fn judge(&mut self, scan: site_scan::Scan, verdict: Inventory, ready: &Ready) {
         match verdict {
             Ok((version, plugins)) => {
                 let fingerprint = catalog::discovery_fingerprint(&version, &plugins);

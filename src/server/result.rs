@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use crate::host::exec;
 use crate::model::catalog::canonical_json;
+use crate::tools::execution_result::ExecutionResult;
 use crate::tools::records;
-use crate::tools::result::ExecutionResult;
 
 /// The result `_meta` key that says where stdout went, and its one value.
 pub const META_STDOUT: &str = "conda-cli-mcp/stdout";

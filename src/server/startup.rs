@@ -8,7 +8,7 @@
 //! version, different plugins, `--no-snapshot`: a [`LiveReason`]) tools wait for live
 //! discovery. The state is a [`Start`]; the capabilities document's `startup` object is
 //! derived from it. Reads files only through [`crate::host::target`] and
-//! [`crate::host::stamp`]; processes start only through [`crate::host::discovery`] and
+//! [`crate::host::site_scan`]; processes start only through [`crate::host::discovery`] and
 //! the sandbox probe's trial run.
 
 use std::path::{Path, PathBuf};
@@ -27,11 +27,11 @@ use crate::host::Host;
 use crate::host::discovery::{self, Discovery};
 use crate::host::exec;
 use crate::host::sandbox::{self, Sandbox};
-use crate::host::stamp;
+use crate::host::site_scan;
 use crate::host::target::Conda;
 use crate::model::catalog::Catalog;
 use crate::model::snapshot::Snapshot;
-use crate::tools::toolset::Settings;
+use crate::tools::toolset::ToolsetSettings;
 
 /// How the tools were obtained.
 #[derive(Clone, Debug, Default)]
@@ -194,11 +194,11 @@ pub(super) fn spawn(
 impl Job {
     async fn discover(&self) -> Discovery {
         let host = &self.host;
-        discovery::discover_conda(&host.exec, &host.conda, self.config.timeout).await
+        discovery::discover(&host.exec, &host.conda, self.config.timeout).await
     }
 
     /// Serve the snapshot's tools now, then confirm them by live discovery.
-    async fn serve_snapshot(&self, fast: Fast, settings: &Settings, started: Instant) {
+    async fn serve_snapshot(&self, fast: Fast, settings: &ToolsetSettings, started: Instant) {
         let snapshot = fast.snapshot;
         let config = &self.config;
         let built = ready::build(fast.discovery, settings, &config.surface, config);
@@ -225,7 +225,7 @@ impl Job {
     }
 
     /// Serve the tools live discovery finds.
-    async fn serve_live(&self, reason: LiveReason, settings: &Settings, started: Instant) {
+    async fn serve_live(&self, reason: LiveReason, settings: &ToolsetSettings, started: Instant) {
         let found = self.discover().await;
         if self.host.exec.shutting_down() {
             // Ended by the shutdown (a session closed at once): nothing was found out.
@@ -363,10 +363,10 @@ pub fn fast_start(conda: &Conda, no_snapshot: bool, list_all: bool) -> Result<Fa
         return Err(LiveReason::NoSnapshotFlag);
     }
     let located = conda.locate().ok_or(LiveReason::NoSitePackages)?;
-    if list_all && stamp::has_own_launcher(&located.site_dirs) {
+    if list_all && site_scan::has_own_launcher(&located.site_dirs) {
         return Err(LiveReason::OwnLauncherListed);
     }
-    let stamp = stamp::stamp(&located.site_dirs).ok_or(LiveReason::NoMetadata)?;
+    let stamp = site_scan::stamp(&located.site_dirs).ok_or(LiveReason::NoMetadata)?;
     let Some(snapshot) = baked::snapshots()
         .iter()
         .find(|s| s.stamp == Some(stamp.digest.as_str()))

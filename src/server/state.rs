@@ -52,7 +52,7 @@ impl Shared {
     /// for the plugin inventory and compare fingerprints ([`restart`]). Runs inside the
     /// execution slot.
     pub(super) async fn check_restart(&self, ready: &Ready) {
-        let scan = crate::host::stamp::scan(&ready.discovery.site_dirs);
+        let scan = crate::host::site_scan::scan(&ready.discovery.site_dirs);
         let unchanged = self
             .start
             .status

@@ -1,7 +1,7 @@
 //! The policy-shaped listing: each generated tool as the active policy admits it. A tool
 //! whose every call the policy refuses is withheld from `tools/list` (still routed, so a
 //! call gets the policy's refusal); a tool the policy admits only in some forms
-//! ([`policy::Shape::Restricted`]: dry runs only, options left out, one of some options
+//! ([`policy::ListedForm::Restricted`]: dry runs only, options left out, one of some options
 //! required, plain package specs) is listed with that restricted schema, read-only
 //! annotations and one sentence saying what else needs which grant. Calls of a restricted
 //! tool are validated against the schema the session was shown ([`Shown::validate`]);
@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use crate::model::catalog::ActionKind;
 use crate::tools::layout::{self, Layout, Property};
-use crate::tools::policy::{self, Grants, PLAIN_SPEC, Restriction, Shape};
+use crate::tools::policy::{self, Grants, ListedForm, PLAIN_SPEC, Restriction};
 use crate::tools::schema::{self, Invalid, LazyValidator};
 use crate::tools::toolset::{Tool, Toolset, WRITE_SENTENCE};
 
@@ -61,16 +61,16 @@ pub fn shape(toolset: &mut Toolset, grants: Grants) -> Shaped {
     let timeout = toolset.timeout();
     for tool in &mut toolset.generated {
         let forms = other_forms(&tool.layout);
-        match policy::shape(&toolset.rules, &tool.path, tool.opaque, grants) {
-            Shape::Full => {
+        match policy::listed_form(&toolset.rules, &tool.path, tool.opaque, grants) {
+            ListedForm::Full => {
                 if !forms.is_empty() {
                     one_form_each(&mut tool.descriptor, &tool.layout, &forms, timeout);
                 }
             }
-            Shape::Refused => {
+            ListedForm::Refused => {
                 shaped.withheld.insert(tool.name.clone());
             }
-            Shape::Restricted(restriction) => match restricted(tool, &restriction, &forms) {
+            ListedForm::Restricted(restriction) => match restricted(tool, &restriction, &forms) {
                 Some(shown) => {
                     restrict_descriptor(&mut tool.descriptor, &shown, timeout);
                     shaped.restricted.insert(tool.name.clone(), shown);

@@ -3,11 +3,11 @@
 //! and which tools are left out of the default listing because they cannot work for an
 //! agent.
 //!
-//! A selection ([`Spec`]) is a list of canonical tool names, globs (`conda_env_*`) and
+//! A selection ([`Selection`]) is a list of canonical tool names, globs (`conda_env_*`) and
 //! groups ([`GROUPS`]). Its syntax is checked when the command line is parsed
-//! ([`Spec::parse`]); what it names is known only after discovery ([`Shaping::new`]), where
+//! ([`Selection::parse`]); what it names is known only after discovery ([`Selected::new`]), where
 //! an item that selects nothing is an error. An unselected tool is neither listed nor
-//! callable, not even as raw argv through `conda_execute` ([`Shaping::admits_path`]).
+//! callable, not even as raw argv through `conda_execute` ([`Selected::admits_path`]).
 //!
 //! Folding: two sibling command groups whose whole subtrees are the same catalog data
 //! (every argument and descendant with its help text; only the group's own name,
@@ -36,7 +36,7 @@ mod tests;
 
 use fold::folds;
 use spec::clip;
-pub use spec::{Item, Spec, SpecError};
+pub use spec::{Item, Selection, SelectionError};
 
 /// The groups a selection may name, as error messages list them.
 pub const GROUPS: &str = "@core, @read, @envs, @packages, @config, @plugin:NAME, @all";
@@ -171,7 +171,7 @@ struct Entry<'a> {
 
 /// The listing and the callable tools of one server.
 #[derive(Clone, Debug, Default)]
-pub struct Shaping {
+pub struct Selected {
     /// Canonical names of the selected tools; `None`: every tool (no `--tools`).
     selected: Option<HashSet<String>>,
     /// Command paths of the selected generated tools (for `conda_execute`).
@@ -186,15 +186,15 @@ pub struct Shaping {
     spec: Option<Vec<String>>,
 }
 
-impl Shaping {
+impl Selected {
     /// The shape of the listing for these tools; `Err` when an item selects nothing.
     pub fn new(
         toolset: &Toolset,
         catalog: &Catalog,
         plugins: &[Plugin],
-        spec: Option<&Spec>,
+        spec: Option<&Selection>,
         list_all: bool,
-    ) -> Result<Shaping, SelectError> {
+    ) -> Result<Selected, SelectError> {
         let fixed = [
             (EXECUTE_TOOL, toolset.execute.is_some()),
             (COMPLETION_TOOL, toolset.completion.is_some()),
@@ -219,11 +219,11 @@ impl Shaping {
             .map(|t| (t.path.as_slice(), t.name.as_str()))
             .collect();
         let folded = folds(catalog, &by_path);
-        let mut shaping = Shaping {
+        let mut shaping = Selected {
             folded,
             list_all,
-            spec: spec.map(Spec::texts),
-            ..Shaping::default()
+            spec: spec.map(Selection::texts),
+            ..Selected::default()
         };
         for (path, reason) in UNFIT {
             let path: Vec<String> = path.iter().map(|p| (*p).to_owned()).collect();
@@ -247,7 +247,7 @@ impl Shaping {
 
     fn select(
         &mut self,
-        spec: &Spec,
+        spec: &Selection,
         entries: &[Entry],
         plugins: &[Plugin],
     ) -> Result<(), SelectError> {

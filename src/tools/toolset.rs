@@ -13,9 +13,9 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use crate::model::catalog::{Catalog, Command, Diagnostic, Plugin, normalize_distribution};
+use crate::tools::execution_result;
 use crate::tools::layout::{self, Layout};
 use crate::tools::policy::{self, Classification};
-use crate::tools::result;
 use crate::tools::schema::{self, Invalid, LazyValidator, MAX_ITEMS, MAX_STRING};
 
 pub const EXECUTE_TOOL: &str = "conda_execute";
@@ -81,7 +81,7 @@ pub struct Tool {
 
 /// What the tool list depends on besides the catalog.
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub struct ToolsetSettings {
     pub allow_exec: bool,
     /// The operator's `--classify TOOL=read|write|exec`, by canonical tool name.
     pub classify: Vec<(String, policy::Access)>,
@@ -131,7 +131,7 @@ pub fn has_completion(plugins: &[Plugin]) -> bool {
 
 impl Toolset {
     /// Build with the generic interpreter for every tool.
-    pub fn build(catalog: &Catalog, plugins: &[Plugin], settings: &Settings) -> Toolset {
+    pub fn build(catalog: &Catalog, plugins: &[Plugin], settings: &ToolsetSettings) -> Toolset {
         Self::build_with(catalog, plugins, settings, |_, _| Compiler::Generic)
     }
 
@@ -139,7 +139,7 @@ impl Toolset {
     pub fn build_with(
         catalog: &Catalog,
         plugins: &[Plugin],
-        settings: &Settings,
+        settings: &ToolsetSettings,
         pick: impl Fn(&[String], &[&Command]) -> Compiler,
     ) -> Toolset {
         let mut diagnostics = Vec::new();
@@ -155,7 +155,7 @@ impl Toolset {
                 None => unknown_classified.push(tool.clone()),
             }
         }
-        let output = Arc::new(result::output_schema());
+        let output = Arc::new(execution_result::output_schema());
         let generated: Vec<Tool> = candidates
             .into_iter()
             .zip(names)

@@ -54,7 +54,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use self::auth::generate_token;
-use super::{Failure, TransportError};
+use super::{ServeFailure, TransportError};
 use crate::config::HttpConfig;
 use crate::server::Server;
 
@@ -69,7 +69,7 @@ pub const PATH: &str = "/mcp";
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Serve until SIGINT/SIGTERM, or until the tool list turns out not to be servable.
-pub async fn serve(server: Server, config: HttpConfig) -> Result<(), Failure> {
+pub async fn serve(server: Server, config: HttpConfig) -> Result<(), ServeFailure> {
     let (listener, local) = listen(config.addr).await?;
     let url = format!("http://{local}{PATH}");
     let (token, generated) = match &config.token {
@@ -104,7 +104,7 @@ pub async fn serve(server: Server, config: HttpConfig) -> Result<(), Failure> {
                 server.begin_shutdown();
                 break None;
             }
-            reason = server.failed() => break Some(Failure::Config(reason)),
+            reason = server.failed() => break Some(ServeFailure::Config(reason)),
         }
     };
     drop(listener);

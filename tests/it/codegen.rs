@@ -132,7 +132,7 @@ fn live_commands_use_baked_compilers_when_signatures_match() {
     let tools = ccm::baked::toolset(
         &found.catalog,
         &found.plugins,
-        &ccm::tools::toolset::Settings {
+        &ccm::tools::toolset::ToolsetSettings {
             allow_exec: false,
             classify: Vec::new(),
             timeout: std::time::Duration::from_secs(900),
@@ -160,7 +160,7 @@ fn live_commands_use_baked_compilers_when_signatures_match() {
     let tools = ccm::baked::toolset(
         &catalog,
         &found.plugins,
-        &ccm::tools::toolset::Settings {
+        &ccm::tools::toolset::ToolsetSettings {
             allow_exec: false,
             classify: Vec::new(),
             timeout: std::time::Duration::from_secs(900),

@@ -724,14 +724,12 @@ fn invalid_output_and_version_mismatch_are_diagnostics() {
 fn helper_timeout_is_a_diagnostic() {
     let fixture = support::build_fixture(&[]);
     fixture.add_plugin("slow-plugin", "import time\ntime.sleep(60)\n");
-    let target = ccm::host::discovery::Target {
-        conda_exe: fixture.conda.clone(),
-        timeout: std::time::Duration::from_secs(2),
-    };
+    let target = ccm::host::target::Conda::resolve(fixture.conda.clone());
     let started = std::time::Instant::now();
     let found = support::runtime().block_on(ccm::host::discovery::discover(
         &support::executions(),
         &target,
+        std::time::Duration::from_secs(2),
     ));
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
     let reasons = reasons(&found);

@@ -6,7 +6,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use ccm::host::discovery::{self, Discovery, Target};
+use ccm::host::discovery::{self, Discovery};
 
 /// The Python that builds fixtures (`CCM_TEST_PYTHON`, default `python3`).
 pub fn python() -> String {
@@ -154,11 +154,12 @@ pub fn fixture_discovery() -> &'static Discovery {
 }
 
 pub fn discover(conda: &Path) -> Discovery {
-    let target = Target {
-        conda_exe: conda.to_path_buf(),
-        timeout: Duration::from_secs(120),
-    };
-    runtime().block_on(discovery::discover(&executions(), &target))
+    let target = ccm::host::target::Conda::resolve(conda.to_path_buf());
+    runtime().block_on(discovery::discover(
+        &executions(),
+        &target,
+        Duration::from_secs(120),
+    ))
 }
 
 /// Executions of the test's own for library calls that start children (the default
@@ -239,7 +240,7 @@ pub fn toolset_in(
     ccm::tools::toolset::Toolset::build(
         catalog,
         plugins,
-        &ccm::tools::toolset::Settings {
+        &ccm::tools::toolset::ToolsetSettings {
             allow_exec,
             classify: Vec::new(),
             timeout: Duration::from_secs(900),
@@ -270,9 +271,9 @@ pub fn selected(
 ) -> Vec<serde_json::Value> {
     let mut toolset = toolset_in(catalog, plugins, grants.exec, sandboxed);
     let shaped = ccm::tools::listing::shape(&mut toolset, grants);
-    let spec = tools.map(|t| ccm::tools::select::Spec::parse([t]).expect("a valid selection"));
+    let spec = tools.map(|t| ccm::tools::select::Selection::parse([t]).expect("a valid selection"));
     let shaping =
-        ccm::tools::select::Shaping::new(&toolset, catalog, plugins, spec.as_ref(), false)
+        ccm::tools::select::Selected::new(&toolset, catalog, plugins, spec.as_ref(), false)
             .expect("the selection applies");
     let surface = ccm::tools::surface::Surface::default();
     shaping

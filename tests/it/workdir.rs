@@ -9,7 +9,7 @@ use ccm::tools::argv;
 use ccm::tools::layout::{
     RESERVED_PREFIX, TIMEOUT, TIMEOUT_DESCRIPTION, WORKDIR, WORKDIR_DESCRIPTION,
 };
-use ccm::tools::toolset::{Settings, Toolset};
+use ccm::tools::toolset::{Toolset, ToolsetSettings};
 use serde_json::{Map, Value, json};
 
 use crate::inputs;
@@ -17,8 +17,8 @@ use crate::kit::classify;
 use crate::mcp::{Session, reported_argv, structured};
 use crate::support::{self, FIXTURE, REAL, argument, catalog, command};
 
-fn settings() -> Settings {
-    Settings {
+fn settings() -> ToolsetSettings {
+    ToolsetSettings {
         allow_exec: true,
         classify: Vec::new(),
         timeout: Duration::from_secs(900),

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 PROGRAMS = {
     "helper": ("src/host/discovery/helper.rs", "HELPER_SOURCE"),
     "zygote": ("src/host/exec/warm/zygote.rs", "SCRIPT"),
-    "bind": ("src/host/bind/mod.rs", "SOURCE"),
+    "bind": ("src/host/bind.rs", "SOURCE"),
 }
 
 

@@ -1,6 +1,6 @@
 //! Runs of the embedded helper (the parts in `helper/`, one program, with `python -I -c`)
 //! and of `conda info --json`, each under [`crate::host::exec`] with an output cap of its
-//! own; every failure becomes a fixed reason text ([`Failure`]).
+//! own; every failure becomes a fixed reason text ([`HelperFailure`]).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{CatalogDocument, DOCUMENT_LIMIT, Failure, InterpreterFacts, Target};
+use super::{CatalogDocument, DOCUMENT_LIMIT, HelperFailure, InterpreterFacts};
 use crate::host::exec;
 use crate::model::catalog::Plugin;
 
@@ -31,18 +31,18 @@ const PROTOCOL: u64 = 1;
 
 pub(super) async fn catalog_run(
     exec: &exec::Executions,
-    target: &Target,
+    timeout: Duration,
     interpreter: &Path,
-) -> Result<(CatalogDocument, InterpreterFacts), Failure> {
+) -> Result<(CatalogDocument, InterpreterFacts), HelperFailure> {
     let mut document: CatalogDocument =
-        run_helper(exec, interpreter, "catalog", &[], target.timeout, None).await?;
+        run_helper(exec, interpreter, "catalog", &[], timeout, None).await?;
     if document.protocol != PROTOCOL {
-        return Err(Failure(
+        return Err(HelperFailure(
             "conda catalog discovery returned invalid JSON: protocol".into(),
         ));
     }
     if document.catalog.prog.is_empty() || document.catalog.root.is_none() {
-        return Err(Failure(
+        return Err(HelperFailure(
             "conda catalog discovery returned invalid program fields".into(),
         ));
     }
@@ -57,14 +57,14 @@ pub(super) async fn catalog_run(
     Ok((document, facts))
 }
 
-fn invalid_json(purpose: &str, error: &serde_json::Error) -> Failure {
+fn invalid_json(purpose: &str, error: &serde_json::Error) -> HelperFailure {
     let class = match error.classify() {
         serde_json::error::Category::Io => "IoError",
         serde_json::error::Category::Syntax => "SyntaxError",
         serde_json::error::Category::Data => "DataError",
         serde_json::error::Category::Eof => "EofError",
     };
-    Failure(format!("{purpose} returned invalid JSON: {class}"))
+    HelperFailure(format!("{purpose} returned invalid JSON: {class}"))
 }
 
 /// Run the embedded helper in `mode` under `interpreter` (one of `exec`'s executions); its
@@ -76,7 +76,7 @@ pub async fn run_helper<T: serde::de::DeserializeOwned>(
     extra: &[String],
     timeout: Duration,
     stdin: Option<Vec<u8>>,
-) -> Result<T, Failure> {
+) -> Result<T, HelperFailure> {
     run_helper_in(exec, interpreter, mode, extra, timeout, stdin, None).await
 }
 
@@ -89,7 +89,7 @@ pub async fn run_helper_in<T: serde::de::DeserializeOwned>(
     timeout: Duration,
     stdin: Option<Vec<u8>>,
     cwd: Option<PathBuf>,
-) -> Result<T, Failure> {
+) -> Result<T, HelperFailure> {
     let purpose = match mode {
         "catalog" => "conda catalog discovery",
         "plugins" => "conda plugin discovery",
@@ -117,10 +117,10 @@ pub async fn run_helper_in<T: serde::de::DeserializeOwned>(
         );
     }
     if outcome.timed_out {
-        return Err(Failure(format!("{purpose} timed out")));
+        return Err(HelperFailure(format!("{purpose} timed out")));
     }
     if outcome.stdout_truncated {
-        return Err(Failure(format!(
+        return Err(HelperFailure(format!(
             "{purpose} output exceeds the {} MiB limit",
             DOCUMENT_LIMIT / (1024 * 1024)
         )));
@@ -133,7 +133,7 @@ pub async fn run_helper_in<T: serde::de::DeserializeOwned>(
 fn read_document<T: serde::de::DeserializeOwned>(
     purpose: &str,
     outcome: &exec::Outcome,
-) -> Result<T, Failure> {
+) -> Result<T, HelperFailure> {
     /// The error fields of a document; everything else is skipped without being kept.
     #[derive(Deserialize)]
     struct Probe {
@@ -149,7 +149,7 @@ fn read_document<T: serde::de::DeserializeOwned>(
     }) = &probe
     {
         let detail = detail.as_deref().unwrap_or("");
-        return Err(Failure(match error.as_str() {
+        return Err(HelperFailure(match error.as_str() {
             "import" => format!("{purpose} could not import conda: {detail}"),
             "parser" => format!("{purpose} could not build conda's parser: {detail}"),
             _ => format!("{purpose} failed: {error} {detail}")
@@ -161,10 +161,10 @@ fn read_document<T: serde::de::DeserializeOwned>(
         (Some(0), Some(_)) => {
             serde_json::from_slice(&outcome.stdout).map_err(|e| invalid_json(purpose, &e))
         }
-        (Some(0), None) => Err(Failure(format!(
+        (Some(0), None) => Err(HelperFailure(format!(
             "{purpose} returned invalid JSON: SyntaxError"
         ))),
-        (code, _) => Err(Failure(format!(
+        (code, _) => Err(HelperFailure(format!(
             "{purpose} exited with status {}",
             code.unwrap_or(-1)
         ))),
@@ -181,7 +181,7 @@ async fn run_child(
     cwd: Option<PathBuf>,
     timeout: Duration,
     what: &str,
-) -> Result<exec::Outcome, Failure> {
+) -> Result<exec::Outcome, HelperFailure> {
     let spec = exec::Spec {
         program,
         args,
@@ -198,7 +198,7 @@ async fn run_child(
     exec.run(&spec, &CancellationToken::new())
         .await
         .map_err(|e| {
-            Failure(format!(
+            HelperFailure(format!(
                 "{what} could not start: {}",
                 exec::plain_os_error(&e)
             ))
@@ -213,37 +213,43 @@ pub struct Info {
 }
 
 /// Ask conda itself for its version and interpreter (the slow path).
-pub async fn conda_info(exec: &exec::Executions, target: &Target) -> Result<Info, Failure> {
+pub async fn conda_info(
+    exec: &exec::Executions,
+    conda_exe: &Path,
+    timeout: Duration,
+) -> Result<Info, HelperFailure> {
     let args = vec!["info".into(), "--json".into()];
     let outcome = run_child(
         exec,
-        target.conda_exe.clone(),
+        conda_exe.to_path_buf(),
         args,
         None,
         None,
-        target.timeout,
+        timeout,
         "conda info",
     )
     .await?;
     if outcome.timed_out {
-        return Err(Failure("conda info timed out".into()));
+        return Err(HelperFailure("conda info timed out".into()));
     }
     match outcome.exit_code {
         Some(0) => {}
         code => {
-            return Err(Failure(format!(
+            return Err(HelperFailure(format!(
                 "conda info exited with status {}",
                 code.unwrap_or(-1)
             )));
         }
     }
     let Ok(Value::Object(info)) = serde_json::from_slice::<Value>(&outcome.stdout) else {
-        return Err(Failure("conda info did not return a JSON object".into()));
+        return Err(HelperFailure(
+            "conda info did not return a JSON object".into(),
+        ));
     };
     let version = match info.get("conda_version").and_then(Value::as_str) {
         Some(v) if !v.is_empty() => v.to_owned(),
         _ => {
-            return Err(Failure(
+            return Err(HelperFailure(
                 "conda info field 'conda_version' is missing or invalid".into(),
             ));
         }
@@ -251,7 +257,7 @@ pub async fn conda_info(exec: &exec::Executions, target: &Target) -> Result<Info
     let interpreter = match info.get("sys.executable").and_then(Value::as_str) {
         Some(p) if !p.is_empty() => PathBuf::from(p),
         _ => {
-            return Err(Failure(
+            return Err(HelperFailure(
                 "conda info field 'sys.executable' is missing or invalid".into(),
             ));
         }
@@ -267,7 +273,7 @@ pub async fn plugins(
     exec: &exec::Executions,
     interpreter: &Path,
     timeout: Duration,
-) -> Result<(String, Vec<Plugin>), Failure> {
+) -> Result<(String, Vec<Plugin>), HelperFailure> {
     #[derive(Deserialize)]
     struct Doc {
         conda_version: String,

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Why the server has no per-execution cgroups.
 #[derive(Debug, thiserror::Error)]
-pub enum Unavailable {
+pub enum NoCgroups {
     #[error("cannot read /proc/self/mountinfo: {0}")]
     Mountinfo(std::io::ErrorKind),
     #[error("cannot read /proc/self/cgroup: {0}")]
@@ -84,19 +84,19 @@ struct Own {
 
 impl Cgroups {
     /// Find the server's own cgroups and create its containers.
-    pub fn detect(want_process_limit: bool) -> Result<Cgroups, Unavailable> {
+    pub fn detect(want_process_limit: bool) -> Result<Cgroups, NoCgroups> {
         let own = Own {
             mountinfo: fs::read_to_string("/proc/self/mountinfo")
-                .map_err(|e| Unavailable::Mountinfo(e.kind()))?,
+                .map_err(|e| NoCgroups::Mountinfo(e.kind()))?,
             membership: fs::read_to_string("/proc/self/cgroup")
-                .map_err(|e| Unavailable::Membership(e.kind()))?,
+                .map_err(|e| NoCgroups::Membership(e.kind()))?,
         };
         let (v2_mount, v2_root) =
-            find_mount(&own.mountinfo, |fstype, _| fstype == "cgroup2").ok_or(Unavailable::NoV2)?;
+            find_mount(&own.mountinfo, |fstype, _| fstype == "cgroup2").ok_or(NoCgroups::NoV2)?;
         let v2_own = own_path(&own.membership, |hid, controllers| {
             hid == "0" && controllers.is_empty()
         })
-        .ok_or(Unavailable::NotInV2)?;
+        .ok_or(NoCgroups::NotInV2)?;
         let base = join(&v2_mount, &v2_root, &v2_own);
         let v2 = base.join(format!("ccm-{}", std::process::id()));
         remove_stale(&base);
@@ -104,7 +104,7 @@ impl Cgroups {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => {
-                return Err(Unavailable::Create {
+                return Err(NoCgroups::Create {
                     base,
                     kind: e.kind(),
                 });

@@ -1,6 +1,6 @@
 //! Resource limits and the withheld environment of every child.
 //!
-//! The operator's settings ([`Settings`], from the command line) are resolved once at
+//! The operator's settings ([`LimitSettings`], from the command line) are resolved once at
 //! startup into [`Limits`] ([`configure`]; the server's [`super::Executions`] hold them):
 //! the address-space limit (`RLIMIT_AS`), the file-size limit (`RLIMIT_FSIZE`), the
 //! process-count limit (the cgroup pids controller: `RLIMIT_NPROC` does not hold for
@@ -36,7 +36,7 @@ pub enum Limit {
 
 /// The operator's settings, as parsed (pure data).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Settings {
+pub struct LimitSettings {
     pub memory: Limit,
     pub file_size: Limit,
     pub processes: Limit,
@@ -183,7 +183,7 @@ pub fn default_memory() -> u64 {
 /// (the server's [`super::Executions`] hold the result). `secrets` are values that no child's
 /// environment may contain (the HTTP token, the token file's path): variables holding
 /// them are withheld too.
-pub fn configure(settings: &Settings, secrets: &[&str]) -> Limits {
+pub fn configure(settings: &LimitSettings, secrets: &[&str]) -> Limits {
     let resolve = |limit: Limit, default: u64| match limit {
         Limit::Default => Some(default),
         Limit::Unlimited => None,

@@ -17,13 +17,13 @@ pub enum Item {
 
 /// The operator's selection, syntax-checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Spec {
+pub struct Selection {
     pub items: Vec<Item>,
 }
 
 /// Why a selection's text is not a selection (the operator's text, clipped and escaped).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum SpecError {
+pub enum SelectionError {
     #[error("give at least one tool name, glob or group ({GROUPS})")]
     Empty,
     #[error("'{0}' is not a tool name, a glob or a group (groups: {GROUPS})")]
@@ -41,9 +41,11 @@ pub(super) fn clip(text: &str) -> String {
         .to_string()
 }
 
-impl Spec {
+impl Selection {
     /// Parse comma-separated items (each trimmed; empty items are skipped).
-    pub fn parse<'a>(entries: impl IntoIterator<Item = &'a str>) -> Result<Spec, SpecError> {
+    pub fn parse<'a>(
+        entries: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Selection, SelectionError> {
         let mut items = Vec::new();
         for text in entries
             .into_iter()
@@ -54,9 +56,9 @@ impl Spec {
             items.push(Item::parse(text)?);
         }
         if items.is_empty() {
-            return Err(SpecError::Empty);
+            return Err(SelectionError::Empty);
         }
-        Ok(Spec { items })
+        Ok(Selection { items })
     }
 
     /// The selection as text (for the capabilities document).
@@ -66,7 +68,7 @@ impl Spec {
 }
 
 impl Item {
-    fn parse(text: &str) -> Result<Item, SpecError> {
+    fn parse(text: &str) -> Result<Item, SelectionError> {
         if let Some(group) = text.strip_prefix('@') {
             return Ok(match group {
                 "core" => Item::Group(Group::Core),
@@ -84,8 +86,8 @@ impl Item {
                     {
                         Item::Plugin(name.to_owned())
                     }
-                    Some(_) => return Err(SpecError::Syntax(clip(text))),
-                    None => return Err(SpecError::UnknownGroup(clip(text))),
+                    Some(_) => return Err(SelectionError::Syntax(clip(text))),
+                    None => return Err(SelectionError::UnknownGroup(clip(text))),
                 },
             });
         }
@@ -98,7 +100,7 @@ impl Item {
         {
             return Ok(Item::Glob(pattern));
         }
-        Err(SpecError::Syntax(clip(text)))
+        Err(SelectionError::Syntax(clip(text)))
     }
 
     pub(super) fn text(&self) -> String {

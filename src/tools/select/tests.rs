@@ -3,7 +3,7 @@ use std::time::Duration;
 use super::*;
 use crate::model::snapshot::Snapshot;
 use crate::tools::policy::Access;
-use crate::tools::toolset::Settings;
+use crate::tools::toolset::ToolsetSettings;
 
 mod fold;
 
@@ -55,8 +55,8 @@ fn plugin(distribution: &str) -> Plugin {
     }
 }
 
-fn settings(allow_exec: bool, classify: Vec<(String, Access)>) -> Settings {
-    Settings {
+fn settings(allow_exec: bool, classify: Vec<(String, Access)>) -> ToolsetSettings {
+    ToolsetSettings {
         allow_exec,
         classify,
         timeout: Duration::from_secs(60),
@@ -64,18 +64,18 @@ fn settings(allow_exec: bool, classify: Vec<(String, Access)>) -> Settings {
     }
 }
 
-fn spec(text: &str) -> Spec {
-    Spec::parse([text]).expect("a valid selection")
+fn spec(text: &str) -> Selection {
+    Selection::parse([text]).expect("a valid selection")
 }
 
 fn shaping(
     catalog: &Catalog,
     plugins: &[Plugin],
     text: Option<&str>,
-) -> Result<(Shaping, Toolset), SelectError> {
+) -> Result<(Selected, Toolset), SelectError> {
     let toolset = Toolset::build(catalog, plugins, &settings(true, Vec::new()));
     let spec = text.map(spec);
-    Shaping::new(&toolset, catalog, plugins, spec.as_ref(), false).map(|s| (s, toolset))
+    Selected::new(&toolset, catalog, plugins, spec.as_ref(), false).map(|s| (s, toolset))
 }
 
 fn selected(catalog: &Catalog, plugins: &[Plugin], text: &str) -> Vec<String> {
@@ -98,24 +98,24 @@ fn sorted(names: &[&str]) -> Vec<String> {
 
 #[test]
 fn syntax_is_checked_when_parsed() {
-    assert_eq!(Spec::parse([""]), Err(SpecError::Empty));
-    assert_eq!(Spec::parse([" , ,"]), Err(SpecError::Empty));
+    assert_eq!(Selection::parse([""]), Err(SelectionError::Empty));
+    assert_eq!(Selection::parse([" , ,"]), Err(SelectionError::Empty));
     assert_eq!(
-        Spec::parse(["@nope"]),
-        Err(SpecError::UnknownGroup("@nope".into()))
+        Selection::parse(["@nope"]),
+        Err(SelectionError::UnknownGroup("@nope".into()))
     );
-    assert!(Spec::parse(["@plugin:"]).is_err());
-    assert!(Spec::parse(["@plugin:a b"]).is_err());
-    assert!(Spec::parse(["conda info"]).is_err());
+    assert!(Selection::parse(["@plugin:"]).is_err());
+    assert!(Selection::parse(["@plugin:a b"]).is_err());
+    assert!(Selection::parse(["conda info"]).is_err());
     assert!(
-        Spec::parse(["conda_[env"]).is_err(),
+        Selection::parse(["conda_[env"]).is_err(),
         "an unclosed class is no glob"
     );
-    assert!(Spec::parse(["conda/info"]).is_err());
-    let message = SpecError::UnknownGroup("@x".into()).to_string();
+    assert!(Selection::parse(["conda/info"]).is_err());
+    let message = SelectionError::UnknownGroup("@x".into()).to_string();
     assert!(message.contains(GROUPS), "{message}");
-    let parsed =
-        Spec::parse(["@core, conda_env_*", "conda_info,@plugin:conda-workspaces"]).expect("valid");
+    let parsed = Selection::parse(["@core, conda_env_*", "conda_info,@plugin:conda-workspaces"])
+        .expect("valid");
     assert_eq!(
         parsed.texts(),
         [
@@ -127,7 +127,7 @@ fn syntax_is_checked_when_parsed() {
     );
     // The operator's text is clipped and escaped in messages.
     let long = format!("@{}", "x\u{7}".repeat(80));
-    let Err(SpecError::UnknownGroup(shown)) = Spec::parse([long.as_str()]) else {
+    let Err(SelectionError::UnknownGroup(shown)) = Selection::parse([long.as_str()]) else {
         panic!("an unknown group");
     };
     assert!(
@@ -188,7 +188,7 @@ fn read_follows_the_policy_and_the_operators_classification() {
         &[],
         &settings(false, vec![("conda_install".into(), Access::Read)]),
     );
-    let shaping = Shaping::new(&toolset, &catalog, &[], Some(&spec("@read")), false).unwrap();
+    let shaping = Selected::new(&toolset, &catalog, &[], Some(&spec("@read")), false).unwrap();
     assert!(shaping.selects("conda_install"));
 }
 
@@ -346,11 +346,11 @@ fn unfit_tools_are_left_out_unless_named_or_listing_all() {
     let (globbed, _) = super::tests::shaping(&catalog, &[], Some("conda_*")).unwrap();
     assert!(globbed.selects("conda_init") && !globbed.lists("conda_init"));
     let toolset = Toolset::build(&catalog, &[], &settings(false, Vec::new()));
-    let all = Shaping::new(&toolset, &catalog, &[], None, true).unwrap();
+    let all = Selected::new(&toolset, &catalog, &[], None, true).unwrap();
     assert!(all.lists("conda_init"));
     let twins = catalog_with_twin("ev");
     let toolset = Toolset::build(&twins, &[], &settings(false, Vec::new()));
-    let all = Shaping::new(&toolset, &twins, &[], None, true).unwrap();
+    let all = Selected::new(&toolset, &twins, &[], None, true).unwrap();
     assert!(all.lists("conda_ev_list"), "--list-all folds nothing");
     assert_eq!(all.describe()["folded"], json!({}));
 }
@@ -403,7 +403,7 @@ fn raw_argv_reaches_only_selected_commands() {
 fn apply_filters_moves_and_annotates() {
     let catalog = catalog_with_twin("ev");
     let mut toolset = Toolset::build(&catalog, &[], &settings(true, Vec::new()));
-    let shaping = Shaping::new(
+    let shaping = Selected::new(
         &toolset,
         &catalog,
         &[],
@@ -458,8 +458,8 @@ fn apply_filters_moves_and_annotates() {
 fn an_empty_selection_selects_nothing() {
     let catalog = catalog();
     let toolset = Toolset::build(&catalog, &[], &settings(true, Vec::new()));
-    let nothing = Spec { items: Vec::new() };
-    let shaping = Shaping::new(&toolset, &catalog, &[], Some(&nothing), false).unwrap();
+    let nothing = Selection { items: Vec::new() };
+    let shaping = Selected::new(&toolset, &catalog, &[], Some(&nothing), false).unwrap();
     assert!(!shaping.selects(EXECUTE_TOOL) && !shaping.selects("conda_info"));
     assert!(!shaping.admits_path(Some(&["info".to_owned()])));
     assert!(!shaping.admits_path(None));

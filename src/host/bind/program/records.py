@@ -30,7 +30,7 @@ Modes:
       to conda's parse (configuration, target, input files), then the process ends before
       the command starts. Its plan binds no packages (``"packages": false``).
 
-One program in three parts (this one first): ``mod.rs`` concatenates the files of
+One program in three parts (this one first): ``bind.rs`` concatenates the files of
 ``program/`` in order into one source, so the parts share one namespace; a part names
 what it takes from the others in an ``if False:`` import block (see ARCHITECTURE.md,
 "Python in src/"). Only the last part runs anything, and only as ``__main__``.

@@ -1,7 +1,7 @@
 //! Which calls of a command the policy admits under the operator's grants, in the terms a
 //! listed schema can state: nothing, everything, or a restricted form (only dry runs,
 //! some options left out, one of some options required, plain package specs). The
-//! listing (`tools::listing`) turns a [`Shape`] into the schema an agent is shown; the
+//! listing (`tools::listing`) turns a [`ListedForm`] into the schema an agent is shown; the
 //! policy on the final argv stays the only gate. Every restriction mirrors an arm of
 //! `conda::judge` (the same source lines decide it); a property test proves that no input
 //! a restricted schema admits is refused. Pure; no I/O.
@@ -17,7 +17,7 @@ pub const UNSANDBOXED: &str = "A dry run that names an environment (name, prefix
 
 /// What a listed schema may offer of one command.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Shape {
+pub enum ListedForm {
     /// The policy refuses every call: not listed.
     Refused,
     /// Every call the full schema admits is admitted (path confinement aside).
@@ -46,34 +46,34 @@ pub struct Restriction {
     pub unsandboxed: bool,
 }
 
-/// The shape of the command at `path` (`opaque`: it takes uninspected input) under
+/// The listed form of the command at `path` (`opaque`: it takes uninspected input) under
 /// `grants`.
-pub fn shape(rules: &Rules, path: &[String], opaque: bool, grants: Grants) -> Shape {
+pub fn listed_form(rules: &Rules, path: &[String], opaque: bool, grants: Grants) -> ListedForm {
     let strictest = super::describe(rules, path, opaque);
     let needs = strictest.missing(grants);
     if needs.is_empty() {
         // Credentials are an option of `info` only; leave it out unless granted.
         return match credentials_option(rules, path) {
-            Some(flag) if !grants.credentials => Shape::Restricted(Restriction {
+            Some(flag) if !grants.credentials => ListedForm::Restricted(Restriction {
                 without: vec![flag],
                 needs: vec!["--allow-credentials"],
                 ..Restriction::default()
             }),
-            _ => Shape::Full,
+            _ => ListedForm::Full,
         };
     }
     // Only conda's own commands have forms that need less than their strictest verdict;
     // an operator's classification is per command.
     if needs != ["--allow-write"] || rules.operator.contains_key(path) {
-        return Shape::Refused;
+        return ListedForm::Refused;
     }
     let p: Vec<&str> = path.iter().map(String::as_str).collect();
     match restriction(&p, rules.sandboxed()) {
         Some(mut restriction) => {
             restriction.needs = needs;
-            Shape::Restricted(restriction)
+            ListedForm::Restricted(restriction)
         }
-        None => Shape::Refused,
+        None => ListedForm::Refused,
     }
 }
 

@@ -29,15 +29,6 @@ use crate::host::target::Conda;
 /// Cap on a helper's (or `conda info`'s) JSON document.
 pub const DOCUMENT_LIMIT: usize = 64 * 1024 * 1024;
 
-/// Where the target conda lives and how long discovery may take.
-#[derive(Clone, Debug)]
-pub struct Target {
-    /// The resolved (absolute, symlink-free) conda executable.
-    pub conda_exe: PathBuf,
-    /// Bound on each discovery process.
-    pub timeout: Duration,
-}
-
 /// What discovery learned. Always complete: failures are diagnostics in `catalog`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Discovery {
@@ -60,9 +51,9 @@ impl Discovery {
         catalog::discovery_fingerprint(&self.catalog.conda_version, &self.plugins)
     }
 
-    fn failed(target: &Target, version: Option<&str>, reason: String, processes: u32) -> Self {
-        let prog = target
-            .conda_exe
+    fn failed(conda: &Conda, version: Option<&str>, reason: String, processes: u32) -> Self {
+        let prog = conda
+            .exe()
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "conda".into());
@@ -103,7 +94,7 @@ impl Discovery {
 /// A failed helper or `conda info` run, as a fixed reason text.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct Failure(pub String);
+pub struct HelperFailure(pub String);
 
 /// The helper's catalog-mode document.
 #[derive(Deserialize)]
@@ -124,63 +115,53 @@ struct InterpreterFacts {
     site_dirs: Vec<PathBuf>,
 }
 
-/// Run full discovery against the target (its `#!` line read here; a server resolves
-/// its [`Conda`] once and calls [`discover_conda`]).
-pub async fn discover(exec: &Executions, target: &Target) -> Discovery {
-    discover_conda(
-        exec,
-        &Conda::resolve(target.conda_exe.clone()),
-        target.timeout,
-    )
-    .await
-}
-
-/// Run full discovery against the resolved target, each process one of `exec`'s and
-/// bounded by `timeout`.
-pub async fn discover_conda(exec: &Executions, conda: &Conda, timeout: Duration) -> Discovery {
-    let target = &Target {
-        conda_exe: conda.exe().to_path_buf(),
-        timeout,
-    };
+/// Run full discovery against the target, resolved once by the caller (its `#!` line
+/// read by [`Conda::resolve`], never here), each process one of `exec`'s and bounded by
+/// `timeout`.
+pub async fn discover(exec: &Executions, conda: &Conda, timeout: Duration) -> Discovery {
     let mut processes = 0;
     let mut last_failure = None;
     for interpreter in conda.interpreter_candidates() {
         processes += 1;
-        match helper::catalog_run(exec, target, &interpreter).await {
-            Ok((document, facts)) if owns(&facts.prefix, &target.conda_exe) => {
+        match helper::catalog_run(exec, timeout, &interpreter).await {
+            Ok((document, facts)) if owns(&facts.prefix, conda.exe()) => {
                 return finish(document, facts, interpreter, processes);
             }
-            Ok(_) => last_failure = Some(Failure("interpreter does not own conda".into())),
+            Ok(_) => {
+                last_failure = Some(HelperFailure("interpreter does not own conda".into()));
+            }
             Err(failure) => last_failure = Some(failure),
         }
     }
-    if let Some(Failure(reason)) = &last_failure {
+    if let Some(HelperFailure(reason)) = &last_failure {
         tracing::debug!(%reason, "helper under the guessed interpreter failed; asking conda info");
     }
     // Fall back to what conda itself says about its interpreter.
     processes += 1;
-    let info = match conda_info(exec, target).await {
+    let info = match conda_info(exec, conda.exe(), timeout).await {
         Ok(info) => info,
-        Err(Failure(reason)) => return Discovery::failed(target, None, reason, processes),
+        Err(HelperFailure(reason)) => return Discovery::failed(conda, None, reason, processes),
     };
     if !info.interpreter.is_file() {
         return Discovery::failed(
-            target,
+            conda,
             Some(&info.version),
             "conda target interpreter is not a file".into(),
             processes,
         );
     }
     processes += 1;
-    match helper::catalog_run(exec, target, &info.interpreter).await {
+    match helper::catalog_run(exec, timeout, &info.interpreter).await {
         Ok((document, _)) if document.catalog.conda_version != info.version => Discovery::failed(
-            target,
+            conda,
             Some(&info.version),
             "conda catalog discovery reported a different conda version".into(),
             processes,
         ),
         Ok((document, facts)) => finish(document, facts, info.interpreter, processes),
-        Err(Failure(reason)) => Discovery::failed(target, Some(&info.version), reason, processes),
+        Err(HelperFailure(reason)) => {
+            Discovery::failed(conda, Some(&info.version), reason, processes)
+        }
     }
 }
 

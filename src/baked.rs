@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use crate::model::catalog::{Catalog, Plugin};
 use crate::tools::error::{Invalid, Keyword};
-use crate::tools::toolset::{Compiler, Settings, Toolset};
+use crate::tools::toolset::{Compiler, Toolset, ToolsetSettings};
 
 pub use crate::tools::toolset::{BakedCommand, CompileFn};
 
@@ -34,7 +34,7 @@ pub struct BakedSnapshot {
 
 /// The toolset of `catalog`, using a baked typed compiler wherever a baked command has
 /// the live command's path and signature digest.
-pub fn toolset(catalog: &Catalog, plugins: &[Plugin], settings: &Settings) -> Toolset {
+pub fn toolset(catalog: &Catalog, plugins: &[Plugin], settings: &ToolsetSettings) -> Toolset {
     Toolset::build_with(catalog, plugins, settings, |path, branch| {
         let signature = crate::model::snapshot::signature(branch);
         match find(path, &signature, &catalog.conda_version) {

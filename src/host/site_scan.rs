@@ -5,8 +5,9 @@
 //! Restart checks compare two scans before paying for a helper run: when nothing relevant
 //! changed on disk, the plugin inventory (and so the fingerprint) cannot have changed.
 //!
-//! The *target stamp* goes one step further, with no process at all: it locates the
-//! target's site-packages from conda's entry script, and digests conda's version and every
+//! The *target stamp* goes one step further, with no process at all: over the
+//! site-packages the resolved target finds from its entry script
+//! ([`crate::host::target::Conda::locate`]), it digests conda's version and every
 //! `conda` entry point (distribution, version, name, value) but ccm's own launcher's
 //! (`model::stamp::is_own_launcher`). A baked snapshot records the
 //! stamp of the conda it was captured from; a target with the same stamp can be served from
@@ -87,14 +88,6 @@ pub fn conda_section(path: &Path) -> Vec<String> {
     }
     lines.sort();
     lines
-}
-
-pub use crate::host::target::Located;
-
-/// Find the target's interpreter and site-packages without running anything (its `#!` line
-/// read here; a server asks its resolved [`crate::host::target::Conda`]).
-pub fn locate(conda_exe: &Path) -> Option<Located> {
-    crate::host::target::Conda::resolve(conda_exe.to_path_buf()).locate()
 }
 
 /// One `conda` entry point as the stamp sees it.

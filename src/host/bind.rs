@@ -1,5 +1,5 @@
 //! Plan binding for `--confirm-writes`: the question's preview and the confirmed run both
-//! go through the binding program (`program/*.py`, embedded), conda's own entry point under
+//! go through the binding program (`bind/program/*.py`, embedded), conda's own entry point under
 //! the target's interpreter (`python -I -c`), which records what decides the run (the preview) and checks it again
 //! before anything happens (the run).
 //!
@@ -26,12 +26,12 @@ use sha2::Digest;
 
 use super::exec;
 
-/// The wrapper's source, run with `python -I -c`: one program in parts (`program/`),
+/// The wrapper's source, run with `python -I -c`: one program in parts (`bind/program/`),
 /// concatenated in this order.
 pub const SOURCE: &str = concat!(
-    include_str!("program/records.py"),
-    include_str!("program/plan.py"),
-    include_str!("program/main.py"),
+    include_str!("bind/program/records.py"),
+    include_str!("bind/program/plan.py"),
+    include_str!("bind/program/main.py"),
 );
 /// The wrapper's exit status when the run would differ from the plan.
 pub const CHANGED_EXIT: i32 = 87;

@@ -3,18 +3,18 @@
 //! the policy on the final argv (`policy`), the assembled toolset (`toolset`), the
 //! policy-shaped listing (`listing`), the operator's surface (`surface`), `ccm tools` (`report`) and `conda_cli_command`
 //! payloads (`completion`), and the execution result every executing tool returns
-//! (`result`, its output schema derived from the same type). Pure: no I/O, no environment.
+//! (`execution_result`, its output schema derived from the same type). Pure: no I/O, no environment.
 
 pub mod argv;
 pub mod bounds;
 pub mod completion;
 pub mod error;
+pub mod execution_result;
 pub mod layout;
 pub mod listing;
 pub mod policy;
 pub mod records;
 pub mod report;
-pub mod result;
 pub mod schema;
 pub mod select;
 pub mod suggest;

@@ -16,7 +16,7 @@ pub mod lines;
 
 /// Why serving stopped.
 #[derive(Debug, thiserror::Error)]
-pub enum Failure {
+pub enum ServeFailure {
     /// The operator's configuration cannot be served (exit status 2): the server's reason.
     #[error(transparent)]
     Config(crate::server::startup::Fatal),
@@ -43,7 +43,7 @@ pub enum TransportError {
 
 /// Serve one MCP session over stdin/stdout until the client goes away (stdin EOF) or
 /// SIGINT/SIGTERM; `main` then cancels every execution and waits for its sweep.
-pub async fn stdio(server: Server) -> Result<(), Failure> {
+pub async fn stdio(server: Server) -> Result<(), ServeFailure> {
     let watch = server.clone();
     let running = tokio::select! {
         started = server.clone().serve(lines::Lines::new(
@@ -56,14 +56,14 @@ pub async fn stdio(server: Server) -> Result<(), Failure> {
             Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
             Err(error) => return Err(TransportError::Start(Box::new(error)).into()),
         },
-        reason = watch.failed() => return Err(Failure::Config(reason)),
+        reason = watch.failed() => return Err(ServeFailure::Config(reason)),
         () = signalled() => return Ok(()),
     };
     tokio::select! {
         ended = running.waiting() => ended
             .map(|_| ())
             .map_err(|error| TransportError::Ended(error).into()),
-        reason = watch.failed() => Err(Failure::Config(reason)),
+        reason = watch.failed() => Err(ServeFailure::Config(reason)),
         () = signalled() => {
             tracing::info!("shutting down");
             watch.begin_shutdown();
@@ -126,7 +126,7 @@ mod tests {
 
     #[test]
     fn failures_say_what_failed() {
-        let listen = Failure::from(TransportError::Listen {
+        let listen = ServeFailure::from(TransportError::Listen {
             addr: "127.0.0.1:9".parse().unwrap(),
             error: std::io::Error::other("address in use"),
         });
@@ -134,10 +134,10 @@ mod tests {
             listen.to_string(),
             "cannot listen on 127.0.0.1:9: address in use"
         );
-        assert!(matches!(listen, Failure::Io(_)));
-        let token = Failure::from(TransportError::Token(std::io::Error::other("no entropy")));
+        assert!(matches!(listen, ServeFailure::Io(_)));
+        let token = ServeFailure::from(TransportError::Token(std::io::Error::other("no entropy")));
         assert_eq!(token.to_string(), "cannot generate a token: no entropy");
         let not_conda = crate::server::startup::Fatal::NotAConda("no conda here".into());
-        assert_eq!(Failure::Config(not_conda).to_string(), "no conda here");
+        assert_eq!(ServeFailure::Config(not_conda).to_string(), "no conda here");
     }
 }

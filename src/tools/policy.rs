@@ -25,9 +25,9 @@
 //! ([`describe`]). Pure; no I/O.
 
 mod conda;
+mod listed_form;
 mod plugins;
 pub mod scope;
-mod shape;
 mod simulate;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -35,7 +35,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use crate::model::catalog::{Command, Plugin, normalize_distribution};
 
 pub use conda::PLAIN_SPEC;
-pub use shape::{Restriction, Shape, UNSANDBOXED, shape};
+pub use listed_form::{ListedForm, Restriction, UNSANDBOXED, listed_form};
 use simulate::simulate;
 
 /// What an operation does, and which startup options it needs.

@@ -1,6 +1,6 @@
 //! Everything that touches the host: child processes (`exec`), discovery through the
 //! target's own interpreter (`discovery`), the Python-free scan of the target's
-//! distributions (`stamp`), the read-only sandbox (`sandbox`), `--allow-paths`
+//! distributions (`site_scan`), the read-only sandbox (`sandbox`), `--allow-paths`
 //! (`confine`), the target conda resolved once (`target`), the environments a write targets (`targets`, for `--write-envs`) and the
 //! binding of a confirmed plan to its run (`bind`, for `--confirm-writes`). Only this layer spawns processes or reads the target's files.
 
@@ -12,7 +12,7 @@ pub mod exec;
 pub mod install;
 pub(crate) mod platform;
 pub mod sandbox;
-pub mod stamp;
+pub mod site_scan;
 pub mod target;
 pub mod targets;
 
@@ -53,6 +53,6 @@ fn warm_entry(conda: Arc<target::Conda>) -> exec::warm::Entry {
     exec::warm::Entry {
         program: conda.exe().to_path_buf(),
         script: conda.script().cloned(),
-        restamp: Box::new(move || Some(stamp::stamp(&conda.locate()?.site_dirs)?.digest)),
+        restamp: Box::new(move || Some(site_scan::stamp(&conda.locate()?.site_dirs)?.digest)),
     }
 }
