@@ -157,3 +157,44 @@ async fn hold_for_tests() {
     let _ = std::fs::remove_file(&go);
     let _ = std::fs::remove_file(&held);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only a file outside every bound place and allowed directory, as named and as its
+    /// symlinks resolve, gives its caches; relative names give none.
+    #[test]
+    fn caches_of_files_a_bounded_write_may_write_are_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        for sub in ["etc", "home", "proj"] {
+            std::fs::create_dir(base.join(sub)).unwrap();
+        }
+        for file in ["etc/condarc", "home/.condarc", "proj/rc"] {
+            std::fs::write(base.join(file), "pkgs_dirs: []\n").unwrap();
+        }
+        std::os::unix::fs::symlink(base.join("proj/rc"), base.join("etc/link")).unwrap();
+        let cache = |name: &str| vec![PathBuf::from(format!("/caches/{name}"))];
+        let caches = vec![
+            (base.join("etc/condarc"), cache("operator")),
+            (base.join("home/.condarc"), cache("home")),
+            (base.join("proj/rc"), cache("project")),
+            (base.join("etc/link"), cache("linked")),
+            (PathBuf::from("etc/condarc"), cache("relative")),
+            (
+                base.join("etc/condarc"),
+                vec![PathBuf::from("relative/pkgs")],
+            ),
+        ];
+        let places = [bound::Writable {
+            path: base.join("home"),
+            judged: false,
+        }];
+        let kept: Vec<PathBuf> = trusted_caches(&caches, &places, &[base.join("proj")])
+            .into_iter()
+            .map(|w| w.path)
+            .collect();
+        assert_eq!(kept, cache("operator"));
+    }
+}
