@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 mod redact;
+mod url;
 
 pub use redact::{REDACTED, redact, redact_read, redact_text};
 

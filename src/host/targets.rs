@@ -37,9 +37,20 @@ struct Document {
     root_prefix: PathBuf,
     envs_dirs: Vec<PathBuf>,
     known: Vec<PathBuf>,
+    #[serde(default)]
+    caches: Vec<(PathBuf, Vec<PathBuf>)>,
 }
 
-/// Resolve the targets of `argv` (a command with `rule`) under `interpreter`, in `cwd`.
+/// What conda's context says of one argv: the environments it targets, and the package
+/// caches each condarc file names (`pkgs_dirs`; the write bound's, which trusts only some
+/// files: `server::call::bound`), by file.
+pub struct Resolved {
+    pub targets: Vec<Target>,
+    pub caches: Vec<(PathBuf, Vec<PathBuf>)>,
+}
+
+/// Resolve the targets of `argv` (a command with `rule`) under `interpreter`, in `cwd`,
+/// and the package caches the condarc files name.
 pub async fn resolve(
     exec: &crate::host::exec::Executions,
     interpreter: &Path,
@@ -47,9 +58,9 @@ pub async fn resolve(
     cwd: Option<&Path>,
     rule: Rule,
     timeout: Duration,
-) -> Result<Vec<Target>, Unresolved> {
+) -> Result<Resolved, Unresolved> {
     let request = serde_json::json!({ "argv": argv, "destination": rule.destination });
-    let document: Document = run_helper_in(
+    let mut document: Document = run_helper_in(
         exec,
         interpreter,
         "targets",
@@ -70,9 +81,11 @@ pub async fn resolve(
     if rule.destination {
         paths.push(document.destination.clone().ok_or(Unresolved::Failed)?);
     }
-    tokio::task::spawn_blocking(move || targets(&document, &paths))
+    let caches = std::mem::take(&mut document.caches);
+    let targets = tokio::task::spawn_blocking(move || targets(&document, &paths))
         .await
-        .map_err(|_| Unresolved::Failed)?
+        .map_err(|_| Unresolved::Failed)??;
+    Ok(Resolved { targets, caches })
 }
 
 /// The canonical targets: `paths`, then every known environment strictly below one of

@@ -308,6 +308,7 @@ fn judge(ready: &Ready, compiled: Compiled, audit: &audit::Record) -> Judged {
         timeout,
         sandbox: None,
         targets: Vec::new(),
+        caches: Vec::new(),
         confirmation: Confirmation::Pending,
     }
 }

@@ -38,6 +38,10 @@ pub struct Judged {
     /// again right before the child starts, and under `--write-envs` they are the write
     /// bound's places.
     pub targets: Vec<PathBuf>,
+    /// The package caches each condarc file names (`pkgs_dirs`), by file, as the same
+    /// gate's resolution found them: the write bound adds those of files no bounded
+    /// write could have written (`call::bound`).
+    pub caches: Vec<(PathBuf, Vec<PathBuf>)>,
     pub confirmation: Confirmation,
 }
 

@@ -417,3 +417,52 @@ fn spellings_and_abbreviations_the_attack_found_are_redacted() {
     let tune: Vec<String> = serde_json::from_value(entries[12]["argv"].clone()).unwrap();
     assert_eq!(tune, ["tune", "--sec", "[redacted]"]);
 }
+
+/// Credentials in URL paths with no name before them never reach the log (an API key
+/// after `/api/conda/`, a Slack webhook's secret); ordinary channels are logged as given.
+#[test]
+fn credential_shaped_url_path_segments_are_redacted_in_the_log() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let mut s = crate::mcp::Session::start(
+        &support::fixture().conda,
+        &["--audit-log", log.to_str().unwrap()],
+    );
+    let secrets = [
+        "AKCp8k7Q2mZx9TqL4vBn6WsRj3Hd5Fg",
+        "aB3dE5gH7jK9mN1pQ2rS4tU6",
+    ];
+    let channels = [
+        format!(
+            "https://h.invalid/artifactory/api/conda/{}/conda-forge",
+            secrets[0]
+        ),
+        format!(
+            "https://hooks.slack.invalid/services/T0123ABCD/B0456EFGH/{}",
+            secrets[1]
+        ),
+        "https://repo.anaconda.com/pkgs/main".to_owned(),
+        "file:///home/u/channel".to_owned(),
+        "conda-forge".to_owned(),
+    ];
+    s.call(
+        "conda_search",
+        json!({"channel": channels, "match_spec": "numpy", "offline": true}),
+    );
+    let entries = lines(&log);
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    for secret in secrets {
+        assert!(!text.contains(secret), "{secret} in {text}");
+    }
+    let argv: Vec<String> = serde_json::from_value(entries[0]["argv"].clone()).unwrap();
+    for shown in [
+        "--channel=https://h.invalid/artifactory/api/conda/[redacted]/conda-forge",
+        "--channel=https://hooks.slack.invalid/services/T0123ABCD/B0456EFGH/[redacted]",
+        "--channel=https://repo.anaconda.com/pkgs/main",
+        "--channel=file:///home/u/channel",
+        "--channel=conda-forge",
+    ] {
+        assert!(argv.contains(&shown.to_owned()), "{shown} not in {argv:?}");
+    }
+}

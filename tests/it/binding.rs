@@ -93,7 +93,12 @@ impl Asking {
                 *id += 2;
                 let first = crate::confirm::stateless_call(&server.url, *id, params.clone());
                 let result = &first["result"];
-                assert_eq!(result["resultType"], "input_required", "{first}");
+                assert_eq!(
+                    result["resultType"],
+                    "input_required",
+                    "{first}\n{}",
+                    server.stderr()
+                );
                 let message = result["inputRequests"]["confirm"]["params"]["message"]
                     .as_str()
                     .unwrap()

@@ -183,36 +183,43 @@ fn asking(revision: Revision, place: &Place, args: &[&str]) -> Asking {
     )
 }
 
-/// `--confirm-writes`, offline: a file named by the call, and the target's history,
-/// swapped for a hard link while the question is open: refused after the answer under
-/// `--allow-paths` and `--write-envs`; stopped by the bound run (`plan_changed`) when
-/// neither is set.
+/// `--confirm-writes`, offline: a file named by the call (an install's `--file`, the file
+/// `config --file` writes), and the target's history, swapped for a hard link while the
+/// question is open: refused after the answer under `--allow-paths` and `--write-envs`;
+/// stopped by the bound run (`plan_changed`) when neither is set. Under every revision
+/// that can ask.
 #[test]
 fn a_hard_link_swapped_in_while_the_question_is_open_does_not_run() {
-    // The handshake revisions; the session-less one refuses the first call at arrival on
-    // the fixture (not yet understood: left open).
-    for revision in &ASKING[..2] {
-        let revision = *revision;
+    for revision in ASKING {
         let context = format!("{revision:?}");
         let place = Place::new();
         std::fs::write(place.project.join("x.yml"), "fixture-pkg\n").unwrap();
         let cwd = place.project.display().to_string();
         let env = place.project.join("env").display().to_string();
-        let config = json!({"file": ["x.yml"], "name": "t1", "ccm_cwd": cwd});
+        let from_file = json!({"file": ["x.yml"], "name": "t1", "ccm_cwd": cwd});
         let install = json!({"prefix": env, "packages": ["fixture-pkg"]});
+        let set = json!([["channels", "https://attacker.example/chan"]]);
+        let config = json!({"file": "x.yml", "append": set, "ccm_cwd": cwd});
         let confined = ["--allow-write", "--confirm-writes", "--allow-paths", &cwd];
         let mut server = asking(revision, &place, &confined);
-        let (_, result) = server.ask("conda_install", config.clone(), "accept", |_| {
-            place.link("x.yml")
-        });
-        assert_refused(&result, "outside_allowed_paths", revision, &context);
-        plain(&place.project.join("x.yml"), "fixture-pkg\n");
+        for (tool, arguments) in [("conda_install", &from_file), ("conda_config", &config)] {
+            let (_, result) =
+                server.ask(tool, arguments.clone(), "accept", |_| place.link("x.yml"));
+            assert_refused(&result, "outside_allowed_paths", revision, &context);
+            plain(&place.project.join("x.yml"), "fixture-pkg\n");
+        }
         let (_, result) = server.ask("conda_install", install.clone(), "accept", |_| {
             place.link("env/conda-meta/history")
         });
         assert_refused(&result, "outside_allowed_paths", revision, &context);
         plain(&place.project.join("env/conda-meta/history"), "");
-        let scoped = ["--allow-write", "--confirm-writes", "--write-envs", &env];
+        // Without --allow-paths over HTTP the transport's default scope would refuse the
+        // project at arrival (`confinement_follows_the_transport_not_the_revision`): the
+        // whole file system, as stdio has by default.
+        let scoped = unconfined(
+            revision,
+            &["--allow-write", "--confirm-writes", "--write-envs", &env],
+        );
         let mut server = asking(revision, &place, &scoped);
         let (_, result) = server.ask("conda_install", install.clone(), "accept", |_| {
             place.link("env/conda-meta/history")
@@ -220,10 +227,17 @@ fn a_hard_link_swapped_in_while_the_question_is_open_does_not_run() {
         assert_refused(&result, "outside_write_envs", revision, &context);
         plain(&place.project.join("env/conda-meta/history"), "");
         // Neither: the bound run checks each file by identity and link count.
-        let mut server = asking(revision, &place, &["--allow-write", "--confirm-writes"]);
-        plain(&place.project.join("x.yml"), "fixture-pkg\n");
-        let (_, result) = server.ask("conda_install", config, "accept", |_| place.link("x.yml"));
-        assert_changed(&result, "x.yml now names another file", &context);
+        let neither = unconfined(revision, &["--allow-write", "--confirm-writes"]);
+        let mut server = asking(revision, &place, &neither);
+        for (tool, arguments) in [("conda_install", from_file), ("conda_config", config)] {
+            let (question, result) = server.ask(tool, arguments, "accept", |_| place.link("x.yml"));
+            assert!(
+                question.contains(&format!("{cwd}/x.yml")),
+                "{context}: {question}"
+            );
+            assert_changed(&result, "x.yml now names another file", &context);
+            plain(&place.project.join("x.yml"), "fixture-pkg\n");
+        }
         let (_, result) = server.ask("conda_install", install, "accept", |_| {
             place.link("env/conda-meta/history")
         });
@@ -237,6 +251,17 @@ fn a_hard_link_swapped_in_while_the_question_is_open_does_not_run() {
             VICTIM
         );
     }
+}
+
+/// `args` for a server that confines nothing: over HTTP (the session-less revision here)
+/// with `--allow-paths /`, since HTTP's default scope is the server's working directory
+/// and conda's own places, where stdio's is unrestricted.
+pub fn unconfined<'a>(revision: Revision, args: &[&'a str]) -> Vec<&'a str> {
+    let mut args = args.to_vec();
+    if matches!(revision, Revision::SessionLess) {
+        args.extend(["--allow-paths", "/"]);
+    }
+    args
 }
 
 /// A call refused after the question with the stable word `word` (an `isError` result from
@@ -324,4 +349,61 @@ fn real_conda_hard_links_write_nothing_outside_the_allowed_directories() {
     let ok = s.call("conda_install", install);
     assert_eq!(ok["structuredContent"]["exit_code"], 0, "{ok}");
     assert_eq!(real.marks(), vec!["barpkg-1.0".to_owned()]);
+}
+
+/// On a real conda, `--confirm-writes`: `config --file x.yml` of a plain file in the
+/// project is asked about (the file shown); while the question is open, `x.yml` is
+/// swapped for a hard link to a file outside (the attacker's channel into the user's
+/// rc). Accepting writes nothing outside: refused after the answer under `--allow-paths`,
+/// stopped by the bound run (`plan_changed`, naming the file) without it. Under every
+/// revision that can ask.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_hard_link_swapped_in_while_a_config_question_is_open_writes_nothing_outside() {
+    for revision in ASKING {
+        let context = format!("{revision:?}");
+        let real = Real::new();
+        let project = std::fs::canonicalize(real.path("project")).unwrap();
+        let outside = std::fs::canonicalize(real.path(""))
+            .unwrap()
+            .join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("victim.sh"), VICTIM).unwrap();
+        let cwd = project.display().to_string();
+        let set = json!([["channels", "https://attacker.example/chan"]]);
+        let call = json!({"file": "x.yml", "append": set, "ccm_cwd": cwd});
+        let confined = ["--allow-write", "--confirm-writes", "--allow-paths", &cwd];
+        let neither = unconfined(revision, &["--allow-write", "--confirm-writes"]);
+        for args in [&confined[..], &neither[..]] {
+            plain(&project.join("x.yml"), "channels: []\n");
+            let mut server = real.server_with(revision, args);
+            let (question, result) = server.ask("conda_config", call.clone(), "accept", |_| {
+                link_victim(&outside, &project.join("x.yml"))
+            });
+            assert!(
+                question.contains(&format!("Configuration file: {cwd}/x.yml")),
+                "{context}: {question}"
+            );
+            if args.contains(&cwd.as_str()) {
+                assert_refused(&result, "outside_allowed_paths", revision, &context);
+            } else {
+                assert_changed(&result, "x.yml now names another file", &context);
+            }
+            assert_eq!(
+                std::fs::read_to_string(outside.join("victim.sh")).unwrap(),
+                VICTIM,
+                "{context}"
+            );
+        }
+        // The control: the same call, nothing swapped, writes the file it showed.
+        plain(&project.join("x.yml"), "channels: []\n");
+        let mut server = real.server_with(revision, &neither);
+        let (_, result) = server.ask("conda_config", call.clone(), "accept", |_| ());
+        assert_eq!(
+            result["structuredContent"]["exit_code"], 0,
+            "{context}: {result}"
+        );
+        let written = std::fs::read_to_string(project.join("x.yml")).unwrap();
+        assert!(written.contains("attacker.example"), "{context}: {written}");
+    }
 }

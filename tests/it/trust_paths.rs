@@ -344,3 +344,75 @@ fn real_conda_a_confirmed_write_never_reaches_the_audit_log() {
         }
     }
 }
+
+/// Every revision offered, over each transport: an install into an environment of a
+/// project outside the server's working directory, from that project. Where the
+/// operator gave no `--allow-paths`, stdio confines nothing and HTTP confines to its
+/// default scope (the server's working directory, conda's root prefix, `~/.conda/envs`):
+/// the transport decides, never the revision — the session-less revision over stdio is
+/// admitted as the handshake ones are, and every revision over HTTP is refused. With
+/// `--allow-paths` naming the project, every revision is admitted on both transports.
+#[test]
+fn confinement_follows_the_transport_not_the_revision() {
+    use crate::http::{HttpServer, TOKEN, open_session_at, post_raw, post_stateless, request};
+    let dir = tempfile::tempdir().unwrap();
+    let project = std::fs::canonicalize(dir.path()).unwrap().join("project");
+    std::fs::create_dir_all(project.join("env/conda-meta")).unwrap();
+    std::fs::write(project.join("env/conda-meta/history"), "").unwrap();
+    let cwd = project.display().to_string();
+    let env = project.join("env").display().to_string();
+    let arguments = json!({"prefix": env, "packages": ["fixture-pkg"], "ccm_cwd": cwd});
+    let params = json!({"name": "conda_install", "arguments": arguments});
+    let revisions = ["2024-11-05", "2025-06-18", "2025-11-25", "2026-07-28"];
+    let admitted = |answer: &Value, context: &str| {
+        assert!(
+            answer["result"]["structuredContent"]["exit_code"].is_i64(),
+            "{context}: {answer}"
+        );
+    };
+    let refused = |answer: &Value, revision: &str, context: &str| {
+        let message = support::refused(OUTSIDE, "--allow-paths");
+        if revision < "2025-11-25" {
+            assert_eq!(answer["error"]["code"], -32600, "{context}: {answer}");
+            assert_eq!(answer["error"]["message"], message, "{context}: {answer}");
+        } else {
+            let text = text(&answer["result"]);
+            assert_eq!(answer["result"]["isError"], true, "{context}: {answer}");
+            assert_eq!(
+                text,
+                format!("outside_allowed_paths: {message}"),
+                "{context}"
+            );
+        }
+    };
+    for confined in [false, true] {
+        let mut args = vec!["--allow-write"];
+        if confined {
+            args.extend(["--allow-paths", cwd.as_str()]);
+        }
+        for revision in revisions {
+            let context = format!("stdio {revision}, --allow-paths given: {confined}");
+            let (mut s, meta) = Session::at_revision(&support::fixture().conda, revision, &args);
+            let mut call = params.clone();
+            call["_meta"] = meta;
+            admitted(&s.request("tools/call", call), &context);
+        }
+        let server = HttpServer::start(&args, &[("CCM_MCP_TOKEN", TOKEN)]);
+        for (id, revision) in (1..).zip(revisions) {
+            let context = format!("HTTP {revision}, --allow-paths given: {confined}");
+            let answer = if revision == "2026-07-28" {
+                post_stateless(&server.url, id, "tools/call", params.clone()).response()
+            } else {
+                let session = open_session_at(&server.url, revision);
+                let body = request(id, "tools/call", params.clone()).to_string();
+                let headers = [("MCP-Protocol-Version", revision)];
+                post_raw(&server.url, Some(&session), &headers, body.as_bytes()).response()
+            };
+            if confined {
+                admitted(&answer, &context);
+            } else {
+                refused(&answer, revision, &context);
+            }
+        }
+    }
+}

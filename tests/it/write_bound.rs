@@ -252,3 +252,65 @@ fn real_conda_write_envs_hold_for_the_whole_run() {
     real_case(&write_envs, true);
     real_case(&write_envs, false);
 }
+
+/// A package cache named only in a condarc (`pkgs_dirs`, no `CONDA_PKGS_DIRS`): a
+/// bounded create from the local channel extracts its package there and succeeds, under
+/// `--allow-paths` and under `--write-envs`, when that condarc is the operator's (here
+/// `$CONDARC`, outside every place a bounded write may write). Hostile, under
+/// `--allow-paths` alone: `~/.condarc` — which such a write may write (`conda config
+/// --append pkgs_dirs …`) — names the only cache, a directory outside: it does not widen
+/// the bound, conda finds no writable cache and nothing lands there.
+fn rc_cache_case(flags: &dyn Fn(&Real, &Path) -> Vec<String>, hostile: bool) {
+    let real = Real::new();
+    let (project, outside) = (canonical(&real, "project"), canonical(&real, "outside"));
+    let rc_pkgs = canonical(&real, "rc-pkgs");
+    let (rc, cache) = if hostile {
+        (real.path("home/.condarc"), &outside)
+    } else {
+        (real.path("condarc"), &rc_pkgs)
+    };
+    let mut rc_text = std::fs::read_to_string(&rc).unwrap_or_default();
+    rc_text.push_str(&format!("pkgs_dirs:\n  - {}\n", cache.display()));
+    std::fs::write(&rc, rc_text).unwrap();
+    let env: Vec<(String, String)> = real
+        .env()
+        .into_iter()
+        .filter(|(k, _)| k != "CONDA_PKGS_DIRS")
+        .collect();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let args = flags(&real, &project);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut s = Session::start_with(&support::real_conda(), &args, &env);
+    let context = format!("{args:?} hostile={hostile}");
+    let envs = project.join("envs");
+    let arguments = json!({"prefix": envs.join("ok").display().to_string(),
+        "packages": ["bazpkg"], "channel": [plain_url(&real)], "override_channels": true,
+        "yes": true});
+    let result = s.call("conda_create", arguments);
+    assert_eq!(files_below(&outside), Vec::<PathBuf>::new(), "{context}");
+    if hostile {
+        assert_eq!(result["isError"], true, "{context}: {result}");
+        assert!(
+            text(&result).contains("NoWritablePkgsDirError"),
+            "{context}: {result}"
+        );
+        return;
+    }
+    assert_eq!(result["isError"], false, "{context}: {result}");
+    assert!(envs.join("ok/share/bazpkg/data.txt").is_file(), "{context}");
+    assert!(
+        files_below(&rc_pkgs)
+            .iter()
+            .any(|p| p.ends_with("urls.txt")),
+        "{context}: {:?}",
+        files_below(&rc_pkgs)
+    );
+}
+
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_package_cache_named_only_in_the_operators_condarc_is_bound() {
+    rc_cache_case(&allow_paths, true);
+    rc_cache_case(&allow_paths, false);
+    rc_cache_case(&write_envs, false);
+}

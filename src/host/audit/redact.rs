@@ -17,8 +17,10 @@
 //!    `password`, `secret`, `credentials`, `keyring`) and is not an option: `conda token
 //!    set X` keeps `conda token` only;
 //! 5. a URL's userinfo (`scheme://user:pass@host` → `scheme://[redacted]@host`, also
-//!    `user:pass@host` without a scheme) and an anaconda.org channel token (`/t/<token>/`
-//!    → `/t/[redacted]/`), wherever they occur;
+//!    `user:pass@host` without a scheme), an anaconda.org channel token (`/t/<token>/`
+//!    → `/t/[redacted]/`) and a credential-shaped path segment (a long run mixing letters
+//!    and digits, or a UUID: `/services/T…/B…/[redacted]`; [`url`]'s rule), wherever
+//!    they occur;
 //! 6. the value of every URL query parameter that names a secret (`?token=…`,
 //!    `X-Amz-Signature=…`, `?pw=…`), with `&` or `;` between parameters and the `=`
 //!    possibly percent-encoded (`sig%3D…`), wherever a `?` starts one in a token; and a
@@ -38,8 +40,8 @@
 //!
 //! The rule errs on the side of hiding: a flag named like a secret hides the token after it.
 
-/// What stands for a hidden value.
-pub const REDACTED: &str = "[redacted]";
+use super::url;
+pub use super::url::REDACTED;
 
 /// Name fragments that mark a secret (any case, with any prefix or suffix). Each covers
 /// its longer spellings: `pass` (password, passphrase), `pw` (pwd), `tok` (token), `key`
@@ -303,11 +305,11 @@ fn secret_assignment(word: &str) -> Option<&str> {
     (variable && secret_name(name)).then_some(name)
 }
 
-/// One argument shown: URL credentials hidden (userinfo, `/t/<token>/`, query parameters,
-/// fragments); a whole `NAME=VALUE` naming a secret hidden after its `=`; an argument of
+/// One argument shown: URL credentials hidden (userinfo, `/t/<token>/`, credential-shaped
+/// path segments, query parameters, fragments); a whole `NAME=VALUE` naming a secret hidden after its `=`; an argument of
 /// several words judged word by word ([`words`]).
 fn scrub(token: &str) -> String {
-    let token = query_secrets(&channel_tokens(&userinfo(token)));
+    let token = query_secrets(&url::unnamed(token));
     match secret_assignment(&token) {
         Some(name)
             if !token[name.len() + 1..]
@@ -330,56 +332,7 @@ pub fn redact_text(text: &str, withheld: &[String]) -> String {
     for secret in withheld.iter().filter(|w| !w.is_empty()) {
         text = text.replace(secret.as_str(), REDACTED);
     }
-    words(&query_secrets(&channel_tokens(&userinfo(&text))))
-}
-
-/// Every `userinfo@` hidden: the part before an `@` back to the scheme's `://`, a
-/// space, a `/` or the token's start, when a scheme precedes it or it has a `:`
-/// (`user:pass@proxy` without a scheme too; `git@host` stays).
-fn userinfo(token: &str) -> String {
-    let mut out = String::with_capacity(token.len());
-    let mut rest = token;
-    while let Some(at) = rest.find('@') {
-        let head = &rest[..at];
-        let start = [
-            head.rfind("://").map(|i| i + 3),
-            head.rfind([' ', '\t', '/', '"', '\'']).map(|i| i + 1),
-        ]
-        .into_iter()
-        .flatten()
-        .max()
-        .unwrap_or(0);
-        let info = &head[start..];
-        let scheme = head[..start].ends_with("://");
-        if !info.is_empty() && (scheme || info.contains(':')) {
-            out.push_str(&head[..start]);
-            out.push_str(REDACTED);
-        } else {
-            out.push_str(head);
-        }
-        out.push('@');
-        rest = &rest[at + 1..];
-    }
-    out.push_str(rest);
-    out
-}
-
-/// Every `/t/<token>` path segment hidden, wherever it occurs: conda takes `/t/` from
-/// anywhere in a URL (conda/common/url.py:345 `split_anaconda_token`).
-fn channel_tokens(token: &str) -> String {
-    let mut out = String::with_capacity(token.len());
-    let mut rest = token;
-    while let Some(at) = rest.find("/t/") {
-        out.push_str(&rest[..at + 3]);
-        let segment = &rest[at + 3..];
-        let end = segment.find(['/', '?', '#', ' ']).unwrap_or(segment.len());
-        if end > 0 {
-            out.push_str(REDACTED);
-        }
-        rest = &segment[end..];
-    }
-    out.push_str(rest);
-    out
+    words(&query_secrets(&url::unnamed(&text)))
 }
 
 /// What the word before asks of the next word of a shell string.

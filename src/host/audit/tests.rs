@@ -438,3 +438,60 @@ fn personal_access_tokens_private_parameters_and_path_tokens_are_hidden() {
     ]);
     assert_eq!(redact(&plain, &[]), plain);
 }
+
+/// Credentials a service puts in a URL's path with no name before them (an API key after
+/// `/api/conda/`, a Slack or Discord webhook's secret, a bot token, a GitLab token, a
+/// JWT, a UUID): the segment hidden, in the argv, in a shell string (the rest of it kept)
+/// and in a shown line. Ordinary channel and package URLs stay readable.
+#[test]
+fn credential_shaped_url_path_segments_are_hidden() {
+    let hidden = [
+        "https://h.example/artifactory/api/conda/AKCp8k7Q2mZx9TqL4vBn6WsRj3Hd5Fg/conda-forge",
+        "https://hooks.slack.com/services/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",
+        "https://discord.com/api/webhooks/1234567/Ab-Cd_Ef1Gh2Ij3Kl4Mn5Op6Qr7St8Uv9Wx0Yz",
+        "https://api.telegram.org/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/send",
+        "https://gitlab.example/glpat-x1Y2z3A4b5C6d7E8f9G0/chan",
+        "https://h.example/e/eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNH/c",
+        "https://h.example/hook/3F2B8C1E-9d4a-4e7b-8c6f-1a2b3c4d5e6f/chan",
+    ];
+    let shown = [
+        "https://h.example/artifactory/api/conda/[redacted]/conda-forge",
+        "https://hooks.slack.com/services/T0123ABCD/B0456EFGH/[redacted]",
+        "https://discord.com/api/webhooks/1234567/[redacted]",
+        "https://api.telegram.org/[redacted]/send",
+        "https://gitlab.example/[redacted]/chan",
+        "https://h.example/e/[redacted]/c",
+        "https://h.example/hook/[redacted]/chan",
+    ];
+    for (url, shown) in hidden.iter().zip(shown) {
+        let out = redact(&argv(&["search", "-c", url, "x"]), &[]);
+        assert_eq!(out, argv(&["search", "-c", shown, "x"]), "{url}");
+        assert_eq!(
+            redact_text(&format!("  - {url}"), &[]),
+            format!("  - {shown}")
+        );
+        let shell = format!("curl -d x {url}; rm -rf ~/y");
+        let out = redact(&argv(&["run", "sh", "-c", &shell]), &[]);
+        assert_eq!(out[3], format!("curl -d x {shown}; rm -rf ~/y"), "{url}");
+    }
+    let readable = [
+        "conda-forge",
+        "https://conda.anaconda.org/conda-forge",
+        "https://conda.anaconda.org/conda-forge/linux-64/numpy-1.26.4-py311h64a7726_0.conda",
+        "https://repo.anaconda.com/pkgs/main",
+        "https://repo.anaconda.com/pkgs/main/linux-64/repodata.json",
+        "https://conda.anaconda.org/pytorch-nightly/label/dev/linux-64/pytorch-2.6.0.dev20241112-py3.12_cuda12.4_cudnn9.1.0_0.tar.bz2",
+        "https://github.com/o/r/releases/download/v1.2.3/pkg-1.2.3-h1234567_0.tar.bz2",
+        "https://mirror.example/conda-forge-linux-64-gcc-2024-release/noarch",
+        "https://h.example/PackageManagerExtensionPoints/x",
+        "https://[::1]:8080/channels/main",
+        "file:///home/u/channel",
+        "file:///tmp/.tmpAbC123/ccm-binding-tqVwph/conda-forge/noarch",
+        "/home/u/AbCdEf1234567890GhIjKl/channel",
+    ];
+    for url in readable {
+        let given = argv(&["search", "-c", url, "x"]);
+        assert_eq!(redact(&given, &[]), given, "{url}");
+        assert_eq!(redact_text(url, &[]), url);
+    }
+}

@@ -3,7 +3,7 @@
 //! places its gates admitted and what conda itself writes, whatever a symlink swapped in
 //! after the last check says.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use rmcp::ErrorData;
 
@@ -59,6 +59,8 @@ impl Server {
         let inputs = sandbox::Inputs::from_process();
         let root = ready.discovery.prefix.as_deref();
         places.extend(bound::conda_places(&inputs, root, !narrow));
+        let caches = trusted_caches(&call.caches, &places, ready.confinement.dirs());
+        places.extend(caches);
         if let Ok(abi) = bound::support() {
             let made = tokio::task::spawn_blocking(move || bound::Bound::make(abi, &places))
                 .await
@@ -86,6 +88,41 @@ impl Server {
         hold_for_tests().await;
         Ok(())
     }
+}
+
+/// The package caches a condarc file names (`pkgs_dirs`, which conda reads from its whole
+/// search path), for the files no bounded write could have written: the file, as named
+/// and as its symlinks resolve, lies beneath none of the bound's places (`~/.condarc` and
+/// `<root>/.condarc` under `--allow-paths` alone, a target's under `--write-envs`) nor an
+/// allowed directory (the agent's file tools reach those). Else a write call could make
+/// the next one's bound take any directory (`conda config --append pkgs_dirs ~/.ssh`);
+/// the caches of such a file are left out, and a write there fails as before.
+fn trusted_caches(
+    caches: &[(PathBuf, Vec<PathBuf>)],
+    places: &[bound::Writable],
+    allowed: &[PathBuf],
+) -> Vec<bound::Writable> {
+    let writable: Vec<PathBuf> = places
+        .iter()
+        .map(|p| &p.path)
+        .chain(allowed)
+        .flat_map(|p| [Some(p.clone()), std::fs::canonicalize(p).ok()])
+        .flatten()
+        .collect();
+    let beneath = |path: &Path| writable.iter().any(|w| path.starts_with(w));
+    caches
+        .iter()
+        .filter(|(file, _)| {
+            file.is_absolute()
+                && !beneath(file)
+                && std::fs::canonicalize(file).is_ok_and(|real| !beneath(&real))
+        })
+        .flat_map(|(_, dirs)| dirs.iter().filter(|d| d.is_absolute()))
+        .map(|path| bound::Writable {
+            path: path.clone(),
+            judged: false,
+        })
+        .collect()
 }
 
 fn judged(paths: &[PathBuf]) -> Vec<bound::Writable> {
@@ -119,4 +156,45 @@ async fn hold_for_tests() {
     }
     let _ = std::fs::remove_file(&go);
     let _ = std::fs::remove_file(&held);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only a file outside every bound place and allowed directory, as named and as its
+    /// symlinks resolve, gives its caches; relative names give none.
+    #[test]
+    fn caches_of_files_a_bounded_write_may_write_are_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        for sub in ["etc", "home", "proj"] {
+            std::fs::create_dir(base.join(sub)).unwrap();
+        }
+        for file in ["etc/condarc", "home/.condarc", "proj/rc"] {
+            std::fs::write(base.join(file), "pkgs_dirs: []\n").unwrap();
+        }
+        std::os::unix::fs::symlink(base.join("proj/rc"), base.join("etc/link")).unwrap();
+        let cache = |name: &str| vec![PathBuf::from(format!("/caches/{name}"))];
+        let caches = vec![
+            (base.join("etc/condarc"), cache("operator")),
+            (base.join("home/.condarc"), cache("home")),
+            (base.join("proj/rc"), cache("project")),
+            (base.join("etc/link"), cache("linked")),
+            (PathBuf::from("etc/condarc"), cache("relative")),
+            (
+                base.join("etc/condarc"),
+                vec![PathBuf::from("relative/pkgs")],
+            ),
+        ];
+        let places = [bound::Writable {
+            path: base.join("home"),
+            judged: false,
+        }];
+        let kept: Vec<PathBuf> = trusted_caches(&caches, &places, &[base.join("proj")])
+            .into_iter()
+            .map(|w| w.path)
+            .collect();
+        assert_eq!(kept, cache("operator"));
+    }
 }

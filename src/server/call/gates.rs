@@ -236,11 +236,12 @@ impl Server {
         };
         if let Some(scope) = scope {
             let canonical = targets::canonical_all(scope.paths()).await;
-            if let Some(outside) = found.iter().find(|t| !scope.admits(t, &canonical)) {
+            if let Some(outside) = found.targets.iter().find(|t| !scope.admits(t, &canonical)) {
                 return refuse(Scope::refusal(outside.kind()));
             }
         }
-        call.targets = found.into_iter().map(|t| t.path).collect();
+        call.targets = found.targets.into_iter().map(|t| t.path).collect();
+        call.caches = found.caches;
         self.linked(ready, call, audit)
     }
 

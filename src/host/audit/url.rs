@@ -1,0 +1,216 @@
+//! Credentials a URL carries without a name before them (pure): its userinfo, conda's
+//! anaconda.org token (`/t/<token>/`) and credential-shaped path segments. The named
+//! ones (query parameters, options, variables) are [`super::redact`]'s.
+//!
+//! A path segment is *credential-shaped* when it holds a UUID (8-4-4-4-12 hexadecimal
+//! digits) or a run of at least [`MIN_RUN`] ASCII letters and digits, with no other
+//! character between them, that mixes letters and digits: what services put in a path
+//! as a secret (an API key after `/api/conda/`, a webhook's secret, a bot token, a JWT's
+//! parts). The whole segment (between two `/`) is hidden. Only the path of a URL with a
+//! scheme (`scheme://host/…`) is judged, from the first `/` after the host to a `?`, a
+//! `#`, whitespace, a quote, `]` or shell punctuation. Not recognised: a secret shorter
+//! than [`MIN_RUN`] or cut into shorter runs by punctuation, one of letters alone or
+//! digits alone, one in the host name or in a path without a scheme. Hidden although no
+//! secret: a long hash in a path (a content-addressed mirror's directory), a UUID that
+//! only names a resource.
+
+/// What stands for a hidden value.
+pub const REDACTED: &str = "[redacted]";
+
+/// The shortest run of letters and digits judged a credential. A random run of 20
+/// letters and digits lacks a digit with a chance of 3 % (a Slack webhook's secret has
+/// 24, GitLab's tokens 20 after their `glpat-` prefix, Artifactory's API keys 73);
+/// package file names and build strings stay well below it (`py311h64a7726` is 13).
+pub const MIN_RUN: usize = 20;
+
+/// Where a URL's path ends: whitespace, a quote, `]` (a match spec's bracket), the query
+/// or fragment, and shell punctuation (so a hidden segment never takes the rest of a
+/// shell string with it).
+fn path_end(c: char) -> bool {
+    c.is_whitespace()
+        || matches!(
+            c,
+            '"' | '\''
+                | ']'
+                | '?'
+                | '#'
+                | ';'
+                | '&'
+                | '|'
+                | '<'
+                | '>'
+                | '('
+                | ')'
+                | '`'
+                | '$'
+                | '{'
+                | '}'
+        )
+}
+
+/// Every credential-shaped segment of every URL path in `text` hidden (see the module's
+/// rule).
+pub fn path_segments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let after = &rest[at + 3..];
+        // The host (with userinfo, a port, an IPv6 literal's brackets) ends at the first
+        // `/`; a URL with no path ends where its path would.
+        let host = after
+            .find(|c: char| c == '/' || (c != ']' && path_end(c)))
+            .unwrap_or(after.len());
+        out.push_str(&rest[..at + 3 + host]);
+        let path = &after[host..];
+        let end = path.find(path_end).unwrap_or(path.len());
+        let mut first = true;
+        for segment in path[..end].split('/') {
+            if !first {
+                out.push('/');
+            }
+            first = false;
+            out.push_str(if credential_shaped(segment) {
+                REDACTED
+            } else {
+                segment
+            });
+        }
+        rest = &path[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Whether a path segment looks like a credential (see the module's rule).
+pub fn credential_shaped(segment: &str) -> bool {
+    let mixed_run = segment
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|run| {
+            run.len() >= MIN_RUN
+                && run.bytes().any(|b| b.is_ascii_digit())
+                && run.bytes().any(|b| b.is_ascii_alphabetic())
+        });
+    mixed_run || holds_uuid(segment)
+}
+
+/// Whether `text` holds 8-4-4-4-12 hexadecimal digits (any case).
+fn holds_uuid(text: &str) -> bool {
+    const GROUPS: [usize; 5] = [8, 4, 4, 4, 12];
+    let bytes = text.as_bytes();
+    (0..bytes.len()).any(|start| {
+        let mut at = start;
+        GROUPS.iter().enumerate().all(|(i, len)| {
+            let digits = bytes.get(at..at + len);
+            let ok = digits.is_some_and(|d| d.iter().all(u8::is_ascii_hexdigit))
+                && (i == GROUPS.len() - 1 || bytes.get(at + len) == Some(&b'-'));
+            at += len + 1;
+            ok
+        })
+    })
+}
+
+/// Every `userinfo@` hidden: the part before an `@` back to the scheme's `://`, a
+/// space, a `/` or the token's start, when a scheme precedes it or it has a `:`
+/// (`user:pass@proxy` without a scheme too; `git@host` stays).
+pub fn userinfo(token: &str) -> String {
+    let mut out = String::with_capacity(token.len());
+    let mut rest = token;
+    while let Some(at) = rest.find('@') {
+        let head = &rest[..at];
+        let start = [
+            head.rfind("://").map(|i| i + 3),
+            head.rfind([' ', '\t', '/', '"', '\'']).map(|i| i + 1),
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(0);
+        let info = &head[start..];
+        let scheme = head[..start].ends_with("://");
+        if !info.is_empty() && (scheme || info.contains(':')) {
+            out.push_str(&head[..start]);
+            out.push_str(REDACTED);
+        } else {
+            out.push_str(head);
+        }
+        out.push('@');
+        rest = &rest[at + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Every `/t/<token>` path segment hidden, wherever it occurs: conda takes `/t/` from
+/// anywhere in a URL (conda/common/url.py:345 `split_anaconda_token`).
+pub fn channel_tokens(token: &str) -> String {
+    let mut out = String::with_capacity(token.len());
+    let mut rest = token;
+    while let Some(at) = rest.find("/t/") {
+        out.push_str(&rest[..at + 3]);
+        let segment = &rest[at + 3..];
+        let end = segment.find(['/', '?', '#', ' ']).unwrap_or(segment.len());
+        if end > 0 {
+            out.push_str(REDACTED);
+        }
+        rest = &segment[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The credentials of every URL in `text` that need no name: credential-shaped path
+/// segments (judged first, on the URL as written), userinfo, `/t/<token>`.
+pub fn unnamed(text: &str) -> String {
+    channel_tokens(&userinfo(&path_segments(text)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shape_of_a_credential() {
+        for secret in [
+            "AKCp8k7Q2mZx9TqL4vBn6WsRj3Hd5Fg",
+            "glpat-x1Y2z3A4b5C6d7E8f9G0",
+            "bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw",
+            "3f786850e387550fdab836ed7e6dc881de23001b",
+            "x-3F2B8C1E-9d4a-4e7b-8c6f-1a2b3c4d5e6f",
+        ] {
+            assert!(credential_shaped(secret), "{secret}");
+        }
+        for plain in [
+            "",
+            "conda-forge",
+            "numpy-1.26.4-py311h64a7726_0.conda",
+            "PackageManagerExtensionPoints",
+            "12345678901234567890123",
+            "x1Y2z3A4b5C6d7E8f9G",
+            "3f2b8c1e-9d4a-4e7b-8c6f-1a2b3c4d5e6",
+            "conda-forge-linux-64-gcc-2024-release",
+        ] {
+            assert!(!credential_shaped(plain), "{plain}");
+        }
+    }
+
+    #[test]
+    fn only_a_url_path_is_judged() {
+        let secret = "AKCp8k7Q2mZx9TqL4vBn6WsRj3Hd5Fg";
+        for kept in [
+            format!("/home/u/{secret}/channel"),
+            format!("https://{secret}.example/chan"),
+            format!("https://h.example/chan?x={secret}"),
+            format!("https://user:{secret}@h.example/chan"),
+        ] {
+            assert_eq!(path_segments(&kept), kept);
+        }
+        assert_eq!(
+            path_segments(&format!("a https://h/{secret} b s3://b/{secret}/c")),
+            "a https://h/[redacted] b s3://b/[redacted]/c"
+        );
+        assert_eq!(
+            path_segments(&format!("x[channel=https://h/{secret}]")),
+            "x[channel=https://h/[redacted]]"
+        );
+    }
+}
