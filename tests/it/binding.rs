@@ -641,6 +641,43 @@ fn the_question_shows_stdin_the_working_directory_the_environment_and_full_urls(
     }
 }
 
+/// The question hides no value for its name (a hostile agent picks the names): a channel
+/// alias and a variable named like secrets are quoted with their values, while a URL's
+/// credentials stay hidden, under every revision that can ask.
+#[test]
+fn the_question_hides_no_value_behind_a_secret_looking_name() {
+    for revision in ASKING {
+        let context = format!("{revision:?}");
+        let setup = FixtureSetup::new();
+        let mut server = Asking::start(
+            revision,
+            &support::fixture().conda,
+            &["--allow-write", "--allow-exec", "--confirm-writes"],
+            &[],
+        );
+        let cwd = std::fs::canonicalize(setup.dir.path()).unwrap();
+        let stdin = "custom_channels:\n  conda-forge-signed: https://attacker.example/x\n\
+            env_vars:\n  GIT_ASKPASS: ./evil.sh\n  API_TOKEN: abc123\n\
+            channels:\n  - https://bob:hunter2@h.example/ch\n";
+        let call = json!({"argv": ["config", "--stdin"], "stdin": stdin,
+            "cwd": cwd.to_str().unwrap()});
+        let (question, result) = server.ask("conda_execute", call, "decline", |_| {});
+        for shown in [
+            "\n  |   conda-forge-signed: https://attacker.example/x\n",
+            "\n  |   GIT_ASKPASS: ./evil.sh\n",
+            "\n  |   API_TOKEN: abc123\n",
+            "\n  |   - https://[redacted]@h.example/ch\n",
+        ] {
+            assert!(
+                question.contains(shown),
+                "{context}: {shown:?} in {question}"
+            );
+        }
+        assert!(!question.contains("hunter2"), "{context}: {question}");
+        assert!(text(&result).starts_with("declined_by_user"), "{result}");
+    }
+}
+
 /// On a real conda, removing a whole environment names it and how many packages it holds
 /// (`env remove`, `remove --all`; an empty one too), under every revision that can ask.
 #[test]

@@ -335,6 +335,21 @@ pub fn redact_text(text: &str, withheld: &[String]) -> String {
     words(&query_secrets(&url::unnamed(&text)))
 }
 
+/// A text the agent wrote or named, as the confirmation question quotes it (an environment
+/// file, a `--file` list, `conda_execute`'s stdin): withheld values and the credentials a
+/// URL carries (userinfo, `/t/<token>`, credential-shaped path segments, query parameters
+/// that name a secret) hidden, and nothing hidden for its name. The names in such a text
+/// are the agent's to choose, and a value behind a secret-looking name can be what decides
+/// the run (`GIT_ASKPASS: ./evil.sh`, a channel alias `conda-forge-signed: https://…`);
+/// the person asked must see it. The audit log keeps [`redact_text`]'s stricter rule.
+pub fn redact_quoted(text: &str, withheld: &[String]) -> String {
+    let mut text = text.to_owned();
+    for secret in withheld.iter().filter(|w| !w.is_empty()) {
+        text = text.replace(secret.as_str(), REDACTED);
+    }
+    query_secrets(&url::unnamed(&text))
+}
+
 /// What the word before asks of the next word of a shell string.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Pending {

@@ -184,11 +184,11 @@ fn url(text: &str, withheld: &[String]) -> String {
     shown_long(redacted.first().map_or("", String::as_str))
 }
 
-/// A line of a shown content with credentials redacted (the audit log's rule, word by
-/// word: only the secret word after a name that names a secret, never the rest of the
-/// line).
+/// A line of a shown content with withheld values and URL credentials redacted, nothing
+/// hidden for its name ([`crate::host::audit::redact_quoted`]: a name is the agent's to
+/// choose, and the value behind it may be what decides the run).
 fn redacted_line(line: &str, withheld: &[String]) -> String {
-    crate::host::audit::redact_text(line, withheld)
+    crate::host::audit::redact_quoted(line, withheld)
 }
 
 fn environment(changes: &EnvironmentChanges) -> String {

@@ -374,3 +374,24 @@ fn every_package_is_listed_or_the_plan_is_not_asked_about() {
         Err(TooLong)
     );
 }
+
+/// A quoted content hides withheld values and URL credentials, never a value for its name:
+/// the names are the agent's to choose, and `GIT_ASKPASS: ./evil.sh` decides what git runs.
+#[test]
+fn quoted_contents_hide_no_value_for_its_name() {
+    let file = b"variables:\n  GIT_ASKPASS: /p/evil.sh\n  API_TOKEN: abc123\nchannels:\n  \
+        - https://bob:hunter2@h.example/t/tk-42/ch?token=zz\n  - s3cr3t-value\n";
+    let lines = content("Environment file", file, &["s3cr3t-value".to_owned()]).unwrap();
+    let text = lines.join("\n");
+    for shown in [
+        "\n  |   GIT_ASKPASS: /p/evil.sh\n",
+        "\n  |   API_TOKEN: abc123\n",
+        "\n  |   - https://[redacted]@h.example/t/[redacted]/ch?token=[redacted]\n",
+        "\n  |   - [redacted]\n",
+    ] {
+        assert!(text.contains(shown), "{shown:?} in {text}");
+    }
+    for hidden in ["s3cr3t-value", "hunter2", "tk-42", "=zz"] {
+        assert!(!text.contains(hidden), "{hidden} in {text}");
+    }
+}
