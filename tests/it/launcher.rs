@@ -301,9 +301,10 @@ fn another_plugin_keeps_conda_mcp_and_conda_keeps_working() {
 }
 
 /// A private real conda with conda-cli-mcp installed: a copy of `CCM_TEST_CONDA`'s prefix
-/// when it has conda-cli-mcp (the plugin flavour), else one built with
-/// `scripts/make-real-conda --plugins` (about 150 s; it needs `CCM_CONDA_SRC` and
-/// `CCM_MENUINST_SRC`). `CCM_TEST_CONDA` itself is never written to.
+/// when it has conda-cli-mcp (the plugin flavour), else a copy of `CCM_TEST_PLUGIN_CONDA`'s
+/// (a plugin conda `scripts/make-real-conda --plugins` made; `.ci/run` names its own),
+/// else one built with `scripts/make-real-conda --plugins` (about 150 s; it needs
+/// `CCM_CONDA_SRC` and `CCM_MENUINST_SRC`). Neither conda named is ever written to.
 fn private_conda_with_conda_cli_mcp(conda: &Path, dir: &Path) -> std::path::PathBuf {
     let prefix = conda.parent().unwrap().parent().unwrap();
     let has_cli_mcp = |prefix: &Path| {
@@ -325,6 +326,16 @@ fn private_conda_with_conda_cli_mcp(conda: &Path, dir: &Path) -> std::path::Path
     let private = dir.join("conda");
     if has_cli_mcp(prefix) {
         crate::kit::prefix::copy(prefix, &private);
+    } else if let Some(plugins) = std::env::var_os("CCM_TEST_PLUGIN_CONDA") {
+        let plugins = std::fs::canonicalize(&plugins)
+            .unwrap_or_else(|e| panic!("CCM_TEST_PLUGIN_CONDA={}: {e}", plugins.display()));
+        let plugins = plugins.parent().unwrap().parent().unwrap();
+        assert!(
+            has_cli_mcp(plugins),
+            "CCM_TEST_PLUGIN_CONDA names a conda without conda-cli-mcp: {}",
+            plugins.display()
+        );
+        crate::kit::prefix::copy(plugins, &private);
     } else {
         let script = support::repo().join("scripts/make-real-conda");
         let built = Command::new(&script)
