@@ -140,6 +140,24 @@ impl Default for State {
     }
 }
 
+/// Warm reads: the read zygote is started inside the read-only sandbox, so only where
+/// the sandbox is active with a user namespace per call; otherwise warm reads are off,
+/// said once at startup and in the capabilities.
+fn start_warm(host: &Host, state: Arc<State>, prefix: Option<std::path::PathBuf>) {
+    let why_not = match state.sandbox.get() {
+        Some(sandbox) => sandbox.warm_unfit(),
+        None => Some("the read-only sandbox was not probed".to_owned()),
+    };
+    if let Some(why) = why_not {
+        tracing::warn!("warm reads are off: {why}; every call starts a new interpreter");
+        host.exec.warm_off(why);
+        return;
+    }
+    host.start_warm(Box::new(move || {
+        state.sandbox.get()?.plan(prefix.as_deref())
+    }));
+}
+
 /// One startup: the target, the operator's settings, where it writes, and the sender
 /// that publishes the tools.
 struct Job {
@@ -163,10 +181,13 @@ pub(super) fn spawn(
         // The zygote starts once the tools are served: it never delays them.
         let mut served = sender.subscribe();
         let host = host.clone();
+        let state = Arc::clone(&state);
         tokio::spawn(async move {
-            if served.wait_for(Option::is_some).await.is_ok() {
-                host.start_warm();
-            }
+            let prefix = match served.wait_for(Option::is_some).await {
+                Ok(ready) => ready.as_ref().and_then(|r| r.discovery.prefix.clone()),
+                Err(_) => return,
+            };
+            start_warm(&host, state, prefix);
         });
     }
     let job = Job {
