@@ -304,8 +304,9 @@ impl Executions {
         warm::launch(Arc::clone(warm));
     }
 
-    /// Warm reads stay off, for `why` (the capabilities say so).
+    /// Warm reads stay off, for `why`: said once in the log, and in the capabilities.
     pub fn warm_off(&self, why: String) {
+        tracing::warn!("warm reads are off: {why}; every call starts a new interpreter");
         let _ = self.0.warm_off.set(why);
     }
 

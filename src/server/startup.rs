@@ -140,22 +140,16 @@ impl Default for State {
     }
 }
 
-/// Warm reads: the read zygote is started inside the read-only sandbox, so only where
-/// the sandbox is active with a user namespace per call; otherwise warm reads are off,
-/// said once at startup and in the capabilities.
+/// Warm reads: the read zygote runs inside the read-only sandbox, so only where it is
+/// active with a user namespace per call; else they are off, said once and in capabilities.
 fn start_warm(host: &Host, state: Arc<State>, prefix: Option<std::path::PathBuf>) {
-    let why_not = match state.sandbox.get() {
-        Some(sandbox) => sandbox.warm_unfit(),
-        None => Some("the read-only sandbox was not probed".to_owned()),
-    };
-    if let Some(why) = why_not {
-        tracing::warn!("warm reads are off: {why}; every call starts a new interpreter");
-        host.exec.warm_off(why);
-        return;
+    let unfit = state.sandbox.get().map(Sandbox::warm_unfit);
+    match unfit.unwrap_or(Some("no sandbox".into())) {
+        Some(why) => host.exec.warm_off(why),
+        None => host.start_warm(Box::new(move || {
+            state.sandbox.get()?.plan(prefix.as_deref())
+        })),
     }
-    host.start_warm(Box::new(move || {
-        state.sandbox.get()?.plan(prefix.as_deref())
-    }));
 }
 
 /// One startup: the target, the operator's settings, where it writes, and the sender

@@ -78,6 +78,16 @@ impl Leader {
         }
     }
 
+    /// A new outcome saying whether it was forked from the zygote (`None`: warm reads
+    /// are off on the server of `executions`).
+    pub(super) fn outcome(&self, executions: &super::Executions) -> super::Outcome {
+        let warm = executions.warm().map(|_| matches!(self, Leader::Warm(_)));
+        super::Outcome {
+            warm,
+            ..super::Outcome::default()
+        }
+    }
+
     /// SIGKILL the leader itself (a warm leader through its pidfd).
     pub(super) fn kill(&mut self) {
         match self {

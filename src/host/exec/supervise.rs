@@ -86,12 +86,7 @@ pub(super) async fn supervise(
     if let Some(sampler) = sampler {
         sampler.abort();
     }
-    let mut outcome = Outcome {
-        warm: executions
-            .warm()
-            .map(|_| matches!(child, leader::Leader::Warm(_))),
-        ..Outcome::default()
-    };
+    let mut outcome = child.outcome(executions);
     let reader_deadline = end_tree(end, &mut child, &tree, deadline, &mut outcome).await;
     // The leader is reaped by now.
     let _ = child.wait().await;

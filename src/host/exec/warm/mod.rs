@@ -99,6 +99,9 @@ pub(super) struct Warm {
     restamp: Box<dyn Fn() -> Option<String> + Send + Sync>,
     plan: Box<dyn Fn() -> Option<crate::host::sandbox::Plan> + Send + Sync>,
     zygote: Arc<tokio::sync::Mutex<Option<Zygote>>>,
+    /// The task starting a zygote (it holds `zygote` meanwhile): aborted at shutdown,
+    /// which kills the zygote it was waiting for.
+    starting: Mutex<Option<tokio::task::AbortHandle>>,
     status: Mutex<Status>,
     warm_calls: AtomicU64,
     cold_calls: AtomicU64,
@@ -124,6 +127,7 @@ impl Warm {
             restamp: entry.restamp,
             plan: entry.plan,
             zygote: Arc::new(tokio::sync::Mutex::new(None)),
+            starting: Mutex::new(None),
             status: Mutex::new(Status {
                 state: "starting",
                 reason: None,
@@ -155,7 +159,9 @@ pub(super) fn launch(warm: Arc<Warm>) {
         s.state = "starting";
         s.pid = None;
     });
-    tokio::spawn(async move {
+    let task_warm = Arc::clone(&warm);
+    let task = tokio::spawn(async move {
+        let warm = task_warm;
         let mut slot = warm.zygote.lock().await;
         if let Some(old) = slot.take() {
             old.stop();
@@ -195,6 +201,9 @@ pub(super) fn launch(warm: Arc<Warm>) {
             }
         }
     });
+    if let Ok(mut starting) = warm.starting.lock() {
+        *starting = Some(task.abort_handle());
+    }
 }
 
 /// Fork `spec`'s run from the zygote, or say why it runs cold (logged and counted).
@@ -290,8 +299,12 @@ pub(super) fn describe(warm: Option<&Warm>) -> serde_json::Value {
     })
 }
 
-/// Stop the zygote (server exit).
+/// Stop the zygote (server exit), a starting one too: its start is aborted, which kills
+/// the process it was waiting for (and its cgroup, with what its survey started).
 pub(super) async fn stop(warm: &Warm) {
+    if let Some(task) = warm.starting.lock().ok().and_then(|mut s| s.take()) {
+        task.abort();
+    }
     if let Some(zygote) = warm.zygote.lock().await.take() {
         zygote.stop();
     }

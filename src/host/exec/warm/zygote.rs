@@ -58,6 +58,19 @@ pub(super) struct Zygote {
     prepared: Arc<limits::Prepared>,
 }
 
+/// A zygote being started: killed with everything in its cgroup when dropped before it
+/// is ready (a start aborted at shutdown).
+struct Starting(Option<Arc<limits::Prepared>>);
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        if let Some(group) = self.0.as_ref().and_then(|p| p.group.as_ref()) {
+            group.kill();
+            group.remove();
+        }
+    }
+}
+
 /// The directory a cold run puts first on `sys.path`: the script's, after following
 /// symbolic links to the script itself.
 fn script_dir(entry: &Path) -> PathBuf {
@@ -93,34 +106,8 @@ impl Zygote {
         let (joined, user_ns) = sandbox_of(plan)?;
         let prepared = Arc::new(limits.prepare());
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(|_| Unfit::Start)?;
+        let mut command = command(interpreter, argument.as_deref(), entry, withheld);
         let theirs: OwnedFd = theirs.into();
-        let mut command = Command::new(interpreter);
-        if let Some(argument) = argument {
-            command.arg(argument);
-        }
-        command
-            .arg("-c")
-            .arg(SCRIPT)
-            .arg(entry)
-            .arg(script_dir(entry))
-            .current_dir("/")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .process_group(0);
-        for name in withheld.iter() {
-            command.env_remove(name);
-        }
-        command.env_remove(reap::MARKER_VAR);
-        // As every child: its interpreter (and so each warm child's `sys.flags` and
-        // `sys.path`) takes nothing from a working directory or the user site.
-        for (name, value) in super::super::environ::changes(|n| withheld.iter().any(|w| w == n)) {
-            match value {
-                Some(value) => command.env(name, value),
-                None => command.env_remove(name),
-            };
-        }
         // SAFETY: the hook makes two system calls (`dup2`, or `fcntl` when the socket is
         // descriptor 3 already) on a descriptor opened before the fork: no allocation,
         // no lock, as required between fork and exec.
@@ -172,10 +159,12 @@ impl Zygote {
             user_ns,
             prepared,
         };
+        let mut starting = Starting(Some(Arc::clone(&zygote.prepared)));
         match tokio::time::timeout(READY_TIMEOUT, zygote.line()).await {
             Ok(Ok(line)) => zygote.preloaded = ready_counts(&line).ok_or(Unfit::NotReady)?,
             _ => return Err(Unfit::NotReady),
         }
+        starting.0 = None;
         zygote.started_in = started.elapsed();
         Ok(zygote)
     }
@@ -264,6 +253,44 @@ fn sandbox_of(plan: &Plan) -> Result<(crate::host::sandbox::Joined, OwnedFd), Un
 #[cfg(not(target_os = "linux"))]
 fn sandbox_of(_plan: &Plan) -> Result<((), OwnedFd), Unfit> {
     Err(Unfit::Sandbox)
+}
+
+/// The zygote's command: `interpreter [argument] -c SCRIPT entry <sys.path[0]>` in `/`,
+/// with the environment of a cold child less the `withheld` variables and the marker.
+fn command(
+    interpreter: &Path,
+    argument: Option<&std::ffi::OsStr>,
+    entry: &Path,
+    withheld: &[String],
+) -> Command {
+    let mut command = Command::new(interpreter);
+    if let Some(argument) = argument {
+        command.arg(argument);
+    }
+    command
+        .arg("-c")
+        .arg(SCRIPT)
+        .arg(entry)
+        .arg(script_dir(entry))
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
+    for name in withheld.iter() {
+        command.env_remove(name);
+    }
+    command.env_remove(reap::MARKER_VAR);
+    // As every child: its interpreter (and so each warm child's `sys.flags` and
+    // `sys.path`) takes nothing from a working directory or the user site.
+    for (name, value) in super::super::environ::changes(|n| withheld.iter().any(|w| w == n)) {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    command
 }
 
 /// The counts of a `ready PRELOADED REFUSED` line.
