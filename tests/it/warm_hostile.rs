@@ -292,7 +292,7 @@ fn held(s: &mut Session, probe: &Path) -> String {
 fn sandboxed_alike(server: impl Fn(&[&str]) -> Session, home: &Path) {
     let target = home.join("written-by-a-read");
     let probe = home.join("touched-by-a-read");
-    let mut cold = server(&["--allow-exec"]);
+    let mut cold = server(&["--allow-exec", "--no-warm"]);
     let mut warm = server(&["--allow-exec", "--warm"]);
     wait_ready(&mut warm);
     assert_eq!(warm.capabilities()["sandbox"]["state"], "active");
