@@ -47,6 +47,7 @@ pub const WRITE_ENVS_VAR: &str = "CCM_WRITE_ENVS";
 pub const TOOLS_VAR: &str = "CCM_TOOLS";
 /// Set to 1/true/yes/on: same as `--list-all`.
 pub const LIST_ALL_VAR: &str = "CCM_LIST_ALL";
+/// Set to 0/false/no/off: same as `--no-warm`.
 pub const WARM_VAR: &str = "CCM_WARM";
 /// Set to 1/true/yes/on: same as `--no-sandbox`.
 pub const NO_SANDBOX_VAR: &str = "CCM_NO_SANDBOX";
@@ -273,7 +274,7 @@ fn validate(
             || env
                 .get(NO_SANDBOX_VAR)
                 .is_some_and(|v| matches!(v, "1" | "true" | "yes" | "on")),
-        warm: options.warm || env.get(WARM_VAR).is_some_and(truthy),
+        warm: warm(options, env),
         max_queue,
         max_session_calls,
         surface,
@@ -285,6 +286,18 @@ fn validate(
         http,
         limits,
     })
+}
+
+/// Warm reads: on unless `--no-warm`, or `CCM_WARM` set to a false value without
+/// `--warm` (kept for compatibility: on is the default).
+fn warm(options: &Options, env: &Environment) -> bool {
+    let off = |v: &str| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "0" | "false" | "no" | "off"
+        )
+    };
+    !options.no_warm && (options.warm || !env.get(WARM_VAR).is_some_and(off))
 }
 
 /// `--audit-log`, else `CCM_AUDIT_LOG` (an empty value is none), made absolute.

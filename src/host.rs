@@ -40,19 +40,25 @@ impl Host {
         }
     }
 
-    /// `--warm`: turn the warm path on for the target's `conda` and start its zygote in
-    /// the background.
-    pub fn start_warm(&self) {
-        self.exec.start_warm(warm_entry(Arc::clone(&self.conda)));
+    /// Warm reads: turn the warm path on for the target's `conda` and start its read
+    /// zygote in the background, inside the sandbox `plan` makes (a read-only call's).
+    pub fn start_warm(&self, plan: Box<dyn Fn() -> Option<sandbox::Plan> + Send + Sync>) {
+        self.exec
+            .start_warm(warm_entry(Arc::clone(&self.conda), plan));
     }
 }
 
 /// What the warm path needs of the target: its entry script, the `#!` line read at
-/// startup, and its stamp taken anew (a changed stamp replaces the zygote).
-fn warm_entry(conda: Arc<target::Conda>) -> exec::warm::Entry {
+/// startup, its stamp taken anew (a changed stamp replaces the zygote), and the plan of
+/// the zygote's sandbox.
+fn warm_entry(
+    conda: Arc<target::Conda>,
+    plan: Box<dyn Fn() -> Option<sandbox::Plan> + Send + Sync>,
+) -> exec::warm::Entry {
     exec::warm::Entry {
         program: conda.exe().to_path_buf(),
         script: conda.script().cloned(),
         restamp: Box::new(move || Some(site_scan::stamp(&conda.locate()?.site_dirs)?.digest)),
+        plan,
     }
 }

@@ -452,17 +452,22 @@ pub struct Options {
     )]
     pub http_max_stateless: Option<String>,
 
+    /// Accepted for compatibility: warm reads are the default [env: CCM_WARM]
+    #[arg(long, global = true, hide_short_help = true, help_heading = PERFORMANCE)]
+    pub warm: bool,
+
     #[arg(
         long,
         global = true,
         help_heading = PERFORMANCE,
-        help = "Fork calls from a process that has already imported conda [env: CCM_WARM]",
-        long_help = "Fork each conda call from a Python process that has already imported conda \
-            and the plugins' modules that read nothing of a call: measured, read calls take \
-            0.19-0.55x of their cold time (docs/performance.md). Calls run cold until it is ready, \
-            without plugins, or after conda changed [env: CCM_WARM]"
+        help = "Start every read-only call as a new interpreter [env: CCM_WARM=0]",
+        long_help = "Start every read-only call as a new interpreter. By default, where the \
+            read-only sandbox is active, read-only calls are forked from a Python process that \
+            has already imported conda (the read zygote, itself inside the sandbox): measured, \
+            read calls take 0.19-0.55x of their cold time (docs/performance.md). Writes and calls \
+            outside the sandbox always start cold [env: CCM_WARM=0]"
     )]
-    pub warm: bool,
+    pub no_warm: bool,
 
     /// Always wait for live discovery, even when a baked snapshot matches.
     #[arg(long, global = true, help_heading = PERFORMANCE)]

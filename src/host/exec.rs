@@ -177,6 +177,9 @@ pub struct Outcome {
     pub duration: Duration,
     /// Which limit the run probably hit ("memory limit 4 GiB may have been exceeded").
     pub limit: Option<String>,
+    /// Whether the run was forked from the read zygote (`None`: warm reads are off on
+    /// this server).
+    pub warm: Option<bool>,
 }
 
 /// The executions of one server (cheap to clone; clones share one state): the limits
@@ -190,6 +193,8 @@ struct State {
     limits: Limits,
     /// The warm path, once [`Executions::start_warm`] turned it on.
     warm: OnceLock<Arc<warm::Warm>>,
+    /// Why warm reads are off though the operator left them on (no sandbox).
+    warm_off: OnceLock<String>,
     /// Executions being supervised; [`Executions::shutdown`] waits for them.
     running: AtomicUsize,
     idle: tokio::sync::Notify,
@@ -206,6 +211,7 @@ impl Executions {
         Executions(Arc::new(State {
             limits,
             warm: OnceLock::new(),
+            warm_off: OnceLock::new(),
             running: AtomicUsize::new(0),
             idle: tokio::sync::Notify::new(),
             shutdown: CancellationToken::new(),
@@ -294,13 +300,28 @@ impl Executions {
         let warm = self
             .0
             .warm
-            .get_or_init(|| warm::Warm::new(entry, Arc::clone(&self.0.limits.env_remove)));
+            .get_or_init(|| warm::Warm::new(entry, self.0.limits.clone()));
         warm::launch(Arc::clone(warm));
     }
 
-    /// The capabilities document's `warm` entry (`null` without `--warm`).
+    /// Warm reads stay off, for `why`: said once in the log, and in the capabilities.
+    pub fn warm_off(&self, why: String) {
+        tracing::warn!("warm reads are off: {why}; every call starts a new interpreter");
+        let _ = self.0.warm_off.set(why);
+    }
+
+    /// The capabilities document's `warm` entry (`null` after `--no-warm`).
     pub fn describe_warm(&self) -> serde_json::Value {
-        warm::describe(self.0.warm.get().map(Arc::as_ref))
+        match (self.0.warm.get(), self.0.warm_off.get()) {
+            (None, Some(why)) => serde_json::json!({
+                "enabled": false,
+                "state": "off",
+                "reason": why,
+                "warm_calls": 0,
+                "cold_calls": 0,
+            }),
+            (warm, _) => warm::describe(warm.map(Arc::as_ref)),
+        }
     }
 
     /// The warm path, when it is on.

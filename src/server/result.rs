@@ -18,6 +18,9 @@ use crate::tools::records;
 /// The result `_meta` key that says where stdout went, and its one value.
 pub const META_STDOUT: &str = "conda-cli-mcp/stdout";
 pub const STDOUT_MOVED: &str = "moved-to-parsed_json";
+/// The result `_meta` key saying whether the call was forked from the read zygote
+/// (`true`) or started a new interpreter (`false`); absent when warm reads are off.
+pub const META_WARM: &str = "conda-cli-mcp/warm";
 /// The result `_meta` key naming the working directory a generated tool's call ran in,
 /// when one was chosen (`ccm_cwd`, or the client's first root).
 pub const META_WORKDIR: &str = "conda-cli-mcp/cwd";
@@ -81,9 +84,14 @@ pub fn execution_result(
         CallToolResult::success(content)
     };
     result.structured_content = Some(structured);
-    if moved {
+    if moved || outcome.warm.is_some() {
         let mut meta = MetaObject::default();
-        meta.0.insert(META_STDOUT.into(), STDOUT_MOVED.into());
+        if moved {
+            meta.0.insert(META_STDOUT.into(), STDOUT_MOVED.into());
+        }
+        if let Some(warm) = outcome.warm {
+            meta.0.insert(META_WARM.into(), warm.into());
+        }
         result.meta = Some(meta);
     }
     result

@@ -140,6 +140,18 @@ impl Default for State {
     }
 }
 
+/// Warm reads: the read zygote runs inside the read-only sandbox, so only where it is
+/// active with a user namespace per call; else they are off, said once and in capabilities.
+fn start_warm(host: &Host, state: Arc<State>, prefix: Option<std::path::PathBuf>) {
+    let unfit = state.sandbox.get().map(Sandbox::warm_unfit);
+    match unfit.unwrap_or(Some("no sandbox".into())) {
+        Some(why) => host.exec.warm_off(why),
+        None => host.start_warm(Box::new(move || {
+            state.sandbox.get()?.plan(prefix.as_deref())
+        })),
+    }
+}
+
 /// One startup: the target, the operator's settings, where it writes, and the sender
 /// that publishes the tools.
 struct Job {
@@ -163,10 +175,13 @@ pub(super) fn spawn(
         // The zygote starts once the tools are served: it never delays them.
         let mut served = sender.subscribe();
         let host = host.clone();
+        let state = Arc::clone(&state);
         tokio::spawn(async move {
-            if served.wait_for(Option::is_some).await.is_ok() {
-                host.start_warm();
-            }
+            let prefix = match served.wait_for(Option::is_some).await {
+                Ok(ready) => ready.as_ref().and_then(|r| r.discovery.prefix.clone()),
+                Err(_) => return,
+            };
+            start_warm(&host, state, prefix);
         });
     }
     let job = Job {

@@ -453,7 +453,7 @@ fn real_conda_sandboxed_calls_work_without_a_package_cache_directory() {
         command
     };
     let search = json!({"channel": [channel], "override_channels": true, "match_spec": "pkga"});
-    for flags in [&[][..], &["--warm"][..]] {
+    for flags in [&["--no-warm"][..], &["--warm"][..]] {
         let mut s = Session::spawn_initialized(command(flags));
         if flags.contains(&"--warm") {
             crate::warm::wait_ready(&mut s);

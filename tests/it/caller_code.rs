@@ -157,7 +157,11 @@ fn fixture_server(cwd: &Path, home: &Path, planted: &Planted, warm: bool) -> Ses
     command
         .arg("--conda-exe")
         .arg(&support::fixture().conda)
-        .args(if warm { &["--warm"][..] } else { &[][..] })
+        .args(if warm {
+            &["--warm"][..]
+        } else {
+            &["--no-warm"][..]
+        })
         .current_dir(cwd)
         .env("HOME", home)
         .env("CCM_FIXTURE_PROBE_REPORT", planted.fifo())
@@ -345,7 +349,7 @@ fn real_conda_planted_modules_never_run_in_read_only_calls() {
     );
     drop(exec);
 
-    let mut cold = real_server(&world, &modules, &[]);
+    let mut cold = real_server(&world, &modules, &["--no-warm"]);
     let mut warm = real_server(&world, &packages, &["--warm"]);
     assert!(
         planted_runs(&planted.lines()).is_empty(),

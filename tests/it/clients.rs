@@ -82,7 +82,9 @@ fn python_sdk_over_stdio() {
     let conda = support::fixture().conda.to_str().unwrap().to_owned();
     // Both the handshake era (initialize) and the 2026-07-28 per-request era.
     for mode in ["legacy", "auto"] {
-        let seen = run_sdk(&python, &["stdio", ccm, &conda, mode]);
+        // --no-warm: the session's answers pin a result's whole `_meta`, which on a warm
+        // server also says how the call ran (tested in warm_contained).
+        let seen = run_sdk(&python, &["stdio", ccm, &conda, mode, "--no-warm"]);
         let tools = seen["tools"].as_array().unwrap();
         assert!(tools.iter().any(|t| t == "conda_info"), "{mode}: {seen}");
         assert_eq!(

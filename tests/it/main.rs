@@ -95,6 +95,8 @@ mod trust_links;
 mod trust_paths;
 /// `--warm`: calls forked from the zygote match cold calls byte for byte.
 mod warm;
+/// Warm reads by default: the zygote inside the sandbox, hostile preloads, no leaks.
+mod warm_contained;
 /// `--warm` under attack: limits, cgroup, secrets, the zygote's reach, stale conda, exit.
 mod warm_hostile;
 /// Where a generated tool's call runs: `ccm_cwd`, `ccm_timeout_seconds`, the reserved prefix.

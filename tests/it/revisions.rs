@@ -120,7 +120,9 @@ fn invalid_arguments_follow_the_negotiated_revision_over_stdio() {
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_json_stdout_is_carried_once() {
     let conda = support::real_conda();
-    let mut s = Session::start(&conda, &[]);
+    // --no-warm: a text result's `_meta` is absent only on a cold server (a warm one says
+    // how each call ran; tested in warm_contained).
+    let mut s = Session::start(&conda, &["--no-warm"]);
     let answer = s.request(
         "tools/call",
         json!({"name": "conda_info", "arguments": {"json": true}}),

@@ -159,7 +159,9 @@ fn initialize_and_listing() {
 
 #[test]
 fn generated_call_result_shape() {
-    let mut s = Session::start(conda(), &[]);
+    // --no-warm: the result's whole `_meta` is pinned; a warm server's also says how the
+    // call ran (tested in warm_contained).
+    let mut s = Session::start(conda(), &["--no-warm"]);
     // `verbose` is the per-command form; the root's is `verbose_2`.
     let result = s.call("conda_list", json!({"json": true, "verbose": 2}));
     assert_eq!(
@@ -282,7 +284,8 @@ fn exit_codes_output_limits_and_json_parsing() {
         conda(),
         &classify::with(
             &classify::BEHAVE_TUNE_WRITE,
-            &["--output-limit-bytes", "1000"],
+            // --no-warm: the result's whole `_meta` is pinned (see above).
+            &["--output-limit-bytes", "1000", "--no-warm"],
         ),
     );
     // Integers sent as 2.0 compile to 2.

@@ -234,7 +234,8 @@ fn a_changed_conda_replaces_the_zygote_and_that_call_runs_cold() {
 #[test]
 fn a_changed_module_file_replaces_the_zygote_and_that_call_runs_cold() {
     let fixture = support::build_fixture(&[]);
-    let mut s = warm_session(&fixture.conda, &["--allow-write", "--allow-exec"], &[]);
+    // conda_behave classified read: warm calls are the sandboxed ones.
+    let mut s = warm_session(&fixture.conda, &BEHAVE_READ, &[]);
     let first = zygote_pid(&mut s);
     let text = |s: &mut Session| {
         let result = s.call("conda_behave", json!({"text": "hello"}));
@@ -291,7 +292,7 @@ fn held(s: &mut Session, probe: &Path) -> String {
 fn sandboxed_alike(server: impl Fn(&[&str]) -> Session, home: &Path) {
     let target = home.join("written-by-a-read");
     let probe = home.join("touched-by-a-read");
-    let mut cold = server(&["--allow-exec"]);
+    let mut cold = server(&["--allow-exec", "--no-warm"]);
     let mut warm = server(&["--allow-exec", "--warm"]);
     wait_ready(&mut warm);
     assert_eq!(warm.capabilities()["sandbox"]["state"], "active");
@@ -343,15 +344,34 @@ fn warm_sandboxed_children_of_an_unprivileged_server_hold_what_cold_ones_hold() 
 #[test]
 fn a_warm_forked_orphan_without_exec_or_cgroup_does_not_survive_the_call() {
     let unprivileged = crate::kit::nobody::Unprivileged::new();
-    let pids = unprivileged.home().join("pids");
+    // A FIFO: the call runs in the read-only sandbox (warm reads are sandboxed calls),
+    // where a FIFO is the one thing it can write that the test reads. Beside HOME, not in
+    // it: a HOME without `.conda` is seen through a union in the sandbox, and a FIFO
+    // opened through an overlay is not the one the test reads.
+    let pids = unprivileged.home().parent().unwrap().join("pids");
+    let c_path = std::ffi::CString::new(pids.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo on a NUL-terminated path this test owns.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o666) }, 0);
+    std::fs::set_permissions(&pids, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
     let input = json!({"detached_grandchild": true, "no_exec": true, "child_sleep": 300,
                        "pid_file": pids});
     for flags in [
-        &["--allow-write", "--allow-exec"][..],
-        &["--allow-write", "--allow-exec", "--warm"],
+        classify::with(&BEHAVE_READ, &["--no-warm"]),
+        classify::with(&BEHAVE_READ, &[]),
     ] {
-        let mut s = unprivileged.server(flags);
-        let warm = flags.contains(&"--warm");
+        // The call opens the FIFO twice (its own pid, then the grandchild's).
+        let reader = {
+            let pids = pids.clone();
+            std::thread::spawn(move || {
+                let mut recorded = String::new();
+                while recorded.lines().count() < 2 {
+                    recorded += &std::fs::read_to_string(&pids).unwrap();
+                }
+                recorded
+            })
+        };
+        let mut s = unprivileged.server(&flags);
+        let warm = !flags.contains(&"--no-warm");
         if warm {
             wait_ready(&mut s);
         }
@@ -362,7 +382,7 @@ fn a_warm_forked_orphan_without_exec_or_cgroup_does_not_survive_the_call() {
         );
         let result = s.call("conda_behave", input.clone());
         assert_eq!(structured(&result)["exit_code"], 0, "{result}");
-        let recorded = std::fs::read_to_string(&pids).unwrap();
+        let recorded = reader.join().unwrap();
         let orphan: i32 = recorded.lines().nth(1).unwrap().parse().unwrap();
         let what = if warm {
             "a warm call's orphan to end"

@@ -18,15 +18,15 @@ pub(super) enum Leader {
 }
 
 /// Start `spec`'s leader: forked from the `warm` zygote when `spec` runs the warm target
-/// and the zygote takes it, else started cold (always cold with a terminal as stdout, and
-/// with a write bound: the zygote's children restrict themselves only in the sandbox).
+/// in the read-only sandbox and the zygote takes it, else started cold (always cold
+/// outside the sandbox — writes —, with a terminal as stdout, and with a write bound).
 pub(super) async fn start(
     warm: Option<&Arc<warm::Warm>>,
     spec: &Spec,
     marker: &str,
     terminal: Option<std::os::fd::OwnedFd>,
 ) -> std::io::Result<(Leader, Arc<limits::Prepared>)> {
-    let cold_only = terminal.is_some() || spec.write_bound.is_some();
+    let cold_only = terminal.is_some() || spec.write_bound.is_some() || spec.sandbox.is_none();
     if let Some(warm) = warm.filter(|w| !cold_only && w.applies(&spec.program)) {
         let prepared = Arc::new(spec.limits.prepare());
         match warm::fork(warm, spec, marker, &prepared).await {
@@ -75,6 +75,16 @@ impl Leader {
         match self {
             Leader::Cold(child) => child.stderr.take().map(|r| Box::pin(r) as Reader),
             Leader::Warm(child) => child.stderr.take().map(|r| Box::pin(r) as Reader),
+        }
+    }
+
+    /// A new outcome saying whether it was forked from the zygote (`None`: warm reads
+    /// are off on the server of `executions`).
+    pub(super) fn outcome(&self, executions: &super::Executions) -> super::Outcome {
+        let warm = executions.warm().map(|_| matches!(self, Leader::Warm(_)));
+        super::Outcome {
+            warm,
+            ..super::Outcome::default()
         }
     }
 

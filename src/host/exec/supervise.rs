@@ -86,7 +86,7 @@ pub(super) async fn supervise(
     if let Some(sampler) = sampler {
         sampler.abort();
     }
-    let mut outcome = Outcome::default();
+    let mut outcome = child.outcome(executions);
     let reader_deadline = end_tree(end, &mut child, &tree, deadline, &mut outcome).await;
     // The leader is reaped by now.
     let _ = child.wait().await;

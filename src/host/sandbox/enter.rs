@@ -17,7 +17,7 @@ pub fn install(command: &mut tokio::process::Command, plan: &Plan) {
     // before the fork, as required between fork and exec.
     unsafe {
         command.pre_exec(move || {
-            enter(&prepared)?;
+            enter(&prepared, None)?;
             // Last: the unix-socket filter (`seccomp.rs`).
             match &prepared.seccomp {
                 Some(filter) => filter.install(),
@@ -31,10 +31,60 @@ pub fn install(command: &mut tokio::process::Command, plan: &Plan) {
 pub fn install(_command: &mut tokio::process::Command, _plan: &Plan) {}
 
 /// Build `plan`'s sandbox in the calling process, which must be a freshly forked,
-/// single-threaded child (the warm path's namespace holder). Only system calls.
+/// single-threaded child (the warm path's namespace holder). With `parent`, the call's
+/// user namespace is made inside that user namespace (the read zygote's, which the
+/// server's user owns), so that the zygote's children, which hold no capability, may
+/// join it: the owner of a user namespace, in its parent, holds every capability in it.
+/// Only system calls.
 #[cfg(target_os = "linux")]
-pub fn enter_forked(plan: &Plan) -> std::io::Result<()> {
-    enter(&plan.0)
+pub fn enter_forked(
+    plan: &Plan,
+    parent: Option<rustix::fd::BorrowedFd<'_>>,
+) -> std::io::Result<()> {
+    enter(&plan.0, parent)
+}
+
+/// The namespaces of a sandbox built by a holder ([`enter_forked`]), for a process that
+/// joins it whole: the read zygote, before it runs anything.
+#[cfg(target_os = "linux")]
+pub struct Joined {
+    pub user: rustix::fd::OwnedFd,
+    pub mount: rustix::fd::OwnedFd,
+    pub ipc: rustix::fd::OwnedFd,
+}
+
+/// Make the child of `command` join `namespaces` (user, mount and IPC, built by a holder
+/// from `plan`) before `exec`, then give up what a cold sandboxed child gives up: the
+/// controlling terminal, every privilege, a Landlock domain of its own (where the kernel
+/// scopes signals), the unix-socket filter last. The read zygote starts so: contained as a
+/// cold read-only call is, before its interpreter runs a line.
+#[cfg(target_os = "linux")]
+pub fn install_joined(command: &mut tokio::process::Command, plan: &Plan, namespaces: Joined) {
+    command.env(TMPDIR, &plan.0.tmpdir);
+    let prepared = Arc::clone(&plan.0);
+    // SAFETY: the hook only makes system calls (setns, prctl, capset, landlock, seccomp)
+    // on descriptors and data prepared before the fork: no allocation, no locks.
+    unsafe {
+        command.pre_exec(move || {
+            use rustix::fd::AsFd;
+            use rustix::thread::{LinkNameSpaceType as Kind, move_into_link_name_space as join};
+            join(namespaces.user.as_fd(), Some(Kind::User))?;
+            join(namespaces.mount.as_fd(), Some(Kind::Mount))?;
+            join(
+                namespaces.ipc.as_fd(),
+                Some(Kind::InterProcessCommunication),
+            )?;
+            super::dev::detach_terminal();
+            drop_privileges()?;
+            if let Some(scope) = &prepared.scope {
+                super::scope::restrict(scope.as_fd())?;
+            }
+            match &prepared.seccomp {
+                Some(filter) => filter.install(),
+                None => Ok(()),
+            }
+        });
+    }
 }
 
 /// Write a whole small file, `path` relative to `dir` (async-signal-safe).
@@ -64,8 +114,12 @@ fn write_file(
 /// sibling, holds no capability over it, so the kernel refuses `ptrace` and
 /// `/proc/<pid>/root`, `mem`, `fd` between them. Then every privilege goes, and the
 /// Landlock scope (where the kernel has one) keeps signals within the call.
+///
+/// With `parent` (a user namespace the server's user owns), the call's user namespace is
+/// made inside it: joined right before the call's own is unshared, after a root server's
+/// mounts (made as root).
 #[cfg(target_os = "linux")]
-fn enter(plan: &Prepared) -> std::io::Result<()> {
+fn enter(plan: &Prepared, parent: Option<rustix::fd::BorrowedFd<'_>>) -> std::io::Result<()> {
     use rustix::fs::{Mode, mkdir};
     use rustix::mount::{MountFlags, MountPropagationFlags, mount, mount_change};
     use rustix::thread::UnshareFlags;
@@ -77,8 +131,22 @@ fn enter(plan: &Prepared) -> std::io::Result<()> {
         Some(_) => Some(proc_dir(plan.mounts_first)?),
         None => None,
     };
+    let join_parent = || match parent {
+        Some(parent) => rustix::thread::move_into_link_name_space(
+            parent,
+            Some(rustix::thread::LinkNameSpaceType::User),
+        ),
+        None => Ok(()),
+    };
+    if parent.is_some() && plan.maps.is_none() {
+        // Nested calls need a user namespace of their own.
+        return Err(rustix::io::Errno::INVAL.into());
+    }
     match (&plan.maps, &proc, plan.mounts_first) {
-        (Some(maps), Some(proc), false) => user_namespace(calls_own, maps, proc)?,
+        (Some(maps), Some(proc), false) => {
+            join_parent()?;
+            user_namespace(calls_own, maps, proc)?
+        }
         _ => unshare(UnshareFlags::NEWNS)?,
     }
     mount_change(
@@ -114,7 +182,10 @@ fn enter(plan: &Prepared) -> std::io::Result<()> {
         mount_union(union, user, private);
     }
     match (&plan.maps, &proc, plan.mounts_first) {
-        (Some(maps), Some(proc), true) => user_namespace(calls_own, maps, proc)?,
+        (Some(maps), Some(proc), true) => {
+            join_parent()?;
+            user_namespace(calls_own, maps, proc)?
+        }
         // A root server whose kernel refused a user namespace: an IPC namespace alone.
         (None, _, _) => unshare(UnshareFlags::NEWIPC)?,
         _ => {}

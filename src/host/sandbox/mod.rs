@@ -72,9 +72,9 @@ pub(crate) mod seccomp;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
 
-#[cfg(target_os = "linux")]
-pub use enter::enter_forked;
 pub use enter::install;
+#[cfg(target_os = "linux")]
+pub use enter::{Joined, enter_forked, install_joined};
 pub use probe::Unavailable;
 
 /// Most overlays a union carries over (those inside the directory it goes on).
@@ -239,6 +239,27 @@ struct UnionMount {
 }
 
 impl Plan {
+    /// The same sandbox without its overlays and unions: every mount read-only but the
+    /// tmpfs. The read zygote's own: it only imports modules (its survey children run
+    /// `--help`), and it sees the target's files as they are, so that what it compares
+    /// before each fork (module files, mapped libraries) is the files themselves, never
+    /// an overlay's view of them.
+    pub fn bare(&self) -> Plan {
+        let p = &self.0;
+        Plan(Arc::new(Prepared {
+            maps: p.maps.clone(),
+            mounts_first: p.mounts_first,
+            scope: p.scope.clone(),
+            seccomp: p.seccomp.clone(),
+            base: p.base.clone(),
+            base_options: p.base_options.clone(),
+            mkdirs: p.mkdirs.iter().take(1).cloned().collect(),
+            tmpdir: p.tmpdir.clone(),
+            overlays: Vec::new(),
+            unions: Vec::new(),
+        }))
+    }
+
     /// The child's `TMPDIR`.
     pub fn tmpdir(&self) -> &Path {
         &self.0.tmpdir
@@ -282,6 +303,22 @@ impl Sandbox {
 
     pub fn state(&self) -> &State {
         &self.state
+    }
+
+    /// Why the read zygote cannot run inside this sandbox (`None`: it can): it needs
+    /// the sandbox active with a user namespace per call, inside which each call's own
+    /// is made.
+    pub fn warm_unfit(&self) -> Option<String> {
+        match (&self.state, &self.facts) {
+            (State::Active, Some(facts)) => facts.shared_user_namespace.as_ref().map(|why| {
+                format!("the kernel refused the sandbox a user namespace per call ({why})")
+            }),
+            (State::Active, None) => Some("the sandbox is not prepared".to_owned()),
+            (State::Unavailable(why), _) => {
+                format!("the read-only sandbox is unavailable ({why})").into()
+            }
+            (State::Disabled, _) => Some("the read-only sandbox is off (--no-sandbox)".to_owned()),
+        }
     }
 
     /// The `sandbox` field of the capabilities document.

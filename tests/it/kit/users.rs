@@ -31,7 +31,11 @@ pub fn sandboxed_server(mut launch: Command, conda: &Path, home: &Path, warm: bo
         .arg("--conda-exe")
         .arg(conda)
         .arg("--allow-exec")
-        .args(if warm { &["--warm"][..] } else { &[][..] })
+        .args(if warm {
+            &["--warm"][..]
+        } else {
+            &["--no-warm"][..]
+        })
         .env_remove("CONDA_EXE")
         .env_remove("CCM_LOG")
         .env("HOME", home);

@@ -88,24 +88,16 @@ fn fields(spec: &Spec, marker: &str, ns: &str) -> Result<Vec<Vec<u8>>, Unfit> {
     Ok(fields)
 }
 
-/// The kinds of the descriptors that follow stdio, in order (see `zygote.py`).
-fn kinds(spec: &Spec) -> String {
-    match &spec.sandbox {
-        None => "none".to_owned(),
-        Some(plan) => {
-            let mut kinds = vec!["mnt", "ipc"];
-            if plan.user_namespace() {
-                kinds.insert(0, "user");
-            }
-            if plan.scope().is_some() {
-                kinds.push("landlock");
-            }
-            if plan.seccomp().is_some() {
-                kinds.push("seccomp");
-            }
-            kinds.join(",")
-        }
+/// The kinds of the descriptors that follow stdio, in order (see `zygote/start.py`): the
+/// call's user, mount and IPC namespaces and the Landlock ruleset where signals are
+/// scoped. The unix-socket filter is not sent: the zygote installed it before `exec`, and
+/// its children inherit it.
+fn kinds(plan: &crate::host::sandbox::Plan) -> String {
+    let mut kinds = vec!["user", "mnt", "ipc"];
+    if plan.scope().is_some() {
+        kinds.push("landlock");
     }
+    kinds.join(",")
 }
 
 /// Ask the zygote in `slot` to fork `spec`'s run.
@@ -115,12 +107,18 @@ pub(super) async fn start(
     marker: &str,
     prepared: &limits::Prepared,
 ) -> Result<WarmChild, Unfit> {
+    // Only sandboxed calls are forked (the zygote lives in the sandbox); each gets a
+    // sandbox of its own, built inside the zygote's user namespace.
+    let plan = spec.sandbox.as_ref().ok_or(Unfit::Sandbox)?;
+    if !plan.user_namespace() {
+        return Err(Unfit::Sandbox);
+    }
     #[cfg(target_os = "linux")]
-    let namespaces = match &spec.sandbox {
-        Some(plan) => Some(super::holder::build(plan).map_err(|_| Unfit::Sandbox)?),
-        None => None,
+    let namespaces = {
+        let zygote = slot.as_ref().ok_or(Unfit::Starting)?;
+        super::holder::build(plan, Some(zygote.user_ns.as_fd())).map_err(|_| Unfit::Sandbox)?
     };
-    let ns = kinds(spec);
+    let ns = kinds(plan);
     let fields = fields(spec, marker, &ns)?;
     let (stdin_child, stdin_ours) = match spec.stdin {
         Some(_) => {
@@ -140,17 +138,12 @@ pub(super) async fn start(
         stderr_child.as_fd(),
     ];
     #[cfg(target_os = "linux")]
-    if let Some(namespaces) = &namespaces {
-        fds.extend(namespaces.user.as_ref().map(|fd| fd.as_fd()));
+    {
+        let user = namespaces.user.as_ref().ok_or(Unfit::Sandbox)?;
+        fds.push(user.as_fd());
         fds.push(namespaces.mount.as_fd());
         fds.push(namespaces.ipc.as_fd());
-    }
-    #[cfg(target_os = "linux")]
-    if let Some(scope) = spec.sandbox.as_ref().and_then(|plan| plan.scope()) {
-        fds.push(scope);
-    }
-    if let Some(filter) = spec.sandbox.as_ref().and_then(|plan| plan.seccomp()) {
-        fds.push(filter);
+        fds.extend(plan.scope());
     }
     fds.extend(prepared.join_fds());
     let zygote = slot.as_mut().ok_or(Unfit::Starting)?;

@@ -24,8 +24,10 @@ pub(super) struct Namespaces {
 /// Room for three descriptors in one control message.
 const FDS: usize = 3;
 
-/// Build `plan`'s sandbox in a forked child and return its namespaces.
-pub(super) fn build(plan: &Plan) -> std::io::Result<Namespaces> {
+/// Build `plan`'s sandbox in a forked child and return its namespaces; with `parent`,
+/// the call's user namespace is made inside that one (the read zygote's: its children
+/// may join only namespaces nested in its own).
+pub(super) fn build(plan: &Plan, parent: Option<BorrowedFd<'_>>) -> std::io::Result<Namespaces> {
     use rustix::net::{AddressFamily, SocketFlags, SocketType, socketpair};
     use rustix::process::{Pid, WaitOptions, waitpid};
     let (ours, theirs) = socketpair(
@@ -43,7 +45,7 @@ pub(super) fn build(plan: &Plan) -> std::io::Result<Namespaces> {
         // nothing and takes no lock), then exits without returning.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            in_child(plan, user, theirs.as_fd());
+            in_child(plan, parent, user, theirs.as_fd());
         }
         if pid > 0 {
             registry.insert(pid);
@@ -81,10 +83,10 @@ pub(super) fn build(plan: &Plan) -> std::io::Result<Namespaces> {
 /// In the forked child: build the sandbox, send its namespaces (status 0) or a failure
 /// (status 1, no descriptors), exit. System calls only, on the stack and on data prepared
 /// before the fork.
-fn in_child(plan: &Plan, user: bool, socket: BorrowedFd<'_>) -> ! {
+fn in_child(plan: &Plan, parent: Option<BorrowedFd<'_>>, user: bool, socket: BorrowedFd<'_>) -> ! {
     use rustix::fs::{Mode, OFlags, open};
     let open = |path: &std::ffi::CStr| open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty());
-    let entered = crate::host::sandbox::enter_forked(plan).is_ok();
+    let entered = crate::host::sandbox::enter_forked(plan, parent).is_ok();
     let namespaces = match (entered, user) {
         (false, _) => None,
         (true, true) => open(c"/proc/self/ns/user").ok().map(Some),

@@ -52,6 +52,8 @@ pub enum Unfit {
     Refused,
     #[error("the call runs without plugins (the zygote has their modules imported)")]
     NoPlugins,
+    #[error("the read-only sandbox is not active, and the zygote runs only inside it")]
+    NoSandbox,
 }
 
 /// Whether a run of `args` under the environment value `no_plugins_env`
@@ -78,22 +80,28 @@ fn disables_plugins(args: &[std::ffi::OsString], no_plugins_env: Option<&std::ff
 }
 
 /// What the warm path needs of the target, resolved by its caller: the `conda` entry
-/// script, its `#!` line, and how to take the target's stamp now (a changed stamp
-/// replaces the zygote).
+/// script, its `#!` line, how to take the target's stamp now (a changed stamp
+/// replaces the zygote), and how to plan a read-only call's sandbox now (the zygote's
+/// own: it runs only inside one).
 pub struct Entry {
     pub program: PathBuf,
     pub script: Option<Script>,
     pub restamp: Box<dyn Fn() -> Option<String> + Send + Sync>,
+    pub plan: Box<dyn Fn() -> Option<crate::host::sandbox::Plan> + Send + Sync>,
 }
 
 /// The warm state of one server (held by its [`super::Executions`]).
 pub(super) struct Warm {
     entry: PathBuf,
-    /// Variables withheld from every child, so from the zygote too.
-    withheld: Arc<[String]>,
+    /// The limits and withheld variables of every child, so of the zygote too.
+    limits: super::Limits,
     script: Option<Script>,
     restamp: Box<dyn Fn() -> Option<String> + Send + Sync>,
+    plan: Box<dyn Fn() -> Option<crate::host::sandbox::Plan> + Send + Sync>,
     zygote: Arc<tokio::sync::Mutex<Option<Zygote>>>,
+    /// The task starting a zygote (it holds `zygote` meanwhile): aborted at shutdown,
+    /// which kills the zygote it was waiting for.
+    starting: Mutex<Option<tokio::task::AbortHandle>>,
     status: Mutex<Status>,
     warm_calls: AtomicU64,
     cold_calls: AtomicU64,
@@ -111,13 +119,15 @@ struct Status {
 
 impl Warm {
     /// The warm path for the target's `conda`, its zygote not started yet ([`launch`]).
-    pub(super) fn new(entry: Entry, withheld: Arc<[String]>) -> Arc<Warm> {
+    pub(super) fn new(entry: Entry, limits: super::Limits) -> Arc<Warm> {
         Arc::new(Warm {
             entry: entry.program,
-            withheld,
+            limits,
             script: entry.script,
             restamp: entry.restamp,
+            plan: entry.plan,
             zygote: Arc::new(tokio::sync::Mutex::new(None)),
+            starting: Mutex::new(None),
             status: Mutex::new(Status {
                 state: "starting",
                 reason: None,
@@ -149,16 +159,20 @@ pub(super) fn launch(warm: Arc<Warm>) {
         s.state = "starting";
         s.pid = None;
     });
-    tokio::spawn(async move {
+    let task_warm = Arc::clone(&warm);
+    let task = tokio::spawn(async move {
+        let warm = task_warm;
         let mut slot = warm.zygote.lock().await;
         if let Some(old) = slot.take() {
             old.stop();
         }
-        let result = match (warm.restamp)() {
-            Some(stamp) => {
-                Zygote::start(&warm.entry, warm.script.as_ref(), stamp, &warm.withheld).await
+        let result = match ((warm.restamp)(), (warm.plan)()) {
+            (Some(stamp), Some(plan)) => {
+                let script = warm.script.as_ref();
+                Zygote::start(&warm.entry, script, stamp, &warm.limits, &plan.bare()).await
             }
-            None => Err(Unfit::NotAScript),
+            (None, _) => Err(Unfit::NotAScript),
+            (_, None) => Err(Unfit::NoSandbox),
         };
         match result {
             Ok(zygote) => {
@@ -187,6 +201,9 @@ pub(super) fn launch(warm: Arc<Warm>) {
             }
         }
     });
+    if let Ok(mut starting) = warm.starting.lock() {
+        *starting = Some(task.abort_handle());
+    }
 }
 
 /// Fork `spec`'s run from the zygote, or say why it runs cold (logged and counted).
@@ -282,8 +299,12 @@ pub(super) fn describe(warm: Option<&Warm>) -> serde_json::Value {
     })
 }
 
-/// Stop the zygote (server exit).
+/// Stop the zygote (server exit), a starting one too: its start is aborted, which kills
+/// the process it was waiting for (and its cgroup, with what its survey started).
 pub(super) async fn stop(warm: &Warm) {
+    if let Some(task) = warm.starting.lock().ok().and_then(|mut s| s.take()) {
+        task.abort();
+    }
     if let Some(zygote) = warm.zygote.lock().await.take() {
         zygote.stop();
     }

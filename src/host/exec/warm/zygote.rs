@@ -1,19 +1,23 @@
 //! The zygote process: started under the target's interpreter with the flags of the
-//! `conda` entry script's `#!` line, talking to the server over an inherited socket
+//! `conda` entry script's `#!` line, inside the read-only sandbox (the namespaces of a
+//! read-only call's plan, built by a holder and joined before `exec`, every privilege
+//! given up, the call limits), talking to the server over an inherited socket
 //! (descriptor 3 in the zygote; no path anywhere), and the wire format of its requests.
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::process::{Child, Command};
 
-use super::super::reap;
+use super::super::{Limits, limits, reap};
 use super::{Unfit, rights};
+use crate::host::sandbox::Plan;
 use crate::host::target::Script;
 
 /// The zygote's program, run with `python -c`: one program from the parts in `zygote/`, in
@@ -47,6 +51,24 @@ pub(super) struct Zygote {
     pub(super) preloaded: (u32, u32),
     /// Its answers may be out of step with the calls: replace it.
     pub(super) broken: bool,
+    /// The zygote's user namespace: each call's sandbox is built inside it, so that the
+    /// zygote's children (which hold no capability) may join it.
+    pub(super) user_ns: OwnedFd,
+    /// Its limits (its cgroup, removed once it is gone).
+    prepared: Arc<limits::Prepared>,
+}
+
+/// A zygote being started: killed with everything in its cgroup when dropped before it
+/// is ready (a start aborted at shutdown).
+struct Starting(Option<Arc<limits::Prepared>>);
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        if let Some(group) = self.0.as_ref().and_then(|p| p.group.as_ref()) {
+            group.kill();
+            group.remove();
+        }
+    }
 }
 
 /// The directory a cold run puts first on `sys.path`: the script's, after following
@@ -64,59 +86,58 @@ fn script_dir(entry: &Path) -> PathBuf {
 }
 
 impl Zygote {
-    /// Start a zygote for `entry` (the target `conda`) and wait until it has imported
-    /// conda. Its environment is the server's less every `withheld` variable.
+    /// Start a zygote for `entry` (the target `conda`) in the sandbox of `plan` (a
+    /// read-only call's) under `limits`, and wait until it has imported conda. Its
+    /// environment is a sandboxed cold child's: the server's less every withheld
+    /// variable, with the sandbox's `TMPDIR`.
     pub(super) async fn start(
         entry: &Path,
         script: Option<&Script>,
         stamp: String,
-        withheld: &[String],
+        limits: &Limits,
+        plan: &Plan,
     ) -> Result<Zygote, Unfit> {
         let started = Instant::now();
+        let withheld = &limits.env_remove;
         let Script {
             interpreter,
             argument,
         } = script.ok_or(Unfit::NotAScript)?;
+        let (joined, user_ns) = sandbox_of(plan)?;
+        let prepared = Arc::new(limits.prepare());
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(|_| Unfit::Start)?;
+        let mut command = command(interpreter, argument.as_deref(), entry, withheld);
         let theirs: OwnedFd = theirs.into();
-        let mut command = Command::new(interpreter);
-        if let Some(argument) = argument {
-            command.arg(argument);
-        }
-        command
-            .arg("-c")
-            .arg(SCRIPT)
-            .arg(entry)
-            .arg(script_dir(entry))
-            .current_dir("/")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .process_group(0);
-        for name in withheld.iter() {
-            command.env_remove(name);
-        }
-        command.env_remove(reap::MARKER_VAR);
-        // As every child: its interpreter (and so each warm child's `sys.flags` and
-        // `sys.path`) takes nothing from a working directory or the user site.
-        for (name, value) in super::super::environ::changes(|n| withheld.iter().any(|w| w == n)) {
-            match value {
-                Some(value) => command.env(name, value),
-                None => command.env_remove(name),
-            };
-        }
         // SAFETY: the hook makes two system calls (`dup2`, or `fcntl` when the socket is
         // descriptor 3 already) on a descriptor opened before the fork: no allocation,
         // no lock, as required between fork and exec.
         unsafe {
             command.pre_exec(move || inherit_as_3(&theirs));
         }
-        let mut child = {
+        // Its cgroup and rlimits, as a call's (`spawn::contain`), then the sandbox.
+        let in_child = Arc::clone(&prepared);
+        // SAFETY: the hook only calls write(2) and setrlimit(2) on data prepared before
+        // the fork.
+        unsafe {
+            command.pre_exec(move || in_child.apply_in_child());
+        }
+        #[cfg(target_os = "linux")]
+        crate::host::sandbox::install_joined(&mut command, plan, joined);
+        #[cfg(not(target_os = "linux"))]
+        let () = joined;
+        let spawned = {
             let mut registry = reap::registry();
-            let child = command.spawn().map_err(|_| Unfit::Start)?;
-            registry.extend(child.id().map(|p| p as i32));
+            let child = command.spawn();
+            if let Some(pid) = child.as_ref().ok().and_then(Child::id) {
+                registry.insert(pid as i32);
+            }
             child
+        };
+        let Ok(mut child) = spawned else {
+            if let Some(group) = &prepared.group {
+                group.remove();
+            }
+            return Err(Unfit::Start);
         };
         // The hook, and with it our copy of the zygote's end.
         drop(command);
@@ -135,11 +156,15 @@ impl Zygote {
             pid,
             preloaded: (0, 0),
             broken: false,
+            user_ns,
+            prepared,
         };
+        let mut starting = Starting(Some(Arc::clone(&zygote.prepared)));
         match tokio::time::timeout(READY_TIMEOUT, zygote.line()).await {
             Ok(Ok(line)) => zygote.preloaded = ready_counts(&line).ok_or(Unfit::NotReady)?,
             _ => return Err(Unfit::NotReady),
         }
+        starting.0 = None;
         zygote.started_in = started.elapsed();
         Ok(zygote)
     }
@@ -202,8 +227,70 @@ impl Zygote {
         tokio::spawn(async move {
             let _ = self.child.wait().await;
             reap::registry().remove(&pid);
+            if let Some(group) = &self.prepared.group {
+                group.remove();
+            }
         });
     }
+}
+
+/// The zygote's sandbox: a read-only call's namespaces, built by a holder, and a copy of
+/// its user namespace's descriptor (each call's is made inside it). Only with a user
+/// namespace of its own.
+#[cfg(target_os = "linux")]
+fn sandbox_of(plan: &Plan) -> Result<(crate::host::sandbox::Joined, OwnedFd), Unfit> {
+    let built = super::holder::build(plan, None).map_err(|_| Unfit::Sandbox)?;
+    let user = built.user.ok_or(Unfit::Sandbox)?;
+    let kept = user.try_clone().map_err(|_| Unfit::Sandbox)?;
+    let joined = crate::host::sandbox::Joined {
+        user,
+        mount: built.mount,
+        ipc: built.ipc,
+    };
+    Ok((joined, kept))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn sandbox_of(_plan: &Plan) -> Result<((), OwnedFd), Unfit> {
+    Err(Unfit::Sandbox)
+}
+
+/// The zygote's command: `interpreter [argument] -c SCRIPT entry <sys.path[0]>` in `/`,
+/// with the environment of a cold child less the `withheld` variables and the marker.
+fn command(
+    interpreter: &Path,
+    argument: Option<&std::ffi::OsStr>,
+    entry: &Path,
+    withheld: &[String],
+) -> Command {
+    let mut command = Command::new(interpreter);
+    if let Some(argument) = argument {
+        command.arg(argument);
+    }
+    command
+        .arg("-c")
+        .arg(SCRIPT)
+        .arg(entry)
+        .arg(script_dir(entry))
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
+    for name in withheld.iter() {
+        command.env_remove(name);
+    }
+    command.env_remove(reap::MARKER_VAR);
+    // As every child: its interpreter (and so each warm child's `sys.flags` and
+    // `sys.path`) takes nothing from a working directory or the user site.
+    for (name, value) in super::super::environ::changes(|n| withheld.iter().any(|w| w == n)) {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    command
 }
 
 /// The counts of a `ready PRELOADED REFUSED` line.

@@ -1,7 +1,8 @@
 """The warm zygote: runs under the target's interpreter (with the flags of the `conda`
-entry script's #! line), imports conda's CLI modules once, then forks one child per call.
-It talks only over the socket inherited as file descriptor 3; it never opens a path of its
-own.
+entry script's #! line), inside the read-only sandbox (joined before exec: no privilege,
+every mount read-only, the unix-socket filter, which its children inherit), imports
+conda's CLI modules once, then forks one child per call. It talks only over the socket
+inherited as file descriptor 3; it never opens a path of its own.
 
 argv: -c <this program> <entry script> <sys.path[0] of a cold run>
 
@@ -13,8 +14,10 @@ as `__main__` (which `python -c` is).
 
 Requests (ccm -> zygote), each a 4-byte big-endian length and a payload of NUL-separated
 fields, the call's file descriptors attached to the first byte:
-  run, cwd, ns ("none", or the comma-separated kinds of the sandbox's descriptors in
-  their order: [user,]mnt,ipc[,landlock][,seccomp]), memory limit (or ""), file-size
+  run, cwd, ns ("none", or the comma-separated kinds of the call's sandbox's
+  descriptors in their order: [user,]mnt,ipc[,landlock][,seccomp]; ccm sends
+  user,mnt,ipc[,landlock]: the call's namespaces are nested in the zygote's user
+  namespace, and the filter is the zygote's own, inherited), memory limit (or ""), file-size
   limit (or ""),
   argument count, arguments..., environment entries (NAME=VALUE)...
   descriptors: stdin, stdout, stderr, the sandbox's (user, mount and IPC namespaces, the
