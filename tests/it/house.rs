@@ -130,36 +130,22 @@ fn no_module_uses_a_higher_layer() {
     );
 }
 
-/// One module convention: `foo.rs` next to a `foo/` folder, never `foo/mod.rs`. The
-/// allow-list holds the files not yet moved; an entry whose file is gone fails too.
+/// One module convention: `foo.rs` next to a `foo/` folder, never `foo/mod.rs`.
 #[test]
 fn modules_are_files_not_mod_rs() {
-    const NOT_YET_MOVED: &[&str] = &["src/host/exec/warm/mod.rs", "src/host/sandbox/mod.rs"];
     let root = Path::new(ROOT);
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
-    let found: Vec<String> = files
+    let wrong: Vec<String> = files
         .iter()
         .filter(|file| file.file_name().is_some_and(|n| n == "mod.rs"))
         .map(|file| {
-            file.strip_prefix(root)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned()
+            format!(
+                "{}: move it to the folder's sibling `.rs` file",
+                file.strip_prefix(root).unwrap().display()
+            )
         })
         .collect();
-    let mut wrong: Vec<String> = found
-        .iter()
-        .filter(|file| !NOT_YET_MOVED.contains(&file.as_str()))
-        .map(|file| format!("{file}: move it to the folder's sibling `.rs` file"))
-        .collect();
-    for gone in NOT_YET_MOVED
-        .iter()
-        .filter(|f| !found.iter().any(|x| x == *f))
-    {
-        wrong.push(format!("{gone} is gone: remove it from NOT_YET_MOVED"));
-    }
-    wrong.sort();
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
