@@ -568,8 +568,10 @@ fn sessions_have_their_own_execution_limit() {
 #[ignore = "needs CCM_TEST_MCP_PYTHON"]
 fn python_sdk_over_http() {
     let python = sdk_python();
+    // --no-warm: the session's answers pin a result's whole `_meta`, which on a warm
+    // server also says whether the call ran warm (as over stdio, clients.rs).
     let server = HttpServer::start(
-        &[],
+        &["--no-warm"],
         &[
             ("CCM_MCP_TOKEN", TOKEN),
             ("CCM_MCP_TOKEN_QUERY_PARAM", "key"),
