@@ -71,6 +71,7 @@ pub(crate) mod scope;
 pub(crate) mod seccomp;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
+mod walls;
 
 #[cfg(target_os = "linux")]
 pub use enter::enter_forked;
