@@ -267,7 +267,11 @@ fn open_judged(path: &Path) -> Result<(OwnedFd, bool, PathBuf), std::io::Error> 
                 if kind == rustix::fs::FileType::Symlink {
                     return Err(Changed.into_io());
                 }
-                return Ok((fd, kind == rustix::fs::FileType::Directory, at.to_path_buf()));
+                return Ok((
+                    fd,
+                    kind == rustix::fs::FileType::Directory,
+                    at.to_path_buf(),
+                ));
             }
             Err(rustix::io::Errno::NOENT) => match at.parent() {
                 Some(parent) => at = parent,
@@ -288,7 +292,11 @@ fn open_operators(path: &Path) -> Option<(OwnedFd, bool, PathBuf)> {
     let fd = open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).ok()?;
     let stat = rustix::fs::fstat(&fd).ok()?;
     let kind = rustix::fs::FileType::from_raw_mode(stat.st_mode);
-    Some((fd, kind == rustix::fs::FileType::Directory, path.to_path_buf()))
+    Some((
+        fd,
+        kind == rustix::fs::FileType::Directory,
+        path.to_path_buf(),
+    ))
 }
 
 impl Changed {
@@ -385,7 +393,7 @@ impl super::Sandbox {
     /// built when the sandbox has none).
     pub fn bound_setup(&self) -> Setup {
         let facts = self.facts.as_ref();
-        let namespaces = (self.state == super::State::Active)
+        let namespaces = (self.state == super::State::Active && !unwalled_for_tests())
             .then(|| facts.map(|f| f.ids))
             .flatten();
         let seccomp = facts
@@ -397,6 +405,14 @@ impl super::Sandbox {
             ..Setup::default()
         }
     }
+}
+
+/// Debug builds only: `CCM_TEST_NO_BOUND_WALLS=1` makes bounded writes run without the
+/// walls (Landlock, the capability drop and the filter only), as where mount namespaces
+/// do not work, so that the benchmark measures what the walls cost. Release builds
+/// ignore it.
+fn unwalled_for_tests() -> bool {
+    cfg!(debug_assertions) && std::env::var_os("CCM_TEST_NO_BOUND_WALLS").is_some_and(|v| v == "1")
 }
 
 /// What conda itself writes for a bounded write, besides the call's own places (conda

@@ -121,7 +121,9 @@ pub(super) fn enter(walls: &Walls) -> std::io::Result<()> {
     use rustix::thread::UnshareFlags;
 
     // The working directory the child started in (`chdir` comes before this hook).
-    let here = rustix::fs::stat(c".").ok().map(|s| (s.st_dev as u64, s.st_ino as u64));
+    let here = rustix::fs::stat(c".")
+        .ok()
+        .map(|s| (s.st_dev as u64, s.st_ino as u64));
     let own = UnshareFlags::NEWNS | UnshareFlags::NEWIPC;
     match &walls.maps {
         Some(maps) => {

@@ -256,7 +256,9 @@ impl Server {
                 ));
             }
             let narrow = self.shared.config.write_envs.is_some();
-            if (narrow && confine::linked_in_place(target)) || self.foreign_links(ready, call, target) {
+            if (narrow && confine::linked_in_place(target))
+                || self.foreign_links(ready, call, target)
+            {
                 let (reason, text) = if narrow {
                     (refuse::Reason::OutsideWriteEnvs, LINKED_TARGET)
                 } else {
