@@ -79,8 +79,11 @@ impl Setup {
     }
 
     fn arguments(&self, packages: &[&str]) -> Value {
+        // In the project: a package name that names an entry of the server's working
+        // directory (the repository's `python/`) would be judged as a path.
         json!({"prefix": self.env().display().to_string(), "packages": packages,
-            "channel": [self.channel], "override_channels": true, "yes": true})
+            "channel": [self.channel], "override_channels": true, "yes": true,
+            "ccm_cwd": self.project.display().to_string()})
     }
 
     /// Mode, owner, modification time and bytes of each file of `outside`.

@@ -105,8 +105,8 @@ fn refused_write(outcome: &exec::Outcome) -> bool {
             "[errno 30]",
             "erofs",
         ]
-            .iter()
-            .any(|word| text.contains(word))
+        .iter()
+        .any(|word| text.contains(word))
     };
     failed && (says(&outcome.stderr) || says(&outcome.stdout))
 }
