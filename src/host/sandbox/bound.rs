@@ -191,7 +191,7 @@ impl Bound {
                 };
                 add_rule(&ruleset, &dir, allowed)?;
                 let stat = rustix::fs::fstat(&dir)?;
-                mounts.push((at, place.judged, stat.st_dev as u64, stat.st_ino as u64));
+                mounts.push((at, place.judged, stat.st_dev, stat.st_ino));
             }
         }
         let walls = match setup.namespaces {

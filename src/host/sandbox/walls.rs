@@ -14,8 +14,8 @@
 //!
 //! Each place is opened in the parent (`bound::Bound::make`) and its identity (device,
 //! inode) recorded; the child opens it again, judged places without following any
-//! symlink, and refuses to start when it is another file now (a directory swapped after
-//! the bound was made). The place is cloned (`open_tree`, with the mounts below it)
+//! symlink, and leaves it read-only when it is another file now (a directory swapped
+//! after the bound was made: the run's writes there fail). The place is cloned (`open_tree`, with the mounts below it)
 //! before `/` goes read-only and attached back onto the very directory the child opened
 //! (`move_mount` to a descriptor), so a symlink swapped in later never moves a writable
 //! mount elsewhere. Only system calls in the child; everything else is prepared before
@@ -121,9 +121,7 @@ pub(super) fn enter(walls: &Walls) -> std::io::Result<()> {
     use rustix::thread::UnshareFlags;
 
     // The working directory the child started in (`chdir` comes before this hook).
-    let here = rustix::fs::stat(c".")
-        .ok()
-        .map(|s| (s.st_dev as u64, s.st_ino as u64));
+    let here = rustix::fs::stat(c".").ok().map(|s| (s.st_dev, s.st_ino));
     let own = UnshareFlags::NEWNS | UnshareFlags::NEWIPC;
     match &walls.maps {
         Some(maps) => {
@@ -143,7 +141,11 @@ pub(super) fn enter(walls: &Walls) -> std::io::Result<()> {
         | OpenTreeFlags::AT_RECURSIVE
         | OpenTreeFlags::AT_EMPTY_PATH;
     for ((place, fd), clone) in walls.places.iter().zip(&mut opened).zip(&mut clones) {
-        let at = open_place(place)?;
+        // A place that is another file now (swapped after the bound was made) stays
+        // read-only: the run's writes there fail, as Landlock's would.
+        let Ok(at) = open_place(place) else {
+            continue;
+        };
         *clone = Some(open_tree(&at, c"", clone_flags)?);
         *fd = Some(at);
     }
@@ -212,7 +214,7 @@ fn open_place(place: &Place) -> std::io::Result<rustix::fd::OwnedFd> {
         open(&*place.path, flags, Mode::empty())?
     };
     let stat = rustix::fs::fstat(&fd)?;
-    if stat.st_dev as u64 != place.dev || stat.st_ino as u64 != place.ino {
+    if stat.st_dev != place.dev || stat.st_ino != place.ino {
         return Err(rustix::io::Errno::XDEV.into());
     }
     Ok(fd)
@@ -231,7 +233,7 @@ fn enter_again(cwd: &std::ffi::CStr, here: (u64, u64)) {
         return;
     };
     if let Ok(stat) = rustix::fs::fstat(&fd)
-        && (stat.st_dev as u64, stat.st_ino as u64) == here
+        && (stat.st_dev, stat.st_ino) == here
     {
         let _ = rustix::process::fchdir(&fd);
     }
