@@ -114,10 +114,8 @@ impl Walls {
 #[cfg(target_os = "linux")]
 pub(super) fn enter(walls: &Walls) -> std::io::Result<()> {
     use super::mount::{MOUNT_ATTR_NODEV, MOUNT_ATTR_RDONLY, mount_setattr};
-    use rustix::fd::{AsRawFd, OwnedFd};
-    use rustix::mount::{
-        MountPropagationFlags, MoveMountFlags, OpenTreeFlags, mount_change, move_mount, open_tree,
-    };
+    use rustix::fd::OwnedFd;
+    use rustix::mount::{MountPropagationFlags, OpenTreeFlags, mount_change, open_tree};
     use rustix::thread::UnshareFlags;
 
     // The working directory the child started in (`chdir` comes before this hook).
@@ -158,7 +156,27 @@ pub(super) fn enter(walls: &Walls) -> std::io::Result<()> {
         0,
     )?;
     super::dev::build(nodes)?;
-    for ((place, fd), clone) in walls.places.iter().zip(&opened).zip(&mut clones) {
+    attach(walls, &opened, &mut clones)?;
+    drop(opened);
+    if let (Some(cwd), Some(here)) = (&walls.cwd, here) {
+        enter_again(cwd, here);
+    }
+    super::dev::detach_terminal();
+    super::enter::drop_privileges()
+}
+
+/// Attach each place's clone (writable, made `nodev` and `nosuid`) onto the directory
+/// the child opened (`/dev/shm` onto the call's `/dev`). Only system calls.
+#[cfg(target_os = "linux")]
+fn attach(
+    walls: &Walls,
+    opened: &[Option<rustix::fd::OwnedFd>; MAX_PLACES],
+    clones: &mut [Option<rustix::fd::OwnedFd>; MAX_PLACES],
+) -> std::io::Result<()> {
+    use super::mount::{MOUNT_ATTR_NODEV, mount_setattr};
+    use rustix::fd::AsRawFd;
+    use rustix::mount::{MoveMountFlags, move_mount};
+    for ((place, fd), clone) in walls.places.iter().zip(opened).zip(clones.iter_mut()) {
         let (Some(fd), Some(clone)) = (fd, clone.take()) else {
             continue;
         };
@@ -188,12 +206,7 @@ pub(super) fn enter(walls: &Walls) -> std::io::Result<()> {
             )?;
         }
     }
-    drop(opened);
-    if let (Some(cwd), Some(here)) = (&walls.cwd, here) {
-        enter_again(cwd, here);
-    }
-    super::dev::detach_terminal();
-    super::enter::drop_privileges()
+    Ok(())
 }
 
 /// Open a place again in the child (a judged one without following any symlink) and

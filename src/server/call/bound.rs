@@ -79,6 +79,11 @@ impl Server {
             };
             bound::make_registry(&inputs);
             places.extend(bound::conda_places(&inputs, root, !narrow));
+            // A confirmed run's wrapper writes `changed.json` into its plan's directory.
+            places.extend(call.binding().map(|b| bound::Writable {
+                path: b.dir().to_path_buf(),
+                judged: false,
+            }));
             let made = tokio::task::spawn_blocking(move || bound::Bound::make(abi, &places, setup))
                 .await
                 .map_err(|_| ErrorData::internal_error("the write bound failed", None))?;
