@@ -194,7 +194,10 @@ impl Bound {
                 mounts.push((at, place.judged, stat.st_dev, stat.st_ino));
             }
         }
-        let walls = match setup.namespaces {
+        // A place that is `/` (`--allow-paths /`) leaves nothing read-only to wall off,
+        // and a clone attached over the root would not be seen below it.
+        let everything = mounts.iter().any(|m| m.0 == Path::new("/"));
+        let walls = match setup.namespaces.filter(|_| !everything) {
             Some(ids) => Some(
                 super::walls::Walls::new(ids, &mounts, setup.cwd.as_deref())
                     .ok_or_else(|| std::io::Error::other("too many places to bound"))?,
