@@ -303,6 +303,11 @@ impl Binding {
         })
     }
 
+    /// The plan's directory (where the confirmed run reports what changed).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
     /// Drop the input files' bytes once the question shows them (the copies stay).
     pub fn forget_contents(&mut self) {
         for file in &mut self.plan.files {

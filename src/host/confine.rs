@@ -57,6 +57,98 @@ pub fn linked_in_place(prefix: &Path) -> bool {
     IN_PLACE.iter().any(|file| linked(&prefix.join(file)))
 }
 
+/// Whether `prefix` holds a non-directory with more than one link that is not conda's
+/// own link of a package cache file: an agent's hard link to a file elsewhere, which
+/// conda would write through. conda opens some existing files of a prefix in place
+/// after a warning only, entry points above all (conda/gateways/disk/create.py:137-160
+/// `create_python_entry_point`: `maybe_raise(BasicClobberError)`, then `open(target,
+/// "w")`), and a link script writes what it likes; neither Landlock nor a mount
+/// namespace sees a hard link (they judge the name, which lies inside). conda hard-links
+/// package files from its caches by design, so a file with other links is accepted when
+/// its inode is one of a file below the `link.source` (the extracted package) of a
+/// record in `conda-meta` that lies in one of `pkgs_dirs`. Reads the whole prefix (and,
+/// when it holds links, those packages): about one `lstat` per file.
+pub fn foreign_links(prefix: &Path, pkgs_dirs: &[PathBuf]) -> bool {
+    let mut linked = std::collections::HashSet::new();
+    walk(prefix, &mut |meta| {
+        if meta.nlink() > 1 {
+            linked.insert((meta.dev(), meta.ino()));
+        }
+    });
+    if linked.is_empty() {
+        return false;
+    }
+    let caches: Vec<PathBuf> = pkgs_dirs
+        .iter()
+        .filter_map(|d| std::fs::canonicalize(d).ok())
+        .collect();
+    for source in sources(prefix) {
+        let Ok(source) = std::fs::canonicalize(&source) else {
+            continue;
+        };
+        if caches.iter().any(|c| source.starts_with(c) && source != *c) {
+            walk(&source, &mut |meta| {
+                linked.remove(&(meta.dev(), meta.ino()));
+            });
+        }
+        if linked.is_empty() {
+            return false;
+        }
+    }
+    true
+}
+
+/// Every non-directory below `dir`, without following symlinks.
+fn walk(dir: &Path, each: &mut dyn FnMut(&std::fs::Metadata)) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(meta) = entry.metadata() else {
+            continue;
+        };
+        if meta.is_dir() {
+            walk(&entry.path(), each);
+        } else {
+            each(&meta);
+        }
+    }
+}
+
+/// The `link.source` of every record in `prefix/conda-meta`.
+fn sources(prefix: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(prefix.join("conda-meta")) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let Ok(text) = std::fs::read(&path) else {
+            continue;
+        };
+        #[derive(serde::Deserialize)]
+        struct Record {
+            link: Option<Link>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Link {
+            source: Option<PathBuf>,
+        }
+        if let Ok(Record {
+            link: Some(Link {
+                source: Some(source),
+            }),
+        }) = serde_json::from_slice::<Record>(&text)
+        {
+            found.push(source);
+        }
+    }
+    found
+}
+
 /// The directories calls may name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Confinement {

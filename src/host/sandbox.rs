@@ -71,6 +71,7 @@ pub(crate) mod scope;
 pub(crate) mod seccomp;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
+mod walls;
 
 pub use enter::install;
 #[cfg(target_os = "linux")]

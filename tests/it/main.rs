@@ -9,6 +9,8 @@ mod argv;
 mod audit;
 /// `--confirm-writes`: the confirmed plan is what runs; the question shows what decides it.
 mod binding;
+/// The write bound's walls: metadata, devices, hard links, sockets, signals, TMPDIR (real conda).
+mod bound_walls;
 /// Caches by trust domain: what a sandboxed call writes, no later write trusts (real conda).
 mod cache_trust;
 /// No caller code in any child: modules planted in working directories never run.

@@ -139,3 +139,47 @@ fn the_http_default_scope_is_the_working_directory_prefix_and_user_envs() {
     let argv = argv(&["compare", "/proc/self/environ"]);
     assert_eq!(scope.check(&argv, &cwd, None), Err(Outside));
 }
+
+/// conda's own hard links from a package cache are accepted; a link to a file elsewhere
+/// is not, nor one whose record names a `link.source` outside every package cache (an
+/// agent can write its environment's `conda-meta`).
+#[test]
+fn foreign_hard_links_in_a_prefix_are_found() {
+    let root = tempfile::tempdir().unwrap();
+    let (pkgs, prefix, outside) = (
+        root.path().join("pkgs"),
+        root.path().join("env"),
+        root.path().join("outside"),
+    );
+    let source = pkgs.join("pkg-1.0-0");
+    for dir in [
+        source.join("bin"),
+        prefix.join("bin"),
+        prefix.join("conda-meta"),
+        outside.clone(),
+    ] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(source.join("bin/tool"), b"tool").unwrap();
+    std::fs::hard_link(source.join("bin/tool"), prefix.join("bin/tool")).unwrap();
+    let record = |source: &Path| {
+        let json = serde_json::json!({"name": "pkg", "link": {"source": source, "type": 1}});
+        std::fs::write(prefix.join("conda-meta/pkg-1.0-0.json"), json.to_string()).unwrap();
+    };
+    record(&source);
+    let caches = [pkgs.clone()];
+    assert!(!foreign_links(&prefix, &caches));
+    std::fs::write(outside.join("bashrc"), b"rc").unwrap();
+    std::fs::hard_link(outside.join("bashrc"), prefix.join("bin/evilcmd")).unwrap();
+    assert!(foreign_links(&prefix, &caches));
+    std::fs::remove_file(prefix.join("bin/evilcmd")).unwrap();
+    assert!(!foreign_links(&prefix, &caches));
+    // The agent's own record claiming the file outside as conda's.
+    std::fs::hard_link(outside.join("bashrc"), prefix.join("bin/evilcmd")).unwrap();
+    record(&outside);
+    assert!(foreign_links(&prefix, &caches));
+    // Without the package cache among conda's, its links are foreign too.
+    std::fs::remove_file(prefix.join("bin/evilcmd")).unwrap();
+    record(&source);
+    assert!(foreign_links(&prefix, &[]));
+}

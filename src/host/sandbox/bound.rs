@@ -1,5 +1,5 @@
 //! The write bound: a write nobody confirms writes only where the call may write, for
-//! the run's whole life, enforced by the kernel (Landlock filesystem rules).
+//! the run's whole life, enforced by the kernel.
 //!
 //! A write admitted under `--allow-paths` or `--write-envs` is judged on its argv, and
 //! judged again right before the child starts; but conda opens the paths seconds later
@@ -9,20 +9,49 @@
 //! write-type access (writing and truncating files, making and removing entries of every
 //! kind, reparenting) and grants them only beneath the directories the call may write
 //! ([`Writable`]): each opened then (a path the gates judged without following a symlink,
-//! `RESOLVE_NO_SYMLINKS`, so the rule holds the very directory that was judged). The
-//! child sets `no_new_privs` and restricts itself in its `pre_exec` hook (two system
-//! calls), and everything it starts inherits the domain: reads and execution stay
-//! allowed everywhere, a write anywhere else fails with `EACCES`, whatever symlink leads
-//! there. Hand-written like `scope.rs` (a struct and three system calls): the
-//! restriction must be a raw system call in the forked child.
+//! `RESOLVE_NO_SYMLINKS`, so the rule holds the very directory that was judged). The same
+//! ruleset scopes signals and abstract unix sockets to the run (Landlock ABI 6). Landlock
+//! does not see metadata (mode, owner, times, extended attributes) nor what a device node
+//! opens, so the child also gets the walls of `walls.rs` where mount namespaces work (the
+//! read-only sandbox is active): every mount read-only, `nodev`, `nosuid` but the places,
+//! the call's own `/dev`, no capability; and the read-only sandbox's unix-socket filter.
+//! Each run writes its temporary files in a directory of its own, made by the server and
+//! removed with the bound. Everything the child starts inherits all of it: reads,
+//! execution and the network stay allowed, a write anywhere else fails (`EACCES`,
+//! `EROFS`), whatever symlink leads there. Hand-written like `scope.rs`: the restriction
+//! must be raw system calls in the forked child.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// A ruleset made for one call (cheap to clone).
+/// A ruleset, and the walls, made for one call (cheap to clone).
 #[derive(Clone, Debug)]
-pub struct Bound(Arc<OwnedFd>);
+pub struct Bound(Arc<Inner>);
+
+#[derive(Debug)]
+struct Inner {
+    ruleset: OwnedFd,
+    /// The mount namespace (`None`: where mount namespaces do not work here).
+    walls: Option<super::walls::Walls>,
+    /// The unix-socket filter, installed last.
+    seccomp: Option<Arc<crate::host::platform::SeccompFilter>>,
+    /// The run's own temporary directory, removed when the bound goes.
+    tmpdir: Option<tempfile::TempDir>,
+}
+
+/// What a bound is made with besides its places.
+#[derive(Debug, Default)]
+pub struct Setup {
+    /// The server's `(uid, gid)` when mount namespaces work here (the read-only sandbox
+    /// is active): the child gets the walls. `None`: Landlock, privileges and the filter.
+    pub namespaces: Option<(u32, u32)>,
+    pub(crate) seccomp: Option<Arc<crate::host::platform::SeccompFilter>>,
+    /// The run's own temporary directory (also one of the places).
+    pub tmpdir: Option<tempfile::TempDir>,
+    /// The run's working directory (canonical).
+    pub cwd: Option<PathBuf>,
+}
 
 /// One place a bounded call may write beneath.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,11 +117,14 @@ mod access {
     }
 }
 
-/// `struct landlock_ruleset_attr`, its first field (the size given says so).
+/// `struct landlock_ruleset_attr` (include/uapi/linux/landlock.h; `scoped` from ABI 6,
+/// where the size given says the kernel knows the field).
 #[cfg(target_os = "linux")]
 #[repr(C)]
 struct RulesetAttr {
     handled_access_fs: u64,
+    handled_access_net: u64,
+    scoped: u64,
 }
 
 /// `struct landlock_path_beneath_attr` (packed).
@@ -134,34 +166,60 @@ fn off_for_tests() -> bool {
 
 impl Bound {
     /// The ruleset granting write-type access beneath `writable` only (`abi` from
-    /// [`support`]). Made in the server, before the fork.
+    /// [`support`]), and the walls of `setup`. Made in the server, before the fork.
     #[cfg(target_os = "linux")]
-    pub fn make(abi: i64, writable: &[Writable]) -> Result<Bound, std::io::Error> {
-        let attr = RulesetAttr {
+    pub fn make(abi: i64, writable: &[Writable], setup: Setup) -> Result<Bound, std::io::Error> {
+        // Kernels before ABI 6 take the larger attribute as long as what they do not
+        // know is zero.
+        let ruleset = super::scope::create(&RulesetAttr {
             handled_access_fs: access::all(abi),
-        };
-        let ruleset = super::scope::create(&attr)?;
+            handled_access_net: 0,
+            scoped: super::scope::scopes(),
+        })?;
+        let mut mounts = Vec::new();
         for place in writable {
             let opened = if place.judged {
                 Some(open_judged(&place.path)?)
             } else {
                 open_operators(&place.path)
             };
-            if let Some((dir, is_dir)) = opened {
+            if let Some((dir, is_dir, at)) = opened {
                 let allowed = if is_dir {
                     access::all(abi)
                 } else {
                     access::file(abi)
                 };
                 add_rule(&ruleset, &dir, allowed)?;
+                let stat = rustix::fs::fstat(&dir)?;
+                mounts.push((at, place.judged, stat.st_dev, stat.st_ino));
             }
         }
-        Ok(Bound(Arc::new(ruleset)))
+        // A place that is `/` (`--allow-paths /`) leaves nothing read-only to wall off,
+        // and a clone attached over the root would not be seen below it.
+        let everything = mounts.iter().any(|m| m.0 == Path::new("/"));
+        let walls = match setup.namespaces.filter(|_| !everything) {
+            Some(ids) => Some(
+                super::walls::Walls::new(ids, &mounts, setup.cwd.as_deref())
+                    .ok_or_else(|| std::io::Error::other("too many places to bound"))?,
+            ),
+            None => None,
+        };
+        Ok(Bound(Arc::new(Inner {
+            ruleset,
+            walls,
+            seccomp: setup.seccomp,
+            tmpdir: setup.tmpdir,
+        })))
     }
 
     #[cfg(not(target_os = "linux"))]
-    pub fn make(_abi: i64, _writable: &[Writable]) -> Result<Bound, std::io::Error> {
+    pub fn make(_abi: i64, _writable: &[Writable], _setup: Setup) -> Result<Bound, std::io::Error> {
         Err(std::io::Error::other("Landlock is Linux's"))
+    }
+
+    /// Whether the run gets the mount namespace (else Landlock, privileges and filter).
+    pub fn walled(&self) -> bool {
+        self.0.walls.is_some()
     }
 }
 
@@ -194,7 +252,7 @@ fn add_rule(ruleset: &OwnedFd, place: &OwnedFd, allowed: u64) -> std::io::Result
 /// does not exist yet, its nearest existing ancestor. A symlink anywhere on the way means
 /// the path changed since it was judged.
 #[cfg(target_os = "linux")]
-fn open_judged(path: &Path) -> Result<(OwnedFd, bool), std::io::Error> {
+fn open_judged(path: &Path) -> Result<(OwnedFd, bool, PathBuf), std::io::Error> {
     use rustix::fs::{Mode, OFlags, ResolveFlags, openat2};
     let flags = OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW;
     let mut at = path;
@@ -212,7 +270,11 @@ fn open_judged(path: &Path) -> Result<(OwnedFd, bool), std::io::Error> {
                 if kind == rustix::fs::FileType::Symlink {
                     return Err(Changed.into_io());
                 }
-                return Ok((fd, kind == rustix::fs::FileType::Directory));
+                return Ok((
+                    fd,
+                    kind == rustix::fs::FileType::Directory,
+                    at.to_path_buf(),
+                ));
             }
             Err(rustix::io::Errno::NOENT) => match at.parent() {
                 Some(parent) => at = parent,
@@ -228,12 +290,16 @@ fn open_judged(path: &Path) -> Result<(OwnedFd, bool), std::io::Error> {
 
 /// One of the operator's own places, as conda opens it; `None` when missing.
 #[cfg(target_os = "linux")]
-fn open_operators(path: &Path) -> Option<(OwnedFd, bool)> {
+fn open_operators(path: &Path) -> Option<(OwnedFd, bool, PathBuf)> {
     use rustix::fs::{Mode, OFlags, open};
     let fd = open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).ok()?;
     let stat = rustix::fs::fstat(&fd).ok()?;
     let kind = rustix::fs::FileType::from_raw_mode(stat.st_mode);
-    Some((fd, kind == rustix::fs::FileType::Directory))
+    Some((
+        fd,
+        kind == rustix::fs::FileType::Directory,
+        path.to_path_buf(),
+    ))
 }
 
 impl Changed {
@@ -247,24 +313,110 @@ pub fn changed(error: &std::io::Error) -> bool {
     error.get_ref().is_some_and(|e| e.is::<Changed>())
 }
 
-/// Put the child of `command` under `bound`: `no_new_privs` (which Landlock needs of an
-/// unprivileged process; nothing it starts gains a privilege through `exec` either),
-/// then a new domain of the ruleset. Two system calls in the `pre_exec` hook.
+/// Put the child of `command` under `bound`: its own `TMPDIR`; in the `pre_exec` hook the
+/// walls (or, without them, no capability for a root child), `no_new_privs` (which
+/// Landlock needs of an unprivileged process; nothing it starts gains a privilege through
+/// `exec` either), a new domain of the ruleset, then the unix-socket filter. Only system
+/// calls in the hook.
 #[cfg(target_os = "linux")]
 pub fn install(command: &mut tokio::process::Command, bound: &Bound) {
-    let ruleset = Arc::clone(&bound.0);
-    // SAFETY: the hook only makes two system calls on a descriptor made before the fork.
+    if let Some(tmpdir) = &bound.0.tmpdir {
+        command.env(super::TMPDIR, tmpdir.path());
+    }
+    let inner = Arc::clone(&bound.0);
+    // SAFETY: the hook only makes system calls on data and descriptors made before the
+    // fork (no allocation, no locks).
     unsafe {
         command.pre_exec(move || {
             use std::os::fd::AsFd;
+            match &inner.walls {
+                Some(walls) => super::walls::enter(walls)?,
+                None if rustix::process::getuid().is_root() => {
+                    super::enter::drop_privileges()?;
+                }
+                None => {}
+            }
             rustix::thread::set_no_new_privs(true)?;
-            super::scope::restrict(ruleset.as_fd())
+            super::scope::restrict(inner.ruleset.as_fd())?;
+            match &inner.seccomp {
+                Some(filter) => filter.install(),
+                None => Ok(()),
+            }
         });
     }
 }
 
 #[cfg(not(target_os = "linux"))]
 pub fn install(_command: &mut tokio::process::Command, _bound: &Bound) {}
+
+/// Package caches: tarballs, extracted packages, `urls.txt`, the repodata cache
+/// `<pkgs_dir>/cache`, the trash. `CONDA_PKGS_DIRS` replaces `<root>/pkgs` and
+/// `~/.conda/pkgs` (conda/base/context.py:793-800 `pkgs_dirs`;
+/// conda/gateways/repodata/__init__.py `create_cache_dir`).
+pub fn pkgs_dirs(inputs: &super::Inputs, root_prefix: Option<&Path>) -> Vec<PathBuf> {
+    match &inputs.conda_pkgs_dirs {
+        Some(dirs) => std::env::split_paths(dirs)
+            .filter(|p| p.is_absolute())
+            .collect(),
+        None => {
+            let dot_conda = inputs.home.as_ref().map(|h| h.join(".conda"));
+            root_prefix
+                .map(|r| r.join("pkgs"))
+                .into_iter()
+                .chain(dot_conda.map(|d| d.join("pkgs")))
+                .collect()
+        }
+    }
+}
+
+/// conda's user registry of environments, `~/.conda/environments.txt`
+/// (conda/core/envs_manager.py:26 `get_user_environments_txt_file`), made empty when it
+/// does not exist yet, as conda would make it when it registers an environment
+/// (:69-81: `os.makedirs` of `~/.conda`, then `open(…, "a")`): a bounded write may
+/// write the file but not create it (its directory holds the package cache and
+/// environments), so without this a `create` could not register its environment.
+/// Nothing is made when `HOME` is not a directory.
+pub fn make_registry(inputs: &super::Inputs) {
+    let Some(home) = inputs.home.as_ref().filter(|h| h.is_dir()) else {
+        return;
+    };
+    let dot_conda = home.join(".conda");
+    if std::fs::symlink_metadata(&dot_conda).is_err() && std::fs::create_dir(&dot_conda).is_err() {
+        return;
+    }
+    let _ = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(dot_conda.join("environments.txt"));
+}
+
+impl super::Sandbox {
+    /// What a write bound takes from the read-only sandbox: the server's ids when the
+    /// sandbox is active (mount namespaces work here), and its unix-socket filter (one is
+    /// built when the sandbox has none).
+    pub fn bound_setup(&self) -> Setup {
+        let facts = self.facts.as_ref();
+        let namespaces = (self.state == super::State::Active && !unwalled_for_tests())
+            .then(|| facts.map(|f| f.ids))
+            .flatten();
+        let seccomp = facts
+            .and_then(|f| f.seccomp.clone())
+            .or_else(|| crate::host::platform::SeccompFilter::new().map(Arc::new));
+        Setup {
+            namespaces,
+            seccomp,
+            ..Setup::default()
+        }
+    }
+}
+
+/// Debug builds only: `CCM_TEST_NO_BOUND_WALLS=1` makes bounded writes run without the
+/// walls (Landlock, the capability drop and the filter only), as where mount namespaces
+/// do not work, so that the benchmark measures what the walls cost. Release builds
+/// ignore it.
+fn unwalled_for_tests() -> bool {
+    cfg!(debug_assertions) && std::env::var_os("CCM_TEST_NO_BOUND_WALLS").is_some_and(|v| v == "1")
+}
 
 /// What conda itself writes for a bounded write, besides the call's own places (conda
 /// 26.7.1's source cited for each). `named`: the call was not narrowed to its target
@@ -278,18 +430,7 @@ pub fn conda_places(
     named: bool,
 ) -> Vec<Writable> {
     let dot_conda = inputs.home.as_ref().map(|h| h.join(".conda"));
-    let mut places: Vec<PathBuf> = Vec::new();
-    // Package caches: tarballs, extracted packages, `urls.txt`, the repodata cache
-    // `<pkgs_dir>/cache`, the trash. `CONDA_PKGS_DIRS` replaces `<root>/pkgs` and
-    // `~/.conda/pkgs` (conda/base/context.py:793-800 `pkgs_dirs`;
-    // conda/gateways/repodata/__init__.py `create_cache_dir`).
-    match &inputs.conda_pkgs_dirs {
-        Some(dirs) => places.extend(std::env::split_paths(dirs).filter(|p| p.is_absolute())),
-        None => {
-            places.extend(root_prefix.map(|r| r.join("pkgs")));
-            places.extend(dot_conda.as_ref().map(|d| d.join("pkgs")));
-        }
-    }
+    let mut places: Vec<PathBuf> = pkgs_dirs(inputs, root_prefix);
     // The environment registry, appended to when an environment is made
     // (conda/core/envs_manager.py:36 `get_user_environments_txt_file`, :81 `open(…, "a")`;
     // a registry it cannot write is a warning, :84-92).

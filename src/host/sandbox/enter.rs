@@ -204,7 +204,7 @@ fn enter(plan: &Prepared, parent: Option<rustix::fd::BorrowedFd<'_>>) -> std::io
 /// that belongs to no mount tree, so a later read-only remount of `/` leaves it writable
 /// (a root server's child writes its maps after that remount). Only system calls.
 #[cfg(target_os = "linux")]
-fn proc_dir(detached: bool) -> std::io::Result<rustix::fd::OwnedFd> {
+pub(super) fn proc_dir(detached: bool) -> std::io::Result<rustix::fd::OwnedFd> {
     use rustix::fs::{CWD, Mode, OFlags, open};
     use rustix::mount::{OpenTreeFlags, open_tree};
     if detached {
@@ -219,7 +219,7 @@ fn proc_dir(detached: bool) -> std::io::Result<rustix::fd::OwnedFd> {
 /// Unshare namespaces (`flags`: only `NEW*` flags, never the file table). Only a system
 /// call.
 #[cfg(target_os = "linux")]
-fn unshare(flags: rustix::thread::UnshareFlags) -> std::io::Result<()> {
+pub(super) fn unshare(flags: rustix::thread::UnshareFlags) -> std::io::Result<()> {
     use rustix::thread::UnshareFlags;
     if flags.contains(UnshareFlags::FILES) {
         return Err(rustix::io::Errno::INVAL.into());
@@ -236,7 +236,7 @@ fn unshare(flags: rustix::thread::UnshareFlags) -> std::io::Result<()> {
 /// mapping a process may write for itself, through `proc` (a descriptor of `/proc`).
 /// Only system calls.
 #[cfg(target_os = "linux")]
-fn user_namespace(
+pub(super) fn user_namespace(
     flags: rustix::thread::UnshareFlags,
     (uid_map, gid_map): &(Vec<u8>, Vec<u8>),
     proc: &rustix::fd::OwnedFd,
@@ -324,7 +324,7 @@ fn mount_union(union: &UnionMount, user: bool, private: rustix::mount::MountFlag
 /// file-capability program gains nothing) and the bits that say so are locked. Only
 /// system calls (rustix's raw `prctl` and `capset`).
 #[cfg(target_os = "linux")]
-fn drop_privileges() -> std::io::Result<()> {
+pub(super) fn drop_privileges() -> std::io::Result<()> {
     use rustix::io::Errno;
     use rustix::thread::{
         CapabilitiesSecureBits as Bits, CapabilitySet, CapabilitySets,

@@ -64,6 +64,15 @@ pub(crate) fn ruleset() -> Option<OwnedFd> {
     create(&attr).ok()
 }
 
+/// The scopes a ruleset of this kernel can carry: signals and abstract unix sockets
+/// where it has both (ABI 6), else none. The write bound's ruleset carries them too.
+pub(super) fn scopes() -> u64 {
+    if abi() < SCOPES_ABI || unscoped_for_tests() {
+        return 0;
+    }
+    SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET
+}
+
 /// A new ruleset from `attr`: `struct landlock_ruleset_attr` or a `#[repr(C)]` prefix of
 /// it without padding (the size given tells the kernel which fields it holds).
 pub(super) fn create<T>(attr: &T) -> std::io::Result<OwnedFd> {

@@ -56,13 +56,37 @@ impl Server {
         } else {
             judged(ready.confinement.dirs())
         };
-        let inputs = sandbox::Inputs::from_process();
+        let mut inputs = sandbox::Inputs::from_process();
         let root = ready.discovery.prefix.as_deref();
-        places.extend(bound::conda_places(&inputs, root, !narrow));
-        let caches = trusted_caches(&call.caches, &places, ready.confinement.dirs());
-        places.extend(caches);
+        let mut setup = match self.shared.start.sandbox.get() {
+            Some(sandbox) => sandbox.bound_setup(),
+            None => bound::Setup::default(),
+        };
         if let Ok(abi) = bound::support() {
-            let made = tokio::task::spawn_blocking(move || bound::Bound::make(abi, &places))
+            // The run's own temporary directory, in the server's; removed with the bound.
+            let tmpdir = tempfile::Builder::new()
+                .prefix("ccm-write-")
+                .tempdir_in(&inputs.temp_dir)
+                .map_err(|error| {
+                    tracing::error!(%error, "the write bound's temporary directory could not be made");
+                    ErrorData::internal_error("the write bound failed", None)
+                })?;
+            inputs.temp_dir = tmpdir.path().to_path_buf();
+            setup.tmpdir = Some(tmpdir);
+            setup.cwd = match &run.cwd {
+                Some(cwd) => Some(cwd.clone()),
+                None => std::env::current_dir().ok(),
+            };
+            bound::make_registry(&inputs);
+            places.extend(bound::conda_places(&inputs, root, !narrow));
+            let caches = trusted_caches(&call.caches, &places, ready.confinement.dirs());
+            places.extend(caches);
+            // A confirmed run's wrapper writes `changed.json` into its plan's directory.
+            places.extend(call.binding().map(|b| bound::Writable {
+                path: b.dir().to_path_buf(),
+                judged: false,
+            }));
+            let made = tokio::task::spawn_blocking(move || bound::Bound::make(abi, &places, setup))
                 .await
                 .map_err(|_| ErrorData::internal_error("the write bound failed", None))?;
             run.write_bound = Some(match made {

@@ -256,15 +256,33 @@ impl Server {
                     OUTSIDE_ALLOWED,
                 ));
             }
-            if self.shared.config.write_envs.is_some() && confine::linked_in_place(target) {
-                audit.refused(LINKED_TARGET);
-                return Err(refuse::policy(
-                    refuse::Reason::OutsideWriteEnvs,
-                    LINKED_TARGET,
-                ));
+            let narrow = self.shared.config.write_envs.is_some();
+            if (narrow && confine::linked_in_place(target))
+                || self.foreign_links(ready, call, target)
+            {
+                let (reason, text) = if narrow {
+                    (refuse::Reason::OutsideWriteEnvs, LINKED_TARGET)
+                } else {
+                    (refuse::Reason::OutsideAllowedPaths, OUTSIDE_ALLOWED)
+                };
+                audit.refused(text);
+                return Err(refuse::policy(reason, text));
             }
         }
         Ok(())
+    }
+
+    /// Whether a write that runs under the write bound targets a prefix holding a file
+    /// with other links that are not conda's own package-cache links
+    /// ([`confine::foreign_links`]): conda, or a link script, would write through it.
+    fn foreign_links(&self, ready: &Ready, call: &Judged, target: &std::path::Path) -> bool {
+        if !self.bounded(ready, call) {
+            return false;
+        }
+        let inputs = crate::host::sandbox::Inputs::from_process();
+        let root = ready.discovery.prefix.as_deref();
+        let pkgs = crate::host::sandbox::bound::pkgs_dirs(&inputs, root);
+        confine::foreign_links(target, &pkgs)
     }
 
     /// Plan the read-only sandbox for a call it applies to. Fail closed: an active

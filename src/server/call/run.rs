@@ -87,16 +87,26 @@ impl Server {
     }
 }
 
-/// Whether a bounded run that failed says a write was refused: `EACCES` in the C
-/// library's and Python's words, or conda's (`Check that you have sufficient
-/// permissions`, `NotWritableError`, `EnvironmentNotWritableError`).
+/// Whether a bounded run that failed says a write was refused: `EACCES` (Landlock) or
+/// `EROFS` (the walls' read-only mounts) in the C library's and Python's words, or
+/// conda's (`Check that you have sufficient permissions`, `NotWritableError`,
+/// `EnvironmentNotWritableError`).
 fn refused_write(outcome: &exec::Outcome) -> bool {
     let failed = outcome.exit_code != Some(0) && !outcome.timed_out && !outcome.cancelled;
     let says = |bytes: &[u8]| {
         let text = String::from_utf8_lossy(bytes).to_lowercase();
-        ["permission", "[errno 13]", "eacces", "notwritable"]
-            .iter()
-            .any(|word| text.contains(word))
+        // EACCES (Landlock) or EROFS (the walls' read-only mounts).
+        [
+            "permission",
+            "[errno 13]",
+            "eacces",
+            "notwritable",
+            "read-only file system",
+            "[errno 30]",
+            "erofs",
+        ]
+        .iter()
+        .any(|word| text.contains(word))
     };
     failed && (says(&outcome.stderr) || says(&outcome.stdout))
 }

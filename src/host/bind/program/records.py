@@ -345,7 +345,8 @@ def check_identity(value, now, then=None):
 
 
 def check_in_place(prefix):
-    """The files conda opens in place in a target prefix are no hard links."""
+    """The files conda opens in place in a target prefix are no hard links, and no file of
+    it has other links than conda's own from a package cache (see foreign_link)."""
     if not prefix:
         return
     for name in IN_PLACE:
@@ -355,6 +356,66 @@ def check_in_place(prefix):
             raise Changed(
                 f"the file {path} of the target environment has {now[2]} links (a hard link)"
             )
+    path = foreign_link(str(prefix))
+    if path is not None:
+        raise Changed(f"the file {path} of the target environment has other links (a hard link)")
+
+
+def _linked_files(top):
+    """(device, inode) -> path of every non-directory below top with more than one link
+    (symlinks not followed)."""
+    found = {}
+    for root, _dirs, files in os.walk(top):
+        for name in files:
+            path = os.path.join(root, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if st.st_nlink > 1:
+                found[(st.st_dev, st.st_ino)] = path
+    return found
+
+
+def foreign_link(prefix):
+    """A file of the prefix with other links that is not conda's own link of a package
+    cache file, or None. conda writes some existing files in place after a warning only
+    (conda/gateways/disk/create.py:137-160, an entry point: `open(target, "w")`), so a
+    hard link planted there writes another file; conda's links from its caches are
+    accepted: the inode of a file below the `link.source` of a record in conda-meta, when
+    that source lies in one of conda's package cache directories (context.pkgs_dirs).
+    The server makes the same check (host/confine.rs `foreign_links`)."""
+    import json
+
+    linked = _linked_files(prefix)
+    if not linked:
+        return None
+    try:
+        from conda.base.context import context
+
+        caches = [os.path.realpath(d) for d in context.pkgs_dirs]
+    except Exception:
+        caches = []
+    meta = os.path.join(prefix, "conda-meta")
+    try:
+        names = sorted(n for n in os.listdir(meta) if n.endswith(".json"))
+    except OSError:
+        names = []
+    for name in names:
+        try:
+            with open(os.path.join(meta, name), "rb") as fh:
+                source = (json.load(fh).get("link") or {}).get("source")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if not isinstance(source, str):
+            continue
+        source = os.path.realpath(source)
+        if any(source.startswith(c + os.sep) for c in caches):
+            for key in _linked_files(source):
+                linked.pop(key, None)
+        if not linked:
+            return None
+    return sorted(linked.values())[0]
 
 
 def _entry(value):

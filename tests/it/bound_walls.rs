@@ -1,0 +1,231 @@
+//! What a bounded write's child (conda, and the link scripts of what it installs) cannot
+//! do besides writing outside its places: change the mode, owner, times or extended
+//! attributes of a file outside, make a device node, hard-link a file of elsewhere into
+//! its environment, signal a process outside its run, connect to a unix socket outside;
+//! it holds no capability and writes its temporary files in a directory of its own,
+//! removed after the run (`host::sandbox::walls`, `bound`). conda writing through a hard
+//! link the agent planted in its environment (an entry point, conda/gateways/disk/
+//! create.py:137-160) is refused before anything runs, asked or not; conda's own links
+//! from its package cache are not. An environment created under the bound is registered
+//! (`~/.conda/environments.txt` made when missing), so the next confirmed write into it
+//! can be asked. On real conda 26.7 with a local channel (`tests/fixtures/
+//! bound_channel.py`), the server as the user running the tests (root in CI).
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use crate::binding::{Asking, Real, Revision, text};
+use crate::support;
+
+const REVISION: Revision = Revision::Handshake("2025-11-25");
+
+struct Setup {
+    real: Real,
+    project: PathBuf,
+    outside: PathBuf,
+    channel: String,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let real = Real::new();
+        let project = std::fs::canonicalize(real.path("project")).unwrap();
+        let outside = real.path("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        let outside = std::fs::canonicalize(outside).unwrap();
+        for name in ["plain", "victim", "bashrc"] {
+            let path = outside.join(name);
+            std::fs::write(&path, format!("{name} original\n")).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        let channel = project.join("chan");
+        let status = std::process::Command::new(support::python())
+            .arg(support::repo().join("tests/fixtures/bound_channel.py"))
+            .arg(&channel)
+            .arg(&outside)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let channel = format!("file://{}", channel.display());
+        Setup {
+            real,
+            project,
+            outside,
+            channel,
+        }
+    }
+
+    fn env(&self) -> PathBuf {
+        self.project.join("env")
+    }
+
+    fn server(&self, confirm: bool) -> Asking {
+        let allowed = self.project.display().to_string();
+        let scope = self.env().display().to_string();
+        let mut args = vec![
+            "--allow-write",
+            "--allow-paths",
+            &allowed,
+            "--write-envs",
+            &scope,
+        ];
+        if confirm {
+            args.push("--confirm-writes");
+        }
+        self.real.server_with(REVISION, &args)
+    }
+
+    fn arguments(&self, packages: &[&str]) -> Value {
+        // In the project: a package name that names an entry of the server's working
+        // directory (the repository's `python/`) would be judged as a path.
+        json!({"prefix": self.env().display().to_string(), "packages": packages,
+            "channel": [self.channel], "override_channels": true, "yes": true,
+            "ccm_cwd": self.project.display().to_string()})
+    }
+
+    /// Mode, owner, modification time and bytes of each file of `outside`.
+    fn outside_files(&self) -> Vec<(String, u32, u32, i64, Vec<u8>)> {
+        ["plain", "victim", "bashrc"]
+            .iter()
+            .map(|name| {
+                let path = self.outside.join(name);
+                let meta = std::fs::metadata(&path).unwrap();
+                let bytes = std::fs::read(&path).unwrap();
+                (
+                    name.to_string(),
+                    meta.mode(),
+                    meta.uid(),
+                    meta.mtime(),
+                    bytes,
+                )
+            })
+            .collect()
+    }
+}
+
+/// A link script under the bound: each attempt fails, nothing outside changes (no byte,
+/// mode, owner or time), the listener outside hears nothing; the script held no
+/// capability, had `no_new_privs`, and its `TMPDIR` was a directory of its own in the
+/// server's, gone after the run.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_link_scripts_are_walled_in() {
+    let setup = Setup::new();
+    let listener = std::os::unix::net::UnixListener::bind(setup.outside.join("svc.sock")).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let before = setup.outside_files();
+    let mut server = setup.server(false);
+    let created = server.unasked("conda_create", setup.arguments(&["python"]));
+    assert_eq!(created["isError"], false, "{created}");
+    let installed = server.unasked("conda_install", setup.arguments(&["probe"]));
+    assert_eq!(installed["isError"], false, "{installed}");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(setup.env().join("report.json")).unwrap()).unwrap();
+    for attempt in [
+        "write_outside",
+        "chmod_outside",
+        "chown_outside",
+        "utime_outside",
+        "setxattr_outside",
+        "mknod_in_env",
+        "link_outside_into_env",
+        "signal_outside",
+        "unix_connect_outside",
+    ] {
+        assert_ne!(report[attempt], "ok", "{attempt}: {report}");
+    }
+    assert_eq!(setup.outside_files(), before, "{report}");
+    assert!(listener.accept().is_err(), "{report}");
+    assert!(!setup.env().join("victim").exists(), "{report}");
+    for set in ["CapEff", "CapPrm", "CapBnd"] {
+        assert_eq!(report[set], "0000000000000000", "{set}: {report}");
+    }
+    assert_eq!(report["NoNewPrivs"], "1", "{report}");
+    let tmpdir = PathBuf::from(report["tmpdir"].as_str().unwrap());
+    let server_tmp = setup.real.path("tmp");
+    assert_eq!(tmpdir.parent(), Some(server_tmp.as_path()), "{report}");
+    assert!(
+        tmpdir
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("ccm-write-"),
+        "{report}"
+    );
+    assert_eq!(report["write_tmpdir"], "ok", "{report}");
+    assert!(!tmpdir.exists(), "the run's TMPDIR outlived it: {report}");
+}
+
+/// The agent hard-links its environment's `bin/evilcmd` to a file outside (the user's
+/// shell start-up file), then installs a `noarch: python` package whose entry point is
+/// `evilcmd`: refused before anything runs, unasked, and asked with the link planted
+/// while the question is open; the file outside keeps its bytes. Without the planted
+/// link the same install works (conda's own hard links from its package cache, in the
+/// environment since the create, are accepted) and writes the entry point.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_foreign_hard_links_in_the_target_are_refused() {
+    let setup = Setup::new();
+    let bashrc = setup.outside.join("bashrc");
+    let evilcmd = setup.env().join("bin/evilcmd");
+    let mut unasked = setup.server(false);
+    let created = unasked.unasked("conda_create", setup.arguments(&["python"]));
+    assert_eq!(created["isError"], false, "{created}");
+    std::fs::create_dir_all(evilcmd.parent().unwrap()).unwrap();
+    std::fs::hard_link(&bashrc, &evilcmd).unwrap();
+    let refused = unasked.unasked("conda_install", setup.arguments(&["evilpy"]));
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(text(&refused).contains("other links"), "{refused}");
+    assert_eq!(std::fs::read(&bashrc).unwrap(), b"bashrc original\n");
+    std::fs::remove_file(&evilcmd).unwrap();
+    let mut asked = setup.server(true);
+    let (_, refused) = asked.ask(
+        "conda_install",
+        setup.arguments(&["evilpy"]),
+        "accept",
+        |_| {
+            std::fs::hard_link(&bashrc, &evilcmd).unwrap();
+        },
+    );
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert_eq!(std::fs::read(&bashrc).unwrap(), b"bashrc original\n");
+    std::fs::remove_file(&evilcmd).unwrap();
+    let installed = unasked.unasked("conda_install", setup.arguments(&["evilpy"]));
+    assert_eq!(installed["isError"], false, "{installed}");
+    let script = std::fs::read_to_string(&evilcmd).unwrap();
+    assert!(script.contains("from evilpy import main"), "{script}");
+    assert_eq!(std::fs::read(&bashrc).unwrap(), b"bashrc original\n");
+}
+
+/// No `~/.conda` yet: a confirmed create registers its environment (the bound makes the
+/// registry conda would make), so the next confirmed install into it is asked and runs.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_an_environment_created_under_the_bound_is_registered() {
+    let setup = Setup::new();
+    let home = setup.real.path("home");
+    assert!(!home.join(".conda").exists());
+    let mut server = setup.server(true);
+    let (_, created) = server.ask(
+        "conda_create",
+        setup.arguments(&["python"]),
+        "accept",
+        |_| {},
+    );
+    assert_eq!(created["isError"], false, "{created}");
+    let registry = std::fs::read_to_string(home.join(".conda/environments.txt")).unwrap();
+    let env = setup.env().display().to_string();
+    assert!(registry.lines().any(|l| l == env), "{registry}");
+    let (question, installed) = server.ask(
+        "conda_install",
+        setup.arguments(&["evilpy"]),
+        "accept",
+        |_| {},
+    );
+    assert!(question.contains("evilpy"), "{question}");
+    assert_eq!(installed["isError"], false, "{installed}");
+    assert!(setup.env().join("bin/evilcmd").is_file());
+}
