@@ -69,12 +69,20 @@ pub fn linked_in_place(prefix: &Path) -> bool {
 /// record in `conda-meta` that lies in one of `pkgs_dirs`. Reads the whole prefix (and,
 /// when it holds links, those packages): about one `lstat` per file.
 pub fn foreign_links(prefix: &Path, pkgs_dirs: &[PathBuf]) -> bool {
+    if std::fs::symlink_metadata(prefix).is_err() {
+        return false;
+    }
     let mut linked = std::collections::HashSet::new();
-    walk(prefix, &mut |meta| {
+    let seen = walk(prefix, &mut |meta| {
         if meta.nlink() > 1 {
             linked.insert((meta.dev(), meta.ino()));
         }
     });
+    // A prefix the walk cannot see whole (a directory it cannot list, a name past
+    // PATH_MAX) may hide a link: fail closed.
+    if seen.is_err() {
+        return true;
+    }
     if linked.is_empty() {
         return false;
     }
@@ -87,7 +95,8 @@ pub fn foreign_links(prefix: &Path, pkgs_dirs: &[PathBuf]) -> bool {
             continue;
         };
         if caches.iter().any(|c| source.starts_with(c) && source != *c) {
-            walk(&source, &mut |meta| {
+            // What this walk cannot see stays linked (fail closed).
+            let _ = walk(&source, &mut |meta| {
                 linked.remove(&(meta.dev(), meta.ino()));
             });
         }
@@ -98,21 +107,20 @@ pub fn foreign_links(prefix: &Path, pkgs_dirs: &[PathBuf]) -> bool {
     true
 }
 
-/// Every non-directory below `dir`, without following symlinks.
-fn walk(dir: &Path, each: &mut dyn FnMut(&std::fs::Metadata)) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let Ok(meta) = entry.metadata() else {
-            continue;
-        };
+/// Every non-directory below `dir`, without following symlinks; an error when a
+/// directory below it cannot be listed or an entry cannot be read (the walk did not see
+/// everything).
+fn walk(dir: &Path, each: &mut dyn FnMut(&std::fs::Metadata)) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
         if meta.is_dir() {
-            walk(&entry.path(), each);
+            walk(&entry.path(), each)?;
         } else {
             each(&meta);
         }
     }
+    Ok(())
 }
 
 /// The `link.source` of every record in `prefix/conda-meta`.

@@ -144,3 +144,30 @@ class BoundPaths(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ForeignLink(unittest.TestCase):
+    """`foreign_link`: a prefix the walk cannot see whole (a name past PATH_MAX) may hide a
+    link, so it is reported; a prefix that does not exist yet holds none."""
+
+    def test_a_prefix_the_walk_cannot_see_whole_is_reported(self):
+        with tempfile.TemporaryDirectory() as top:
+            prefix = os.path.join(top, "env")
+            self.assertIsNone(bind.foreign_link(prefix))
+            with open(os.path.join(top, "bashrc"), "w") as fh:
+                fh.write("rc")
+            os.mkdir(prefix)
+            fd = os.open(prefix, os.O_DIRECTORY)
+            try:
+                for _ in range(20):
+                    os.mkdir("d" * 250, dir_fd=fd)
+                    inner = os.open("d" * 250, os.O_DIRECTORY, dir_fd=fd)
+                    os.close(fd)
+                    fd = inner
+                outside = os.open(top, os.O_DIRECTORY)
+                os.link("bashrc", "evil", src_dir_fd=outside, dst_dir_fd=fd)
+                os.close(outside)
+            finally:
+                os.close(fd)
+            self.assertIsNotNone(bind.foreign_link(prefix))
+            self.assertIsNone(bind.foreign_link(os.path.join(top, "missing")))

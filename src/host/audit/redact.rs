@@ -342,12 +342,25 @@ pub fn redact_text(text: &str, withheld: &[String]) -> String {
 /// are the agent's to choose, and a value behind a secret-looking name can be what decides
 /// the run (`GIT_ASKPASS: ./evil.sh`, a channel alias `conda-forge-signed: https://…`);
 /// the person asked must see it. The audit log keeps [`redact_text`]'s stricter rule.
+///
+/// Userinfo and `/t/<token>` are judged only in a word that holds a URL (`scheme://`): a
+/// local path such as `./proj/t/x/run` or `a:b@c` is shown whole.
 pub fn redact_quoted(text: &str, withheld: &[String]) -> String {
     let mut text = text.to_owned();
     for secret in withheld.iter().filter(|w| !w.is_empty()) {
         text = text.replace(secret.as_str(), REDACTED);
     }
-    query_secrets(&url::unnamed(&text))
+    let words: String = url::path_segments(&text)
+        .split_inclusive(char::is_whitespace)
+        .map(|word| {
+            if word.contains("://") {
+                url::channel_tokens(&url::userinfo(word))
+            } else {
+                word.to_owned()
+            }
+        })
+        .collect();
+    query_secrets(&words)
 }
 
 /// What the word before asks of the next word of a shell string.

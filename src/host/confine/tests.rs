@@ -183,3 +183,57 @@ fn foreign_hard_links_in_a_prefix_are_found() {
     record(&source);
     assert!(foreign_links(&prefix, &[]));
 }
+
+/// A prefix the walk cannot see whole hides nothing: a link below directories whose path
+/// is past PATH_MAX is refused (the check fails closed), as is one below a directory it
+/// cannot list; a prefix that does not exist yet holds no link.
+#[test]
+fn a_prefix_the_walk_cannot_see_whole_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let (prefix, outside) = (root.path().join("env"), root.path().join("outside"));
+    assert!(!foreign_links(&prefix, &[]));
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("bashrc"), b"rc").unwrap();
+    // 20 levels of 250-character names, made one level at a time (relative to a
+    // descriptor each, so the whole path is never passed to the kernel).
+    let name = "d".repeat(250);
+    let mut dir = rustix::fs::open(
+        root.path(),
+        rustix::fs::OFlags::DIRECTORY,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    rustix::fs::mkdirat(&dir, "env", rustix::fs::Mode::from_raw_mode(0o755)).unwrap();
+    dir = rustix::fs::openat(
+        &dir,
+        "env",
+        rustix::fs::OFlags::DIRECTORY,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    for _ in 0..20 {
+        rustix::fs::mkdirat(&dir, name.as_str(), rustix::fs::Mode::from_raw_mode(0o755)).unwrap();
+        dir = rustix::fs::openat(
+            &dir,
+            name.as_str(),
+            rustix::fs::OFlags::DIRECTORY,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+    }
+    let outside_dir = rustix::fs::open(
+        &outside,
+        rustix::fs::OFlags::DIRECTORY,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    rustix::fs::linkat(
+        &outside_dir,
+        "bashrc",
+        &dir,
+        "evil",
+        rustix::fs::AtFlags::empty(),
+    )
+    .unwrap();
+    assert!(foreign_links(&prefix, &[]));
+}

@@ -363,18 +363,21 @@ def check_in_place(prefix):
 
 def _linked_files(top):
     """(device, inode) -> path of every non-directory below top with more than one link
-    (symlinks not followed)."""
+    (symlinks not followed), and the first path the walk could not see (a directory it
+    cannot list, a name past PATH_MAX), or None."""
     found = {}
-    for root, _dirs, files in os.walk(top):
+    unseen = []
+    for root, _dirs, files in os.walk(top, onerror=lambda e: unseen.append(e.filename)):
         for name in files:
             path = os.path.join(root, name)
             try:
                 st = os.lstat(path)
             except OSError:
+                unseen.append(path)
                 continue
             if st.st_nlink > 1:
                 found[(st.st_dev, st.st_ino)] = path
-    return found
+    return found, (str(unseen[0]) if unseen else None)
 
 
 def foreign_link(prefix):
@@ -387,7 +390,12 @@ def foreign_link(prefix):
     The server makes the same check (host/confine.rs `foreign_links`)."""
     import json
 
-    linked = _linked_files(prefix)
+    if not os.path.lexists(prefix):
+        return None
+    linked, unseen = _linked_files(prefix)
+    if unseen is not None:
+        # What the walk cannot see may hide a link: fail closed.
+        return unseen
     if not linked:
         return None
     try:
@@ -411,7 +419,7 @@ def foreign_link(prefix):
             continue
         source = os.path.realpath(source)
         if any(source.startswith(c + os.sep) for c in caches):
-            for key in _linked_files(source):
+            for key in _linked_files(source)[0]:
                 linked.pop(key, None)
         if not linked:
             return None

@@ -379,13 +379,15 @@ fn every_package_is_listed_or_the_plan_is_not_asked_about() {
 /// the names are the agent's to choose, and `GIT_ASKPASS: ./evil.sh` decides what git runs.
 #[test]
 fn quoted_contents_hide_no_value_for_its_name() {
-    let file = b"variables:\n  GIT_ASKPASS: /p/evil.sh\n  API_TOKEN: abc123\nchannels:\n  \
+    let file = b"variables:\n  GIT_ASKPASS: /p/evil.sh\n  API_TOKEN: abc123\n  \
+        SSH_ASKPASS: /p/t/tk-1/a:b@c/run\nchannels:\n  \
         - https://bob:hunter2@h.example/t/tk-42/ch?token=zz\n  - s3cr3t-value\n";
     let lines = content("Environment file", file, &["s3cr3t-value".to_owned()]).unwrap();
     let text = lines.join("\n");
     for shown in [
         "\n  |   GIT_ASKPASS: /p/evil.sh\n",
         "\n  |   API_TOKEN: abc123\n",
+        "\n  |   SSH_ASKPASS: /p/t/tk-1/a:b@c/run\n",
         "\n  |   - https://[redacted]@h.example/t/[redacted]/ch?token=[redacted]\n",
         "\n  |   - [redacted]\n",
     ] {
