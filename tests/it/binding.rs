@@ -133,10 +133,12 @@ impl Asking {
 fn next_question(session: &mut Session) -> Value {
     let deadline = std::time::Instant::now() + Duration::from_secs(300);
     while std::time::Instant::now() < deadline {
-        if let Some(message) = session.next(Duration::from_secs(1))
-            && message["method"] == "elicitation/create"
-        {
-            return message;
+        if let Some(message) = session.next(Duration::from_secs(1)) {
+            if message["method"] == "elicitation/create" {
+                return message;
+            }
+            // The call answered without asking: say how, at once.
+            assert!(message.get("result").is_none(), "no question, answered: {message}");
         }
     }
     panic!("no question: {}", session.stderr.lock().unwrap());

@@ -106,7 +106,7 @@ class Preview:
 
     def transaction(self, txn):
         for prefix in txn.prefix_setups:
-            check_in_place(prefix)
+            check_in_place(prefix, foreign=False)
         self.document["transactions"].append(transaction(txn))
 
     def finish(self, out, nonce, code):

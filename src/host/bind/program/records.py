@@ -344,9 +344,13 @@ def check_identity(value, now, then=None):
         raise Changed(f"the path {value} names a file with {now[2]} links (a hard link)")
 
 
-def check_in_place(prefix):
-    """The files conda opens in place in a target prefix are no hard links, and no file of
-    it has other links than conda's own from a package cache (see foreign_link)."""
+def check_in_place(prefix, foreign=True):
+    """The files conda opens in place in a target prefix are no hard links, and (with
+    `foreign`) no file of it has other links than conda's own from a package cache (see
+    foreign_link). The preview passes `foreign=False`: it runs in the read-only sandbox,
+    where the package caches are overlays whose files show other inodes, so conda's own
+    links would look foreign; the server checks the same when the call arrives, after the
+    answer and before the run (host/confine.rs `foreign_links`), and the run here again."""
     if not prefix:
         return
     for name in IN_PLACE:
@@ -356,7 +360,7 @@ def check_in_place(prefix):
             raise Changed(
                 f"the file {path} of the target environment has {now[2]} links (a hard link)"
             )
-    path = foreign_link(str(prefix))
+    path = foreign_link(str(prefix)) if foreign else None
     if path is not None:
         raise Changed(f"the file {path} of the target environment has other links (a hard link)")
 
@@ -450,7 +454,7 @@ def check_links(paths, target):
     entries += [paths[key] for key in ("target", "written") if paths.get(key)]
     for entry in entries:
         check_identity(entry[0], entry[2] if len(entry) > 2 else None)
-    check_in_place(target)
+    check_in_place(target, foreign=False)
 
 
 def check_paths(shown, argv, target, written, log):
