@@ -138,7 +138,10 @@ fn next_question(session: &mut Session) -> Value {
                 return message;
             }
             // The call answered without asking: say how, at once.
-            assert!(message.get("result").is_none(), "no question, answered: {message}");
+            assert!(
+                message.get("result").is_none(),
+                "no question, answered: {message}"
+            );
         }
     }
     panic!("no question: {}", session.stderr.lock().unwrap());

@@ -282,6 +282,14 @@ fn real_conda_readme_shows_what_an_agent_sees() {
     let dir = tempfile::tempdir().unwrap();
     let audit = dir.path().join("audit.jsonl");
     let mut session = Session::start(&conda, &["--audit-log", audit.to_str().unwrap()]);
+    // As an agent mostly meets the server: once its read zygote is ready (a call before
+    // that runs cold and says so in `_meta`), so the section does not depend on timing.
+    for _ in 0..900 {
+        if session.capabilities()["warm"]["state"] == "ready" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
     let arguments = json!({"name": "missing", "json": true});
     let result = session.call(SEES_TOOL, arguments.clone());
     drop(session);
