@@ -464,7 +464,7 @@ pub struct Options {
         long_help = "Start every read-only call as a new interpreter. By default, where the \
             read-only sandbox is active, read-only calls are forked from a Python process that \
             has already imported conda (the read zygote, itself inside the sandbox): measured, \
-            read calls take 0.19-0.55x of their cold time (docs/performance.md). Writes and calls \
+            read calls take 0.16-0.55x of their cold time (docs/performance.md). Writes and calls \
             outside the sandbox always start cold [env: CCM_WARM=0]"
     )]
     pub no_warm: bool,

@@ -513,7 +513,7 @@ fn help_writes_every_variable_one_way() {
 
 #[test]
 fn help_quotes_only_measured_figures() {
-    // Ratios quoted in the help (`0.19-0.55x`) are figures docs/performance.md measures.
+    // Ratios quoted in the help (`0.16-0.55x`) are figures docs/performance.md measures.
     let long = help(&["--help"]);
     let performance = std::fs::read_to_string(support::repo().join("docs/performance.md"))
         .unwrap()
