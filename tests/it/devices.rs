@@ -2,7 +2,7 @@
 //! sockets: the host's device nodes are absent, a device node elsewhere does not open (`/dev/loop-control`, `/dev/kmsg`
 //! cannot be opened), a unix socket the test's own listener serves, by path and by
 //! abstract name, cannot be connected to (the listener sees nothing), a datagram
-//! socket pair and io_uring are refused; `/dev/null`, `/dev/urandom` and a connected
+//! socket pair, io_uring and the user's kernel keyring (`add_key`, `keyctl`) are refused; `/dev/null`, `/dev/urandom` and a connected
 //! stream pair keep working; the controlling terminal of a server started from one does
 //! not open (`/dev/tty`). A sandboxed `conda run` of `tests/fixtures/devices.py`, as
 //! root and as `nobody`, cold and `--warm`, with the kernel's Landlock scope and without
@@ -177,7 +177,14 @@ fn check(launch: &dyn Fn() -> Command, conda: &Path, prefix: &Path, home: &Path,
                 "ENOENT"
             };
             assert_eq!(out["node_elsewhere"], elsewhere, "{what}: {out}");
-            for key in ["unix_path", "unix_abstract", "dgram_pair", "io_uring"] {
+            for key in [
+                "unix_path",
+                "unix_abstract",
+                "dgram_pair",
+                "io_uring",
+                "add_key",
+                "keyctl",
+            ] {
                 assert_eq!(out[key], "EACCES", "{what}: {key} {out}");
             }
             for key in ["null", "urandom", "stream_pair"] {

@@ -10,8 +10,11 @@
 //! too (a datagram socket of a pair can be connected again, or `sendto` any address);
 //! connected stream and seqpacket pairs stay allowed (multiprocessing's `Pipe`,
 //! asyncio's self-pipe). `io_uring_setup` fails with `EACCES` (io_uring creates sockets
-//! and connects them without the `socket`/`connect` system calls). Every other system
-//! call is allowed: the filter narrows nothing else.
+//! and connects them without the `socket`/`connect` system calls). `add_key`, `keyctl`
+//! and `request_key` fail with `EACCES`: the kernel's keyrings belong to the user (for a
+//! root server's children, which make no user namespace, to the host's root), so a key
+//! added, read or revoked there would outlive the call and reach every other process of
+//! that user. Every other system call is allowed: the filter narrows nothing else.
 //!
 //! The program is built by seccompiler (rust-vmm's, used by Firecracker: pure Rust, no C
 //! library, and it builds the whole BPF program ahead, so installing it in the forked
@@ -53,6 +56,9 @@ fn program() -> Option<seccompiler::BpfProgram> {
         (libc::SYS_socketpair, vec![unix(Some(dgram))?]),
         // No condition: every call.
         (libc::SYS_io_uring_setup, vec![]),
+        (libc::SYS_add_key, vec![]),
+        (libc::SYS_keyctl, vec![]),
+        (libc::SYS_request_key, vec![]),
     ];
     for (nr, rule) in calls {
         #[cfg(target_arch = "x86_64")]
