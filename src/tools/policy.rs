@@ -27,7 +27,7 @@
 mod conda;
 mod listed_form;
 mod plugins;
-pub mod scope;
+pub(crate) mod scope;
 mod simulate;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -22,21 +22,22 @@ use crate::tools::policy::{self, Classification};
 use crate::tools::schema::{Invalid, Keyword};
 
 /// `conda_execute` with an argv whose command is not a selected tool (never echoes it).
-pub const NOT_SELECTED: &str = "Operation names a command whose tool is not selected (see --tools)";
+pub(super) const NOT_SELECTED: &str =
+    "Operation names a command whose tool is not selected (see --tools)";
 /// The refusal of a working directory that is not an existing directory inside the
 /// client's roots (never the path).
-pub const OUTSIDE_ROOTS: &str =
+pub(super) const OUTSIDE_ROOTS: &str =
     "The working directory is not an existing directory inside the client's roots";
 /// The refusal of a path outside `--allow-paths` (never the path).
-pub const OUTSIDE_ALLOWED: &str =
+pub(super) const OUTSIDE_ALLOWED: &str =
     "Operation names a path outside the allowed directories (see --allow-paths)";
 /// The refusal of a write whose target environment holds a hard link where conda writes
 /// in place (`host::confine::IN_PLACE`; never the path).
-pub const LINKED_TARGET: &str = "Operation's target environment holds a file with other links that conda would write in place (--write-envs)";
+pub(super) const LINKED_TARGET: &str = "Operation's target environment holds a file with other links that conda would write in place (--write-envs)";
 
 /// One gate.
 #[derive(Clone, Copy, Debug)]
-pub enum Gate {
+pub(super) enum Gate {
     /// `--tools`: raw argv reaches only the commands of selected tools.
     Selection,
     /// The operator's grants (`--allow-write`, `--allow-exec`, `--allow-credentials`).
@@ -60,16 +61,16 @@ pub enum Gate {
 }
 
 /// The gates of a generated tool's call, in order, before it runs.
-pub const GENERATED: &[Gate] = &[Gate::Grants, Gate::Workdir, Gate::Paths, Gate::EnvScope];
+pub(super) const GENERATED: &[Gate] = &[Gate::Grants, Gate::Workdir, Gate::Paths, Gate::EnvScope];
 /// The gates of `conda_execute`'s call, in order, before it runs.
-pub const RAW: &[Gate] = &[Gate::Selection, Gate::Grants, Gate::Paths, Gate::EnvScope];
+pub(super) const RAW: &[Gate] = &[Gate::Selection, Gate::Grants, Gate::Paths, Gate::EnvScope];
 /// The gates of every call that runs, last.
-pub const RUN: &[Gate] = &[Gate::Sandbox, Gate::Size, Gate::Confirmation];
+pub(super) const RUN: &[Gate] = &[Gate::Sandbox, Gate::Size, Gate::Confirmation];
 /// The gates judged again once the call holds its execution slot, right before the child
 /// starts (paths may have been swapped for symlinks meanwhile).
-pub const AGAIN: &[Gate] = &[Gate::Paths, Gate::Linked];
+pub(super) const AGAIN: &[Gate] = &[Gate::Paths, Gate::Linked];
 /// The same for a call the person was asked about (the question may have been open long).
-pub const AGAIN_ASKED: &[Gate] = &[Gate::EnvScope, Gate::Paths, Gate::Linked];
+pub(super) const AGAIN_ASKED: &[Gate] = &[Gate::EnvScope, Gate::Paths, Gate::Linked];
 
 impl Server {
     /// Pass `gates` in order: the first refusal ends the call.

@@ -17,12 +17,12 @@ use super::super::refuse::Refusal;
 use super::{DECLINED, refusal};
 
 /// The answer to a retry whose reference is unknown, used or expired (never echoes it).
-pub const UNKNOWN_REFERENCE: &str =
+pub(super) const UNKNOWN_REFERENCE: &str =
     "The confirmation reference (requestState) is unknown, used or expired";
 
 /// The retry of an input-required result: the parked plan, to run, when the person
 /// accepted; nothing runs otherwise.
-pub fn resume(
+pub(crate) fn resume(
     parking: &Parking,
     reference: &str,
     responses: Option<&InputResponses>,
