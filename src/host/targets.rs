@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::host::discovery::run_helper_in;
-use crate::tools::policy::scope::{NOT_NAMED, Rule, Target, UNRESOLVED};
+use crate::tools::policy::write_envs::{NOT_NAMED, Rule, Target, UNRESOLVED};
 
 /// Why the targets of an argv are not known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]

@@ -8,8 +8,8 @@ use rmcp::model::ProtocolVersion;
 use rmcp::service::{ElicitationMode, Peer, RequestContext};
 use tokio_util::sync::CancellationToken;
 
-use super::audit;
 use super::progress::Progress;
+use super::trail;
 
 /// Who called: what a tool call needs to know about its request and session.
 pub(super) struct Caller {
@@ -22,13 +22,13 @@ pub(super) struct Caller {
     /// Whom the call's confirmation is asked of (`--confirm-writes`).
     pub asker: Asker,
     /// The call's audit record (filled as the call goes; inert without an audit log).
-    pub audit: audit::Record,
+    pub audit: trail::Record,
     /// The request's cancellation.
     pub ct: CancellationToken,
 }
 
 impl Caller {
-    pub(super) fn of(context: &RequestContext<RoleServer>, audit: audit::Record) -> Caller {
+    pub(super) fn of(context: &RequestContext<RoleServer>, audit: trail::Record) -> Caller {
         let revision = context.protocol_version();
         // Roots belong to a handshake session: asked when its `initialize` declared them,
         // whatever a request's own `_meta` says (a session-less request has no session,

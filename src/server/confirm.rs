@@ -34,12 +34,12 @@ use tokio_util::sync::CancellationToken;
 
 use std::sync::Arc;
 
-use super::audit;
 use super::caller::Caller;
 use super::judged::{Confirmation, Judged};
 use super::ready::Ready;
 use super::refuse::Refusal;
 use super::state::Server;
+use super::trail;
 use crate::host::exec;
 use crate::tools::policy;
 
@@ -159,7 +159,7 @@ impl Server {
 pub(super) fn plan_changed(
     log: &crate::host::audit::Audit,
     why: &str,
-    audit: &audit::Record,
+    audit: &trail::Record,
 ) -> CallToolResult {
     audit.refused(PLAN_CHANGED);
     let redacted = log
