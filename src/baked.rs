@@ -9,11 +9,7 @@
 //! baked only with the `test-snapshots` feature (the test builds). At runtime a live
 //! command uses a baked compiler only when its signature digest equals the baked one.
 
-use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
-
 use crate::model::catalog::{Catalog, Plugin};
-use crate::tools::error::{Invalid, Keyword};
 use crate::tools::toolset::{Compiler, Toolset, ToolsetSettings};
 
 pub use crate::tools::toolset::{BakedCommand, CompileFn};
@@ -80,13 +76,15 @@ pub fn find(
     })
 }
 
-/// Support for the generated code.
+/// Support for the generated code (only it uses this, so only with the `baked` feature).
+#[cfg(feature = "baked")]
 pub(crate) mod rt {
+    use serde::de::DeserializeOwned;
     use serde::{Deserialize, Deserializer};
-    use serde_json::Number;
+    use serde_json::{Map, Number, Value};
 
-    use super::*;
     use crate::tools::argv::{self, Occurrence};
+    use crate::tools::error::{Invalid, Keyword};
     use crate::tools::layout;
 
     /// An integer value as its argv text (`2.0` is accepted and written `2`).
