@@ -19,6 +19,7 @@ use std::process::Command;
 
 /// Naming shared with the generator, so the two cannot disagree.
 #[path = "codegen/src/naming.rs"]
+#[allow(unreachable_pub)] // public in the codegen library, which the generator uses
 mod naming;
 
 use naming::FIXTURES;
@@ -58,7 +59,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", snapshots.join(&json).display());
         writeln!(
             modules,
-            "#[path = {:?}]\npub mod {module};",
+            "#[path = {:?}]\npub(crate) mod {module};",
             rust.display().to_string()
         )
         .unwrap();
@@ -71,7 +72,7 @@ fn main() {
         .unwrap();
     }
     let registry = format!(
-        "{modules}\n/// Every baked snapshot.\npub static SNAPSHOTS: &[BakedSnapshot] = &[\n{entries}];\n"
+        "{modules}\n/// Every baked snapshot.\npub(crate) static SNAPSHOTS: &[BakedSnapshot] = &[\n{entries}];\n"
     );
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"))
         .join("baked_registry.rs");

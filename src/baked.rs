@@ -9,11 +9,7 @@
 //! baked only with the `test-snapshots` feature (the test builds). At runtime a live
 //! command uses a baked compiler only when its signature digest equals the baked one.
 
-use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
-
 use crate::model::catalog::{Catalog, Plugin};
-use crate::tools::error::{Invalid, Keyword};
 use crate::tools::toolset::{Compiler, Toolset, ToolsetSettings};
 
 pub use crate::tools::toolset::{BakedCommand, CompileFn};
@@ -80,22 +76,24 @@ pub fn find(
     })
 }
 
-/// Support for the generated code.
-pub mod rt {
+/// Support for the generated code (only it uses this, so only with the `baked` feature).
+#[cfg(feature = "baked")]
+pub(crate) mod rt {
+    use serde::de::DeserializeOwned;
     use serde::{Deserialize, Deserializer};
-    use serde_json::Number;
+    use serde_json::{Map, Number, Value};
 
-    use super::*;
     use crate::tools::argv::{self, Occurrence};
+    use crate::tools::error::{Invalid, Keyword};
     use crate::tools::layout;
 
     /// An integer value as its argv text (`2.0` is accepted and written `2`).
     #[derive(Clone, Debug, PartialEq, Eq)]
-    pub struct Int(pub String);
+    pub(crate) struct Int(pub String);
 
     /// A number value as its argv text.
     #[derive(Clone, Debug, PartialEq, Eq)]
-    pub struct Num(pub String);
+    pub(crate) struct Num(pub String);
 
     impl<'de> Deserialize<'de> for Int {
         fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -116,7 +114,7 @@ pub mod rt {
     }
 
     /// A value's argv text.
-    pub trait Text {
+    pub(crate) trait Text {
         fn text(&self) -> String;
     }
 
@@ -139,12 +137,12 @@ pub mod rt {
     }
 
     /// Texts of a list.
-    pub fn texts<T: Text>(values: &[T]) -> Vec<String> {
+    pub(crate) fn texts<T: Text>(values: &[T]) -> Vec<String> {
         values.iter().map(Text::text).collect()
     }
 
     /// `Some(None)` for an explicit null, `None` (via `#[serde(default)]`) when absent.
-    pub fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+    pub(crate) fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
     where
         D: Deserializer<'de>,
         T: Deserialize<'de>,
@@ -153,7 +151,7 @@ pub mod rt {
     }
 
     /// The flag when `on`.
-    pub fn when(on: bool, flag: &str) -> Vec<Occurrence> {
+    pub(crate) fn when(on: bool, flag: &str) -> Vec<Occurrence> {
         if on {
             vec![argv::flag(flag)]
         } else {
@@ -162,7 +160,7 @@ pub mod rt {
     }
 
     /// A flag repeated `count` times (count and append_const actions).
-    pub fn repeat(flag: &str, count: &Int, path: &str) -> Result<Vec<Occurrence>, Invalid> {
+    pub(crate) fn repeat(flag: &str, count: &Int, path: &str) -> Result<Vec<Occurrence>, Invalid> {
         let n: u64 = count
             .0
             .parse()
@@ -174,7 +172,7 @@ pub mod rt {
     }
 
     /// A `nargs='?'` option occurrence: bare for null, attached value otherwise.
-    pub fn optional<T: Text>(
+    pub(crate) fn optional<T: Text>(
         flag: &str,
         value: &Option<T>,
         path: &str,
@@ -187,7 +185,7 @@ pub mod rt {
 
     /// One `flag value` occurrence per item of a repeatable option (append or extend with
     /// nargs 1), an item's error at `<path>[i]`.
-    pub fn singles<T: Text>(
+    pub(crate) fn singles<T: Text>(
         flag: &str,
         values: &[T],
         path: &str,
@@ -201,7 +199,11 @@ pub mod rt {
 
     /// One [`optional`] occurrence per item of a repeatable `nargs='?'` option, an item's
     /// error at `<path>[i]`.
-    pub fn optionals<T: Text>(
+    #[allow(
+        dead_code,
+        reason = "codegen emits it for an append or extend option with nargs '?'; no baked snapshot has one today"
+    )]
+    pub(crate) fn optionals<T: Text>(
         flag: &str,
         values: &[Option<T>],
         path: &str,
@@ -214,7 +216,7 @@ pub mod rt {
     }
 
     /// Deserialize into the generated struct and run its argv method.
-    pub fn compile_with<T: DeserializeOwned>(
+    pub(crate) fn compile_with<T: DeserializeOwned>(
         input: &Map<String, Value>,
         argv: fn(&T) -> Result<Vec<String>, Invalid>,
     ) -> Result<Vec<String>, Invalid> {

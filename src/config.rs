@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::host::exec;
 use crate::tools::policy::Access;
-use crate::tools::policy::scope::Scope;
+use crate::tools::policy::write_envs::Scope;
 use crate::tools::select::Selection;
 use crate::tools::surface::Surface;
 

@@ -5,16 +5,16 @@
 //! binding of a confirmed plan to its run (`bind`, for `--confirm-writes`). Only this layer spawns processes or reads the target's files.
 
 pub mod audit;
-pub mod bind;
-pub mod confine;
+pub(crate) mod bind;
+pub(crate) mod confine;
 pub mod discovery;
 pub mod exec;
-pub mod install;
+pub(crate) mod install;
 pub(crate) mod platform;
 pub mod sandbox;
 pub mod site_scan;
 pub mod target;
-pub mod targets;
+pub(crate) mod targets;
 
 use std::sync::Arc;
 

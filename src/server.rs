@@ -33,10 +33,9 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio::sync::watch;
 
-mod audit;
 mod call;
 mod caller;
-pub mod capabilities;
+pub(crate) mod capabilities;
 mod capacity;
 mod compare;
 mod completion_cache;
@@ -48,10 +47,11 @@ mod progress;
 mod ready;
 mod refuse;
 mod restart;
-pub mod result;
+pub(crate) mod result;
 mod roots;
 pub mod startup;
 mod state;
+mod trail;
 
 pub use capabilities::CAPABILITIES_URI;
 pub use ready::{BuildError, Ready, Served, served, settings};
@@ -308,13 +308,13 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let trail = audit::Trail::begin(
+        let trail = trail::Trail::begin(
             &self.shared.host.audit,
             &self.session_id,
             context.client_info(),
             &request.name,
         );
-        let record = trail.as_ref().map(audit::Trail::record).unwrap_or_default();
+        let record = trail.as_ref().map(trail::Trail::record).unwrap_or_default();
         let caller = caller::Caller::of(&context, record);
         let outcome = std::panic::AssertUnwindSafe(self.call(request, &caller))
             .catch_unwind()

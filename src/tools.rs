@@ -6,17 +6,17 @@
 //! (`execution_result`, its output schema derived from the same type). Pure: no I/O, no environment.
 
 pub mod argv;
-pub mod bounds;
-pub mod completion;
-pub mod error;
-pub mod execution_result;
+pub(crate) mod bounds;
+pub(crate) mod completion;
+pub(crate) mod error;
+pub(crate) mod execution_result;
 pub mod layout;
 pub mod listing;
 pub mod policy;
-pub mod records;
+pub(crate) mod records;
 pub mod report;
 pub mod schema;
 pub mod select;
-pub mod suggest;
+pub(crate) mod suggest;
 pub mod surface;
 pub mod toolset;

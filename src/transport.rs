@@ -12,7 +12,7 @@ use crate::server::Server;
 
 pub mod frame;
 pub mod http;
-pub mod lines;
+pub(crate) mod lines;
 
 /// Why serving stopped.
 #[derive(Debug, thiserror::Error)]

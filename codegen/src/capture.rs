@@ -7,7 +7,7 @@ use ccm::host::discovery;
 use ccm::host::target::Conda;
 use ccm::model::snapshot::Snapshot;
 
-pub fn run(conda_exe: Option<&str>, out: &Path) -> Result<(), String> {
+pub(crate) fn run(conda_exe: Option<&str>, out: &Path) -> Result<(), String> {
     let env = std::env::var("CONDA_EXE").ok();
     let conda = discovery::resolve_executable(conda_exe, env.as_deref())
         .map_err(|e| format!("could not find the reference conda: {e}"))?;

@@ -27,10 +27,6 @@ struct Cli {
     #[arg(long)]
     check: bool,
 
-    /// Where snapshots live.
-    #[arg(long, value_name = "DIR", default_value_os_t = snapshots_dir(), global = true)]
-    snapshots: PathBuf,
-
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -42,13 +38,19 @@ enum Command {
         /// The reference conda (default: CONDA_EXE, then conda on PATH).
         #[arg(long, value_name = "PATH")]
         conda_exe: Option<String>,
+        /// Where the snapshot is written.
+        #[arg(long, value_name = "DIR", default_value_os_t = snapshots_dir())]
+        snapshots: PathBuf,
     },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Some(Command::Capture { conda_exe }) => capture::run(conda_exe.as_deref(), &cli.snapshots),
+        Some(Command::Capture {
+            conda_exe,
+            snapshots,
+        }) => capture::run(conda_exe.as_deref(), &snapshots),
         None => ensure(
             &repo_root(),
             if cli.check { Mode::Check } else { Mode::Write },

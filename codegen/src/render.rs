@@ -96,14 +96,14 @@ pub fn render(snapshot: &Snapshot, json_file: &str) -> String {
         use crate::tools::schema::Invalid;
 
         /// The conda version this snapshot was captured from.
-        pub const CONDA_VERSION: &str = #version;
+        pub(crate) const CONDA_VERSION: &str = #version;
         /// The discovery fingerprint of the snapshot.
-        pub const FINGERPRINT: &str = #fingerprint;
+        pub(crate) const FINGERPRINT: &str = #fingerprint;
         /// The target stamp of the captured conda (instant starts match on it).
-        pub const STAMP: Option<&str> = #stamp;
+        pub(crate) const STAMP: Option<&str> = #stamp;
 
         /// Every command of the snapshot, with its signature and typed compiler.
-        pub static COMMANDS: &[BakedCommand] = &[#(#entries),*];
+        pub(crate) static COMMANDS: &[BakedCommand] = &[#(#entries),*];
 
         #(#items)*
     };
@@ -273,7 +273,7 @@ fn item_type(
             let item = quote! {
                 #[doc = #doc]
                 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-                pub enum #ident { #(#decl),* }
+                pub(crate) enum #ident { #(#decl),* }
                 impl Text for #ident {
                     fn text(&self) -> String {
                         match self { #(#arms),* }.to_owned()
@@ -564,19 +564,19 @@ fn command(
         #(#docs)*
         #[derive(Clone, Debug, Deserialize)]
         #[serde(deny_unknown_fields)]
-        pub struct #ident {
+        pub(crate) struct #ident {
             #(#fields)*
         }
 
         impl #ident {
             /// Digest of the command's parser branch this struct was generated from.
-            pub const SIGNATURE: &str = #signature;
+            pub(crate) const SIGNATURE: &str = #signature;
             /// The tool's input schema (baked only for the tests).
             #[cfg(feature = "test-snapshots")]
-            pub const SCHEMA: &str = #schema;
+            pub(crate) const SCHEMA: &str = #schema;
 
             /// The argv conda receives for this input.
-            pub fn argv(&self) -> Result<Vec<String>, Invalid> {
+            pub(crate) fn argv(&self) -> Result<Vec<String>, Invalid> {
                 let mut levels = Vec::with_capacity(#level_count);
                 #(#levels)*
                 argv::assemble(levels, #passthrough)

@@ -62,7 +62,7 @@ pub enum Command {
 /// global, so that it may stand before or after a command; each command gets its own
 /// copy of every flag, in `ccm`'s order (clap then propagates none over them), hidden
 /// where the command does not use it — `cli::parse` refuses those.
-pub fn command() -> clap::Command {
+pub(super) fn command() -> clap::Command {
     let command = Cli::command();
     let globals: Vec<clap::Arg> = command
         .get_arguments()

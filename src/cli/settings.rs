@@ -8,7 +8,7 @@ use super::{
     ALLOW_PATHS_VAR, CLASSIFY_VAR, Environment, Options, TOOLS_VAR, UsageError, WRITE_ENVS_VAR,
 };
 use crate::tools::policy::Access;
-use crate::tools::policy::scope::Scope;
+use crate::tools::policy::write_envs::Scope;
 use crate::tools::select::Selection;
 
 /// Environment variables of the limit flags.

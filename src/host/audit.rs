@@ -134,12 +134,6 @@ impl Audit {
         redact_read(argv, readings, &self.withheld())
     }
 
-    /// A line of text (a file's, standard input's) with its credentials hidden word by word
-    /// ([`redact_text`]) and every withheld value removed.
-    pub fn redacted_text(&self, text: &str) -> String {
-        redact_text(text, &self.withheld())
-    }
-
     /// Append one line (a JSON object; a newline is added). Failures are logged, not raised.
     pub fn append(&self, entry: &serde_json::Value) {
         let Some(log) = &self.log else {

@@ -28,13 +28,13 @@ use super::exec;
 
 /// The wrapper's source, run with `python -I -c`: one program in parts (`bind/program/`),
 /// concatenated in this order.
-pub const SOURCE: &str = concat!(
+pub(crate) const SOURCE: &str = concat!(
     include_str!("bind/program/records.py"),
     include_str!("bind/program/plan.py"),
     include_str!("bind/program/main.py"),
 );
 /// The wrapper's exit status when the run would differ from the plan.
-pub const CHANGED_EXIT: i32 = 87;
+pub(crate) const CHANGED_EXIT: i32 = 87;
 /// Stdout a preview may take beyond the call's output limit: the plan document (the input
 /// files' bytes, base64, at most 4 MiB raw, and the records).
 const PLAN_ALLOWANCE: usize = 8 << 20;
@@ -42,14 +42,14 @@ const PLAN_ALLOWANCE: usize = 8 << 20;
 /// How the preview runs: conda's dry run, or (for a command conda cannot dry-run) only as
 /// far as conda's parse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Preview {
+pub(crate) enum Preview {
     DryRun,
     Inspect,
 }
 
 /// The preview's document (`program/plan.py`'s `Preview.document`).
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub protocol: u32,
     /// conda's command function (`conda.cli.main_create.execute`).
     #[serde(default)]
@@ -95,7 +95,7 @@ pub struct Plan {
 
 /// One input file conda reads.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
-pub struct InputFile {
+pub(crate) struct InputFile {
     /// The value as the argv gives it.
     pub value: String,
     /// The local path conda reads (`None`: a URL, fetched at run time).
@@ -120,7 +120,7 @@ pub struct InputFile {
 
 /// One prefix of a transaction.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
-pub struct Setup {
+pub(crate) struct Setup {
     pub prefix: String,
     /// Where the prefix led (symlinks resolved) when the transaction was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -133,7 +133,7 @@ pub struct Setup {
 
 /// A package record as conda has it.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
-pub struct Record {
+pub(crate) struct Record {
     pub name: Option<String>,
     pub version: Option<String>,
     pub build: Option<String>,
@@ -151,7 +151,7 @@ pub struct Record {
 
 /// Why a plan cannot be bound (the call is refused; nothing ran).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Unbound {
+pub(crate) enum Unbound {
     #[error("the target's interpreter is unknown")]
     NoInterpreter,
     #[error("the preview did not describe the plan")]
@@ -165,7 +165,7 @@ pub enum Unbound {
 }
 
 /// A fresh random nonce for one preview's document.
-pub fn nonce() -> String {
+pub(crate) fn nonce() -> String {
     let mut bytes = [0u8; 16];
     if getrandom::fill(&mut bytes).is_err() {
         // Without randomness the document is still the last line; a nonce nobody could
@@ -197,7 +197,7 @@ fn wrapper_args(
 
 /// The preview of `spec` (whose argv already carries `--dry-run --json` for a dry run)
 /// through the wrapper under `interpreter`.
-pub fn preview_spec(
+pub(crate) fn preview_spec(
     spec: &exec::Spec,
     interpreter: &Path,
     how: Preview,
@@ -216,7 +216,7 @@ pub fn preview_spec(
 
 /// Take the plan document out of a preview's stdout (what is left is conda's own), or
 /// why there is none.
-pub fn split_preview(outcome: &mut exec::Outcome, nonce: &str) -> Result<Plan, Unbound> {
+pub(crate) fn split_preview(outcome: &mut exec::Outcome, nonce: &str) -> Result<Plan, Unbound> {
     if outcome.stdout_truncated {
         return Err(Unbound::TooLarge);
     }
@@ -243,7 +243,7 @@ pub fn split_preview(outcome: &mut exec::Outcome, nonce: &str) -> Result<Plan, U
 /// A plan bound for its run: the plan and the copies of its input files, in a directory
 /// of the server's own (removed when the binding is dropped).
 #[derive(Debug)]
-pub struct Binding {
+pub(crate) struct Binding {
     dir: tempfile::TempDir,
     interpreter: PathBuf,
     /// The sha256 of `plan.json` as written (the run refuses another).
@@ -254,7 +254,7 @@ pub struct Binding {
 impl Binding {
     /// Keep `plan` (its files' bytes become copies) for a run under `interpreter`; `log`
     /// is the audit log's device and inode ([`super::audit::Audit::identity`]).
-    pub fn new(
+    pub(crate) fn new(
         mut plan: Plan,
         interpreter: &Path,
         log: Option<(u64, u64)>,
@@ -304,19 +304,19 @@ impl Binding {
     }
 
     /// The plan's directory (where the confirmed run reports what changed).
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         self.dir.path()
     }
 
     /// Drop the input files' bytes once the question shows them (the copies stay).
-    pub fn forget_contents(&mut self) {
+    pub(crate) fn forget_contents(&mut self) {
         for file in &mut self.plan.files {
             file.bytes = None;
         }
     }
 
     /// The confirmed run of `spec` (the argv that was shown) through the wrapper.
-    pub fn run_spec(&self, spec: &exec::Spec) -> exec::Spec {
+    pub(crate) fn run_spec(&self, spec: &exec::Spec) -> exec::Spec {
         let mut run = spec.clone();
         run.program = self.interpreter.clone();
         run.args = wrapper_args(
@@ -332,7 +332,7 @@ impl Binding {
     /// What changed, when the run (which ended with `exit_code`) stopped because it would
     /// differ from the plan: only the wrapper's own exit status says so, `changed.json`
     /// only says what.
-    pub fn changed(&self, exit_code: Option<i32>) -> Option<String> {
+    pub(crate) fn changed(&self, exit_code: Option<i32>) -> Option<String> {
         if exit_code != Some(CHANGED_EXIT) {
             return None;
         }

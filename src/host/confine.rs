@@ -28,7 +28,7 @@ use std::path::{Component, Path, PathBuf};
 /// file. Package files and `conda-meta/<record>.json` are not here: conda removes them
 /// before it writes them anew (conda/core/prefix_data.py:506-523, `rm_rf` then
 /// `write_as_json_to_file`).
-pub const IN_PLACE: &[&str] = &[
+pub(crate) const IN_PLACE: &[&str] = &[
     // conda/history.py:102-103 `touch` (conda/gateways/disk/update.py:161, open "a"), :399
     // `write_changes` and :411 `write_specs` (open "a"): every transaction appends to it.
     "conda-meta/history",
@@ -48,12 +48,12 @@ pub const IN_PLACE: &[&str] = &[
 ];
 
 /// Whether `path` (symlinks followed) is a non-directory with more than one link.
-pub fn linked(path: &Path) -> bool {
+pub(crate) fn linked(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| !m.is_dir() && m.nlink() > 1)
 }
 
 /// Whether a file of `prefix` that conda opens in place ([`IN_PLACE`]) is a hard link.
-pub fn linked_in_place(prefix: &Path) -> bool {
+pub(crate) fn linked_in_place(prefix: &Path) -> bool {
     IN_PLACE.iter().any(|file| linked(&prefix.join(file)))
 }
 
@@ -68,7 +68,7 @@ pub fn linked_in_place(prefix: &Path) -> bool {
 /// its inode is one of a file below the `link.source` (the extracted package) of a
 /// record in `conda-meta` that lies in one of `pkgs_dirs`. Reads the whole prefix (and,
 /// when it holds links, those packages): about one `lstat` per file.
-pub fn foreign_links(prefix: &Path, pkgs_dirs: &[PathBuf]) -> bool {
+pub(crate) fn foreign_links(prefix: &Path, pkgs_dirs: &[PathBuf]) -> bool {
     if std::fs::symlink_metadata(prefix).is_err() {
         return false;
     }
@@ -159,23 +159,23 @@ fn sources(prefix: &Path) -> Vec<PathBuf> {
 
 /// The directories calls may name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Confinement {
+pub(crate) struct Confinement {
     /// Canonical directories; empty = unrestricted.
     allowed: Vec<PathBuf>,
 }
 
 /// A path in the argv lies outside every allowed directory (never says which).
 #[derive(Debug, PartialEq, Eq)]
-pub struct Outside;
+pub(crate) struct Outside;
 
 impl Confinement {
     /// No restriction.
-    pub fn unrestricted() -> Confinement {
+    pub(crate) fn unrestricted() -> Confinement {
         Confinement::default()
     }
 
     /// Confine to these directories (canonicalized; ones that do not exist are skipped).
-    pub fn to(dirs: &[PathBuf]) -> Confinement {
+    pub(crate) fn to(dirs: &[PathBuf]) -> Confinement {
         let mut allowed: Vec<PathBuf> = dirs
             .iter()
             .filter_map(|d| std::fs::canonicalize(d).ok())
@@ -191,7 +191,7 @@ impl Confinement {
 
     /// The default scope over HTTP: the server's working directory, conda's root prefix
     /// (which holds its `envs/` and `pkgs/`) and the user's `~/.conda/envs`.
-    pub fn default_scope(root_prefix: Option<&Path>) -> Confinement {
+    pub(crate) fn default_scope(root_prefix: Option<&Path>) -> Confinement {
         let mut dirs = Vec::new();
         if let Ok(cwd) = std::env::current_dir() {
             dirs.push(cwd);
@@ -203,17 +203,22 @@ impl Confinement {
         Confinement::to(&dirs)
     }
 
-    pub fn is_unrestricted(&self) -> bool {
+    pub(crate) fn is_unrestricted(&self) -> bool {
         self.allowed.is_empty()
     }
 
     /// The allowed directories (for capabilities).
-    pub fn dirs(&self) -> &[PathBuf] {
+    pub(crate) fn dirs(&self) -> &[PathBuf] {
         &self.allowed
     }
 
     /// Check every path an argv names, relative paths from `cwd`.
-    pub fn check(&self, argv: &[String], cwd: &Path, home: Option<&Path>) -> Result<(), Outside> {
+    pub(crate) fn check(
+        &self,
+        argv: &[String],
+        cwd: &Path,
+        home: Option<&Path>,
+    ) -> Result<(), Outside> {
         if self.is_unrestricted() {
             return Ok(());
         }
@@ -242,7 +247,7 @@ impl Confinement {
     }
 
     /// Whether anything lies outside: a scope that is not unrestricted nor `/`.
-    pub fn has_outside(&self) -> bool {
+    pub(crate) fn has_outside(&self) -> bool {
         !self.allowed.is_empty() && !self.allowed.iter().any(|dir| dir.parent().is_none())
     }
 
@@ -266,7 +271,7 @@ impl Confinement {
     /// Whether a target prefix of a write (wherever it lies: `-n` is not a path the call
     /// names) escapes through a hard link among the files conda opens in place (see
     /// [`IN_PLACE`]).
-    pub fn target_escapes(&self, prefix: &Path) -> bool {
+    pub(crate) fn target_escapes(&self, prefix: &Path) -> bool {
         self.has_outside() && linked_in_place(&resolve(prefix))
     }
 }
@@ -274,7 +279,7 @@ impl Confinement {
 /// Whether any value of the argv, read as a path (bare words too, relative ones from
 /// `cwd`, `$VAR` expanded from the server's environment, which children inherit), is a
 /// file `is_target` accepts.
-pub fn names_file(
+pub(crate) fn names_file(
     argv: &[String],
     cwd: &Path,
     home: Option<&Path>,
@@ -293,7 +298,7 @@ pub fn names_file(
 
 /// Whether a value of the argv starts with `~user` (another user's home, which conda
 /// expands and the server does not resolve).
-pub fn names_other_home(argv: &[String]) -> bool {
+pub(crate) fn names_other_home(argv: &[String]) -> bool {
     argv.iter().flat_map(|t| values(t)).any(|value| {
         std::iter::once(value).chain(pieces(value)).any(|piece| {
             piece

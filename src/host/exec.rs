@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 mod capture;
 mod cgroup;
-pub mod environ;
+pub(crate) mod environ;
 mod leader;
 pub mod limits;
 mod pty;
@@ -35,8 +35,8 @@ mod queue;
 pub mod reap;
 mod spawn;
 mod supervise;
-pub mod warm;
-pub mod watch;
+pub(crate) mod warm;
+pub(crate) mod watch;
 
 pub use limits::{Limit, LimitSettings, Limits};
 pub use queue::{Executor, QueueFull, Slot};

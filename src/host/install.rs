@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// What `ccm --version` prints: the version, then the distribution that installed this
 /// binary and the build (a `git describe` of the commit) it was made from.
-pub fn version_text() -> String {
+pub(crate) fn version_text() -> String {
     format!(
         "{} ({}; {})",
         env!("CARGO_PKG_VERSION"),
@@ -20,7 +20,7 @@ pub fn version_text() -> String {
 }
 
 /// `wheel`, `conda`, or `source` when no distribution's metadata lists this binary.
-pub fn distribution() -> &'static str {
+pub(crate) fn distribution() -> &'static str {
     std::env::current_exe()
         .ok()
         .and_then(|exe| installed_by(&exe))
@@ -28,7 +28,7 @@ pub fn distribution() -> &'static str {
 }
 
 /// The distribution whose metadata in `exe`'s prefix (`<prefix>/bin/ccm`) lists it.
-pub fn installed_by(exe: &Path) -> Option<&'static str> {
+pub(crate) fn installed_by(exe: &Path) -> Option<&'static str> {
     let size = std::fs::metadata(exe).ok()?.len();
     let bin = exe.parent()?;
     let prefix = bin.parent()?;

@@ -15,11 +15,11 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::host::discovery::run_helper_in;
-use crate::tools::policy::scope::{NOT_NAMED, Rule, Target, UNRESOLVED};
+use crate::tools::policy::write_envs::{NOT_NAMED, Rule, Target, UNRESOLVED};
 
 /// Why the targets of an argv are not known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Unresolved {
+pub(crate) enum Unresolved {
     /// The argv takes its environment from a file (`create` without `-n`/`-p`).
     #[error("{}", NOT_NAMED)]
     NotNamed,
@@ -44,14 +44,14 @@ struct Document {
 /// What conda's context says of one argv: the environments it targets, and the package
 /// caches each condarc file names (`pkgs_dirs`; the write bound's, which trusts only some
 /// files: `server::call::bound`), by file.
-pub struct Resolved {
+pub(crate) struct Resolved {
     pub targets: Vec<Target>,
     pub caches: Vec<(PathBuf, Vec<PathBuf>)>,
 }
 
 /// Resolve the targets of `argv` (a command with `rule`) under `interpreter`, in `cwd`,
 /// and the package caches the condarc files name.
-pub async fn resolve(
+pub(crate) async fn resolve(
     exec: &crate::host::exec::Executions,
     interpreter: &Path,
     argv: &[String],
@@ -125,7 +125,7 @@ fn targets(document: &Document, paths: &[PathBuf]) -> Result<Vec<Target>, Unreso
 }
 
 /// The canonical forms of the scope's prefix paths (`None` where one cannot be made).
-pub async fn canonical_all(paths: &[PathBuf]) -> Vec<Option<PathBuf>> {
+pub(crate) async fn canonical_all(paths: &[PathBuf]) -> Vec<Option<PathBuf>> {
     let paths = paths.to_vec();
     tokio::task::spawn_blocking(move || paths.iter().map(|p| canonical(p)).collect())
         .await
@@ -136,7 +136,7 @@ pub async fn canonical_all(paths: &[PathBuf]) -> Vec<Option<PathBuf>> {
 /// with symlinks resolved, then the rest of its components. `None` for a relative path or
 /// a `..` in the part that does not exist (which the OS would resolve against a directory
 /// that is not there yet).
-pub fn canonical(path: &Path) -> Option<PathBuf> {
+pub(crate) fn canonical(path: &Path) -> Option<PathBuf> {
     if !path.is_absolute() {
         return None;
     }

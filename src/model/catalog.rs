@@ -127,18 +127,6 @@ impl Nargs {
         )
     }
 
-    /// Whether the argument accepts an open-ended number of values.
-    pub fn is_variadic(self) -> bool {
-        matches!(
-            self,
-            Nargs::Optional
-                | Nargs::ZeroOrMore
-                | Nargs::OneOrMore
-                | Nargs::Remainder
-                | Nargs::Parser
-        )
-    }
-
     /// Whether arguments are taken verbatim, options included.
     pub fn is_opaque(self) -> bool {
         matches!(self, Nargs::Remainder | Nargs::Parser)

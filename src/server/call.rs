@@ -18,7 +18,7 @@ use super::ready::Ready;
 use super::refuse::{self, Refusal, invalid_arguments, invalid_params};
 use super::result::META_WORKDIR;
 use super::state::Server;
-use super::{audit, confirm};
+use super::{confirm, trail};
 use crate::model::catalog::canonical_json;
 use crate::tools::layout;
 use crate::tools::policy::{self, Classification, Origin};
@@ -286,7 +286,7 @@ fn compile(tool: &Tool, input: &Map<String, Value>) -> Result<Vec<String>, Inval
 
 /// Judge a compiled call: the policy's verdict on its final argv (the call reaches the
 /// audit log here), and what progress needs to know of it.
-fn judge(ready: &Ready, compiled: Compiled, audit: &audit::Record) -> Judged {
+fn judge(ready: &Ready, compiled: Compiled, audit: &trail::Record) -> Judged {
     let Compiled {
         tool,
         argv,

@@ -8,11 +8,11 @@ use rmcp::model::ProtocolVersion;
 use rmcp::service::{ElicitationMode, Peer, RequestContext};
 use tokio_util::sync::CancellationToken;
 
-use super::audit;
 use super::progress::Progress;
+use super::trail;
 
 /// Who called: what a tool call needs to know about its request and session.
-pub struct Caller {
+pub(super) struct Caller {
     /// The revision the request runs under (`None`: not negotiated, taken as the oldest).
     pub revision: Option<ProtocolVersion>,
     /// The peer to ask for roots, when the client declared them and can be asked.
@@ -22,13 +22,13 @@ pub struct Caller {
     /// Whom the call's confirmation is asked of (`--confirm-writes`).
     pub asker: Asker,
     /// The call's audit record (filled as the call goes; inert without an audit log).
-    pub audit: audit::Record,
+    pub audit: trail::Record,
     /// The request's cancellation.
     pub ct: CancellationToken,
 }
 
 impl Caller {
-    pub fn of(context: &RequestContext<RoleServer>, audit: audit::Record) -> Caller {
+    pub(super) fn of(context: &RequestContext<RoleServer>, audit: trail::Record) -> Caller {
         let revision = context.protocol_version();
         // Roots belong to a handshake session: asked when its `initialize` declared them,
         // whatever a request's own `_meta` says (a session-less request has no session,
@@ -49,7 +49,7 @@ impl Caller {
 
     /// Whether invalid arguments are a tool result the model reads (2025-11-25 on), not
     /// a JSON-RPC error.
-    pub fn arguments_as_results(&self) -> bool {
+    pub(super) fn arguments_as_results(&self) -> bool {
         self.revision
             .as_ref()
             .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2025_11_25.as_str())
@@ -58,7 +58,7 @@ impl Caller {
 
 /// Whom a call's confirmation is asked of.
 #[derive(Clone)]
-pub struct Asker {
+pub(super) struct Asker {
     /// The peer, when the client declared elicitation in form mode in a handshake.
     pub(super) peer: Option<Peer<RoleServer>>,
     /// A session-less (2026-07-28) request whose client declared elicitation in form
@@ -67,7 +67,7 @@ pub struct Asker {
 }
 
 impl Asker {
-    pub fn of(context: &RequestContext<RoleServer>) -> Asker {
+    pub(super) fn of(context: &RequestContext<RoleServer>) -> Asker {
         // A handshake session (stdio, or an HTTP session) is asked only as its
         // `initialize` declared, whatever a request's own `_meta` claims: the revision
         // that decides is the one the peer runs under (negotiated, or for a session-less
@@ -96,7 +96,7 @@ impl Asker {
     }
 
     /// Whether this client can be asked (the listing shows it writes only then).
-    pub fn can_ask(&self) -> bool {
+    pub(super) fn can_ask(&self) -> bool {
         self.peer.is_some() || self.input_required
     }
 }

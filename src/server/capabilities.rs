@@ -105,18 +105,18 @@ fn write_bound(
 /// the listing with the reason, and the policy-shaped listing: the selected tools the
 /// policy admits no call of (`withheld`) and those listed in a restricted form with the
 /// sentence that says what else needs which flag (`restricted`).
-pub(super) fn add_toolset(capabilities: &mut Fixed, shaping: &Selected, shaped: &Shaped) {
-    let mut document = shaping.describe();
+pub(super) fn add_toolset(capabilities: &mut Fixed, selected: &Selected, shaped: &Shaped) {
+    let mut document = selected.describe();
     let mut withheld: Vec<&String> = shaped
         .withheld
         .iter()
-        .filter(|name| shaping.selects(name))
+        .filter(|name| selected.selects(name))
         .collect();
     withheld.sort();
     let restricted: BTreeMap<&String, &String> = shaped
         .restricted
         .iter()
-        .filter(|(name, _)| shaping.selects(name))
+        .filter(|(name, _)| selected.selects(name))
         .map(|(name, shown)| (name, &shown.sentence))
         .collect();
     document["withheld"] = json!(withheld);

@@ -56,7 +56,7 @@ impl fmt::Display for Place {
 }
 
 /// The first difference between two catalogs in what decides the tool surface, if any.
-pub fn surface_difference(served: &Catalog, live: &Catalog) -> Option<Difference> {
+pub(super) fn surface_difference(served: &Catalog, live: &Catalog) -> Option<Difference> {
     if served.prog != live.prog {
         return Some(Difference::Prog);
     }

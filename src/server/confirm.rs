@@ -34,12 +34,12 @@ use tokio_util::sync::CancellationToken;
 
 use std::sync::Arc;
 
-use super::audit;
 use super::caller::Caller;
 use super::judged::{Confirmation, Judged};
 use super::ready::Ready;
 use super::refuse::Refusal;
 use super::state::Server;
+use super::trail;
 use crate::host::exec;
 use crate::tools::policy;
 
@@ -47,13 +47,13 @@ mod parked;
 mod plan;
 mod preview;
 
-pub use parked::resume;
+pub(super) use parked::resume;
 
-pub use plan::{DECLINED, PLAN_CHANGED, TIMED_OUT, UNAVAILABLE};
+pub(super) use plan::{DECLINED, PLAN_CHANGED, TIMED_OUT, UNAVAILABLE};
 
 /// The listed tools a client that cannot be asked may use under `--confirm-writes`:
 /// those whose every call is read-only.
-pub fn read_only(tools: &[rmcp::model::Tool]) -> Vec<rmcp::model::Tool> {
+pub(super) fn read_only(tools: &[rmcp::model::Tool]) -> Vec<rmcp::model::Tool> {
     tools
         .iter()
         .filter(|t| {
@@ -156,10 +156,10 @@ impl Server {
 
 /// The result of a confirmed run that stopped because it would differ from the plan that
 /// was shown (`why` from the wrapper, escaped and with credentials redacted).
-pub fn plan_changed(
+pub(super) fn plan_changed(
     log: &crate::host::audit::Audit,
     why: &str,
-    audit: &audit::Record,
+    audit: &trail::Record,
 ) -> CallToolResult {
     audit.refused(PLAN_CHANGED);
     let redacted = log

@@ -12,7 +12,7 @@ use crate::tools::schema::clip;
 use crate::tools::toolset::EXECUTE_TOOL;
 
 /// Most bytes of the instructions.
-pub const LIMIT: usize = 1024;
+pub(super) const LIMIT: usize = 1024;
 
 /// Tools worth naming first, with what an agent asks them (named only when listed).
 const STARTING_POINTS: &[(&str, &str)] = &[
@@ -23,7 +23,7 @@ const STARTING_POINTS: &[(&str, &str)] = &[
 ];
 
 /// The instructions for a client listed `listed`.
-pub fn text(config: &Config, listed: &[McpTool]) -> String {
+pub(super) fn text(config: &Config, listed: &[McpTool]) -> String {
     let names: Vec<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
     let mut parts: Vec<String> = Vec::new();
     parts.push(format!(

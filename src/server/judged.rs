@@ -17,7 +17,7 @@ use crate::tools::policy::Classification;
 
 /// One tool call after the policy judged its final argv.
 #[derive(Clone)]
-pub struct Judged {
+pub(super) struct Judged {
     /// The canonical tool name (for the audit log).
     pub tool: String,
     /// The final argv (after `conda`).
@@ -47,7 +47,7 @@ pub struct Judged {
 
 /// The working directory of a call.
 #[derive(Clone)]
-pub enum Workdir {
+pub(super) enum Workdir {
     /// A generated tool's `ccm_cwd` (or none), resolved by the working-directory gate.
     Requested(Option<String>),
     /// The child's working directory (`None`: the server's).
@@ -56,7 +56,7 @@ pub enum Workdir {
 
 /// Where a call stands with `--confirm-writes`.
 #[derive(Clone, Default)]
-pub enum Confirmation {
+pub(super) enum Confirmation {
     /// Not asked yet (the confirmation gate asks when the call needs it).
     #[default]
     Pending,
@@ -66,7 +66,7 @@ pub enum Confirmation {
 
 impl Judged {
     /// The resolved working directory (`None`: the server's, or not resolved yet).
-    pub fn cwd(&self) -> Option<&std::path::Path> {
+    pub(super) fn cwd(&self) -> Option<&std::path::Path> {
         match &self.workdir {
             Workdir::Resolved(cwd) => cwd.as_deref(),
             Workdir::Requested(_) => None,
@@ -74,7 +74,7 @@ impl Judged {
     }
 
     /// The confirmed plan's binding, when the call was confirmed with one.
-    pub fn binding(&self) -> Option<&Arc<Binding>> {
+    pub(super) fn binding(&self) -> Option<&Arc<Binding>> {
         match &self.confirmation {
             Confirmation::Accepted(binding) => binding.as_ref(),
             Confirmation::Pending => None,
@@ -82,7 +82,7 @@ impl Judged {
     }
 
     /// The child's specification under the server's settings and child `limits`.
-    pub fn spec(&self, config: &Config, limits: &exec::Limits) -> exec::Spec {
+    pub(super) fn spec(&self, config: &Config, limits: &exec::Limits) -> exec::Spec {
         exec::Spec {
             program: config.conda_exe.clone(),
             args: self.argv.iter().map(OsString::from).collect(),

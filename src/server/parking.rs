@@ -13,9 +13,9 @@ use rmcp::model::{ElicitRequest, InputRequest, InputRequiredResult};
 use super::judged::Judged;
 
 /// Most plans waiting for an answer at once.
-pub const MAX_PARKED: usize = 256;
+pub(super) const MAX_PARKED: usize = 256;
 /// The key of the question in `inputRequests` / `inputResponses`.
-pub const QUESTION: &str = "confirm";
+pub(super) const QUESTION: &str = "confirm";
 
 /// One plan waiting for the person's answer: the judged call, which runs (bound to the
 /// plan that was shown) when the person accepts.
@@ -26,12 +26,12 @@ pub(super) struct Parked {
 
 /// The parked plans, by reference.
 #[derive(Default)]
-pub struct Parking(Mutex<HashMap<String, Parked>>);
+pub(super) struct Parking(Mutex<HashMap<String, Parked>>);
 
 impl Parking {
     /// Park a plan for at most `wait`; the input-required result that asks `question`
     /// and names it.
-    pub fn park(
+    pub(super) fn park(
         &self,
         call: Judged,
         wait: Duration,

@@ -24,14 +24,14 @@ use crate::host::exec::{self, Seen};
 use crate::tools::records::FetchRecord;
 
 /// The longest time between two notifications while the child runs.
-pub const HEARTBEAT: Duration = Duration::from_secs(3);
+pub(super) const HEARTBEAT: Duration = Duration::from_secs(3);
 /// The shortest time between two notifications of records that neither start nor finish
 /// a package (a download's intermediate steps).
-pub const RECORD_GAP: Duration = Duration::from_millis(250);
+pub(super) const RECORD_GAP: Duration = Duration::from_millis(250);
 
 /// Where a call's progress goes: the request's token and the peer to notify.
 #[derive(Clone)]
-pub struct Progress {
+pub(super) struct Progress {
     peer: Peer<RoleServer>,
     token: ProgressToken,
     /// The revision has the `message` field (2025-03-26 and later).
@@ -42,7 +42,7 @@ pub struct Progress {
 
 impl Progress {
     /// The progress target of a request: `None` without a `progressToken`.
-    pub fn of(context: &RequestContext<RoleServer>) -> Option<Progress> {
+    pub(super) fn of(context: &RequestContext<RoleServer>) -> Option<Progress> {
         let token = context.meta.get_progress_token()?;
         let messages = context
             .protocol_version()
@@ -56,7 +56,7 @@ impl Progress {
     }
 
     /// Run `spec` (on a terminal when `terminal`), notifying progress until it ends.
-    pub async fn run(
+    pub(super) async fn run(
         &self,
         exec: &exec::Executions,
         spec: &exec::Spec,
@@ -78,7 +78,7 @@ impl Progress {
 /// the request asked for progress (on a terminal when `fetch_records`: the judged call
 /// says conda would then write fetch records, only worth it when someone listens), else
 /// exactly as without progress.
-pub async fn run(
+pub(super) async fn run(
     exec: &exec::Executions,
     progress: Option<&Progress>,
     spec: &exec::Spec,
@@ -94,7 +94,7 @@ pub async fn run(
 /// Wait for `admission` (a place in the execution queue), with heartbeats while it takes
 /// long when the request asked for progress: a call queued behind a long install keeps
 /// its client's timeout alive too.
-pub async fn waiting<T>(
+pub(super) async fn waiting<T>(
     progress: Option<&Progress>,
     ct: &CancellationToken,
     admission: impl Future<Output = T>,
@@ -111,7 +111,7 @@ pub async fn waiting<T>(
 /// Wait for `step` with heartbeats saying `message` while it takes long, when the request
 /// asked for progress (the queue, or the user's answer under `--confirm-writes`, whose
 /// preview and question can take minutes).
-pub async fn waiting_for<T>(
+pub(super) async fn waiting_for<T>(
     progress: Option<&Progress>,
     ct: &CancellationToken,
     message: &str,

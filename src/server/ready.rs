@@ -37,7 +37,7 @@ pub struct Ready {
     /// the schema the session was shown (empty under `--list-all`).
     pub(super) restricted: HashMap<String, Shown>,
     /// The operator's selection (`--tools`), folded and left-out tools.
-    pub(super) shaping: Selected,
+    pub(super) selected: Selected,
 }
 
 /// Why the tools cannot be served with the operator's settings.
@@ -60,7 +60,7 @@ pub enum BuildError {
 pub struct Served {
     pub toolset: Toolset,
     pub shaped: Shaped,
-    pub shaping: Selected,
+    pub selected: Selected,
     pub applied: Applied,
 }
 
@@ -97,18 +97,18 @@ pub fn served(
     };
     // The descriptors move into the served list: one copy of every schema, not two.
     // Toolsets (`--tools`), folding and left-out tools: `tools::select`.
-    let shaping = Selected::new(
+    let selected = Selected::new(
         &toolset,
         catalog,
         plugins,
         config.tools.as_ref(),
         config.list_all,
     )?;
-    let applied = shaping.apply(surface, toolset.take_descriptors(), &shaped.withheld)?;
+    let applied = selected.apply(surface, toolset.take_descriptors(), &shaped.withheld)?;
     Ok(Served {
         toolset,
         shaped,
-        shaping,
+        selected,
         applied,
     })
 }
@@ -124,7 +124,7 @@ pub(super) fn build(
     let Served {
         toolset,
         shaped,
-        shaping,
+        selected,
         applied,
     } = served(&found.catalog, &found.plugins, settings, surface, config)?;
     for warning in &applied.warnings {
@@ -154,7 +154,7 @@ pub(super) fn build(
         (None, false) => Confinement::unrestricted(),
     };
     let mut capabilities = capabilities::fixed(&found, &toolset, config, &confinement);
-    capabilities::add_toolset(&mut capabilities, &shaping, &shaped);
+    capabilities::add_toolset(&mut capabilities, &selected, &shaped);
     Ok(Ready {
         confinement,
         discovery: found,
@@ -164,7 +164,7 @@ pub(super) fn build(
         routes: applied.routes,
         capabilities,
         restricted: shaped.restricted,
-        shaping,
+        selected,
     })
 }
 

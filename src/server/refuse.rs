@@ -27,7 +27,7 @@ use crate::tools::schema::{Invalid, Keyword};
 use crate::tools::suggest;
 
 /// The result `_meta` key of a policy refusal: `{"reason": <stable word>}`.
-pub const META_REFUSED: &str = "conda-cli-mcp/refused";
+pub(super) const META_REFUSED: &str = "conda-cli-mcp/refused";
 
 /// How a tool call ends when it is not a result.
 pub(super) enum Refusal {
@@ -77,7 +77,7 @@ pub(super) fn internal() -> ErrorData {
 
 /// The stable word a policy refusal starts with.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Reason {
+pub(super) enum Reason {
     /// Grants the call needs: `needs_allow_write`, `needs_allow_write_and_allow_exec`, …
     Needs(Vec<&'static str>),
     /// A path outside `--allow-paths`.
@@ -92,7 +92,7 @@ pub enum Reason {
 
 impl Reason {
     /// The stable word.
-    pub fn word(&self) -> String {
+    pub(super) fn word(&self) -> String {
         match self {
             Reason::Needs(flags) => {
                 let flags: Vec<String> = flags
@@ -122,13 +122,13 @@ impl Reason {
 }
 
 /// Where the operator sets `flags`: the sentence every policy refusal ends with.
-pub fn hint(flags: &str) -> String {
+pub(super) fn hint(flags: &str) -> String {
     format!("The operator sets {flags} in the client's MCP server configuration.")
 }
 
 /// A policy refusal: `message` is the fixed text (it names the flag), completed with where
 /// the operator sets it.
-pub fn policy(reason: Reason, message: &str) -> Refusal {
+pub(super) fn policy(reason: Reason, message: &str) -> Refusal {
     let text = match reason.hint() {
         Some(hint) if message.ends_with('.') => format!("{message} {hint}"),
         Some(hint) => format!("{message}. {hint}"),
@@ -144,7 +144,7 @@ pub fn policy(reason: Reason, message: &str) -> Refusal {
 /// The tool result of a policy refusal (2025-11-25 and later): `isError`, the stable word
 /// and the message as the only text, the word in `_meta`; nothing ran, so no
 /// `structuredContent`.
-pub fn as_result(reason: &str, error: ErrorData) -> CallToolResult {
+pub(super) fn as_result(reason: &str, error: ErrorData) -> CallToolResult {
     let text = format!("{reason}: {}", error.message);
     let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
     let mut meta = MetaObject::default();
@@ -156,7 +156,7 @@ pub fn as_result(reason: &str, error: ErrorData) -> CallToolResult {
 
 /// An unexpected property, with the closest property of the schema the session was shown
 /// (`listed`: its `inputSchema`) and up to ten valid names.
-pub fn suggest_property(
+pub(super) fn suggest_property(
     invalid: Invalid,
     listed: Option<&Value>,
     layout: Option<&Layout>,
@@ -177,7 +177,7 @@ pub fn suggest_property(
 }
 
 /// "Unknown tool" with the closest listed tools.
-pub fn unknown_tool(requested: &str, listed: &[McpTool]) -> Refusal {
+pub(super) fn unknown_tool(requested: &str, listed: &[McpTool]) -> Refusal {
     let candidates = suggest::tools(listed.iter().map(|t| t.name.as_ref()));
     let names = suggest::closest(requested, &candidates, "listed tools");
     let message = if names.is_empty() {

@@ -18,7 +18,7 @@ use crate::model::catalog;
 
 /// Why a restart is required (the `reason` of the capabilities' `restart` object).
 #[derive(Clone, Debug, thiserror::Error)]
-pub enum RestartReason {
+pub(super) enum RestartReason {
     /// Live discovery contradicts the baked snapshot the tools were served from.
     #[error(transparent)]
     Snapshot(#[from] Mismatch),

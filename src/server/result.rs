@@ -16,14 +16,14 @@ use crate::tools::execution_result::ExecutionResult;
 use crate::tools::records;
 
 /// The result `_meta` key that says where stdout went, and its one value.
-pub const META_STDOUT: &str = "conda-cli-mcp/stdout";
-pub const STDOUT_MOVED: &str = "moved-to-parsed_json";
+pub(crate) const META_STDOUT: &str = "conda-cli-mcp/stdout";
+pub(crate) const STDOUT_MOVED: &str = "moved-to-parsed_json";
 /// The result `_meta` key saying whether the call was forked from the read zygote
 /// (`true`) or started a new interpreter (`false`); absent when warm reads are off.
-pub const META_WARM: &str = "conda-cli-mcp/warm";
+pub(crate) const META_WARM: &str = "conda-cli-mcp/warm";
 /// The result `_meta` key naming the working directory a generated tool's call ran in,
 /// when one was chosen (`ccm_cwd`, or the client's first root).
-pub const META_WORKDIR: &str = "conda-cli-mcp/cwd";
+pub(crate) const META_WORKDIR: &str = "conda-cli-mcp/cwd";
 
 const RESTART_SUFFIX: &str = ". Restart the MCP server to refresh conda tools";
 
@@ -218,12 +218,12 @@ fn exception_name(word: &str) -> bool {
 
 /// The result `_meta` key of an invalid-arguments result: the `path` and `keyword` a
 /// JSON-RPC -32602 error carries in its `data`, so that clients can still match them.
-pub const META_INVALID: &str = "conda-cli-mcp/invalid_arguments";
+pub(crate) const META_INVALID: &str = "conda-cli-mcp/invalid_arguments";
 
 /// Invalid arguments as a tool result the model can read and correct from (protocol
 /// revision 2025-11-25 and later): `isError`, the error's message as the only text, its
 /// data under [`META_INVALID`]; no `structuredContent` (nothing ran).
-pub fn invalid_arguments(error: ErrorData) -> CallToolResult {
+pub(crate) fn invalid_arguments(error: ErrorData) -> CallToolResult {
     let mut result = CallToolResult::error(vec![ContentBlock::text(error.message.into_owned())]);
     let mut meta = MetaObject::default();
     meta.0

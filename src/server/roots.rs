@@ -18,15 +18,15 @@ use rmcp::RoleServer;
 use rmcp::service::Peer;
 
 /// How long a client may take to answer `roots/list`.
-pub const ASK_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const ASK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The roots of one session: `None` until asked (and after a change notification).
 #[derive(Default)]
-pub struct Roots(tokio::sync::Mutex<Option<Arc<Vec<PathBuf>>>>);
+pub(super) struct Roots(tokio::sync::Mutex<Option<Arc<Vec<PathBuf>>>>);
 
 impl Roots {
     /// Forget the roots (the client said they changed).
-    pub async fn forget(&self) {
+    pub(super) async fn forget(&self) {
         *self.0.lock().await = None;
     }
 
@@ -35,7 +35,7 @@ impl Roots {
     // Roots are deprecated from 2026-07-28 on (SEP-2577), which is never asked here; the
     // handshake revisions still define them.
     #[allow(deprecated)]
-    pub async fn get(&self, peer: Option<&Peer<RoleServer>>) -> Arc<Vec<PathBuf>> {
+    pub(super) async fn get(&self, peer: Option<&Peer<RoleServer>>) -> Arc<Vec<PathBuf>> {
         let Some(peer) = peer else {
             return Arc::default();
         };
@@ -66,7 +66,7 @@ impl Roots {
 }
 
 /// The canonical directory of a `file://` root URI (local host only); `None` otherwise.
-pub fn directory(uri: &str) -> Option<PathBuf> {
+pub(super) fn directory(uri: &str) -> Option<PathBuf> {
     let rest = uri.strip_prefix("file://")?;
     let path = rest.strip_prefix("localhost").unwrap_or(rest);
     if !path.starts_with('/') || path.contains(['?', '#']) {

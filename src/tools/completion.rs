@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 /// Why a query could not be answered with a payload.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum QueryError {
+pub(crate) enum QueryError {
     /// The path names no command of the manifest (-32602 "Unknown conda command path").
     UnknownCommand,
     /// The helper's document is not what it should be.
@@ -18,11 +18,11 @@ pub enum QueryError {
 }
 
 /// The availability states of the completion metadata.
-pub const AVAILABILITIES: [&str; 4] =
+pub(crate) const AVAILABILITIES: [&str; 4] =
     ["available", "not_installed", "not_generated", "unavailable"];
 
 /// Build the payload for `requested` from a helper document.
-pub fn answer(document: &Value, requested: &[String]) -> Result<Value, QueryError> {
+pub(crate) fn answer(document: &Value, requested: &[String]) -> Result<Value, QueryError> {
     let doc = document.as_object().ok_or(QueryError::InvalidMetadata)?;
     let availability = doc
         .get("availability")

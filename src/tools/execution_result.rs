@@ -9,7 +9,7 @@ use crate::tools::schema::{MAX_INTEGER, MAX_SAFE_INTEGER, MIN_INTEGER};
 
 /// The 10-field execution result (`structuredContent`, and its text copy).
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ExecutionResult {
+pub(crate) struct ExecutionResult {
     /// Exit status; negative signal number when killed by a signal; `null` after a timeout
     /// or cancellation.
     pub exit_code: Option<i32>,
@@ -27,14 +27,14 @@ pub struct ExecutionResult {
 
 impl ExecutionResult {
     /// The result as a JSON object.
-    pub fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         serde_json::to_value(self).expect("execution results serialize")
     }
 }
 
 /// The output schema shared by every executing tool: one property per field of
 /// [`ExecutionResult`], all required, nothing else.
-pub fn output_schema() -> Map<String, Value> {
+pub(crate) fn output_schema() -> Map<String, Value> {
     let schema = json!({
         "type": "object",
         "properties": {

@@ -27,8 +27,8 @@
 mod conda;
 mod listed_form;
 mod plugins;
-pub mod scope;
 mod simulate;
+pub(crate) mod write_envs;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

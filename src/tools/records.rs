@@ -12,7 +12,7 @@ use serde_json::Value;
 
 /// The longest NUL-terminated segment still read as a record (conda's are under 200
 /// bytes); a longer one is output and passes on untouched.
-pub const RECORD_MAX: usize = 4096;
+pub(crate) const RECORD_MAX: usize = 4096;
 
 /// One fetch record of conda's JSON progress bar.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,7 +38,7 @@ impl FetchRecord {
 }
 
 /// Read one NUL-terminated segment (without its NUL) as a fetch record.
-pub fn parse_record(segment: &[u8]) -> Option<FetchRecord> {
+pub(crate) fn parse_record(segment: &[u8]) -> Option<FetchRecord> {
     if segment.len() > RECORD_MAX {
         return None;
     }
@@ -76,7 +76,7 @@ fn split_record(segment: &[u8]) -> Option<(usize, FetchRecord)> {
 /// Takes fetch records out of a byte stream fed in chunks; everything else is passed on
 /// in order (a NUL-terminated segment that is not a record keeps its NUL).
 #[derive(Default)]
-pub struct Filter {
+pub(crate) struct Filter {
     /// The segment since the last NUL, while it may still be a record.
     pending: Vec<u8>,
     /// The current segment grew past [`RECORD_MAX`]: it is output, passed on as it comes.
@@ -85,7 +85,12 @@ pub struct Filter {
 
 impl Filter {
     /// Feed `chunk`; bytes that are output go to `out`, each completed record to `record`.
-    pub fn push(&mut self, chunk: &[u8], out: &mut Vec<u8>, record: &mut impl FnMut(FetchRecord)) {
+    pub(crate) fn push(
+        &mut self,
+        chunk: &[u8],
+        out: &mut Vec<u8>,
+        record: &mut impl FnMut(FetchRecord),
+    ) {
         let mut rest = chunk;
         while let Some(at) = rest.iter().position(|b| *b == 0) {
             let (segment, after) = (&rest[..at], &rest[at + 1..]);
@@ -121,14 +126,14 @@ impl Filter {
     }
 
     /// The end of the stream: what is still pending is output.
-    pub fn finish(&mut self, out: &mut Vec<u8>) {
+    pub(crate) fn finish(&mut self, out: &mut Vec<u8>) {
         out.append(&mut self.pending);
         self.long = false;
     }
 }
 
 /// `bytes` without the fetch records in it, and how many there were.
-pub fn strip(bytes: &[u8]) -> (Vec<u8>, usize) {
+pub(crate) fn strip(bytes: &[u8]) -> (Vec<u8>, usize) {
     if !bytes.contains(&0) {
         return (bytes.to_vec(), 0);
     }
@@ -143,7 +148,7 @@ pub fn strip(bytes: &[u8]) -> (Vec<u8>, usize) {
 /// What a transaction document says changed, in one line: "LINK 3, UNLINK 1 in
 /// /path/to/env" (with "dry run: " before it when nothing was done). `None` for any other
 /// document.
-pub fn transaction_summary(document: &Value) -> Option<String> {
+pub(crate) fn transaction_summary(document: &Value) -> Option<String> {
     let actions = document.get("actions")?.as_object()?;
     let count = |key: &str| {
         actions
@@ -172,7 +177,7 @@ pub fn transaction_summary(document: &Value) -> Option<String> {
 }
 
 /// `text` without control characters, at most `max` characters (an ellipsis marks a cut).
-pub fn clean(text: &str, max: usize) -> String {
+pub(crate) fn clean(text: &str, max: usize) -> String {
     let mut out = String::new();
     for (n, c) in text.chars().filter(|c| !c.is_control()).enumerate() {
         if n == max {

@@ -22,7 +22,7 @@ use crate::tools::layout::{Layout, Property};
 
 mod describe;
 mod names;
-pub mod sentences;
+pub(crate) mod sentences;
 mod validate;
 
 pub use crate::tools::error::{Invalid, Keyword, Unrepresentable};

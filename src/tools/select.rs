@@ -219,7 +219,7 @@ impl Selected {
             .map(|t| (t.path.as_slice(), t.name.as_str()))
             .collect();
         let folded = folds(catalog, &by_path);
-        let mut shaping = Selected {
+        let mut selected = Selected {
             folded,
             list_all,
             spec: spec.map(Selection::texts),
@@ -228,7 +228,7 @@ impl Selected {
         for (path, reason) in UNFIT {
             let path: Vec<String> = path.iter().map(|p| (*p).to_owned()).collect();
             if let Some(name) = by_path.get(path.as_slice()) {
-                shaping.left_out.insert((*name).to_owned(), reason);
+                selected.left_out.insert((*name).to_owned(), reason);
             }
         }
         for tool in &toolset.generated {
@@ -236,13 +236,13 @@ impl Selected {
                 .branch(&tool.path)
                 .and_then(|branch| branch.last().map(|c| !c.children.is_empty()));
             if group == Some(true) {
-                shaping.left_out.insert(tool.name.clone(), COMMAND_GROUP);
+                selected.left_out.insert(tool.name.clone(), COMMAND_GROUP);
             }
         }
         if let Some(spec) = spec {
-            shaping.select(spec, &entries, plugins)?;
+            selected.select(spec, &entries, plugins)?;
         }
-        Ok(shaping)
+        Ok(selected)
     }
 
     fn select(

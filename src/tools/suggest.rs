@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::tools::layout::Layout;
 
 /// Most names a suggestion lists.
-pub const MOST: usize = 10;
+pub(crate) const MOST: usize = 10;
 /// How similar the closest name must be to be offered as "did you mean".
 const CLOSE: f64 = 0.75;
 /// The similarity of a name that starts another (at least three characters long).
@@ -20,14 +20,14 @@ const PREFIX: f64 = 0.9;
 
 /// A valid name and what else it is called.
 #[derive(Clone, Debug)]
-pub struct Candidate {
+pub(crate) struct Candidate {
     pub name: String,
     pub aliases: Vec<String>,
 }
 
 /// The candidates, most similar first (ties in their given order), with the similarity
 /// of the best.
-pub fn rank(wrong: &str, candidates: &[Candidate]) -> Vec<(String, f64)> {
+pub(crate) fn rank(wrong: &str, candidates: &[Candidate]) -> Vec<(String, f64)> {
     let wrong = normal(wrong);
     let mut scored: Vec<(usize, String, f64)> = candidates
         .iter()
@@ -68,7 +68,7 @@ fn similarity(a: &str, b: &str) -> f64 {
 
 /// "did you mean 'x'? " and the valid names (at most [`MOST`], the closest first); empty
 /// when there are no candidates.
-pub fn closest(wrong: &str, candidates: &[Candidate], kind: &str) -> String {
+pub(crate) fn closest(wrong: &str, candidates: &[Candidate], kind: &str) -> String {
     let ranked = rank(wrong, candidates);
     let Some((best, score)) = ranked.first() else {
         return String::new();
@@ -85,7 +85,7 @@ pub fn closest(wrong: &str, candidates: &[Candidate], kind: &str) -> String {
 
 /// The properties of a listed input schema as candidates, with their conda flags and value
 /// placeholders from the tool's layout (when it has one).
-pub fn properties(schema: &Value, layout: Option<&Layout>) -> Vec<Candidate> {
+pub(crate) fn properties(schema: &Value, layout: Option<&Layout>) -> Vec<Candidate> {
     let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
         return Vec::new();
     };
@@ -112,7 +112,7 @@ pub fn properties(schema: &Value, layout: Option<&Layout>) -> Vec<Candidate> {
 
 /// Tool names as candidates, each also under its name without `conda_` (an agent writes
 /// `install` or `env_create`).
-pub fn tools<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<Candidate> {
+pub(crate) fn tools<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<Candidate> {
     names
         .into_iter()
         .map(|name| Candidate {

@@ -49,7 +49,7 @@ struct Ids {
 }
 
 /// A [`Transport`] over any byte streams (stdin/stdout in `ccm`).
-pub struct Lines<R> {
+pub(crate) struct Lines<R> {
     read: BufReader<R>,
     line: Vec<u8>,
     discarding: bool,
@@ -61,7 +61,11 @@ pub struct Lines<R> {
 
 impl<R: AsyncRead + Unpin + Send> Lines<R> {
     /// Read frames from `read`, write answers to `write` (from a task of its own).
-    pub fn new<W: AsyncWrite + Unpin + Send + 'static>(read: R, write: W, max_line: usize) -> Self {
+    pub(crate) fn new<W: AsyncWrite + Unpin + Send + 'static>(
+        read: R,
+        write: W,
+        max_line: usize,
+    ) -> Self {
         let (out, mut queue) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
         tokio::spawn(async move {
             let mut write = write;

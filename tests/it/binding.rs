@@ -17,7 +17,7 @@ use crate::support;
 
 /// How the person is asked.
 #[derive(Clone, Copy, Debug)]
-pub enum Revision {
+pub(crate) enum Revision {
     /// A handshake revision over stdio: `elicitation/create`.
     Handshake(&'static str),
     /// 2026-07-28 over HTTP: the input-required result, the plan parked, the retry.
@@ -25,20 +25,25 @@ pub enum Revision {
 }
 
 /// Every revision that can ask the person.
-pub const ASKING: [Revision; 3] = [
+pub(crate) const ASKING: [Revision; 3] = [
     Revision::Handshake("2025-06-18"),
     Revision::Handshake("2025-11-25"),
     Revision::SessionLess,
 ];
 
 /// A server that asks, over the revision's transport.
-pub enum Asking {
+pub(crate) enum Asking {
     Stdio(Box<Session>),
     Http(HttpServer, i64),
 }
 
 impl Asking {
-    pub fn start(revision: Revision, conda: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+    pub(crate) fn start(
+        revision: Revision,
+        conda: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         match revision {
             Revision::Handshake(version) => {
                 let mut command = support::ccm();
@@ -69,7 +74,7 @@ impl Asking {
 
     /// Call `tool`; while the question is open, `meanwhile` gets its text; then the
     /// person answers `action`. The question and the call's `result`.
-    pub fn ask(
+    pub(crate) fn ask(
         &mut self,
         tool: &str,
         arguments: Value,
@@ -116,7 +121,7 @@ impl Asking {
 
 impl Asking {
     /// Call `tool` expecting no question: the call's `result`.
-    pub fn unasked(&mut self, tool: &str, arguments: Value) -> Value {
+    pub(crate) fn unasked(&mut self, tool: &str, arguments: Value) -> Value {
         let params = json!({"name": tool, "arguments": arguments});
         match self {
             Asking::Stdio(session) => session.request("tools/call", params)["result"].clone(),
@@ -148,12 +153,12 @@ fn next_question(session: &mut Session) -> Value {
 }
 
 /// The text of a result.
-pub fn text(result: &Value) -> &str {
+pub(crate) fn text(result: &Value) -> &str {
     result["content"][0]["text"].as_str().unwrap_or_default()
 }
 
 /// A result that stopped with `plan_changed`, naming `what`.
-pub fn assert_changed(result: &Value, what: &str, context: &str) {
+pub(crate) fn assert_changed(result: &Value, what: &str, context: &str) {
     assert_eq!(result["isError"], true, "{context}: {result}");
     let text = text(result);
     assert!(text.starts_with("plan_changed: "), "{context}: {result}");
@@ -161,12 +166,12 @@ pub fn assert_changed(result: &Value, what: &str, context: &str) {
 }
 
 /// The fixture with an index, a spec file and a condarc of the test's own.
-pub struct FixtureSetup {
+pub(crate) struct FixtureSetup {
     dir: tempfile::TempDir,
 }
 
 impl FixtureSetup {
-    pub fn new() -> FixtureSetup {
+    pub(crate) fn new() -> FixtureSetup {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("index.json"), "{}").unwrap();
         std::fs::write(dir.path().join("specs.txt"), "fixture-pkg\n").unwrap();
@@ -178,11 +183,11 @@ impl FixtureSetup {
         FixtureSetup { dir }
     }
 
-    pub fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
-    pub fn server(&self, revision: Revision) -> Asking {
+    pub(crate) fn server(&self, revision: Revision) -> Asking {
         let index = self.path("index.json");
         let condarc = self.path("condarc");
         let tmp = self.path("tmp");
@@ -296,12 +301,12 @@ fn a_plan_changed_while_the_question_is_open_does_not_run() {
 /// A real conda with local channels of its own: `conda-forge/` (a local directory named
 /// like the well-known channel) holds `barpkg 1.0`, `other/` holds `barpkg 9.9`; each
 /// package's post-link script leaves `marks/barpkg-VERSION` behind.
-pub struct Real {
+pub(crate) struct Real {
     dir: tempfile::TempDir,
 }
 
 impl Real {
-    pub fn new() -> Real {
+    pub(crate) fn new() -> Real {
         let dir = tempfile::Builder::new()
             .prefix("ccm-binding-")
             .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
@@ -316,11 +321,11 @@ impl Real {
         real
     }
 
-    pub fn path(&self, sub: &str) -> PathBuf {
+    pub(crate) fn path(&self, sub: &str) -> PathBuf {
         self.dir.path().join(sub)
     }
 
-    pub fn url(&self, channel: &str) -> String {
+    pub(crate) fn url(&self, channel: &str) -> String {
         format!("file://{}", self.path(channel).display())
     }
 
@@ -351,7 +356,7 @@ impl Real {
         std::fs::write(self.path("condarc"), text).unwrap();
     }
 
-    pub fn env(&self) -> Vec<(String, String)> {
+    pub(crate) fn env(&self) -> Vec<(String, String)> {
         let p = |s: &str| self.path(s).display().to_string();
         vec![
             ("HOME".into(), p("home")),
@@ -370,14 +375,14 @@ impl Real {
     }
 
     /// A server on the real conda with these flags (and this setup's environment).
-    pub fn server_with(&self, revision: Revision, args: &[&str]) -> Asking {
+    pub(crate) fn server_with(&self, revision: Revision, args: &[&str]) -> Asking {
         let env = self.env();
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         Asking::start(revision, &support::real_conda(), args, &env)
     }
 
     /// Post-link scripts that ran.
-    pub fn marks(&self) -> Vec<String> {
+    pub(crate) fn marks(&self) -> Vec<String> {
         let mut marks: Vec<String> = std::fs::read_dir(self.path("marks"))
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -387,7 +392,7 @@ impl Real {
     }
 
     /// The package records installed in the environment `env`.
-    pub fn installed(&self, env: &str) -> Vec<Value> {
+    pub(crate) fn installed(&self, env: &str) -> Vec<Value> {
         let Ok(entries) = std::fs::read_dir(self.path(env).join("conda-meta")) else {
             return Vec::new();
         };

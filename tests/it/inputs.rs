@@ -36,7 +36,7 @@ const TRICKY: &[&str] = &[
     "--name=x",
 ];
 
-pub fn text() -> impl Strategy<Value = String> {
+pub(crate) fn text() -> impl Strategy<Value = String> {
     prop_oneof![
         3 => "[a-zA-Z0-9_.:/@+,=-]{0,10}",
         1 => prop::sample::select(TRICKY).prop_map(str::to_owned),
@@ -126,7 +126,7 @@ fn value(property: &Property) -> BoxedStrategy<Value> {
     }
 }
 
-pub fn input_strategy(tool: &Tool) -> BoxedStrategy<Map<String, Value>> {
+pub(crate) fn input_strategy(tool: &Tool) -> BoxedStrategy<Map<String, Value>> {
     let mut parts: Vec<BoxedStrategy<Option<(String, Value)>>> = Vec::new();
     for property in &tool.layout.properties {
         let id = property.id.clone();
@@ -161,7 +161,7 @@ pub fn input_strategy(tool: &Tool) -> BoxedStrategy<Map<String, Value>> {
 /// The seed of a randomized test: `CCM_PROPTEST_SEED`, else a fresh one; printed on every
 /// run, passing or not (straight to stderr: the test harness captures only `eprintln!`),
 /// so a failure can be reproduced.
-pub fn seed(label: &str) -> u64 {
+pub(crate) fn seed(label: &str) -> u64 {
     let seed = match std::env::var("CCM_PROPTEST_SEED") {
         Ok(text) => text
             .trim()
@@ -178,14 +178,14 @@ pub fn seed(label: &str) -> u64 {
 }
 
 /// One line on the real stderr, which the harness does not capture.
-pub fn print_seed(label: &str, seed: u64) {
+pub(crate) fn print_seed(label: &str, seed: u64) {
     use std::io::Write;
     let line = format!("{label}: seed {seed} (rerun with CCM_PROPTEST_SEED={seed})\n");
     let _ = std::io::stderr().write_all(line.as_bytes());
 }
 
 /// A test runner whose randomness is a function of `seed`.
-pub fn seeded_runner(seed: u64) -> TestRunner {
+pub(crate) fn seeded_runner(seed: u64) -> TestRunner {
     let mut bytes = [0u8; 32];
     bytes[..8].copy_from_slice(&seed.to_le_bytes());
     TestRunner::new_with_rng(
@@ -195,12 +195,16 @@ pub fn seeded_runner(seed: u64) -> TestRunner {
 }
 
 /// A seeded runner for drawing inputs outside `proptest!` (the seed is printed).
-pub fn runner(label: &str) -> TestRunner {
+pub(crate) fn runner(label: &str) -> TestRunner {
     seeded_runner(seed(label))
 }
 
 /// Up to `count` inputs the tool's schema accepts (drawing at most 20 times as many).
-pub fn valid_inputs(tool: &Tool, runner: &mut TestRunner, count: usize) -> Vec<Map<String, Value>> {
+pub(crate) fn valid_inputs(
+    tool: &Tool,
+    runner: &mut TestRunner,
+    count: usize,
+) -> Vec<Map<String, Value>> {
     let strategy = input_strategy(tool);
     let mut out = Vec::with_capacity(count);
     for _ in 0..count * 20 {

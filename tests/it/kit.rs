@@ -7,10 +7,10 @@
 //! fresh HOME. Test-only; everything here is a
 //! helper a test calls, never a test.
 
-pub mod classify;
-pub mod confirm;
-pub mod exit;
-pub mod nobody;
-pub mod prefix;
-pub mod proc;
-pub mod users;
+pub(crate) mod classify;
+pub(crate) mod confirm;
+pub(crate) mod exit;
+pub(crate) mod nobody;
+pub(crate) mod prefix;
+pub(crate) mod proc;
+pub(crate) mod users;

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::support;
 
 /// The `_meta` of a request of the session-less 2026-07-28 lifecycle.
-pub fn session_less_meta() -> Value {
+pub(crate) fn session_less_meta() -> Value {
     json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -22,7 +22,7 @@ pub fn session_less_meta() -> Value {
     })
 }
 
-pub struct Session {
+pub(crate) struct Session {
     child: Child,
     stdin: Option<ChildStdin>,
     responses: Receiver<Value>,
@@ -34,11 +34,11 @@ pub struct Session {
 
 impl Session {
     /// Start `ccm --conda-exe <conda> <args>` and initialize.
-    pub fn start(conda: &Path, args: &[&str]) -> Session {
+    pub(crate) fn start(conda: &Path, args: &[&str]) -> Session {
         Self::start_with(conda, args, &[])
     }
 
-    pub fn start_with(conda: &Path, args: &[&str], env: &[(&str, &str)]) -> Session {
+    pub(crate) fn start_with(conda: &Path, args: &[&str], env: &[(&str, &str)]) -> Session {
         let mut command: Command = support::ccm();
         command.arg("--conda-exe").arg(conda).args(args);
         for (k, v) in env {
@@ -48,7 +48,7 @@ impl Session {
     }
 
     /// Start `ccm --conda-exe <conda> <args>`, not initialized yet.
-    pub fn spawn_on(conda: &Path, args: &[&str]) -> Session {
+    pub(crate) fn spawn_on(conda: &Path, args: &[&str]) -> Session {
         let mut command: Command = support::ccm();
         command.arg("--conda-exe").arg(conda).args(args);
         Self::spawn(command)
@@ -56,7 +56,7 @@ impl Session {
 
     /// A session of `revision` on `conda` with `args`: the lifecycle's handshake, or none
     /// for the session-less 2026-07-28; and the `_meta` its requests carry.
-    pub fn at_revision(conda: &Path, revision: &str, args: &[&str]) -> (Session, Value) {
+    pub(crate) fn at_revision(conda: &Path, revision: &str, args: &[&str]) -> (Session, Value) {
         let mut s = Self::spawn_on(conda, args);
         if revision == "2026-07-28" {
             return (s, session_less_meta());
@@ -66,7 +66,7 @@ impl Session {
     }
 
     /// Spawn `command` (a `ccm` server) and initialize.
-    pub fn spawn_initialized(command: Command) -> Session {
+    pub(crate) fn spawn_initialized(command: Command) -> Session {
         let mut session = Self::spawn(command);
         session.initialize_at("2025-06-18");
         session
@@ -85,14 +85,14 @@ impl Session {
 
     /// The lifecycle's handshake at `revision`, which the server must agree to; returns
     /// the `initialize` response.
-    pub fn handshake(&mut self, revision: &str) -> Value {
+    pub(crate) fn handshake(&mut self, revision: &str) -> Value {
         self.initialize_at(revision);
         let init = &self.initialize;
         assert_eq!(init["result"]["protocolVersion"], revision, "{init}");
         init.clone()
     }
 
-    pub fn spawn(mut command: Command) -> Session {
+    pub(crate) fn spawn(mut command: Command) -> Session {
         let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -134,17 +134,17 @@ impl Session {
     }
 
     /// The server's exit status, if it has ended.
-    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+    pub(crate) fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().unwrap()
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// Wait up to `timeout` for the server to exit; its exit code (`None`: still running
     /// or killed by a signal).
-    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+    pub(crate) fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -158,7 +158,10 @@ impl Session {
     }
 
     /// Close the server's stdin (EOF) and wait up to `timeout` for it to exit.
-    pub fn close_stdin_and_wait(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+    pub(crate) fn close_stdin_and_wait(
+        &mut self,
+        timeout: Duration,
+    ) -> Option<std::process::ExitStatus> {
         self.stdin = None;
         self.wait_exit(timeout)
     }
@@ -172,7 +175,7 @@ impl Session {
     }
 
     /// Write raw bytes (a frame, with or without its newline).
-    pub fn write_raw(&mut self, bytes: &[u8]) {
+    pub(crate) fn write_raw(&mut self, bytes: &[u8]) {
         let stdin = self.stdin.as_mut().expect("stdin is open");
         stdin.write_all(bytes).unwrap();
         stdin.flush().unwrap();
@@ -180,16 +183,16 @@ impl Session {
 
     /// The next message on stdout, in order (answers to `wait` are not consumed here
     /// unless they come first), waiting up to `timeout`.
-    pub fn next(&mut self, timeout: Duration) -> Option<Value> {
+    pub(crate) fn next(&mut self, timeout: Duration) -> Option<Value> {
         self.responses.recv_timeout(timeout).ok()
     }
 
-    pub fn notify(&mut self, method: &str, params: Value) {
+    pub(crate) fn notify(&mut self, method: &str, params: Value) {
         self.write(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
     }
 
     /// Send a request without waiting; its id.
-    pub fn send(&mut self, method: &str, params: Value) -> i64 {
+    pub(crate) fn send(&mut self, method: &str, params: Value) -> i64 {
         let id = self.next_id;
         self.next_id += 1;
         self.write(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
@@ -197,7 +200,7 @@ impl Session {
     }
 
     /// The response to `id`, waiting up to `timeout`.
-    pub fn wait(&mut self, id: i64, timeout: Duration) -> Option<Value> {
+    pub(crate) fn wait(&mut self, id: i64, timeout: Duration) -> Option<Value> {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(v) = self.pending.remove(&id) {
@@ -219,7 +222,7 @@ impl Session {
     }
 
     /// Request and wait (60 s); the whole JSON-RPC response.
-    pub fn request(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.send(method, params);
         self.wait(id, Duration::from_secs(60)).unwrap_or_else(|| {
             panic!(
@@ -230,7 +233,7 @@ impl Session {
     }
 
     /// tools/call; the `result` (panics on a protocol error).
-    pub fn call(&mut self, tool: &str, arguments: Value) -> Value {
+    pub(crate) fn call(&mut self, tool: &str, arguments: Value) -> Value {
         let response = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
         match response.get("result") {
             Some(result) => result.clone(),
@@ -239,7 +242,7 @@ impl Session {
     }
 
     /// tools/call expected to fail; (code, message).
-    pub fn call_error(&mut self, tool: &str, arguments: Value) -> (i64, String) {
+    pub(crate) fn call_error(&mut self, tool: &str, arguments: Value) -> (i64, String) {
         let response = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
         let error = response
             .get("error")
@@ -250,26 +253,26 @@ impl Session {
         )
     }
 
-    pub fn tools(&mut self) -> Vec<Value> {
+    pub(crate) fn tools(&mut self) -> Vec<Value> {
         self.request("tools/list", json!({}))["result"]["tools"]
             .as_array()
             .unwrap()
             .clone()
     }
 
-    pub fn capabilities(&mut self) -> Value {
+    pub(crate) fn capabilities(&mut self) -> Value {
         let read = self.request("resources/read", json!({"uri": "conda://capabilities"}));
         serde_json::from_str(read["result"]["contents"][0]["text"].as_str().unwrap()).unwrap()
     }
 
     /// Whether the server's read-only calls run in the read-only sandbox (its listing
     /// depends on it).
-    pub fn sandboxed(&mut self) -> bool {
+    pub(crate) fn sandboxed(&mut self) -> bool {
         self.capabilities()["sandbox"]["state"] == "active"
     }
 
     /// Peak resident memory of the server process (kB), from /proc.
-    pub fn peak_rss_kb(&self) -> u64 {
+    pub(crate) fn peak_rss_kb(&self) -> u64 {
         crate::kit::proc::status_kb(self.pid(), "VmHWM")
     }
 }
@@ -285,12 +288,12 @@ impl Drop for Session {
 }
 
 /// The structured result of a tool call.
-pub fn structured(result: &Value) -> &Value {
+pub(crate) fn structured(result: &Value) -> &Value {
     &result["structuredContent"]
 }
 
 /// The fixture's report of the argv it received.
-pub fn reported_argv(result: &Value) -> Vec<String> {
+pub(crate) fn reported_argv(result: &Value) -> Vec<String> {
     let parsed = &structured(result)["parsed_json"];
     serde_json::from_value(parsed["argv"].clone())
         .unwrap_or_else(|_| panic!("no argv report in {result}"))

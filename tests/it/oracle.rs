@@ -81,12 +81,12 @@ const PROBES: &[(&str, &[&str])] = &[
 const CONTAINED: &[(&str, &[&str])] = &[("conda/gateways/disk/delete.py", &["delete_trash"])];
 
 /// A private home for conda: HOME, XDG dirs, condarc, package cache, TMPDIR, cwd.
-pub struct Throwaway {
+pub(crate) struct Throwaway {
     pub dir: tempfile::TempDir,
 }
 
 impl Throwaway {
-    pub fn new(label: &str) -> Throwaway {
+    pub(crate) fn new(label: &str) -> Throwaway {
         let dir = tempfile::Builder::new()
             .prefix(&format!("ccm-{label}-"))
             .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
@@ -152,12 +152,12 @@ impl Throwaway {
         t
     }
 
-    pub fn path(&self, sub: &str) -> PathBuf {
+    pub(crate) fn path(&self, sub: &str) -> PathBuf {
         self.dir.path().join(sub)
     }
 
     /// The environment conda runs with: nothing of the caller's, offline, private dirs.
-    pub fn env(&self) -> Vec<(String, String)> {
+    pub(crate) fn env(&self) -> Vec<(String, String)> {
         let p = |s: &str| self.path(s).display().to_string();
         vec![
             (
@@ -183,7 +183,7 @@ impl Throwaway {
     /// `--dry-run` solves), the notices cache (`$XDG_CACHE_HOME/conda/notices`,
     /// `conda notices` and the notices shown after commands) and the private TMPDIR. Kept
     /// tight: anything else written by a read-only verdict is a failure.
-    pub fn allowed(&self) -> Vec<PathBuf> {
+    pub(crate) fn allowed(&self) -> Vec<PathBuf> {
         vec![
             self.path("pkgs/cache"),
             self.path("home/.cache/conda/notices"),
@@ -280,7 +280,11 @@ impl Drop for Harness {
 }
 
 /// What conda did with every argv, in order, on `WORKERS` harness processes.
-pub fn observe(interpreter: &Path, throwaway: &Throwaway, argvs: &[Vec<String>]) -> Vec<Value> {
+pub(crate) fn observe(
+    interpreter: &Path,
+    throwaway: &Throwaway,
+    argvs: &[Vec<String>],
+) -> Vec<Value> {
     let chunk = argvs.len().div_ceil(WORKERS).max(1);
     let mut out = vec![Value::Null; argvs.len()];
     std::thread::scope(|scope| {
@@ -334,7 +338,7 @@ impl Harness {
 }
 
 /// An argv and the origin the policy judges it under.
-pub struct Case {
+pub(crate) struct Case {
     pub argv: Vec<String>,
     pub origin: Origin,
     /// The tool it was compiled by, or `None` for a token soup.
@@ -497,7 +501,7 @@ fn walk<'a>(r: &mut TestRunner, root: &'a CatalogCommand) -> Vec<&'a CatalogComm
 }
 
 /// One token soup from the catalog.
-pub fn soup(r: &mut TestRunner, root: &CatalogCommand, pool: &[String]) -> Vec<String> {
+pub(crate) fn soup(r: &mut TestRunner, root: &CatalogCommand, pool: &[String]) -> Vec<String> {
     let levels = walk(r, root);
     let mut argv = Vec::new();
     for (depth, level) in levels.iter().enumerate() {
@@ -577,7 +581,7 @@ pub fn soup(r: &mut TestRunner, root: &CatalogCommand, pool: &[String]) -> Vec<S
 }
 
 /// The cases: a third compiled from tool inputs, the rest token soups.
-pub fn cases(
+pub(crate) fn cases(
     seed: u64,
     tools: &Toolset,
     root: &CatalogCommand,
@@ -613,12 +617,12 @@ pub fn cases(
 
 /// The policy's verdict on an argv (the rules for the target's plugins, no operator
 /// classification).
-pub fn verdict(rules: &policy::Rules, root: &CatalogCommand, case: &Case) -> Classification {
+pub(crate) fn verdict(rules: &policy::Rules, root: &CatalogCommand, case: &Case) -> Classification {
     policy::classify(rules, Some(root), &case.argv, case.origin)
 }
 
 /// A read-only verdict: what the server runs without any `--allow-*` option.
-pub fn is_read_only(v: &Classification) -> bool {
+pub(crate) fn is_read_only(v: &Classification) -> bool {
     v.read_only && !v.requires_write && !v.requires_exec
 }
 

@@ -215,7 +215,7 @@ fn heartbeats_carry_the_last_stderr_line_and_stop_at_cancellation() {
 
 /// Build the local channel of `tests/fixtures/make_channel.py` (pkga, pkgb, pkgc) in `dir`;
 /// its `file://` URL.
-pub fn local_channel(dir: &std::path::Path) -> String {
+pub(crate) fn local_channel(dir: &std::path::Path) -> String {
     let channel = dir.join("channel");
     let status = std::process::Command::new(support::python())
         .arg(support::repo().join("tests/fixtures/make_channel.py"))

@@ -11,7 +11,7 @@ use crate::support;
 const INVALID: &str = "Invalid arguments at $.verbose: must be at most 16";
 
 /// The answer to an invalid `conda_info` call, as a revision must give it.
-pub fn assert_invalid_answer(answer: &Value, as_result: bool, revision: &str) {
+pub(crate) fn assert_invalid_answer(answer: &Value, as_result: bool, revision: &str) {
     if as_result {
         let result = &answer["result"];
         assert_eq!(result["isError"], true, "{revision}: {answer}");
@@ -39,7 +39,7 @@ pub fn assert_invalid_answer(answer: &Value, as_result: bool, revision: &str) {
 
 /// The answer to a call of a tool that does not exist (`conda_nothing`): a protocol error
 /// in every revision, naming the closest listed tools.
-pub fn assert_unknown_answer(answer: &Value, revision: &str) {
+pub(crate) fn assert_unknown_answer(answer: &Value, revision: &str) {
     assert_eq!(answer["error"]["code"], -32602, "{revision}: {answer}");
     let message = answer["error"]["message"].as_str().unwrap_or_default();
     assert!(
@@ -51,7 +51,7 @@ pub fn assert_unknown_answer(answer: &Value, revision: &str) {
 }
 
 /// A `conda_info {json: true}` result: stdout moved to `parsed_json`, in every revision.
-pub fn assert_moved(answer: &Value, revision: &str) {
+pub(crate) fn assert_moved(answer: &Value, revision: &str) {
     let result = &answer["result"];
     assert_eq!(result["structuredContent"]["stdout"], "", "{revision}");
     assert_eq!(

@@ -11,7 +11,7 @@ use crate::mcp::{Session, structured};
 use crate::support;
 
 /// Read the capabilities until live discovery has had its say.
-pub fn settled(session: &mut Session) -> Value {
+pub(crate) fn settled(session: &mut Session) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let caps = session.capabilities();

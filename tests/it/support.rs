@@ -9,23 +9,23 @@ use std::time::Duration;
 use ccm::host::discovery::{self, Discovery};
 
 /// The Python that builds fixtures (`CCM_TEST_PYTHON`, default `python3`).
-pub fn python() -> String {
+pub(crate) fn python() -> String {
     std::env::var("CCM_TEST_PYTHON").unwrap_or_else(|_| "python3".into())
 }
 
-pub fn repo() -> &'static Path {
+pub(crate) fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// A freshly built fixture conda; removed when dropped.
-pub struct Fixture {
+pub(crate) struct Fixture {
     _dir: tempfile::TempDir,
     pub prefix: PathBuf,
     pub conda: PathBuf,
 }
 
 /// Build a fixture conda into a new temporary directory (`extra` = builder flags).
-pub fn build_fixture(extra: &[&str]) -> Fixture {
+pub(crate) fn build_fixture(extra: &[&str]) -> Fixture {
     let dir = tempfile::Builder::new()
         .prefix("ccm-fixture-")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
@@ -53,7 +53,7 @@ pub fn build_fixture(extra: &[&str]) -> Fixture {
 
 impl Fixture {
     /// The fixture prefix's `site-packages`.
-    pub fn site_packages(&self) -> PathBuf {
+    pub(crate) fn site_packages(&self) -> PathBuf {
         let python = std::fs::read_dir(self.prefix.join("lib"))
             .expect("the fixture has lib/")
             .flatten()
@@ -64,7 +64,7 @@ impl Fixture {
 
     /// Install a plugin distribution `name` whose module (`name` with `_`) has this source
     /// and a `conda` entry point pointing at it, as pip would.
-    pub fn add_plugin(&self, name: &str, module_source: &str) {
+    pub(crate) fn add_plugin(&self, name: &str, module_source: &str) {
         let site = self.site_packages();
         let module = name.replace('-', "_");
         std::fs::create_dir_all(site.join(&module)).unwrap();
@@ -85,10 +85,10 @@ impl Fixture {
 }
 
 /// The uid and gid tests use for "another, unprivileged user" (`nobody`).
-pub const NOBODY: u32 = 65534;
+pub(crate) const NOBODY: u32 = 65534;
 
 /// Whether the tests run as root (then `as_other_user` drops to [`NOBODY`]).
-pub fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
@@ -96,7 +96,7 @@ pub fn is_root() -> bool {
 /// `program` run as an unprivileged user with this `HOME`: as `nobody` ([`NOBODY`])
 /// through `runuser` when the tests run as root, else as the current (already
 /// unprivileged) user.
-pub fn as_other_user(program: &Path, home: &Path) -> Command {
+pub(crate) fn as_other_user(program: &Path, home: &Path) -> Command {
     if is_root() {
         // runuser sets HOME itself: `env` puts the requested one back.
         let mut command = Command::new("runuser");
@@ -115,7 +115,7 @@ pub fn as_other_user(program: &Path, home: &Path) -> Command {
 /// A fixture conda that another, unprivileged user can run: built with an interpreter that
 /// user can execute (the tests' Python may live in root's home), in a directory they can
 /// read.
-pub fn build_fixture_for_others(extra: &[&str]) -> Fixture {
+pub(crate) fn build_fixture_for_others(extra: &[&str]) -> Fixture {
     let candidates = [python(), "/usr/bin/python3".to_owned()];
     let usable = candidates
         .iter()
@@ -142,18 +142,18 @@ pub fn build_fixture_for_others(extra: &[&str]) -> Fixture {
 }
 
 /// The shared, never-modified fixture conda of this test process.
-pub fn fixture() -> &'static Fixture {
+pub(crate) fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
     FIXTURE.get_or_init(|| build_fixture(&[]))
 }
 
 /// Discovery of the shared fixture, computed once.
-pub fn fixture_discovery() -> &'static Discovery {
+pub(crate) fn fixture_discovery() -> &'static Discovery {
     static FOUND: OnceLock<Discovery> = OnceLock::new();
     FOUND.get_or_init(|| discover(&fixture().conda))
 }
 
-pub fn discover(conda: &Path) -> Discovery {
+pub(crate) fn discover(conda: &Path) -> Discovery {
     let target = ccm::host::target::Conda::resolve(conda.to_path_buf());
     runtime().block_on(discovery::discover(
         &executions(),
@@ -164,11 +164,11 @@ pub fn discover(conda: &Path) -> Discovery {
 
 /// Executions of the test's own for library calls that start children (the default
 /// limits, no cgroups).
-pub fn executions() -> ccm::host::exec::Executions {
+pub(crate) fn executions() -> ccm::host::exec::Executions {
     ccm::host::exec::Executions::new(ccm::host::exec::Limits::defaults())
 }
 
-pub fn runtime() -> &'static tokio::runtime::Runtime {
+pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RT.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
@@ -183,7 +183,7 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
 /// `#[ignore = "needs CCM_TEST_CONDA"]` and named `real_conda_*`; CI runs exactly them
 /// with `--include-ignored real_conda` against a stock and a plugin conda. Panics when the
 /// variable is unset, so such a test can never pass without having run.
-pub fn real_conda() -> PathBuf {
+pub(crate) fn real_conda() -> PathBuf {
     match std::env::var_os("CCM_TEST_CONDA") {
         Some(path) if !path.is_empty() => {
             std::fs::canonicalize(&path).expect("CCM_TEST_CONDA must name an existing conda")
@@ -196,32 +196,32 @@ pub fn real_conda() -> PathBuf {
 }
 
 /// Discovery of the real conda (`CCM_TEST_CONDA`), computed once.
-pub fn real_discovery() -> &'static Discovery {
+pub(crate) fn real_discovery() -> &'static Discovery {
     static FOUND: OnceLock<Discovery> = OnceLock::new();
     FOUND.get_or_init(|| discover(&real_conda()))
 }
 
 /// The `ccm` binary under test.
-pub fn ccm() -> Command {
+pub(crate) fn ccm() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_ccm"));
     command.env_remove("CONDA_EXE").env_remove("CCM_LOG");
     command
 }
 
 /// A checked-in snapshot (`snapshots/<stem>.json`).
-pub fn snapshot(stem: &str) -> ccm::model::snapshot::Snapshot {
+pub(crate) fn snapshot(stem: &str) -> ccm::model::snapshot::Snapshot {
     let path = repo().join("snapshots").join(format!("{stem}.json"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     ccm::model::snapshot::Snapshot::from_text(&text).unwrap()
 }
 
 /// The real-conda snapshot shipped with the repository.
-pub const REAL: &str = "conda-26.7";
+pub(crate) const REAL: &str = "conda-26.7";
 /// The fixture-conda snapshot shipped with the repository.
-pub const FIXTURE: &str = "conda-0.99";
+pub(crate) const FIXTURE: &str = "conda-0.99";
 
 /// The toolset of a catalog, as a server with these flags would build it.
-pub fn toolset(
+pub(crate) fn toolset(
     catalog: &ccm::model::catalog::Catalog,
     plugins: &[ccm::model::catalog::Plugin],
     allow_exec: bool,
@@ -231,7 +231,7 @@ pub fn toolset(
 
 /// The toolset of a server whose read-only calls run in the read-only sandbox
 /// (`sandboxed`) or not.
-pub fn toolset_in(
+pub(crate) fn toolset_in(
     catalog: &ccm::model::catalog::Catalog,
     plugins: &[ccm::model::catalog::Plugin],
     allow_exec: bool,
@@ -252,7 +252,7 @@ pub fn toolset_in(
 /// The descriptors `tools/list` serves for a catalog under these grants without any
 /// operator setting: the policy-shaped listing (withheld tools left out, restricted ones
 /// in their listed form), folded and left-out tools unlisted.
-pub fn listed(
+pub(crate) fn listed(
     catalog: &ccm::model::catalog::Catalog,
     plugins: &[ccm::model::catalog::Plugin],
     grants: ccm::tools::policy::Grants,
@@ -262,7 +262,7 @@ pub fn listed(
 }
 
 /// [`listed`] under a `--tools` selection.
-pub fn selected(
+pub(crate) fn selected(
     catalog: &ccm::model::catalog::Catalog,
     plugins: &[ccm::model::catalog::Plugin],
     grants: ccm::tools::policy::Grants,
@@ -283,7 +283,7 @@ pub fn selected(
 }
 
 /// Compare `actual` with the golden file `tests/golden/<name>`; `UPDATE_GOLDEN=1` rewrites it.
-pub fn golden(name: &str, actual: &str) {
+pub(crate) fn golden(name: &str, actual: &str) {
     let path = repo().join("tests/golden").join(name);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -305,7 +305,7 @@ pub fn golden(name: &str, actual: &str) {
 }
 
 /// An argument for synthetic catalogs (string-typed, optional, visible).
-pub fn argument(
+pub(crate) fn argument(
     id: &str,
     flags: &[&str],
     action: ccm::model::catalog::ActionKind,
@@ -330,7 +330,7 @@ pub fn argument(
 }
 
 /// A parser for synthetic catalogs: terminal unless it has children.
-pub fn command(
+pub(crate) fn command(
     name: Option<&str>,
     arguments: Vec<ccm::model::catalog::Argument>,
     children: Vec<ccm::model::catalog::Command>,
@@ -350,7 +350,7 @@ pub fn command(
 }
 
 /// A catalog whose root has these commands.
-pub fn catalog(children: Vec<ccm::model::catalog::Command>) -> ccm::model::catalog::Catalog {
+pub(crate) fn catalog(children: Vec<ccm::model::catalog::Command>) -> ccm::model::catalog::Catalog {
     ccm::model::catalog::Catalog {
         prog: "conda".into(),
         conda_version: "1.0".into(),
@@ -362,7 +362,7 @@ pub fn catalog(children: Vec<ccm::model::catalog::Command>) -> ccm::model::catal
 /// Assert that a call answered "Unknown tool" (-32602) with the closest listed tools, and
 /// that the answer names neither the requested tool nor any of `never` (tools that exist
 /// but are not listed).
-pub fn assert_unknown_tool(answer: (i64, String), requested: &str, never: &[&str]) {
+pub(crate) fn assert_unknown_tool(answer: (i64, String), requested: &str, never: &[&str]) {
     let (code, message) = answer;
     assert_eq!(code, -32602, "{requested}: {message}");
     assert!(
@@ -380,7 +380,7 @@ pub fn assert_unknown_tool(answer: (i64, String), requested: &str, never: &[&str
 /// A policy refusal's message (the JSON-RPC error before 2025-11-25; after the stable word
 /// in the tool result from 2025-11-25 on): the fixed text and where the operator sets
 /// `flags`.
-pub fn refused(fixed: &str, flags: &str) -> String {
+pub(crate) fn refused(fixed: &str, flags: &str) -> String {
     let stop = if fixed.ends_with('.') { "" } else { "." };
     format!("{fixed}{stop} The operator sets {flags} in the client's MCP server configuration.")
 }

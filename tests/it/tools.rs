@@ -24,7 +24,7 @@ fn schema<'a>(tools: &'a Toolset, name: &str) -> &'a Value {
 }
 
 /// Validate an input against a tool; the error message or `Ok`.
-pub fn validate(tools: &Toolset, name: &str, input: Value) -> Result<(), String> {
+pub(crate) fn validate(tools: &Toolset, name: &str, input: Value) -> Result<(), String> {
     tools
         .get(name)
         .unwrap()

@@ -50,7 +50,7 @@ const FIXTURE_CORE: &[&str] = &[
 ];
 
 /// `@core` minus what the default policy admits no call of (`env create`, `run`), sorted.
-pub fn core_by_default() -> Vec<&'static str> {
+pub(crate) fn core_by_default() -> Vec<&'static str> {
     FIXTURE_CORE
         .iter()
         .copied()

@@ -256,7 +256,7 @@ fn a_hard_link_swapped_in_while_the_question_is_open_does_not_run() {
 /// `args` for a server that confines nothing: over HTTP (the session-less revision here)
 /// with `--allow-paths /`, since HTTP's default scope is the server's working directory
 /// and conda's own places, where stdio's is unrestricted.
-pub fn unconfined<'a>(revision: Revision, args: &[&'a str]) -> Vec<&'a str> {
+pub(crate) fn unconfined<'a>(revision: Revision, args: &[&'a str]) -> Vec<&'a str> {
     let mut args = args.to_vec();
     if matches!(revision, Revision::SessionLess) {
         args.extend(["--allow-paths", "/"]);

@@ -47,12 +47,12 @@ pub use super::url::REDACTED;
 /// its longer spellings: `pass` (password, passphrase), `pw` (pwd), `tok` (token), `key`
 /// (x-api-key), `auth` (oauth), `sig` (X-Amz-Signature), `cred` (credential), `private`
 /// (`?private=…`, `PRIVATE-TOKEN`).
-pub const SECRET_FRAGMENTS: &[&str] = &[
+pub(super) const SECRET_FRAGMENTS: &[&str] = &[
     "pass", "pw", "tok", "key", "secret", "auth", "sig", "cred", "session", "cookie", "bearer",
     "jwt", "private",
 ];
 /// A personal access token's name, whole or as an ending (`pat` alone would match `PATH`).
-pub const SECRET_NAMES: &[&str] = &["pat"];
+pub(super) const SECRET_NAMES: &[&str] = &["pat"];
 const SECRET_ENDINGS: &[&str] = &["_pat", "-pat"];
 
 const CREDENTIAL_COMMANDS: &[&str] = &[
@@ -84,7 +84,7 @@ const SCHEMES: &[&str] = &[
 
 /// Whether a name (an option without its dashes, a URL parameter, a variable, a header)
 /// names a secret: percent-escapes decoded, any case, any of [`SECRET_FRAGMENTS`].
-pub fn secret_name(name: &str) -> bool {
+pub(super) fn secret_name(name: &str) -> bool {
     let lower = percent_decoded(&percent_decoded(name)).to_ascii_lowercase();
     let bare = lower.trim_start_matches('-');
     SECRET_FRAGMENTS.iter().any(|w| lower.contains(w))

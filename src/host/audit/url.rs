@@ -21,7 +21,7 @@ pub const REDACTED: &str = "[redacted]";
 /// letters and digits lacks a digit with a chance of 3 % (a Slack webhook's secret has
 /// 24, GitLab's tokens 20 after their `glpat-` prefix, Artifactory's API keys 73);
 /// package file names and build strings stay well below it (`py311h64a7726` is 13).
-pub const MIN_RUN: usize = 20;
+pub(super) const MIN_RUN: usize = 20;
 
 /// Where a URL's path ends: whitespace, a quote, `]` (a match spec's bracket), the query
 /// or fragment, and shell punctuation (so a hidden segment never takes the rest of a
@@ -50,7 +50,7 @@ fn path_end(c: char) -> bool {
 
 /// Every credential-shaped segment of every URL path in `text` hidden (see the module's
 /// rule).
-pub fn path_segments(text: &str) -> String {
+pub(super) fn path_segments(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find("://") {
@@ -82,7 +82,7 @@ pub fn path_segments(text: &str) -> String {
 }
 
 /// Whether a path segment looks like a credential (see the module's rule).
-pub fn credential_shaped(segment: &str) -> bool {
+pub(super) fn credential_shaped(segment: &str) -> bool {
     let mixed_run = segment
         .split(|c: char| !c.is_ascii_alphanumeric())
         .any(|run| {
@@ -112,7 +112,7 @@ fn holds_uuid(text: &str) -> bool {
 /// Every `userinfo@` hidden: the part before an `@` back to the scheme's `://`, a
 /// space, a `/` or the token's start, when a scheme precedes it or it has a `:`
 /// (`user:pass@proxy` without a scheme too; `git@host` stays).
-pub fn userinfo(token: &str) -> String {
+pub(super) fn userinfo(token: &str) -> String {
     let mut out = String::with_capacity(token.len());
     let mut rest = token;
     while let Some(at) = rest.find('@') {
@@ -142,7 +142,7 @@ pub fn userinfo(token: &str) -> String {
 
 /// Every `/t/<token>` path segment hidden, wherever it occurs: conda takes `/t/` from
 /// anywhere in a URL (conda/common/url.py:345 `split_anaconda_token`).
-pub fn channel_tokens(token: &str) -> String {
+pub(super) fn channel_tokens(token: &str) -> String {
     let mut out = String::with_capacity(token.len());
     let mut rest = token;
     while let Some(at) = rest.find("/t/") {
@@ -160,7 +160,7 @@ pub fn channel_tokens(token: &str) -> String {
 
 /// The credentials of every URL in `text` that need no name: credential-shaped path
 /// segments (judged first, on the URL as written), userinfo, `/t/<token>`.
-pub fn unnamed(text: &str) -> String {
+pub(super) fn unnamed(text: &str) -> String {
     channel_tokens(&userinfo(&path_segments(text)))
 }
 

@@ -29,22 +29,22 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 /// Variables every child gets with these values, whatever the server's environment says.
-pub const SET: [(&str, &str); 2] = [("PYTHONSAFEPATH", "1"), ("PYTHONNOUSERSITE", "1")];
+pub(crate) const SET: [(&str, &str); 2] = [("PYTHONSAFEPATH", "1"), ("PYTHONNOUSERSITE", "1")];
 
 /// Path lists whose empty and relative entries are dropped.
-pub const PATH_LISTS: [&str; 3] = ["PATH", "PYTHONPATH", "LD_LIBRARY_PATH"];
+pub(crate) const PATH_LISTS: [&str; 3] = ["PATH", "PYTHONPATH", "LD_LIBRARY_PATH"];
 
 /// One change to the inherited environment: set the variable, or remove it (`None`).
-pub type Change = (&'static str, Option<OsString>);
+pub(crate) type Change = (&'static str, Option<OsString>);
 
 /// The changes every child's inherited environment gets, after the variables for which
 /// `withheld` is true were removed; read from this process's environment.
-pub fn changes(withheld: impl Fn(&str) -> bool) -> Vec<Change> {
+pub(crate) fn changes(withheld: impl Fn(&str) -> bool) -> Vec<Change> {
     changes_of(|name| std::env::var_os(name), withheld)
 }
 
 /// [`changes`] over the environment `lookup` reads (pure).
-pub fn changes_of(
+pub(crate) fn changes_of(
     lookup: impl Fn(&str) -> Option<OsString>,
     withheld: impl Fn(&str) -> bool,
 ) -> Vec<Change> {
@@ -67,7 +67,7 @@ pub fn changes_of(
 }
 
 /// The absolute entries of a `:`-separated path list, in order.
-pub fn absolute_entries(value: &OsStr) -> OsString {
+pub(crate) fn absolute_entries(value: &OsStr) -> OsString {
     let kept: Vec<&[u8]> = value
         .as_bytes()
         .split(|b| *b == b':')
@@ -77,7 +77,7 @@ pub fn absolute_entries(value: &OsStr) -> OsString {
 }
 
 /// Apply `changes` to an environment held as a map.
-pub fn apply(env: &mut std::collections::BTreeMap<OsString, OsString>, changes: &[Change]) {
+pub(crate) fn apply(env: &mut std::collections::BTreeMap<OsString, OsString>, changes: &[Change]) {
     for (name, value) in changes {
         match value {
             Some(value) => env.insert(OsString::from(name), value.clone()),

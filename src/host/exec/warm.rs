@@ -31,7 +31,7 @@ use crate::host::target::Script;
 
 /// Why a call runs cold, or why there is no zygote.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Unfit {
+pub(crate) enum Unfit {
     #[error("the target conda is not a #! script")]
     NotAScript,
     #[error("the zygote could not be started")]

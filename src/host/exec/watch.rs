@@ -11,7 +11,7 @@ use crate::tools::records::{self, FetchRecord, Filter};
 /// How many fetch records may wait for the caller; more are dropped (the caller is behind).
 const RECORDS_WAITING: usize = 1024;
 /// The longest stderr line kept (characters, after control characters are dropped).
-pub const LINE_MAX: usize = 160;
+pub(crate) const LINE_MAX: usize = 160;
 /// The longest partial stderr line looked at (bytes); the rest of a longer line is skipped.
 const PARTIAL_MAX: usize = 4096;
 
@@ -31,7 +31,7 @@ pub struct Seen {
 }
 
 /// A watch for one run and what the caller reads from it.
-pub fn watch(terminal: bool) -> (Watch, Seen) {
+pub(crate) fn watch(terminal: bool) -> (Watch, Seen) {
     let (sender, receiver) = mpsc::channel(RECORDS_WAITING);
     let last_line = Arc::new(Mutex::new(String::new()));
     (

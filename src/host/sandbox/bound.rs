@@ -77,21 +77,21 @@ pub struct Changed;
 /// executing are not handled, so they stay allowed everywhere.
 #[cfg(target_os = "linux")]
 mod access {
-    pub const WRITE_FILE: u64 = 1 << 1;
-    pub const REMOVE_DIR: u64 = 1 << 4;
-    pub const REMOVE_FILE: u64 = 1 << 5;
-    pub const MAKE_CHAR: u64 = 1 << 6;
-    pub const MAKE_DIR: u64 = 1 << 7;
-    pub const MAKE_REG: u64 = 1 << 8;
-    pub const MAKE_SOCK: u64 = 1 << 9;
-    pub const MAKE_FIFO: u64 = 1 << 10;
-    pub const MAKE_BLOCK: u64 = 1 << 11;
-    pub const MAKE_SYM: u64 = 1 << 12;
-    pub const REFER: u64 = 1 << 13;
-    pub const TRUNCATE: u64 = 1 << 14;
+    pub(super) const WRITE_FILE: u64 = 1 << 1;
+    pub(super) const REMOVE_DIR: u64 = 1 << 4;
+    pub(super) const REMOVE_FILE: u64 = 1 << 5;
+    pub(super) const MAKE_CHAR: u64 = 1 << 6;
+    pub(super) const MAKE_DIR: u64 = 1 << 7;
+    pub(super) const MAKE_REG: u64 = 1 << 8;
+    pub(super) const MAKE_SOCK: u64 = 1 << 9;
+    pub(super) const MAKE_FIFO: u64 = 1 << 10;
+    pub(super) const MAKE_BLOCK: u64 = 1 << 11;
+    pub(super) const MAKE_SYM: u64 = 1 << 12;
+    pub(super) const REFER: u64 = 1 << 13;
+    pub(super) const TRUNCATE: u64 = 1 << 14;
 
     /// Every write-type access the kernel's ABI `abi` knows.
-    pub fn all(abi: i64) -> u64 {
+    pub(super) fn all(abi: i64) -> u64 {
         let mut all = WRITE_FILE
             | REMOVE_DIR
             | REMOVE_FILE
@@ -112,7 +112,7 @@ mod access {
     }
 
     /// Those that apply to a file (a rule on a file may grant only these).
-    pub fn file(abi: i64) -> u64 {
+    pub(super) fn file(abi: i64) -> u64 {
         all(abi) & (WRITE_FILE | TRUNCATE)
     }
 }

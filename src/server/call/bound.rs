@@ -21,7 +21,7 @@ const TARGET_CHANGED: &str =
     "Operation targets an environment whose path changed after it was judged";
 
 /// What a failed bounded run's summary adds when a write was refused.
-pub const REFUSED_WRITE: &str = "a write outside the places this call may write was refused: \
+pub(super) const REFUSED_WRITE: &str = "a write outside the places this call may write was refused: \
                                  the allowed directories (--allow-paths) or the target \
                                  environments (--write-envs), and conda's own caches";
 

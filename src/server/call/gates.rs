@@ -10,33 +10,34 @@ use std::path::{Path, PathBuf};
 use rmcp::ErrorData;
 use serde_json::json;
 
-use super::super::audit;
 use super::super::caller::Caller;
 use super::super::judged::{Judged, Workdir};
 use super::super::ready::Ready;
 use super::super::refuse::{self, Refusal, internal, invalid_arguments};
 use super::super::state::Server;
+use super::super::trail;
 use crate::host::{confine, exec, sandbox, targets};
-use crate::tools::policy::scope::{self, NO_TARGET, Scope};
+use crate::tools::policy::write_envs::{self, NO_TARGET, Scope};
 use crate::tools::policy::{self, Classification};
 use crate::tools::schema::{Invalid, Keyword};
 
 /// `conda_execute` with an argv whose command is not a selected tool (never echoes it).
-pub const NOT_SELECTED: &str = "Operation names a command whose tool is not selected (see --tools)";
+pub(super) const NOT_SELECTED: &str =
+    "Operation names a command whose tool is not selected (see --tools)";
 /// The refusal of a working directory that is not an existing directory inside the
 /// client's roots (never the path).
-pub const OUTSIDE_ROOTS: &str =
+pub(super) const OUTSIDE_ROOTS: &str =
     "The working directory is not an existing directory inside the client's roots";
 /// The refusal of a path outside `--allow-paths` (never the path).
-pub const OUTSIDE_ALLOWED: &str =
+pub(super) const OUTSIDE_ALLOWED: &str =
     "Operation names a path outside the allowed directories (see --allow-paths)";
 /// The refusal of a write whose target environment holds a hard link where conda writes
 /// in place (`host::confine::IN_PLACE`; never the path).
-pub const LINKED_TARGET: &str = "Operation's target environment holds a file with other links that conda would write in place (--write-envs)";
+pub(super) const LINKED_TARGET: &str = "Operation's target environment holds a file with other links that conda would write in place (--write-envs)";
 
 /// One gate.
 #[derive(Clone, Copy, Debug)]
-pub enum Gate {
+pub(super) enum Gate {
     /// `--tools`: raw argv reaches only the commands of selected tools.
     Selection,
     /// The operator's grants (`--allow-write`, `--allow-exec`, `--allow-credentials`).
@@ -60,16 +61,16 @@ pub enum Gate {
 }
 
 /// The gates of a generated tool's call, in order, before it runs.
-pub const GENERATED: &[Gate] = &[Gate::Grants, Gate::Workdir, Gate::Paths, Gate::EnvScope];
+pub(super) const GENERATED: &[Gate] = &[Gate::Grants, Gate::Workdir, Gate::Paths, Gate::EnvScope];
 /// The gates of `conda_execute`'s call, in order, before it runs.
-pub const RAW: &[Gate] = &[Gate::Selection, Gate::Grants, Gate::Paths, Gate::EnvScope];
+pub(super) const RAW: &[Gate] = &[Gate::Selection, Gate::Grants, Gate::Paths, Gate::EnvScope];
 /// The gates of every call that runs, last.
-pub const RUN: &[Gate] = &[Gate::Sandbox, Gate::Size, Gate::Confirmation];
+pub(super) const RUN: &[Gate] = &[Gate::Sandbox, Gate::Size, Gate::Confirmation];
 /// The gates judged again once the call holds its execution slot, right before the child
 /// starts (paths may have been swapped for symlinks meanwhile).
-pub const AGAIN: &[Gate] = &[Gate::Paths, Gate::Linked];
+pub(super) const AGAIN: &[Gate] = &[Gate::Paths, Gate::Linked];
 /// The same for a call the person was asked about (the question may have been open long).
-pub const AGAIN_ASKED: &[Gate] = &[Gate::EnvScope, Gate::Paths, Gate::Linked];
+pub(super) const AGAIN_ASKED: &[Gate] = &[Gate::EnvScope, Gate::Paths, Gate::Linked];
 
 impl Server {
     /// Pass `gates` in order: the first refusal ends the call.
@@ -109,7 +110,7 @@ impl Server {
         }
     }
 
-    fn grants(&self, call: &Judged, audit: &audit::Record) -> Result<(), Refusal> {
+    fn grants(&self, call: &Judged, audit: &trail::Record) -> Result<(), Refusal> {
         self.enforce(&call.class, audit)
     }
 
@@ -117,7 +118,7 @@ impl Server {
     pub(super) fn enforce(
         &self,
         class: &Classification,
-        audit: &audit::Record,
+        audit: &trail::Record,
     ) -> Result<(), Refusal> {
         let missing = class.missing(super::super::ready::grants(&self.shared.config));
         if missing.is_empty() {
@@ -201,7 +202,7 @@ impl Server {
         &self,
         ready: &Ready,
         call: &mut Judged,
-        audit: &audit::Record,
+        audit: &trail::Record,
     ) -> Result<(), Refusal> {
         let scope = self.shared.config.write_envs.as_ref();
         let confined = ready.confinement.has_outside() && !call.class.requires_exec;
@@ -217,13 +218,13 @@ impl Server {
         {
             return Ok(());
         }
-        let rule = path.as_deref().and_then(scope::rule);
+        let rule = path.as_deref().and_then(write_envs::rule);
         let interpreter = ready.discovery.interpreter.as_deref();
         let (Some(rule), Some(interpreter)) = (rule, interpreter) else {
             return match (scope, rule) {
                 (None, _) => Ok(()),
                 (Some(_), None) => refuse(NO_TARGET.into()),
-                (Some(_), Some(_)) => refuse(scope::UNRESOLVED.into()),
+                (Some(_), Some(_)) => refuse(write_envs::UNRESOLVED.into()),
             };
         };
         let timeout = self.shared.config.timeout;
@@ -247,7 +248,7 @@ impl Server {
 
     /// The files conda writes in place in a write's targets ([`Gate::EnvScope`] kept
     /// them) are no hard links.
-    fn linked(&self, ready: &Ready, call: &Judged, audit: &audit::Record) -> Result<(), Refusal> {
+    fn linked(&self, ready: &Ready, call: &Judged, audit: &trail::Record) -> Result<(), Refusal> {
         for target in &call.targets {
             if ready.confinement.target_escapes(target) {
                 audit.refused(OUTSIDE_ALLOWED);
@@ -307,10 +308,10 @@ impl Server {
 }
 
 /// `--tools`: raw argv reaches only the commands of selected tools.
-fn selection(ready: &Ready, call: &Judged, audit: &audit::Record) -> Result<(), Refusal> {
+fn selection(ready: &Ready, call: &Judged, audit: &trail::Record) -> Result<(), Refusal> {
     let root = ready.discovery.catalog.root.as_ref();
     if ready
-        .shaping
+        .selected
         .admits_path(policy::command_path(root, &call.argv).as_deref())
     {
         return Ok(());
@@ -325,17 +326,17 @@ fn paths(
     log: &crate::host::audit::Audit,
     ready: &Ready,
     call: &Judged,
-    audit: &audit::Record,
+    audit: &trail::Record,
 ) -> Result<(), Refusal> {
     let (class, argv, cwd) = (&call.class, &call.argv, call.cwd());
     let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let here_cwd = here.join(cwd.unwrap_or(&here));
-    if audit::names_log(log, argv, &here_cwd, home.as_deref(), class.requires_write) {
-        audit.refused(audit::NAMES_LOG);
+    if trail::names_log(log, argv, &here_cwd, home.as_deref(), class.requires_write) {
+        audit.refused(trail::NAMES_LOG);
         return Err(refuse::policy(
             refuse::Reason::NamesAuditLog,
-            audit::NAMES_LOG,
+            trail::NAMES_LOG,
         ));
     }
     if class.requires_exec || ready.confinement.is_unrestricted() {

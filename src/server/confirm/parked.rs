@@ -10,23 +10,23 @@
 use rmcp::ErrorData;
 use rmcp::model::{ElicitResult, ElicitationAction, InputResponses};
 
-use super::super::audit;
 use super::super::judged::Judged;
 use super::super::parking::{Parking, QUESTION};
 use super::super::refuse::Refusal;
+use super::super::trail;
 use super::{DECLINED, refusal};
 
 /// The answer to a retry whose reference is unknown, used or expired (never echoes it).
-pub const UNKNOWN_REFERENCE: &str =
+pub(super) const UNKNOWN_REFERENCE: &str =
     "The confirmation reference (requestState) is unknown, used or expired";
 
 /// The retry of an input-required result: the parked plan, to run, when the person
 /// accepted; nothing runs otherwise.
-pub fn resume(
+pub(crate) fn resume(
     parking: &Parking,
     reference: &str,
     responses: Option<&InputResponses>,
-    audit: &audit::Record,
+    audit: &trail::Record,
     root: Option<&crate::model::catalog::Command>,
 ) -> Result<Judged, Refusal> {
     let Some(parked) = parking.take(reference) else {

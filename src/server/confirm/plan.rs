@@ -17,51 +17,52 @@ use crate::host::exec::EnvironmentChanges;
 use crate::model::catalog::Command;
 
 /// The refusal when the client cannot be asked (fail closed).
-pub const UNAVAILABLE: &str = "confirmation_unavailable: this server asks the user to confirm \
+pub(crate) const UNAVAILABLE: &str = "confirmation_unavailable: this server asks the user to confirm \
     every write and exec call (--confirm-writes), and this client cannot be asked (it did not \
     declare the elicitation capability in form mode, or the request is session-less); \
     nothing ran.";
 /// The result when the person declined or cancelled.
-pub const DECLINED: &str = "declined_by_user: the user did not confirm the plan; nothing ran.";
+pub(crate) const DECLINED: &str =
+    "declined_by_user: the user did not confirm the plan; nothing ran.";
 /// The result when nobody answered in time.
-pub const TIMED_OUT: &str = "confirmation_timed_out: the user did not answer within \
+pub(crate) const TIMED_OUT: &str = "confirmation_timed_out: the user did not answer within \
     --confirm-timeout; nothing ran.";
 /// The code of a confirmed run that would differ from the plan that was shown.
-pub const PLAN_CHANGED: &str = "plan_changed";
+pub(crate) const PLAN_CHANGED: &str = "plan_changed";
 /// The start of the refusal when the plan cannot be bound to the run (the reason follows).
-pub const UNBOUND: &str = "confirmation_unavailable: the plan cannot be bound to the run, so \
+pub(super) const UNBOUND: &str = "confirmation_unavailable: the plan cannot be bound to the run, so \
     the user is not asked (--confirm-writes)";
 
 /// The refusal when the command is too long to show in full (a clipped command could
 /// hide what runs).
-pub const TOO_LONG: &str = "confirmation_unavailable: the command is too long to show the \
+pub(super) const TOO_LONG: &str = "confirmation_unavailable: the command is too long to show the \
     user in full (--confirm-writes); nothing ran.";
 /// The refusal when what decides the run is too long to show in full ([`TooLong`]): a
 /// question that claims to bind a plan the person could not read would be no consent.
-pub const TOO_LONG_PLAN: &str = "confirmation_unavailable: the plan is too long to show the \
+pub(super) const TOO_LONG_PLAN: &str = "confirmation_unavailable: the plan is too long to show the \
     user in full (standard input or an input file over 64 KiB, 1000 lines or 2000 \
     characters on a line, or not text; or over 2000 packages in one action) \
     (--confirm-writes); nothing ran.";
 /// The line shown when nothing is previewed (calls that may run any program).
-pub const NO_PREVIEW: &str = "No preview: accepting runs the command above as shown, \
+pub(super) const NO_PREVIEW: &str = "No preview: accepting runs the command above as shown, \
     whatever it installs, removes or runs.";
 
 /// The line shown when conda's dry run lists no package actions.
-pub const NO_PLAN: &str = "Dry run: conda lists no package changes for this command; a run \
+pub(super) const NO_PLAN: &str = "Dry run: conda lists no package changes for this command; a run \
     that would change packages stops before it does (plan_changed).";
 /// What a dry-run plan binds.
-pub const BOUND: &str = "Bound: accepting runs exactly this plan (these packages from these \
+pub(super) const BOUND: &str = "Bound: accepting runs exactly this plan (these packages from these \
     channels with these hashes, this configuration, these input files); if any of it changes \
     before the run, nothing is fetched, installed or run (plan_changed).";
 /// What a plan without a dry run binds.
-pub const BOUND_INSPECT: &str = "No package preview: conda has no dry run for this command. \
+pub(super) const BOUND_INSPECT: &str = "No package preview: conda has no dry run for this command. \
     Bound: conda's configuration, the target and the input files shown (a change stops the \
     run: plan_changed); the packages conda resolves at run time are not bound.";
 
 /// Most characters of one shown item (a package or a path of conda's plan).
 const ITEM: usize = 200;
 /// Most characters of the command line, shown in full or not asked at all.
-pub const COMMAND_LIMIT: usize = 16 * 1024;
+pub(super) const COMMAND_LIMIT: usize = 16 * 1024;
 /// Most packages per action a question lists (every one of them): a large real
 /// environment (a full distribution's metapackage) has several hundred; more is not
 /// something a person reads, so it is not asked about.
@@ -78,10 +79,10 @@ const LINE: usize = 2000;
 /// What decides the run is too long (or not text) to show in full: the call is refused
 /// with [`TOO_LONG_PLAN`] rather than asked about.
 #[derive(Debug, PartialEq, Eq)]
-pub struct TooLong;
+pub(super) struct TooLong;
 
 /// Everything the question shows.
-pub struct Shown<'a> {
+pub(super) struct Shown<'a> {
     /// From [`command_line`].
     pub command: &'a str,
     /// The working directory the child gets.
@@ -98,14 +99,14 @@ pub struct Shown<'a> {
 
 /// Whether the plan comes from a dry run: the command has `--dry-run` and the argv has
 /// no `--` (after which appended options would be arguments).
-pub fn dry_runnable(root: Option<&Command>, argv: &[String]) -> bool {
+pub(super) fn dry_runnable(root: Option<&Command>, argv: &[String]) -> bool {
     !argv.iter().any(|t| t == "--") && super::has_dry_run(root, argv)
 }
 
 /// The command line as shown: every argument whole, each quoted as a JSON string (so
 /// that spaces, quotes and separators cannot merge or split arguments) with invisible
 /// characters escaped; `None` when it is longer than [`COMMAND_LIMIT`].
-pub fn command_line(argv: &[String]) -> Option<String> {
+pub(super) fn command_line(argv: &[String]) -> Option<String> {
     let mut line = String::from("conda");
     for arg in argv {
         let quoted = serde_json::to_string(arg).unwrap_or_default();
@@ -120,7 +121,7 @@ pub fn command_line(argv: &[String]) -> Option<String> {
 
 /// The question's text, or [`TooLong`] when it cannot show everything that decides the
 /// run.
-pub fn message(shown: &Shown) -> Result<String, TooLong> {
+pub(super) fn message(shown: &Shown) -> Result<String, TooLong> {
     let mut lines = vec!["Allow conda to run this? Nothing runs unless you accept.".to_owned()];
     lines.push(format!("Command: {}", shown.command));
     lines.push(format!(
@@ -169,12 +170,12 @@ fn clip(text: &str, limit: usize) -> String {
 }
 
 /// An item of conda's plan, escaped and clipped.
-pub fn shown(text: &str) -> String {
+pub(super) fn shown(text: &str) -> String {
     clip(text, ITEM)
 }
 
 /// A path or a reason, escaped, clipped only far beyond what a path takes.
-pub fn shown_long(text: &str) -> String {
+pub(super) fn shown_long(text: &str) -> String {
     clip(text, 4 * ITEM)
 }
 

@@ -26,7 +26,7 @@ use crate::tools::policy::{self, Origin};
 /// What the preview found: conda's dry-run document, when there was a dry run, and the
 /// bound plan, when the call is bound.
 #[derive(Default)]
-pub struct Previewed {
+pub(super) struct Previewed {
     pub dry: Option<Value>,
     pub binding: Option<Binding>,
 }

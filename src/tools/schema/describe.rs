@@ -36,7 +36,7 @@ pub fn is_deprecated(argument: &Argument) -> bool {
 /// The description of a property: the help text trimmed of what the schema says, in
 /// parameter names, only its sentences that earn their bytes; a stand-in for a hidden
 /// argument without help; `None` otherwise.
-pub fn argument(argument: &Argument, layout: &Layout, level: usize) -> Option<String> {
+pub(super) fn argument(argument: &Argument, layout: &Layout, level: usize) -> Option<String> {
     if let Some((deeper, command)) = same_as_deeper(argument, layout, level) {
         return Some(format!("Same as `{deeper}`, given before `{command}`."));
     }

@@ -73,7 +73,7 @@ const ABBREVIATIONS: [&str; 6] = ["e.g", "i.e", "etc", "vs", "cf", "approx"];
 /// sentence ends at `.`, `!` or `?` followed by whitespace and a letter (conda starts
 /// sentences with a lower-case "conda"), a digit, a backtick, a quote or an opening
 /// parenthesis — not after an abbreviation or an initial (`A.`).
-pub fn split(text: &str) -> Vec<String> {
+pub(crate) fn split(text: &str) -> Vec<String> {
     let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let chars: Vec<char> = text.chars().collect();
     let mut sentences = Vec::new();
@@ -110,7 +110,7 @@ pub fn split(text: &str) -> Vec<String> {
 }
 
 /// Whether a sentence states a constraint ([`CONSTRAINT_WORDS`], [`CONSTRAINT_PHRASES`]).
-pub fn is_constraint(sentence: &str) -> bool {
+pub(crate) fn is_constraint(sentence: &str) -> bool {
     let lower = sentence.to_lowercase();
     lower
         .split(|c: char| !(c.is_alphanumeric() || c == '\''))
@@ -119,20 +119,20 @@ pub fn is_constraint(sentence: &str) -> bool {
 }
 
 /// Whether a sentence speaks of conda's command line only ([`CLI_ONLY`]).
-pub fn is_cli_only(sentence: &str) -> bool {
+pub(crate) fn is_cli_only(sentence: &str) -> bool {
     let lower = sentence.to_lowercase();
     CLI_ONLY.iter().any(|w| lower.contains(w))
 }
 
 /// Whether a sentence names one of `names` as a parameter (in backticks).
-pub fn names_parameter(sentence: &str, names: &[&str]) -> bool {
+pub(crate) fn names_parameter(sentence: &str, names: &[&str]) -> bool {
     names
         .iter()
         .any(|name| sentence.contains(&format!("`{name}`")))
 }
 
 /// What a sentence is, for the selection.
-pub struct Judge<'a> {
+pub(crate) struct Judge<'a> {
     /// Parameters whose mention keeps a sentence (every parameter of the tool); empty
     /// when only constraints are kept after the first sentence.
     pub names: &'a [&'a str],
@@ -146,7 +146,7 @@ pub struct Judge<'a> {
 /// option itself: what its value is) or states a constraint, with the sentence before a
 /// kept one that leans on it ([`ANAPHORA`]). Sentences about conda's command line are
 /// dropped; a parenthetical that speaks of it is cut out of its sentence.
-pub fn earn(text: &str, judge: &Judge) -> String {
+pub(crate) fn earn(text: &str, judge: &Judge) -> String {
     let candidates: Vec<String> = split(&without_cli_parentheticals(text))
         .into_iter()
         .filter(|s| !is_cli_only(s) && !(judge.said)(s))

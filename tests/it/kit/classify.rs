@@ -3,10 +3,10 @@
 //! `conda_tune` classified by the operator.
 
 /// `conda_behave` a write, and writes allowed: the server runs it.
-pub const BEHAVE_WRITE: [&str; 3] = ["--allow-write", "--classify", "conda_behave=write"];
+pub(crate) const BEHAVE_WRITE: [&str; 3] = ["--allow-write", "--classify", "conda_behave=write"];
 
 /// `conda_behave` and `conda_tune` writes, and writes allowed.
-pub const BEHAVE_TUNE_WRITE: [&str; 5] = [
+pub(crate) const BEHAVE_TUNE_WRITE: [&str; 5] = [
     "--allow-write",
     "--classify",
     "conda_behave=write",
@@ -16,9 +16,9 @@ pub const BEHAVE_TUNE_WRITE: [&str; 5] = [
 
 /// `conda_behave` classified read — wrongly, as an operator might: a read-only verdict,
 /// so its child runs in the read-only sandbox, where what it writes proves the sandbox.
-pub const BEHAVE_READ: [&str; 2] = ["--classify", "conda_behave=read"];
+pub(crate) const BEHAVE_READ: [&str; 2] = ["--classify", "conda_behave=read"];
 
 /// `flags` followed by `more`.
-pub fn with<'a>(flags: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
+pub(crate) fn with<'a>(flags: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
     flags.iter().chain(more).copied().collect()
 }

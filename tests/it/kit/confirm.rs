@@ -9,7 +9,7 @@ use crate::mcp::Session;
 
 /// The next message of `method` the server sends (within 60 s; panics with the server's
 /// stderr otherwise), skipping any other.
-pub fn next_with(session: &mut Session, method: &str) -> Value {
+pub(crate) fn next_with(session: &mut Session, method: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         if let Some(message) = session.next(Duration::from_secs(1))
@@ -23,7 +23,7 @@ pub fn next_with(session: &mut Session, method: &str) -> Value {
 
 /// Cancel `call` while its confirmation `question` is open, and assert that the server
 /// withdraws the question (a `notifications/cancelled` naming the question's id).
-pub fn cancel_and_see_withdrawn(session: &mut Session, call: i64, question: &Value) {
+pub(crate) fn cancel_and_see_withdrawn(session: &mut Session, call: i64, question: &Value) {
     session.notify(
         "notifications/cancelled",
         json!({"requestId": call, "reason": "test"}),

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 /// Start `command` (a `ccm` server) with piped stdio, keep its stdin open, and wait up to
 /// 60 s for it to exit: (exit code, stdout, stderr). A server still running then is
 /// killed, and the test fails.
-pub fn serve_until_exit(mut command: Command) -> (Option<i32>, String, String) {
+pub(crate) fn serve_until_exit(mut command: Command) -> (Option<i32>, String, String) {
     let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

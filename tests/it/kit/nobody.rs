@@ -11,7 +11,7 @@ use crate::mcp::Session;
 use crate::support;
 
 /// Where an unprivileged server runs from (removed on drop).
-pub struct Nobody {
+pub(crate) struct Nobody {
     base: tempfile::TempDir,
     ccm: PathBuf,
     /// A HOME `nobody` can write.
@@ -19,7 +19,7 @@ pub struct Nobody {
 }
 
 impl Nobody {
-    pub fn new() -> Nobody {
+    pub(crate) fn new() -> Nobody {
         let base = tempfile::Builder::new()
             .prefix("ccm-unprivileged-")
             .tempdir()
@@ -39,7 +39,7 @@ impl Nobody {
     /// A launcher of the copied `ccm` as `nobody` (uid and gid 65534, no supplementary
     /// groups), in the base directory; it outlives this borrow (the directory must still
     /// exist when it is called).
-    pub fn launcher(&self) -> impl Fn() -> Command + use<> {
+    pub(crate) fn launcher(&self) -> impl Fn() -> Command + use<> {
         let (ccm, dir) = (self.ccm.clone(), self.base.path().to_path_buf());
         move || {
             let mut c = Command::new("setpriv");
@@ -55,14 +55,14 @@ impl Nobody {
 /// user; the copied binary, a fixture conda that user can run, a HOME it can write. Such
 /// a server has no per-execution cgroups (it cannot create them) and no privileged
 /// sandbox.
-pub struct Unprivileged {
+pub(crate) struct Unprivileged {
     nobody: Nobody,
     fixture: support::Fixture,
     root: bool,
 }
 
 impl Unprivileged {
-    pub fn new() -> Unprivileged {
+    pub(crate) fn new() -> Unprivileged {
         Unprivileged {
             fixture: support::build_fixture_for_others(&[]),
             nobody: Nobody::new(),
@@ -71,12 +71,12 @@ impl Unprivileged {
     }
 
     /// Its HOME.
-    pub fn home(&self) -> &Path {
+    pub(crate) fn home(&self) -> &Path {
         &self.nobody.home
     }
 
     /// A server on its fixture conda with `args`, initialized.
-    pub fn server(&self, args: &[&str]) -> Session {
+    pub(crate) fn server(&self, args: &[&str]) -> Session {
         let mut command = if self.root {
             self.nobody.launcher()()
         } else {
@@ -95,7 +95,7 @@ impl Unprivileged {
 
 /// As `nobody` (the tests run as root): a launcher of a copy of the binary, a fixture on
 /// a system interpreter, a HOME it can reach, and the directory that holds them.
-pub fn as_nobody() -> (
+pub(crate) fn as_nobody() -> (
     impl Fn() -> Command + use<>,
     support::Fixture,
     PathBuf,

@@ -6,7 +6,7 @@ use std::process::Command;
 
 /// A private copy of a conda prefix at `into`, its entry scripts pointed at the copy's
 /// interpreter: the copy's `bin/conda`.
-pub fn copy(prefix: &Path, into: &Path) -> PathBuf {
+pub(crate) fn copy(prefix: &Path, into: &Path) -> PathBuf {
     let status = Command::new("cp")
         .arg("-a")
         .arg(prefix)

@@ -3,7 +3,7 @@
 //! behind (found by a needle in their command line).
 
 /// State letter and parent pid of a process, from `/proc/<pid>/stat` (`None` once gone).
-pub fn stat(pid: i32) -> Option<(char, i32)> {
+pub(crate) fn stat(pid: i32) -> Option<(char, i32)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
     let state = fields.next()?.chars().next()?;
@@ -11,12 +11,12 @@ pub fn stat(pid: i32) -> Option<(char, i32)> {
 }
 
 /// Whether a process exists and is not a zombie.
-pub fn alive(pid: i32) -> bool {
+pub(crate) fn alive(pid: i32) -> bool {
     stat(pid).is_some_and(|(state, _)| state != 'Z')
 }
 
 /// A `kB` field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`, …).
-pub fn status_kb(pid: u32, field: &str) -> u64 {
+pub(crate) fn status_kb(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()
@@ -35,7 +35,7 @@ fn pids() -> impl Iterator<Item = i32> {
 }
 
 /// Live (non-zombie) processes whose command line contains `needle`.
-pub fn survivors(needle: &str) -> Vec<i32> {
+pub(crate) fn survivors(needle: &str) -> Vec<i32> {
     pids()
         .filter(|pid| {
             std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|mut cmdline| {
@@ -51,7 +51,7 @@ pub fn survivors(needle: &str) -> Vec<i32> {
 }
 
 /// Zombie children of `parent` (nobody reaped them).
-pub fn zombies_of(parent: u32) -> Vec<i32> {
+pub(crate) fn zombies_of(parent: u32) -> Vec<i32> {
     pids()
         .filter(|pid| stat(*pid) == Some(('Z', parent as i32)))
         .collect()
@@ -67,7 +67,7 @@ fn kill_pids(pids: &[i32]) {
 
 /// Assert that nothing matching `needle` is alive (killing leftovers so they cannot leak
 /// into other tests).
-pub fn assert_no_survivors(needle: &str, what: &str) {
+pub(crate) fn assert_no_survivors(needle: &str, what: &str) {
     let left = survivors(needle);
     kill_pids(&left);
     assert!(left.is_empty(), "{what}: descendants survived: {left:?}");
@@ -77,7 +77,7 @@ pub fn assert_no_survivors(needle: &str, what: &str) {
 /// each of `pids` (the server, the zygote), its parent's, its own, and `env`. Asserts the
 /// child did read something (a `PATH=`), so that an empty answer cannot pass for "no
 /// secret seen".
-pub fn what_a_child_reads(session: &mut crate::mcp::Session, pids: &[u32]) -> String {
+pub(crate) fn what_a_child_reads(session: &mut crate::mcp::Session, pids: &[u32]) -> String {
     let others: String = pids
         .iter()
         .map(|pid| format!("cat /proc/{pid}/environ /proc/{pid}/cmdline; echo; "))

@@ -10,13 +10,13 @@ use crate::support;
 
 /// A check of servers started by a launcher: (launcher of `ccm`, conda, its prefix,
 /// HOME, who runs it — for messages).
-pub trait Check: Fn(&dyn Fn() -> Command, &Path, &Path, &Path, &str) {}
+pub(crate) trait Check: Fn(&dyn Fn() -> Command, &Path, &Path, &Path, &str) {}
 
 impl<F: Fn(&dyn Fn() -> Command, &Path, &Path, &Path, &str)> Check for F {}
 
 /// A fresh, private HOME for a server (conda's caches live under it), under the target
 /// directory (removed on drop).
-pub fn home() -> tempfile::TempDir {
+pub(crate) fn home() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("ccm-home-")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
@@ -26,7 +26,12 @@ pub fn home() -> tempfile::TempDir {
 /// A server for `conda` started by `launch` (the tests' user or `nobody`) with
 /// `--allow-exec`, and `--warm` when asked (its zygote ready), under `home`; its sandbox
 /// must be active.
-pub fn sandboxed_server(mut launch: Command, conda: &Path, home: &Path, warm: bool) -> Session {
+pub(crate) fn sandboxed_server(
+    mut launch: Command,
+    conda: &Path,
+    home: &Path,
+    warm: bool,
+) -> Session {
     launch
         .arg("--conda-exe")
         .arg(conda)
@@ -55,7 +60,7 @@ pub fn sandboxed_server(mut launch: Command, conda: &Path, home: &Path, warm: bo
 
 /// `check` on the shared fixture as the tests' user (root in CI), then, when the tests
 /// run as root, on a fixture `nobody` can run, as `nobody`.
-pub fn fixture_as_each_user(check: impl Check) {
+pub(crate) fn fixture_as_each_user(check: impl Check) {
     let fixture = support::fixture();
     let home = home();
     check(
@@ -72,7 +77,7 @@ pub fn fixture_as_each_user(check: impl Check) {
 }
 
 /// `check` on the real conda `CCM_TEST_CONDA` names, as the tests' user (root in CI).
-pub fn real_conda_as_the_tests_user(check: impl Check) {
+pub(crate) fn real_conda_as_the_tests_user(check: impl Check) {
     let conda = support::real_conda();
     let prefix = support::real_discovery()
         .prefix

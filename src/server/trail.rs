@@ -35,7 +35,7 @@ struct Entry {
 }
 
 /// One call's audit trail: begun when the call arrives, written when it is dropped.
-pub struct Trail {
+pub(super) struct Trail {
     audit: Arc<audit::Audit>,
     record: Arc<Mutex<Entry>>,
     started: Instant,
@@ -46,7 +46,7 @@ pub struct Trail {
 
 impl Trail {
     /// A trail when the audit log is open.
-    pub fn begin(
+    pub(super) fn begin(
         audit: &Arc<audit::Audit>,
         session: &Arc<str>,
         client: Option<Implementation>,
@@ -63,12 +63,12 @@ impl Trail {
     }
 
     /// The handle the call's steps fill this trail's record through.
-    pub fn record(&self) -> Record {
+    pub(super) fn record(&self) -> Record {
         Record(Some(Arc::clone(&self.record)))
     }
 
     /// The call ended (a result or a refusal): it was not cancelled by being dropped.
-    pub fn finish(&self) {
+    pub(super) fn finish(&self) {
         if let Ok(mut record) = self.record.lock() {
             record.finished = true;
         }
@@ -113,7 +113,7 @@ impl Drop for Trail {
 
 /// One call's record, as its steps fill it: inert (the default) without an audit log.
 #[derive(Clone, Default)]
-pub struct Record(Option<Arc<Mutex<Entry>>>);
+pub(super) struct Record(Option<Arc<Mutex<Entry>>>);
 
 impl Record {
     fn with(&self, update: impl FnOnce(&mut Entry)) {
@@ -126,7 +126,7 @@ impl Record {
 
     /// The call reached the policy with this final argv (its canonical tool name), read
     /// against the catalog's `root` parser (so the redaction reads options as conda does).
-    pub fn reached(&self, canonical: &str, argv: &[String], root: Option<&Command>) {
+    pub(super) fn reached(&self, canonical: &str, argv: &[String], root: Option<&Command>) {
         self.with(|r| {
             r.canonical = Some(canonical.to_owned());
             r.argv = argv.to_vec();
@@ -136,18 +136,18 @@ impl Record {
 
     /// The policy (or path confinement) refused the call; `why` is the refusal's fixed
     /// text.
-    pub fn refused(&self, why: &str) {
+    pub(super) fn refused(&self, why: &str) {
         self.with(|r| r.refusal = Some(why.to_owned()));
     }
 
     /// What the user answered (`accepted`, `declined`, `cancelled`, `timed_out`,
     /// `unavailable`).
-    pub fn confirmation(&self, answer: &'static str) {
+    pub(super) fn confirmation(&self, answer: &'static str) {
         self.with(|r| r.confirmation = Some(answer));
     }
 
     /// How the execution ended.
-    pub fn outcome(&self, outcome: &Outcome) {
+    pub(super) fn outcome(&self, outcome: &Outcome) {
         self.with(|r| {
             r.exit_code = outcome.exit_code;
             r.timed_out = outcome.timed_out;
@@ -158,12 +158,12 @@ impl Record {
 }
 
 /// The refusal of a call that names the audit log (never the path).
-pub const NAMES_LOG: &str = "Operation names the audit log (see --audit-log)";
+pub(super) const NAMES_LOG: &str = "Operation names the audit log (see --audit-log)";
 
 /// Whether any path the argv names (relative ones from `cwd`) is the audit log, or, for
 /// a call that writes, a directory that holds it. A `~user` spelling (which conda expands
 /// and the server does not resolve) counts as naming it.
-pub fn names_log(
+pub(super) fn names_log(
     audit: &audit::Audit,
     argv: &[String],
     cwd: &std::path::Path,

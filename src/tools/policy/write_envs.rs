@@ -18,18 +18,19 @@ use glob::Pattern;
 const BASE: &str = "base";
 
 /// Refusal: a write whose command targets no single environment.
-pub const NO_TARGET: &str =
+pub(crate) const NO_TARGET: &str =
     "Operation writes outside a single environment: requires --allow-write without --write-envs";
 /// Refusal: `create`/`env create`/`env update` without `name` or `prefix` take the target
 /// from an environment file, which the scope does not read.
-pub const NOT_NAMED: &str =
+pub(crate) const NOT_NAMED: &str =
     "Operation takes its environment from a file: give name or prefix (--write-envs)";
 /// Refusal: conda's context could not resolve the target.
-pub const UNRESOLVED: &str = "Operation's target environment could not be resolved (--write-envs)";
+pub(crate) const UNRESOLVED: &str =
+    "Operation's target environment could not be resolved (--write-envs)";
 
 /// How a command's targets are found, per conda 26.7.1's source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rule {
+pub(crate) struct Rule {
     /// The target must be given as `-n`/`-p`: without them conda reads it from a file.
     pub named: bool,
     /// The command has a second target, its `destination` positional (`rename`).
@@ -37,7 +38,7 @@ pub struct Rule {
 }
 
 /// The rule of a canonical command path; `None` for commands with no single target.
-pub fn rule(path: &[String]) -> Option<Rule> {
+pub(crate) fn rule(path: &[String]) -> Option<Rule> {
     let p: Vec<&str> = path.iter().map(String::as_str).collect();
     let plain = Rule {
         named: false,
