@@ -2,7 +2,7 @@
 //! sockets: the host's device nodes are absent, a device node elsewhere does not open (`/dev/loop-control`, `/dev/kmsg`
 //! cannot be opened), a unix socket the test's own listener serves, by path and by
 //! abstract name, cannot be connected to (the listener sees nothing), a datagram
-//! socket pair, io_uring and the user's kernel keyring (`add_key`, `keyctl`) are refused; `/dev/null`, `/dev/urandom` and a connected
+//! socket pair, io_uring and the user's kernel keyring (`add_key`, `keyctl`) and another process's resource limits are refused; `/dev/null`, `/dev/urandom` and a connected
 //! stream pair keep working; the controlling terminal of a server started from one does
 //! not open (`/dev/tty`). A sandboxed `conda run` of `tests/fixtures/devices.py`, as
 //! root and as `nobody`, cold and `--warm`, with the kernel's Landlock scope and without
@@ -140,6 +140,8 @@ fn probe(s: &mut Session, prefix: &Path, listeners: &Listeners) -> Value {
         listeners.path.display().to_string(),
         listeners.name.clone(),
         listeners.node.display().to_string(),
+        // A process outside the call: the test's own.
+        std::process::id().to_string(),
     ];
     let result = s.call(
         "conda_run",
@@ -184,10 +186,11 @@ fn check(launch: &dyn Fn() -> Command, conda: &Path, prefix: &Path, home: &Path,
                 "io_uring",
                 "add_key",
                 "keyctl",
+                "prlimit_other",
             ] {
                 assert_eq!(out[key], "EACCES", "{what}: {key} {out}");
             }
-            for key in ["null", "urandom", "stream_pair"] {
+            for key in ["null", "urandom", "stream_pair", "prlimit_self"] {
                 assert_eq!(out[key], "ok", "{what}: {key} {out}");
             }
             let expected = [

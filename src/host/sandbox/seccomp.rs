@@ -14,7 +14,9 @@
 //! and `request_key` fail with `EACCES`: the kernel's keyrings belong to the user (for a
 //! root server's children, which make no user namespace, to the host's root), so a key
 //! added, read or revoked there would outlive the call and reach every other process of
-//! that user. Every other system call is allowed: the filter narrows nothing else.
+//! that user. `prlimit64` on another process than the caller fails with `EACCES` (a
+//! root server's bounded child shares the host's PID namespace: it could set any root
+//! process's limits, the server's included). Every other system call is allowed: the filter narrows nothing else.
 //!
 //! The program is built by seccompiler (rust-vmm's, used by Firecracker: pure Rust, no C
 //! library, and it builds the whole BPF program ahead, so installing it in the forked
@@ -50,12 +52,16 @@ fn program() -> Option<seccompiler::BpfProgram> {
     };
     // socketpair's type without SOCK_NONBLOCK / SOCK_CLOEXEC (the low four bits).
     let dgram = Cond::new(1, Len::Dword, Op::MaskedEq(0xf), libc::SOCK_DGRAM as u64).ok()?;
+    let other_process = SeccompRule::new(vec![Cond::new(0, Len::Dword, Op::Ne, 0).ok()?]).ok();
     let mut rules = std::collections::BTreeMap::new();
     let calls = [
         (libc::SYS_socket, vec![unix(None)?]),
         (libc::SYS_socketpair, vec![unix(Some(dgram))?]),
         // No condition: every call.
         (libc::SYS_io_uring_setup, vec![]),
+        // Another process's resource limits (a root child could lower the server's or any
+        // root process's, which no namespace of a bounded write separates); its own stay.
+        (libc::SYS_prlimit64, vec![other_process?]),
         (libc::SYS_add_key, vec![]),
         (libc::SYS_keyctl, vec![]),
         (libc::SYS_request_key, vec![]),
