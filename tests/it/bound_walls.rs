@@ -98,7 +98,14 @@ impl Setup {
     /// cache: its files are hard links to the cache's.
     fn operator_create(&self, prefix: &std::path::Path, packages: &[&str]) {
         let output = std::process::Command::new(support::real_conda())
-            .args(["create", "-y", "-q", "--offline", "--override-channels", "-c"])
+            .args([
+                "create",
+                "-y",
+                "-q",
+                "--offline",
+                "--override-channels",
+                "-c",
+            ])
             .arg(&self.channel)
             .arg("-p")
             .arg(prefix)

@@ -32,12 +32,17 @@ pub struct Bound(Arc<Inner>);
 #[derive(Debug)]
 struct Inner {
     ruleset: OwnedFd,
+    /// The kernel's Landlock ABI the ruleset was made for.
+    abi: i64,
     /// The mount namespace (`None`: where mount namespaces do not work here).
     walls: Option<super::walls::Walls>,
     /// The unix-socket filter, installed last.
     seccomp: Option<Arc<crate::host::platform::SeccompFilter>>,
     /// The run's own temporary directory, removed when the bound goes.
     tmpdir: Option<tempfile::TempDir>,
+    /// The child's `CONDA_PKGS_DIRS`: the run's private package cache first, the
+    /// operator's caches (read-only to the run) after it.
+    pkgs_dirs: Option<std::ffi::OsString>,
 }
 
 /// What a bound is made with besides its places.
@@ -51,6 +56,8 @@ pub struct Setup {
     pub tmpdir: Option<tempfile::TempDir>,
     /// The run's working directory (canonical).
     pub cwd: Option<PathBuf>,
+    /// The child's `CONDA_PKGS_DIRS` ([`private_cache`]).
+    pub pkgs_dirs: Option<std::ffi::OsString>,
 }
 
 /// One place a bounded call may write beneath.
@@ -206,9 +213,11 @@ impl Bound {
         };
         Ok(Bound(Arc::new(Inner {
             ruleset,
+            abi,
             walls,
             seccomp: setup.seccomp,
             tmpdir: setup.tmpdir,
+            pkgs_dirs: setup.pkgs_dirs,
         })))
     }
 
@@ -323,6 +332,12 @@ pub fn install(command: &mut tokio::process::Command, bound: &Bound) {
     if let Some(tmpdir) = &bound.0.tmpdir {
         command.env(super::TMPDIR, tmpdir.path());
     }
+    if let Some(pkgs_dirs) = &bound.0.pkgs_dirs {
+        command.env(PKGS_DIRS, pkgs_dirs);
+    }
+    // A confirmed run's wrapper un-shares its targets again before each transaction
+    // (host/bind/program/records.py `unshare`).
+    command.env("CCM_WRITE_BOUND", "1");
     let inner = Arc::clone(&bound.0);
     // SAFETY: the hook only makes system calls on data and descriptors made before the
     // fork (no allocation, no locks).
@@ -330,7 +345,20 @@ pub fn install(command: &mut tokio::process::Command, bound: &Bound) {
         command.pre_exec(move || {
             use std::os::fd::AsFd;
             match &inner.walls {
-                Some(walls) => super::walls::enter(walls)?,
+                Some(walls) => {
+                    super::walls::enter(walls)?;
+                    // The run's private `/dev/shm` (a tmpfs the walls mounted) is another
+                    // directory than the host's the ruleset grants: grant it too.
+                    let shm = rustix::fs::open(
+                        c"/dev/shm",
+                        rustix::fs::OFlags::PATH
+                            | rustix::fs::OFlags::DIRECTORY
+                            | rustix::fs::OFlags::NOFOLLOW
+                            | rustix::fs::OFlags::CLOEXEC,
+                        rustix::fs::Mode::empty(),
+                    )?;
+                    add_rule(&inner.ruleset, &shm, access::all(inner.abi))?;
+                }
                 None if rustix::process::getuid().is_root() => {
                     super::enter::drop_privileges()?;
                 }
@@ -349,13 +377,81 @@ pub fn install(command: &mut tokio::process::Command, bound: &Bound) {
 #[cfg(not(target_os = "linux"))]
 pub fn install(_command: &mut tokio::process::Command, _bound: &Bound) {}
 
+/// conda's package caches by environment (conda/base/context.py:793-800 `pkgs_dirs`; the
+/// variable's caches come first, before any a condarc file names).
+pub const PKGS_DIRS: &str = "CONDA_PKGS_DIRS";
+
+/// The run's own package cache, `pkgs/` in its temporary directory `tmpdir`, made with
+/// the file by which conda knows a writable cache (`urls.txt`,
+/// conda/core/package_cache_data.py:347-356 `_check_writable`), and the child's
+/// `CONDA_PKGS_DIRS`: this cache first, then the operator's `caches`. No shared package
+/// cache is a place of a bounded write (an environment made by conda is hard links to its
+/// cache: a write there is a write to every environment linked from it, and the next
+/// install of a changed extracted package runs what was added), so the operator's caches
+/// are read-only to the run: conda links (under the walls: copies) from the packages
+/// already extracted there and downloads and extracts the others into the first writable
+/// cache, this one (:600-700 `make_actions_for_record`, :218-239 `first_writable`). Its
+/// repodata cache (conda/gateways/repodata/__init__.py:988-991 `create_cache_dir`: the
+/// first writable cache's `cache/`) is seeded with a copy of the first operator cache's
+/// (its regular files; a copy, so nothing the run writes there reaches the operator's).
+/// Removed with the temporary directory after the run.
+pub fn private_cache(
+    tmpdir: &Path,
+    inputs: &super::Inputs,
+    root_prefix: Option<&Path>,
+) -> std::io::Result<(PathBuf, std::ffi::OsString)> {
+    let caches = pkgs_dirs(inputs, root_prefix);
+    let private = tmpdir.join("pkgs");
+    std::fs::create_dir(&private)?;
+    std::fs::write(private.join("urls.txt"), b"")?;
+    let seeded = private.join("cache");
+    std::fs::create_dir(&seeded)?;
+    if let Some(Ok(entries)) = caches
+        .iter()
+        .find(|c| c.join("cache").is_dir())
+        .map(|c| std::fs::read_dir(c.join("cache")))
+    {
+        for entry in entries.flatten() {
+            // Regular files only, not followed through a symlink (`file_type` is lstat's).
+            if entry.file_type().is_ok_and(|t| t.is_file()) {
+                let _ = std::fs::copy(entry.path(), seeded.join(entry.file_name()));
+            }
+        }
+    }
+    // conda splits the variable at commas (a `SequenceParameter`'s `string_delimiter`,
+    // conda/common/configuration.py:1104; conda/base/context.py:331-334).
+    let mut joined = private.clone().into_os_string();
+    if joined.as_encoded_bytes().contains(&b',') {
+        return Err(std::io::Error::other("a package cache path holds a comma"));
+    }
+    // The operator's value as conda reads it (`~`, `$VAR`), else conda's defaults, which
+    // the variable replaces (conda/base/context.py:793-800).
+    match &inputs.conda_pkgs_dirs {
+        Some(value) => {
+            joined.push(",");
+            joined.push(value);
+        }
+        None => {
+            for cache in &caches {
+                joined.push(",");
+                joined.push(cache);
+            }
+        }
+    }
+    Ok((private, joined))
+}
+
 /// Package caches: tarballs, extracted packages, `urls.txt`, the repodata cache
 /// `<pkgs_dir>/cache`, the trash. `CONDA_PKGS_DIRS` replaces `<root>/pkgs` and
 /// `~/.conda/pkgs` (conda/base/context.py:793-800 `pkgs_dirs`;
 /// conda/gateways/repodata/__init__.py `create_cache_dir`).
 pub fn pkgs_dirs(inputs: &super::Inputs, root_prefix: Option<&Path>) -> Vec<PathBuf> {
     match &inputs.conda_pkgs_dirs {
-        Some(dirs) => std::env::split_paths(dirs)
+        // Split at commas, as conda does (conda/common/configuration.py:1104, :234).
+        Some(dirs) => dirs
+            .to_string_lossy()
+            .split(',')
+            .map(|p| PathBuf::from(p.trim()))
             .filter(|p| p.is_absolute())
             .collect(),
         None => {
@@ -430,7 +526,9 @@ pub fn conda_places(
     named: bool,
 ) -> Vec<Writable> {
     let dot_conda = inputs.home.as_ref().map(|h| h.join(".conda"));
-    let mut places: Vec<PathBuf> = pkgs_dirs(inputs, root_prefix);
+    // No package cache: the run has its own ([`private_cache`], in its temporary
+    // directory), the operator's are read-only to it.
+    let mut places: Vec<PathBuf> = Vec::new();
     // The environment registry, appended to when an environment is made
     // (conda/core/envs_manager.py:36 `get_user_environments_txt_file`, :81 `open(…, "a")`;
     // a registry it cannot write is a warning, :84-92).
@@ -450,26 +548,47 @@ pub fn conda_places(
     // `subprocess.DEVNULL` opens `/dev/null` for writing (conda/core/portability.py:149).
     places.push(PathBuf::from("/dev/null"));
     // POSIX semaphores of the extraction pool's `multiprocessing` queues
-    // (conda/core/package_cache_data.py:874 `ProcessPoolExecutor`).
+    // (conda/core/package_cache_data.py:874 `ProcessPoolExecutor`); under the walls a
+    // private tmpfs, not the host's (`walls.rs`).
     places.push(PathBuf::from("/dev/shm"));
     if named {
-        // The default target prefix, `base` (conda/base/context.py:821 `default_prefix`,
-        // :857 `root_prefix`).
-        places.extend(root_prefix.map(Path::to_path_buf));
-        // Environments named by `-n` (conda/base/context.py:787 `envs_dirs`: the
-        // configured ones, `<root>/envs`, `~/.conda/envs`).
         places.extend(
-            inputs
-                .conda_envs_dirs
-                .iter()
-                .flat_map(std::env::split_paths),
+            named_places(inputs, root_prefix)
+                .into_iter()
+                .map(|w| w.path),
         );
-        places.extend(root_prefix.map(|r| r.join("envs")));
-        places.extend(dot_conda.as_ref().map(|d| d.join("envs")));
-        // `conda config` without `--file` (conda/base/context.py:135 `user_rc_path`).
-        places.extend(inputs.home.as_ref().map(|h| h.join(".condarc")));
     }
     places.dedup();
+    places
+        .into_iter()
+        .map(|path| Writable {
+            path,
+            judged: false,
+        })
+        .collect()
+}
+
+/// The places a call names by name rather than by path, which `--allow-paths` does not
+/// judge (conda 26.7.1): the root prefix (the default target, `base`), the envs
+/// directories (`-n NAME`) and the user's `.condarc` (`conda config` without `--file`).
+pub fn named_places(inputs: &super::Inputs, root_prefix: Option<&Path>) -> Vec<Writable> {
+    let dot_conda = inputs.home.as_ref().map(|h| h.join(".conda"));
+    let mut places: Vec<PathBuf> = Vec::new();
+    // The default target prefix, `base` (conda/base/context.py:821 `default_prefix`,
+    // :857 `root_prefix`).
+    places.extend(root_prefix.map(Path::to_path_buf));
+    // Environments named by `-n` (conda/base/context.py:787 `envs_dirs`: the
+    // configured ones, `<root>/envs`, `~/.conda/envs`).
+    places.extend(
+        inputs
+            .conda_envs_dirs
+            .iter()
+            .flat_map(std::env::split_paths),
+    );
+    places.extend(root_prefix.map(|r| r.join("envs")));
+    places.extend(dot_conda.as_ref().map(|d| d.join("envs")));
+    // `conda config` without `--file` (conda/base/context.py:135 `user_rc_path`).
+    places.extend(inputs.home.as_ref().map(|h| h.join(".condarc")));
     places
         .into_iter()
         .map(|path| Writable {

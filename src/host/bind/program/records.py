@@ -115,6 +115,11 @@ def configuration(context):
         if str(source) == "cmd_line":
             for key in PREVIEW_KEYS:
                 values.pop(key, None)
+        if str(source) == "envvars":
+            # The server's environment, fixed for its life; a bounded run's
+            # CONDA_PKGS_DIRS starts with its private package cache (host/sandbox/bound.rs
+            # `private_cache`), which the preview did not have.
+            values.pop("pkgs_dirs", None)
         if values:
             sources[str(source)] = values
     return sources
@@ -363,6 +368,67 @@ def check_in_place(prefix, foreign=True):
     path = foreign_link(str(prefix)) if foreign else None
     if path is not None:
         raise Changed(f"the file {path} of the target environment has other links (a hard link)")
+    if foreign and os.environ.get(BOUND_VAR) == "1":
+        unshare(str(prefix))
+
+
+# Set by the server in a bounded run's environment (host/sandbox/bound.rs `install`): the
+# run writes inside the write bound's walls, where nothing it may write is to be a file
+# shared with anything outside its places.
+BOUND_VAR = "CCM_WRITE_BOUND"
+
+
+def unshare(prefix):
+    """Every regular file of the prefix with other links becomes a file of its own: copied
+    beside itself (mode kept) and the copy renamed over the name (the server does the same
+    right before the run, host/sandbox/shared.rs). conda's own links from a package cache
+    are files of that cache and of every environment linked from it: a link script (or
+    conda writing an entry point in place) would write them all. Under the walls conda
+    copies package files anyway. Walks by directory descriptors without following
+    symlinks; what it cannot see fails closed."""
+    if not os.path.lexists(prefix):
+        return
+
+    def unseen(error):
+        raise Changed(f"the target environment could not be read whole: {error.filename}")
+
+    for root, _dirs, files, fd in os.fwalk(prefix, onerror=unseen, follow_symlinks=False):
+        for name in files:
+            try:
+                st = os.lstat(name, dir_fd=fd)
+            except OSError:
+                raise Changed(f"the file {os.path.join(root, name)} could not be read") from None
+            if st.st_nlink <= 1 or stat.S_ISLNK(st.st_mode):
+                continue
+            path = os.path.join(root, name)
+            if not stat.S_ISREG(st.st_mode):
+                raise Changed(f"the file {path} of the target environment has other links")
+            temp = f"{name}.ccm-unshare-{os.getpid()}"
+            try:
+                source = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
+                try:
+                    copy = os.open(
+                        temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                        dir_fd=fd,
+                    )
+                    try:
+                        while True:
+                            chunk = os.read(source, 1 << 20)
+                            if not chunk:
+                                break
+                            os.write(copy, chunk)
+                        os.fchmod(copy, stat.S_IMODE(st.st_mode))
+                    finally:
+                        os.close(copy)
+                finally:
+                    os.close(source)
+                os.rename(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            except OSError:
+                try:
+                    os.unlink(temp, dir_fd=fd)
+                except OSError:
+                    pass
+                raise Changed(f"the file {path} of the target environment could not be made its own") from None
 
 
 def _linked_files(top):
