@@ -58,7 +58,10 @@ impl Server {
         // Under `--write-envs`, and under `--allow-paths` for a command whose targets the
         // gates resolved, the run writes its targets only (not every allowed directory:
         // an agent's files beside its environment are none of the call's business).
-        let narrow = self.shared.config.write_envs.is_some() || !call.targets.is_empty();
+        // A target that does not exist yet keeps the places it had: conda looks for a
+        // writable envs directory among all of them (`create -n`).
+        let narrow = self.shared.config.write_envs.is_some()
+            || (!call.targets.is_empty() && call.targets.iter().all(|t| t.is_dir()));
         let mut places: Vec<bound::Writable> = if narrow {
             judged(&call.targets)
         } else {
@@ -109,7 +112,12 @@ impl Server {
                 .into_iter()
                 .chain(call.binding().map(|b| b.dir().to_path_buf()))
                 .collect::<Vec<_>>();
+            // Nothing is outside `/` (`--allow-paths /`): nothing to un-share from.
+            let everything = judged_places.iter().any(|p| p.path.parent().is_none());
             let settled = tokio::task::spawn_blocking(move || {
+                if everything {
+                    return Ok(());
+                }
                 settle(&judged_places, &conda, &named, &private)
             })
             .await
