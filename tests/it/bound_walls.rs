@@ -327,36 +327,39 @@ fn real_conda_a_link_script_writes_no_shared_package_cache_nor_the_hosts_shm() {
     assert!(!setup.outside.join("pwned").exists(), "{report}");
 }
 
-/// G1 through the package cache (attack 3, H2): the agent plants its environment's
-/// `bin/evilcmd` as a hard link to the cache's `bin/python3.11`, which is also the
-/// interpreter of the operator's `outside/openv` (made by plain conda from that cache),
-/// then installs `evilpy`, whose entry point conda writes in place. Refused or written
-/// to a copy of its own, unasked and confirmed: the operator's interpreter keeps its
-/// bytes. The question names none of the run's private places.
+/// G1 through the package cache (attack 3, H2): the operator made `outside/openv` with
+/// plain conda from the shared cache (its `bin/python3.11` a hard link to the cache's),
+/// and the agent's own environment too (made outside ccm: all hard links, which the
+/// foreign-link check accepts as conda's). The agent plants `bin/evilcmd` there as a hard
+/// link to the cache's `bin/python3.11` and installs `evilpy`, whose entry point conda
+/// writes in place. Unasked, then confirmed (the link planted again): the install
+/// succeeds, the entry point is written to a file of the environment's own, and the
+/// operator's interpreter and the cache keep their bytes. The question names none of the
+/// run's private places.
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_an_entry_point_linked_to_the_package_cache_writes_no_other_environment() {
     let setup = Setup::new();
     let openv = setup.outside.join("openv");
     setup.operator_create(&openv, &["python"]);
+    setup.operator_create(&setup.env(), &["python"]);
     let python = openv.join("bin/python3.11");
     let before = std::fs::read(&python).unwrap();
     let cached = setup.real.path("pkgs/python-3.11.0-0/bin/python3.11");
+    assert!(std::fs::metadata(&cached).unwrap().nlink() > 2);
     let evilcmd = setup.env().join("bin/evilcmd");
+    let remove = json!({"prefix": setup.env().display().to_string(), "packages": ["evilpy"],
+        "yes": true, "ccm_cwd": setup.project.display().to_string()});
     let mut unasked = setup.server(false);
-    let created = unasked.unasked("conda_create", setup.arguments(&["python"]));
-    assert_eq!(created["isError"], false, "{created}");
-    std::fs::create_dir_all(evilcmd.parent().unwrap()).unwrap();
     std::fs::hard_link(&cached, &evilcmd).unwrap();
     let installed = unasked.unasked("conda_install", setup.arguments(&["evilpy"]));
     assert_eq!(std::fs::read(&python).unwrap(), before, "{installed}");
-    let _ = std::fs::remove_file(&evilcmd);
-    let removed = unasked.unasked(
-        "conda_remove",
-        json!({"prefix": setup.env().display().to_string(), "packages": ["evilpy"],
-            "yes": true, "ccm_cwd": setup.project.display().to_string()}),
-    );
-    let _ = removed;
+    assert_eq!(std::fs::read(&cached).unwrap(), before, "{installed}");
+    assert_eq!(installed["isError"], false, "{installed}");
+    let script = std::fs::read_to_string(&evilcmd).unwrap();
+    assert!(script.contains("from evilpy import main"), "{script}");
+    let removed = unasked.unasked("conda_remove", remove);
+    assert_eq!(removed["isError"], false, "{removed}");
     let _ = std::fs::remove_file(&evilcmd);
     std::fs::hard_link(&cached, &evilcmd).unwrap();
     let mut asked = setup.server(true);
@@ -367,6 +370,8 @@ fn real_conda_an_entry_point_linked_to_the_package_cache_writes_no_other_environ
         |_| {},
     );
     assert_eq!(std::fs::read(&python).unwrap(), before, "{installed}");
+    assert_eq!(std::fs::read(&cached).unwrap(), before, "{installed}");
+    assert_eq!(installed["isError"], false, "{installed}");
     assert!(!question.contains("ccm-write-"), "{question}");
     assert!(!question.contains("CONDA_PKGS_DIRS"), "{question}");
 }
