@@ -56,16 +56,28 @@ def rpc(i, method, params):
             return answer
 
 
-rpc(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                      "clientInfo": {"name": "bench", "version": "1"}})
+rpc(
+    1,
+    "initialize",
+    {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "1"},
+    },
+)
 server.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
 with open(os.path.join(channel, "noarch", "repodata.json")) as fh:
     index = json.load(fh)
 names = sorted({r["name"] for r in index.get("packages", {}).values()})
 times = []
 for i, name in enumerate(("a", "b")):
-    arguments = {"prefix": os.path.join(run, "envs", name), "packages": names,
-                 "channel": [f"file://{channel}"], "override_channels": True, "yes": True}
+    arguments = {
+        "prefix": os.path.join(run, "envs", name),
+        "packages": names,
+        "channel": [f"file://{channel}"],
+        "override_channels": True,
+        "yes": True,
+    }
     start = time.perf_counter()
     answer = rpc(2 + i, "tools/call", {"name": "conda_create", "arguments": arguments})
     times.append(time.perf_counter() - start)

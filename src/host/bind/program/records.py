@@ -408,7 +408,9 @@ def unshare(prefix):
                 source = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
                 try:
                     copy = os.open(
-                        temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                        temp,
+                        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                        0o600,
                         dir_fd=fd,
                     )
                     try:
@@ -428,7 +430,9 @@ def unshare(prefix):
                     os.unlink(temp, dir_fd=fd)
                 except OSError:
                     pass
-                raise Changed(f"the file {path} of the target environment could not be made its own") from None
+                raise Changed(
+                    f"the file {path} of the target environment could not be made its own"
+                ) from None
 
 
 def _linked_files(top):
