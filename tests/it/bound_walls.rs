@@ -348,7 +348,7 @@ fn real_conda_an_entry_point_linked_to_the_package_cache_writes_no_other_environ
     let cached = setup.real.path("pkgs/python-3.11.0-0/bin/python3.11");
     assert!(std::fs::metadata(&cached).unwrap().nlink() > 2);
     let evilcmd = setup.env().join("bin/evilcmd");
-    let remove = json!({"prefix": setup.env().display().to_string(), "packages": ["evilpy"],
+    let remove = json!({"prefix": setup.env().display().to_string(), "package_names": ["evilpy"],
         "yes": true, "ccm_cwd": setup.project.display().to_string()});
     let mut unasked = setup.server(false);
     std::fs::hard_link(&cached, &evilcmd).unwrap();

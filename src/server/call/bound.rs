@@ -55,18 +55,25 @@ impl Server {
         if !self.bounded(ready, call) {
             return Ok(());
         }
-        // Under `--write-envs`, and under `--allow-paths` for a command whose targets the
-        // gates resolved, the run writes its targets only (not every allowed directory:
-        // an agent's files beside its environment are none of the call's business).
-        // A target that does not exist yet keeps the places it had: conda looks for a
-        // writable envs directory among all of them (`create -n`).
-        let narrow = self.shared.config.write_envs.is_some()
-            || (!call.targets.is_empty() && call.targets.iter().all(|t| t.is_dir()));
-        let mut places: Vec<bound::Writable> = if narrow {
+        // Under `--write-envs` the run writes its targets only. Under `--allow-paths`
+        // alone it writes the allowed directories (what the call's paths may name; every
+        // file there shared with elsewhere is un-shared first), and the places a call names
+        // by name (the root prefix, the envs directories, `~/.condarc`) only when the
+        // command has no targets that exist: then they are what it may write, and files
+        // shared there are refused. With existing targets, those targets replace them.
+        let scoped = self.shared.config.write_envs.is_some();
+        let targets_exist = !call.targets.is_empty() && call.targets.iter().all(|t| t.is_dir());
+        let mut places: Vec<bound::Writable> = if scoped {
             judged(&call.targets)
+        } else if targets_exist {
+            judged(ready.confinement.dirs())
+                .into_iter()
+                .chain(judged(&call.targets))
+                .collect()
         } else {
             judged(ready.confinement.dirs())
         };
+        let narrow = scoped || targets_exist;
         let mut inputs = sandbox::Inputs::from_process();
         let root = ready.discovery.prefix.as_deref();
         let mut setup = match self.shared.start.sandbox.get() {
@@ -136,7 +143,7 @@ impl Server {
                 .map_err(|_| ErrorData::internal_error("the write bound failed", None))?;
             run.write_bound = Some(match made {
                 Ok(bound) => bound,
-                Err(error) if bound::changed(&error) && narrow => {
+                Err(error) if bound::changed(&error) && scoped => {
                     return Err(refuse::policy(
                         refuse::Reason::OutsideWriteEnvs,
                         TARGET_CHANGED,
