@@ -93,9 +93,9 @@ fn walk(dir: &OwnedFd, rel: &Path, rule: Rule, done: &mut Unshared) -> Result<()
     } else {
         rel
     };
-    let mut entries = Dir::read_from(dir).map_err(|_| unseen(here))?;
+    let entries = Dir::read_from(dir).map_err(|_| unseen(here))?;
     let mut names = Vec::new();
-    while let Some(entry) = entries.next() {
+    for entry in entries {
         let entry = entry.map_err(|_| unseen(here))?;
         let name = entry.file_name().to_bytes();
         if name == b"." || name == b".." {
