@@ -55,25 +55,7 @@ impl Server {
         if !self.bounded(ready, call) {
             return Ok(());
         }
-        // Under `--write-envs` the run writes its targets only. Under `--allow-paths`
-        // alone it writes the allowed directories (what the call's paths may name; every
-        // file there shared with elsewhere is un-shared first), and the places a call names
-        // by name (the root prefix, the envs directories, `~/.condarc`) only when the
-        // command has no targets that exist: then they are what it may write, and files
-        // shared there are refused. With existing targets, those targets replace them.
-        let scoped = self.shared.config.write_envs.is_some();
-        let targets_exist = !call.targets.is_empty() && call.targets.iter().all(|t| t.is_dir());
-        let mut places: Vec<bound::Writable> = if scoped {
-            judged(&call.targets)
-        } else if targets_exist {
-            judged(ready.confinement.dirs())
-                .into_iter()
-                .chain(judged(&call.targets))
-                .collect()
-        } else {
-            judged(ready.confinement.dirs())
-        };
-        let narrow = scoped || targets_exist;
+        let (mut places, scoped, narrow) = self.judged_places(ready, call);
         let mut inputs = sandbox::Inputs::from_process();
         let root = ready.discovery.prefix.as_deref();
         let mut setup = match self.shared.start.sandbox.get() {
@@ -119,50 +101,94 @@ impl Server {
                 .into_iter()
                 .chain(call.binding().map(|b| b.dir().to_path_buf()))
                 .collect::<Vec<_>>();
-            // Nothing is outside `/` (`--allow-paths /`): nothing to un-share from.
-            let everything = judged_places.iter().any(|p| p.path.parent().is_none());
-            let settled = tokio::task::spawn_blocking(move || {
-                if everything {
-                    return Ok(());
-                }
-                settle(&judged_places, &conda, &named, &private)
-            })
-            .await
-            .map_err(|_| ErrorData::internal_error("the write bound failed", None))?;
-            if let Err(shared) = settled {
-                let text = format!("{SHARED}: {shared}");
-                let reason = if self.shared.config.write_envs.is_some() {
-                    refuse::Reason::OutsideWriteEnvs
-                } else {
-                    refuse::Reason::OutsideAllowedPaths
-                };
-                return Err(refuse::policy(reason, &text));
-            }
+            unshare(judged_places, conda, named, private, scoped).await?;
             let made = tokio::task::spawn_blocking(move || bound::Bound::make(abi, &places, setup))
                 .await
                 .map_err(|_| ErrorData::internal_error("the write bound failed", None))?;
-            run.write_bound = Some(match made {
-                Ok(bound) => bound,
-                Err(error) if bound::changed(&error) && scoped => {
-                    return Err(refuse::policy(
-                        refuse::Reason::OutsideWriteEnvs,
-                        TARGET_CHANGED,
-                    ));
-                }
-                Err(error) if bound::changed(&error) => {
-                    return Err(refuse::policy(
-                        refuse::Reason::OutsideAllowedPaths,
-                        OUTSIDE_ALLOWED,
-                    ));
-                }
-                Err(error) => {
-                    tracing::error!(%error, "the write bound could not be made");
-                    return Err(ErrorData::internal_error("the write bound failed", None).into());
-                }
-            });
+            run.write_bound = Some(made_or_refused(made, scoped)?);
         }
         hold_for_tests().await;
         Ok(())
+    }
+}
+
+impl Server {
+    /// The places the gates judged, whether `--write-envs` scopes the call, and whether the
+    /// places a call names by name are left out. Under `--write-envs` the run writes its
+    /// targets only. Under `--allow-paths` alone it writes the allowed directories (what
+    /// the call's paths may name; every file there shared with elsewhere is un-shared
+    /// first), and the places a call names by name (the root prefix, the envs
+    /// directories, `~/.condarc`) only when the command has no targets that all exist:
+    /// then they are what it may write, and files shared there are refused. With existing
+    /// targets, those targets replace them.
+    fn judged_places(&self, ready: &Ready, call: &Judged) -> (Vec<bound::Writable>, bool, bool) {
+        let scoped = self.shared.config.write_envs.is_some();
+        let targets_exist = !call.targets.is_empty() && call.targets.iter().all(|t| t.is_dir());
+        let places = if scoped {
+            judged(&call.targets)
+        } else if targets_exist {
+            judged(ready.confinement.dirs())
+                .into_iter()
+                .chain(judged(&call.targets))
+                .collect()
+        } else {
+            judged(ready.confinement.dirs())
+        };
+        (places, scoped, scoped || targets_exist)
+    }
+}
+
+/// Nothing the run may write is a file shared with anything outside it ([`settle`]);
+/// nothing is outside `/` (`--allow-paths /`).
+async fn unshare(
+    judged: Vec<bound::Writable>,
+    conda: Vec<bound::Writable>,
+    named: Vec<bound::Writable>,
+    private: Vec<PathBuf>,
+    scoped: bool,
+) -> Result<(), Refusal> {
+    let everything = judged.iter().any(|p| p.path.parent().is_none());
+    let settled = tokio::task::spawn_blocking(move || {
+        if everything {
+            return Ok(());
+        }
+        settle(&judged, &conda, &named, &private)
+    })
+    .await
+    .map_err(|_| ErrorData::internal_error("the write bound failed", None))?;
+    match settled {
+        Ok(()) => Ok(()),
+        Err(shared) => {
+            let text = format!("{SHARED}: {shared}");
+            let reason = if scoped {
+                refuse::Reason::OutsideWriteEnvs
+            } else {
+                refuse::Reason::OutsideAllowedPaths
+            };
+            Err(refuse::policy(reason, &text))
+        }
+    }
+}
+
+/// The bound made, or the refusal of a judged path that changed (never the path).
+fn made_or_refused(
+    made: Result<bound::Bound, std::io::Error>,
+    scoped: bool,
+) -> Result<bound::Bound, Refusal> {
+    match made {
+        Ok(bound) => Ok(bound),
+        Err(error) if bound::changed(&error) && scoped => Err(refuse::policy(
+            refuse::Reason::OutsideWriteEnvs,
+            TARGET_CHANGED,
+        )),
+        Err(error) if bound::changed(&error) => Err(refuse::policy(
+            refuse::Reason::OutsideAllowedPaths,
+            OUTSIDE_ALLOWED,
+        )),
+        Err(error) => {
+            tracing::error!(%error, "the write bound could not be made");
+            Err(ErrorData::internal_error("the write bound failed", None).into())
+        }
     }
 }
 
