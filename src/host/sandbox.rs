@@ -69,6 +69,7 @@ mod probe;
 pub(crate) mod scope;
 #[cfg(target_os = "linux")]
 pub(crate) mod seccomp;
+pub mod shared;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
 mod walls;

@@ -45,6 +45,7 @@ impl Setup {
             .arg(support::repo().join("tests/fixtures/bound_channel.py"))
             .arg(&channel)
             .arg(&outside)
+            .arg(real.path("pkgs"))
             .stdout(std::process::Stdio::null())
             .status()
             .unwrap();
@@ -84,6 +85,54 @@ impl Setup {
         json!({"prefix": self.env().display().to_string(), "packages": packages,
             "channel": [self.channel], "override_channels": true, "yes": true,
             "ccm_cwd": self.project.display().to_string()})
+    }
+
+    /// A server with `--allow-paths` the project alone (no `--write-envs`).
+    fn server_paths_only(&self) -> Asking {
+        let allowed = self.project.display().to_string();
+        self.real
+            .server_with(REVISION, &["--allow-write", "--allow-paths", &allowed])
+    }
+
+    /// The operator makes `prefix` with plain conda (outside ccm) from the shared package
+    /// cache: its files are hard links to the cache's.
+    fn operator_create(&self, prefix: &std::path::Path, packages: &[&str]) {
+        let output = std::process::Command::new(support::real_conda())
+            .args([
+                "create",
+                "-y",
+                "-q",
+                "--offline",
+                "--override-channels",
+                "-c",
+            ])
+            .arg(&self.channel)
+            .arg("-p")
+            .arg(prefix)
+            .args(packages)
+            .envs(self.real.env())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+    }
+
+    /// Every file below the operator's package cache, with its bytes.
+    fn cache_files(&self) -> Vec<(PathBuf, Vec<u8>)> {
+        fn walk(dir: &std::path::Path, found: &mut Vec<(PathBuf, Vec<u8>)>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                let meta = std::fs::symlink_metadata(&path).unwrap();
+                if meta.is_dir() {
+                    walk(&path, found);
+                } else {
+                    found.push((path.clone(), std::fs::read(&path).unwrap_or_default()));
+                }
+            }
+        }
+        let mut found = Vec::new();
+        walk(&self.real.path("pkgs"), &mut found);
+        found.sort();
+        found
     }
 
     /// Mode, owner, modification time and bytes of each file of `outside`.
@@ -228,4 +277,121 @@ fn real_conda_an_environment_created_under_the_bound_is_registered() {
     assert!(question.contains("evilpy"), "{question}");
     assert_eq!(installed["isError"], false, "{installed}");
     assert!(setup.env().join("bin/evilcmd").is_file());
+}
+
+/// The report a `poke` post-link script left in `env`.
+fn poke_report(env: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(env.join("poke.json")).unwrap()).unwrap()
+}
+
+/// A bounded write's link script writes through the package cache (attack 3, H2): the
+/// operator made `outside/openv` with plain conda from the shared cache (its files hard
+/// links to the cache's). The agent's `poke` package, installed into its own environment,
+/// appends to the cache's `pkga` data file, adds a post-link script to the extracted
+/// package, changes its `info/paths.json`, plants repodata in the cache's `cache/`, and
+/// writes a file in `/dev/shm` (H5). The operator's environment and cache keep every
+/// byte, and nothing the script wrote in `/dev/shm` is on the host after the run.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_link_script_writes_no_shared_package_cache_nor_the_hosts_shm() {
+    let setup = Setup::new();
+    let openv = setup.outside.join("openv");
+    setup.operator_create(&openv, &["pkga"]);
+    let data = openv.join("share/pkga/data.txt");
+    assert!(std::fs::metadata(&data).unwrap().nlink() > 1);
+    let (data_before, cache_before) = (std::fs::read(&data).unwrap(), setup.cache_files());
+    let mut server = setup.server(false);
+    let created = server.unasked("conda_create", setup.arguments(&["poke"]));
+    assert_eq!(created["isError"], false, "{created}");
+    let report = poke_report(&setup.env());
+    let shm = PathBuf::from(report["shm_name"].as_str().unwrap());
+    let on_host = shm.exists();
+    let _ = std::fs::remove_file(&shm);
+    let mut failures = Vec::new();
+    if std::fs::read(&data).unwrap() != data_before {
+        failures.push("the operator's environment changed through the package cache");
+    }
+    if setup.cache_files() != cache_before {
+        failures.push("the operator's package cache changed");
+    }
+    if setup.outside.join("pwned").exists() {
+        failures.push("a script added to the cache ran");
+    }
+    if on_host {
+        failures.push("the script's /dev/shm file is on the host");
+    }
+    assert!(failures.is_empty(), "{failures:?}: {report}");
+    assert_eq!(report["shm"], "ok", "{report}");
+    // The operator's next install of pkga from the same cache runs nothing added.
+    setup.operator_create(&setup.outside.join("later"), &["pkga"]);
+    assert!(!setup.outside.join("pwned").exists(), "{report}");
+}
+
+/// G1 through the package cache (attack 3, H2): the operator made `outside/openv` with
+/// plain conda from the shared cache (its `bin/python3.11` a hard link to the cache's),
+/// and the agent's own environment too (made outside ccm: all hard links, which the
+/// foreign-link check accepts as conda's). The agent plants `bin/evilcmd` there as a hard
+/// link to the cache's `bin/python3.11` and installs `evilpy`, whose entry point conda
+/// writes in place. Unasked, then confirmed (the link planted again): the install
+/// succeeds, the entry point is written to a file of the environment's own, and the
+/// operator's interpreter and the cache keep their bytes. The question names none of the
+/// run's private places.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_an_entry_point_linked_to_the_package_cache_writes_no_other_environment() {
+    let setup = Setup::new();
+    let openv = setup.outside.join("openv");
+    setup.operator_create(&openv, &["python"]);
+    setup.operator_create(&setup.env(), &["python"]);
+    let python = openv.join("bin/python3.11");
+    let before = std::fs::read(&python).unwrap();
+    let cached = setup.real.path("pkgs/python-3.11.0-0/bin/python3.11");
+    assert!(std::fs::metadata(&cached).unwrap().nlink() > 2);
+    let evilcmd = setup.env().join("bin/evilcmd");
+    let remove = json!({"prefix": setup.env().display().to_string(), "package_names": ["evilpy"],
+        "yes": true, "ccm_cwd": setup.project.display().to_string()});
+    let mut unasked = setup.server(false);
+    std::fs::hard_link(&cached, &evilcmd).unwrap();
+    let installed = unasked.unasked("conda_install", setup.arguments(&["evilpy"]));
+    assert_eq!(std::fs::read(&python).unwrap(), before, "{installed}");
+    assert_eq!(std::fs::read(&cached).unwrap(), before, "{installed}");
+    assert_eq!(installed["isError"], false, "{installed}");
+    let script = std::fs::read_to_string(&evilcmd).unwrap();
+    assert!(script.contains("from evilpy import main"), "{script}");
+    let removed = unasked.unasked("conda_remove", remove);
+    assert_eq!(removed["isError"], false, "{removed}");
+    let _ = std::fs::remove_file(&evilcmd);
+    std::fs::hard_link(&cached, &evilcmd).unwrap();
+    let mut asked = setup.server(true);
+    let (question, installed) = asked.ask(
+        "conda_install",
+        setup.arguments(&["evilpy"]),
+        "accept",
+        |_| {},
+    );
+    assert_eq!(std::fs::read(&python).unwrap(), before, "{installed}");
+    assert_eq!(std::fs::read(&cached).unwrap(), before, "{installed}");
+    assert_eq!(installed["isError"], false, "{installed}");
+    assert!(!question.contains("ccm-write-"), "{question}");
+    assert!(!question.contains("CONDA_PKGS_DIRS"), "{question}");
+}
+
+/// Under `--allow-paths` alone (attack 3, H3): the agent plants `notes.txt` beside the
+/// environment it creates, a hard link to the user's shell start-up file outside; the
+/// `poke` package's post-link appends to it. The file outside keeps its bytes.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_hard_link_beside_the_target_under_allow_paths_is_not_written_through() {
+    let setup = Setup::new();
+    let bashrc = setup.outside.join("bashrc");
+    std::fs::hard_link(&bashrc, setup.project.join("notes.txt")).unwrap();
+    let mut server = setup.server_paths_only();
+    let created = server.unasked("conda_create", setup.arguments(&["poke"]));
+    let report = std::fs::read(setup.env().join("poke.json")).unwrap_or_default();
+    let report = String::from_utf8_lossy(&report);
+    assert_eq!(
+        std::fs::read(&bashrc).unwrap(),
+        b"bashrc original\n",
+        "{created} {report}"
+    );
 }

@@ -254,12 +254,12 @@ fn real_conda_write_envs_hold_for_the_whole_run() {
 }
 
 /// A package cache named only in a condarc (`pkgs_dirs`, no `CONDA_PKGS_DIRS`): a
-/// bounded create from the local channel extracts its package there and succeeds, under
-/// `--allow-paths` and under `--write-envs`, when that condarc is the operator's (here
-/// `$CONDARC`, outside every place a bounded write may write). Hostile, under
-/// `--allow-paths` alone: `~/.condarc` — which such a write may write (`conda config
-/// --append pkgs_dirs …`) — names the only cache, a directory outside: it does not widen
-/// the bound, conda finds no writable cache and nothing lands there.
+/// bounded create from the local channel succeeds, under `--allow-paths` and under
+/// `--write-envs`, and extracts its package into the run's own package cache, not into
+/// the operator's (`$CONDARC`'s), which is read-only to the run (a shared cache's files
+/// are other environments' files). Hostile, under `--allow-paths` alone: `~/.condarc` —
+/// which such a write may write (`conda config --append pkgs_dirs …`) — names a
+/// directory outside as the only cache: nothing lands there either.
 fn rc_cache_case(flags: &dyn Fn(&Real, &Path) -> Vec<String>, hostile: bool) {
     let real = Real::new();
     let (project, outside) = (canonical(&real, "project"), canonical(&real, "outside"));
@@ -288,28 +288,14 @@ fn rc_cache_case(flags: &dyn Fn(&Real, &Path) -> Vec<String>, hostile: bool) {
         "yes": true});
     let result = s.call("conda_create", arguments);
     assert_eq!(files_below(&outside), Vec::<PathBuf>::new(), "{context}");
-    if hostile {
-        assert_eq!(result["isError"], true, "{context}: {result}");
-        assert!(
-            text(&result).contains("NoWritablePkgsDirError"),
-            "{context}: {result}"
-        );
-        return;
-    }
+    assert_eq!(files_below(&rc_pkgs), Vec::<PathBuf>::new(), "{context}");
     assert_eq!(result["isError"], false, "{context}: {result}");
     assert!(envs.join("ok/share/bazpkg/data.txt").is_file(), "{context}");
-    assert!(
-        files_below(&rc_pkgs)
-            .iter()
-            .any(|p| p.ends_with("urls.txt")),
-        "{context}: {:?}",
-        files_below(&rc_pkgs)
-    );
 }
 
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
-fn real_conda_a_package_cache_named_only_in_the_operators_condarc_is_bound() {
+fn real_conda_a_bounded_write_extracts_into_its_own_package_cache() {
     rc_cache_case(&allow_paths, true);
     rc_cache_case(&allow_paths, false);
     rc_cache_case(&write_envs, false);

@@ -171,3 +171,32 @@ class ForeignLink(unittest.TestCase):
                 os.close(fd)
             self.assertIsNotNone(bind.foreign_link(prefix))
             self.assertIsNone(bind.foreign_link(os.path.join(top, "missing")))
+
+
+class Unshare(unittest.TestCase):
+    """`unshare`: in a bounded confirmed run, every regular file of the target with other
+    links becomes a file of its own (bytes and mode kept), so a write there reaches no
+    other name; symlinks are left alone; a prefix that does not exist holds nothing."""
+
+    def test_a_shared_file_becomes_its_own(self):
+        with tempfile.TemporaryDirectory() as top:
+            prefix = os.path.join(top, "env")
+            bind.unshare(prefix)
+            os.makedirs(os.path.join(prefix, "bin", "deep"))
+            cache = os.path.join(top, "cache-file")
+            with open(cache, "w") as fh:
+                fh.write("shared\n")
+            os.chmod(cache, 0o751)
+            linked = os.path.join(prefix, "bin", "deep", "python")
+            os.link(cache, linked)
+            os.symlink(cache, os.path.join(prefix, "bin", "link"))
+            bind.unshare(prefix)
+            self.assertEqual(os.stat(linked).st_nlink, 1)
+            self.assertEqual(os.stat(linked).st_mode & 0o7777, 0o751)
+            with open(linked, "a") as fh:
+                fh.write("written\n")
+            with open(cache) as fh:
+                self.assertEqual(fh.read(), "shared\n")
+            self.assertEqual(os.stat(cache).st_nlink, 1)
+            self.assertTrue(os.path.islink(os.path.join(prefix, "bin", "link")))
+            self.assertEqual(sorted(os.listdir(os.path.join(prefix, "bin", "deep"))), ["python"])

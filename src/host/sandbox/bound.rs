@@ -21,6 +21,9 @@
 //! `EROFS`), whatever symlink leads there. Hand-written like `scope.rs`: the restriction
 //! must be raw system calls in the forked child.
 
+mod places;
+pub use places::*;
+
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,12 +35,17 @@ pub struct Bound(Arc<Inner>);
 #[derive(Debug)]
 struct Inner {
     ruleset: OwnedFd,
+    /// The kernel's Landlock ABI the ruleset was made for.
+    abi: i64,
     /// The mount namespace (`None`: where mount namespaces do not work here).
     walls: Option<super::walls::Walls>,
     /// The unix-socket filter, installed last.
     seccomp: Option<Arc<crate::host::platform::SeccompFilter>>,
     /// The run's own temporary directory, removed when the bound goes.
     tmpdir: Option<tempfile::TempDir>,
+    /// The child's `CONDA_PKGS_DIRS`: the run's private package cache first, the
+    /// operator's caches (read-only to the run) after it.
+    pkgs_dirs: Option<std::ffi::OsString>,
 }
 
 /// What a bound is made with besides its places.
@@ -51,6 +59,8 @@ pub struct Setup {
     pub tmpdir: Option<tempfile::TempDir>,
     /// The run's working directory (canonical).
     pub cwd: Option<PathBuf>,
+    /// The child's `CONDA_PKGS_DIRS` ([`private_cache`]).
+    pub pkgs_dirs: Option<std::ffi::OsString>,
 }
 
 /// One place a bounded call may write beneath.
@@ -206,9 +216,11 @@ impl Bound {
         };
         Ok(Bound(Arc::new(Inner {
             ruleset,
+            abi,
             walls,
             seccomp: setup.seccomp,
             tmpdir: setup.tmpdir,
+            pkgs_dirs: setup.pkgs_dirs,
         })))
     }
 
@@ -323,6 +335,12 @@ pub fn install(command: &mut tokio::process::Command, bound: &Bound) {
     if let Some(tmpdir) = &bound.0.tmpdir {
         command.env(super::TMPDIR, tmpdir.path());
     }
+    if let Some(pkgs_dirs) = &bound.0.pkgs_dirs {
+        command.env(PKGS_DIRS, pkgs_dirs);
+    }
+    // A confirmed run's wrapper un-shares its targets again before each transaction
+    // (host/bind/program/shared.py `unshare`).
+    command.env("CCM_WRITE_BOUND", "1");
     let inner = Arc::clone(&bound.0);
     // SAFETY: the hook only makes system calls on data and descriptors made before the
     // fork (no allocation, no locks).
@@ -330,7 +348,20 @@ pub fn install(command: &mut tokio::process::Command, bound: &Bound) {
         command.pre_exec(move || {
             use std::os::fd::AsFd;
             match &inner.walls {
-                Some(walls) => super::walls::enter(walls)?,
+                Some(walls) => {
+                    super::walls::enter(walls)?;
+                    // The run's private `/dev/shm` (a tmpfs the walls mounted) is another
+                    // directory than the host's the ruleset grants: grant it too.
+                    let shm = rustix::fs::open(
+                        c"/dev/shm",
+                        rustix::fs::OFlags::PATH
+                            | rustix::fs::OFlags::DIRECTORY
+                            | rustix::fs::OFlags::NOFOLLOW
+                            | rustix::fs::OFlags::CLOEXEC,
+                        rustix::fs::Mode::empty(),
+                    )?;
+                    add_rule(&inner.ruleset, &shm, access::all(inner.abi))?;
+                }
                 None if rustix::process::getuid().is_root() => {
                     super::enter::drop_privileges()?;
                 }
@@ -348,47 +379,6 @@ pub fn install(command: &mut tokio::process::Command, bound: &Bound) {
 
 #[cfg(not(target_os = "linux"))]
 pub fn install(_command: &mut tokio::process::Command, _bound: &Bound) {}
-
-/// Package caches: tarballs, extracted packages, `urls.txt`, the repodata cache
-/// `<pkgs_dir>/cache`, the trash. `CONDA_PKGS_DIRS` replaces `<root>/pkgs` and
-/// `~/.conda/pkgs` (conda/base/context.py:793-800 `pkgs_dirs`;
-/// conda/gateways/repodata/__init__.py `create_cache_dir`).
-pub fn pkgs_dirs(inputs: &super::Inputs, root_prefix: Option<&Path>) -> Vec<PathBuf> {
-    match &inputs.conda_pkgs_dirs {
-        Some(dirs) => std::env::split_paths(dirs)
-            .filter(|p| p.is_absolute())
-            .collect(),
-        None => {
-            let dot_conda = inputs.home.as_ref().map(|h| h.join(".conda"));
-            root_prefix
-                .map(|r| r.join("pkgs"))
-                .into_iter()
-                .chain(dot_conda.map(|d| d.join("pkgs")))
-                .collect()
-        }
-    }
-}
-
-/// conda's user registry of environments, `~/.conda/environments.txt`
-/// (conda/core/envs_manager.py:26 `get_user_environments_txt_file`), made empty when it
-/// does not exist yet, as conda would make it when it registers an environment
-/// (:69-81: `os.makedirs` of `~/.conda`, then `open(…, "a")`): a bounded write may
-/// write the file but not create it (its directory holds the package cache and
-/// environments), so without this a `create` could not register its environment.
-/// Nothing is made when `HOME` is not a directory.
-pub fn make_registry(inputs: &super::Inputs) {
-    let Some(home) = inputs.home.as_ref().filter(|h| h.is_dir()) else {
-        return;
-    };
-    let dot_conda = home.join(".conda");
-    if std::fs::symlink_metadata(&dot_conda).is_err() && std::fs::create_dir(&dot_conda).is_err() {
-        return;
-    }
-    let _ = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(dot_conda.join("environments.txt"));
-}
 
 impl super::Sandbox {
     /// What a write bound takes from the read-only sandbox: the server's ids when the
@@ -416,65 +406,4 @@ impl super::Sandbox {
 /// ignore it.
 fn unwalled_for_tests() -> bool {
     cfg!(debug_assertions) && std::env::var_os("CCM_TEST_NO_BOUND_WALLS").is_some_and(|v| v == "1")
-}
-
-/// What conda itself writes for a bounded write, besides the call's own places (conda
-/// 26.7.1's source cited for each). `named`: the call was not narrowed to its target
-/// environments by `--write-envs`, so the places a call may name by name rather than by
-/// path stay writable too (`--allow-paths` judges paths only): the root prefix (the
-/// default target, `base`), the envs directories (`-n NAME`) and the user's `.condarc`
-/// (`conda config` without `--file`).
-pub fn conda_places(
-    inputs: &super::Inputs,
-    root_prefix: Option<&Path>,
-    named: bool,
-) -> Vec<Writable> {
-    let dot_conda = inputs.home.as_ref().map(|h| h.join(".conda"));
-    let mut places: Vec<PathBuf> = pkgs_dirs(inputs, root_prefix);
-    // The environment registry, appended to when an environment is made
-    // (conda/core/envs_manager.py:36 `get_user_environments_txt_file`, :81 `open(…, "a")`;
-    // a registry it cannot write is a warning, :84-92).
-    places.extend(dot_conda.as_ref().map(|d| d.join("environments.txt")));
-    // conda's user cache: the notices cache (conda/notices/cache.py:83-86, platformdirs'
-    // `user_cache_dir`: `$XDG_CACHE_HOME/conda`, else `~/.cache/conda`), also where
-    // conda-completion keeps its manifest.
-    let cache = inputs
-        .xdg_cache_home
-        .clone()
-        .or_else(|| inputs.home.as_ref().map(|h| h.join(".cache")));
-    places.extend(cache.map(|c| c.join("conda")));
-    // Temporary files: link scripts run through a wrapper script (conda/utils.py:288
-    // `Utf8NamedTemporaryFile`), `.pyc` compilation lists
-    // (conda/gateways/disk/create.py:408 `tempfile.mkstemp`).
-    places.push(inputs.temp_dir.clone());
-    // `subprocess.DEVNULL` opens `/dev/null` for writing (conda/core/portability.py:149).
-    places.push(PathBuf::from("/dev/null"));
-    // POSIX semaphores of the extraction pool's `multiprocessing` queues
-    // (conda/core/package_cache_data.py:874 `ProcessPoolExecutor`).
-    places.push(PathBuf::from("/dev/shm"));
-    if named {
-        // The default target prefix, `base` (conda/base/context.py:821 `default_prefix`,
-        // :857 `root_prefix`).
-        places.extend(root_prefix.map(Path::to_path_buf));
-        // Environments named by `-n` (conda/base/context.py:787 `envs_dirs`: the
-        // configured ones, `<root>/envs`, `~/.conda/envs`).
-        places.extend(
-            inputs
-                .conda_envs_dirs
-                .iter()
-                .flat_map(std::env::split_paths),
-        );
-        places.extend(root_prefix.map(|r| r.join("envs")));
-        places.extend(dot_conda.as_ref().map(|d| d.join("envs")));
-        // `conda config` without `--file` (conda/base/context.py:135 `user_rc_path`).
-        places.extend(inputs.home.as_ref().map(|h| h.join(".condarc")));
-    }
-    places.dedup();
-    places
-        .into_iter()
-        .map(|path| Writable {
-            path,
-            judged: false,
-        })
-        .collect()
 }

@@ -1,6 +1,7 @@
 //! The walls of a bounded write besides its Landlock rules (`bound.rs`): a mount
 //! namespace in which every mount is read-only, `nodev` and `nosuid` except the bound's
-//! places (writable, `nodev`, `nosuid`), the call's own `/dev` (`dev.rs`), no capability,
+//! places (writable, `nodev`, `nosuid`), the call's own `/dev` (`dev.rs`) with a private
+//! tmpfs on `/dev/shm` (the host's is never shared with a run), no capability,
 //! and (installed by `bound::install` after the Landlock domain) the read-only sandbox's
 //! unix-socket filter (`seccomp.rs`).
 //!
@@ -59,7 +60,8 @@ const MOUNT_ATTR_NOSUID: u64 = 0x2;
 
 impl Walls {
     /// The plan for `places` (path opened, judged, device, inode): nested places are
-    /// covered by the outer one, `/dev/null` by the call's `/dev`. `None` when there are
+    /// covered by the outer one, `/dev/null` by the call's `/dev`, `/dev/shm` by a private
+    /// tmpfs (see [`enter`]). `None` when there are
     /// more than [`MAX_PLACES`] or a path cannot be a C string.
     pub(super) fn new(
         ids: (u32, u32),
@@ -68,7 +70,7 @@ impl Walls {
     ) -> Option<Walls> {
         let mut kept: Vec<&(std::path::PathBuf, bool, u64, u64)> = Vec::new();
         for place in places {
-            if place.0 == Path::new("/dev/null") {
+            if place.0 == Path::new("/dev/null") || place.0 == Path::new("/dev/shm") {
                 continue;
             }
             if places
@@ -156,7 +158,17 @@ pub(super) fn enter(walls: &Walls) -> std::io::Result<()> {
         0,
     )?;
     super::dev::build(nodes)?;
-    attach(walls, &opened, &mut clones)?;
+    // The run's own POSIX shared memory and semaphores (conda's extraction pool,
+    // conda/core/package_cache_data.py:874): a tmpfs of its own, gone with the namespace.
+    // The host's `/dev/shm` holds other processes' segments (root's, as a root run is uid 0).
+    rustix::mount::mount(
+        c"tmpfs",
+        c"/dev/shm",
+        c"tmpfs",
+        rustix::mount::MountFlags::NOSUID | rustix::mount::MountFlags::NODEV,
+        c"mode=1777",
+    )?;
+    attach(&opened, &mut clones)?;
     drop(opened);
     if let (Some(cwd), Some(here)) = (&walls.cwd, here) {
         enter_again(cwd, here);
@@ -166,17 +178,16 @@ pub(super) fn enter(walls: &Walls) -> std::io::Result<()> {
 }
 
 /// Attach each place's clone (writable, made `nodev` and `nosuid`) onto the directory
-/// the child opened (`/dev/shm` onto the call's `/dev`). Only system calls.
+/// the child opened. Only system calls.
 #[cfg(target_os = "linux")]
 fn attach(
-    walls: &Walls,
     opened: &[Option<rustix::fd::OwnedFd>; MAX_PLACES],
     clones: &mut [Option<rustix::fd::OwnedFd>; MAX_PLACES],
 ) -> std::io::Result<()> {
     use super::mount::{MOUNT_ATTR_NODEV, mount_setattr};
     use rustix::fd::AsRawFd;
     use rustix::mount::{MoveMountFlags, move_mount};
-    for ((place, fd), clone) in walls.places.iter().zip(opened).zip(clones.iter_mut()) {
+    for (fd, clone) in opened.iter().zip(clones.iter_mut()) {
         let (Some(fd), Some(clone)) = (fd, clone.take()) else {
             continue;
         };
@@ -187,24 +198,13 @@ fn attach(
             MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
             0,
         )?;
-        if &*place.path == c"/dev/shm" {
-            // The call's `/dev` has an empty `shm`: the host's goes there.
-            move_mount(
-                &clone,
-                c"",
-                rustix::fs::CWD,
-                c"/dev/shm",
-                MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
-            )?;
-        } else {
-            move_mount(
-                &clone,
-                c"",
-                fd,
-                c"",
-                MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
-            )?;
-        }
+        move_mount(
+            &clone,
+            c"",
+            fd,
+            c"",
+            MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
+        )?;
     }
     Ok(())
 }

@@ -13,12 +13,17 @@ use super::super::refuse::{self, Refusal};
 use super::super::state::Server;
 use super::gates::OUTSIDE_ALLOWED;
 use crate::host::exec;
-use crate::host::sandbox::{self, bound};
+use crate::host::sandbox::{self, bound, shared};
 
 /// The refusal of a call one of whose judged targets changed between the last check and
 /// the bound (never the path).
 const TARGET_CHANGED: &str =
     "Operation targets an environment whose path changed after it was judged";
+
+/// The refusal of a bounded write one of whose places holds a file shared with
+/// something outside it that cannot be made its own (the file named relative to its
+/// place, never its contents).
+const SHARED: &str = "Operation may write a place holding a file with other links";
 
 /// What a failed bounded run's summary adds when a write was refused.
 pub(super) const REFUSED_WRITE: &str = "a write outside the places this call may write was refused: \
@@ -50,12 +55,7 @@ impl Server {
         if !self.bounded(ready, call) {
             return Ok(());
         }
-        let narrow = self.shared.config.write_envs.is_some();
-        let mut places: Vec<bound::Writable> = if narrow {
-            judged(&call.targets)
-        } else {
-            judged(ready.confinement.dirs())
-        };
+        let (mut places, scoped, narrow) = self.judged_places(ready, call);
         let mut inputs = sandbox::Inputs::from_process();
         let root = ready.discovery.prefix.as_deref();
         let mut setup = match self.shared.start.sandbox.get() {
@@ -64,13 +64,18 @@ impl Server {
         };
         if let Ok(abi) = bound::support() {
             // The run's own temporary directory, in the server's; removed with the bound.
+            let failed = |error: std::io::Error| {
+                tracing::error!(%error, "the write bound's temporary directory could not be made");
+                Refusal::from(ErrorData::internal_error("the write bound failed", None))
+            };
             let tmpdir = tempfile::Builder::new()
                 .prefix("ccm-write-")
                 .tempdir_in(&inputs.temp_dir)
-                .map_err(|error| {
-                    tracing::error!(%error, "the write bound's temporary directory could not be made");
-                    ErrorData::internal_error("the write bound failed", None)
-                })?;
+                .map_err(failed)?;
+            // Its own package cache there, the operator's read-only behind it.
+            let (_, pkgs_dirs) =
+                bound::private_cache(tmpdir.path(), &inputs, root).map_err(failed)?;
+            setup.pkgs_dirs = Some(pkgs_dirs);
             inputs.temp_dir = tmpdir.path().to_path_buf();
             setup.tmpdir = Some(tmpdir);
             setup.cwd = match &run.cwd {
@@ -78,75 +83,113 @@ impl Server {
                 None => std::env::current_dir().ok(),
             };
             bound::make_registry(&inputs);
-            places.extend(bound::conda_places(&inputs, root, !narrow));
-            let caches = trusted_caches(&call.caches, &places, ready.confinement.dirs());
-            places.extend(caches);
+            let judged_places = places.clone();
+            let conda = bound::conda_places(&inputs, root, false);
+            let named = if narrow {
+                Vec::new()
+            } else {
+                bound::named_places(&inputs, root)
+            };
+            places.extend(conda.iter().chain(&named).cloned());
             // A confirmed run's wrapper writes `changed.json` into its plan's directory.
             places.extend(call.binding().map(|b| bound::Writable {
                 path: b.dir().to_path_buf(),
                 judged: false,
             }));
+            // Nothing the run may write is a file shared with anything outside it.
+            let private = [inputs.temp_dir.clone()]
+                .into_iter()
+                .chain(call.binding().map(|b| b.dir().to_path_buf()))
+                .collect::<Vec<_>>();
+            unshare(judged_places, conda, named, private, scoped).await?;
             let made = tokio::task::spawn_blocking(move || bound::Bound::make(abi, &places, setup))
                 .await
                 .map_err(|_| ErrorData::internal_error("the write bound failed", None))?;
-            run.write_bound = Some(match made {
-                Ok(bound) => bound,
-                Err(error) if bound::changed(&error) && narrow => {
-                    return Err(refuse::policy(
-                        refuse::Reason::OutsideWriteEnvs,
-                        TARGET_CHANGED,
-                    ));
-                }
-                Err(error) if bound::changed(&error) => {
-                    return Err(refuse::policy(
-                        refuse::Reason::OutsideAllowedPaths,
-                        OUTSIDE_ALLOWED,
-                    ));
-                }
-                Err(error) => {
-                    tracing::error!(%error, "the write bound could not be made");
-                    return Err(ErrorData::internal_error("the write bound failed", None).into());
-                }
-            });
+            run.write_bound = Some(made_or_refused(made, scoped)?);
         }
         hold_for_tests().await;
         Ok(())
     }
 }
 
-/// The package caches a condarc file names (`pkgs_dirs`, which conda reads from its whole
-/// search path), for the files no bounded write could have written: the file, as named
-/// and as its symlinks resolve, lies beneath none of the bound's places (`~/.condarc` and
-/// `<root>/.condarc` under `--allow-paths` alone, a target's under `--write-envs`) nor an
-/// allowed directory (the agent's file tools reach those). Else a write call could make
-/// the next one's bound take any directory (`conda config --append pkgs_dirs ~/.ssh`);
-/// the caches of such a file are left out, and a write there fails as before.
-fn trusted_caches(
-    caches: &[(PathBuf, Vec<PathBuf>)],
-    places: &[bound::Writable],
-    allowed: &[PathBuf],
-) -> Vec<bound::Writable> {
-    let writable: Vec<PathBuf> = places
-        .iter()
-        .map(|p| &p.path)
-        .chain(allowed)
-        .flat_map(|p| [Some(p.clone()), std::fs::canonicalize(p).ok()])
-        .flatten()
-        .collect();
-    let beneath = |path: &Path| writable.iter().any(|w| path.starts_with(w));
-    caches
-        .iter()
-        .filter(|(file, _)| {
-            file.is_absolute()
-                && !beneath(file)
-                && std::fs::canonicalize(file).is_ok_and(|real| !beneath(&real))
-        })
-        .flat_map(|(_, dirs)| dirs.iter().filter(|d| d.is_absolute()))
-        .map(|path| bound::Writable {
-            path: path.clone(),
-            judged: false,
-        })
-        .collect()
+impl Server {
+    /// The places the gates judged, whether `--write-envs` scopes the call, and whether the
+    /// places a call names by name are left out. Under `--write-envs` the run writes its
+    /// targets only. Under `--allow-paths` alone it writes the allowed directories (what
+    /// the call's paths may name; every file there shared with elsewhere is un-shared
+    /// first), and the places a call names by name (the root prefix, the envs
+    /// directories, `~/.condarc`) only when the command has no targets that all exist:
+    /// then they are what it may write, and files shared there are refused. With existing
+    /// targets, those targets replace them.
+    fn judged_places(&self, ready: &Ready, call: &Judged) -> (Vec<bound::Writable>, bool, bool) {
+        let scoped = self.shared.config.write_envs.is_some();
+        let targets_exist = !call.targets.is_empty() && call.targets.iter().all(|t| t.is_dir());
+        let places = if scoped {
+            judged(&call.targets)
+        } else if targets_exist {
+            judged(ready.confinement.dirs())
+                .into_iter()
+                .chain(judged(&call.targets))
+                .collect()
+        } else {
+            judged(ready.confinement.dirs())
+        };
+        (places, scoped, scoped || targets_exist)
+    }
+}
+
+/// Nothing the run may write is a file shared with anything outside it ([`settle`]);
+/// nothing is outside `/` (`--allow-paths /`).
+async fn unshare(
+    judged: Vec<bound::Writable>,
+    conda: Vec<bound::Writable>,
+    named: Vec<bound::Writable>,
+    private: Vec<PathBuf>,
+    scoped: bool,
+) -> Result<(), Refusal> {
+    let everything = judged.iter().any(|p| p.path.parent().is_none());
+    let settled = tokio::task::spawn_blocking(move || {
+        if everything {
+            return Ok(());
+        }
+        settle(&judged, &conda, &named, &private)
+    })
+    .await
+    .map_err(|_| ErrorData::internal_error("the write bound failed", None))?;
+    match settled {
+        Ok(()) => Ok(()),
+        Err(shared) => {
+            let text = format!("{SHARED}: {shared}");
+            let reason = if scoped {
+                refuse::Reason::OutsideWriteEnvs
+            } else {
+                refuse::Reason::OutsideAllowedPaths
+            };
+            Err(refuse::policy(reason, &text))
+        }
+    }
+}
+
+/// The bound made, or the refusal of a judged path that changed (never the path).
+fn made_or_refused(
+    made: Result<bound::Bound, std::io::Error>,
+    scoped: bool,
+) -> Result<bound::Bound, Refusal> {
+    match made {
+        Ok(bound) => Ok(bound),
+        Err(error) if bound::changed(&error) && scoped => Err(refuse::policy(
+            refuse::Reason::OutsideWriteEnvs,
+            TARGET_CHANGED,
+        )),
+        Err(error) if bound::changed(&error) => Err(refuse::policy(
+            refuse::Reason::OutsideAllowedPaths,
+            OUTSIDE_ALLOWED,
+        )),
+        Err(error) => {
+            tracing::error!(%error, "the write bound could not be made");
+            Err(ErrorData::internal_error("the write bound failed", None).into())
+        }
+    }
 }
 
 fn judged(paths: &[PathBuf]) -> Vec<bound::Writable> {
@@ -182,43 +225,53 @@ async fn hold_for_tests() {
     let _ = std::fs::remove_file(&held);
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Only a file outside every bound place and allowed directory, as named and as its
-    /// symlinks resolve, gives its caches; relative names give none.
-    #[test]
-    fn caches_of_files_a_bounded_write_may_write_are_left_out() {
-        let dir = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(dir.path()).unwrap();
-        for sub in ["etc", "home", "proj"] {
-            std::fs::create_dir(base.join(sub)).unwrap();
+/// Make every place of a run free of files shared with anything outside it
+/// ([`shared::settle`]): the places the gates judged (the targets, else the allowed
+/// directories; a place that does not exist yet, its nearest existing directory, which
+/// the run may write whole) and the operator's small places (the registry, the notices
+/// cache) get private copies; the root prefix and the envs directories, which a command
+/// without targets keeps under `--allow-paths` alone, are refused (they hold other
+/// environments: copying them is not what the call asked). The run's private places
+/// (its temporary directory and package cache, the plan's directory) and `/dev` are
+/// skipped. Logs what was copied.
+fn settle(
+    judged: &[bound::Writable],
+    conda: &[bound::Writable],
+    named: &[bound::Writable],
+    private: &[PathBuf],
+) -> Result<(), shared::Shared> {
+    let mut copied = shared::Unshared::default();
+    let mut each = |path: &Path, rule: shared::Rule| -> Result<(), shared::Shared> {
+        let done = shared::settle(path, rule)?;
+        copied.files += done.files;
+        copied.bytes += done.bytes;
+        Ok(())
+    };
+    for place in judged {
+        let mut at = place.path.as_path();
+        while std::fs::symlink_metadata(at).is_err() {
+            match at.parent() {
+                Some(parent) => at = parent,
+                None => break,
+            }
         }
-        for file in ["etc/condarc", "home/.condarc", "proj/rc"] {
-            std::fs::write(base.join(file), "pkgs_dirs: []\n").unwrap();
-        }
-        std::os::unix::fs::symlink(base.join("proj/rc"), base.join("etc/link")).unwrap();
-        let cache = |name: &str| vec![PathBuf::from(format!("/caches/{name}"))];
-        let caches = vec![
-            (base.join("etc/condarc"), cache("operator")),
-            (base.join("home/.condarc"), cache("home")),
-            (base.join("proj/rc"), cache("project")),
-            (base.join("etc/link"), cache("linked")),
-            (PathBuf::from("etc/condarc"), cache("relative")),
-            (
-                base.join("etc/condarc"),
-                vec![PathBuf::from("relative/pkgs")],
-            ),
-        ];
-        let places = [bound::Writable {
-            path: base.join("home"),
-            judged: false,
-        }];
-        let kept: Vec<PathBuf> = trusted_caches(&caches, &places, &[base.join("proj")])
-            .into_iter()
-            .map(|w| w.path)
-            .collect();
-        assert_eq!(kept, cache("operator"));
+        each(at, shared::Rule::Unshare)?;
     }
+    for place in conda {
+        let path = place.path.as_path();
+        if !path.starts_with("/dev") && !private.iter().any(|p| path.starts_with(p)) {
+            each(path, shared::Rule::Unshare)?;
+        }
+    }
+    for place in named {
+        each(&place.path, shared::Rule::Refuse)?;
+    }
+    if copied.files > 0 {
+        tracing::info!(
+            files = copied.files,
+            bytes = copied.bytes,
+            "files shared with elsewhere in the places of a bounded write were made its own"
+        );
+    }
+    Ok(())
 }

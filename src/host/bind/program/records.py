@@ -40,6 +40,9 @@ import hashlib
 import os
 import stat
 
+if False:  # Names from the other parts of this program (one namespace; see above).
+    from shared import BOUND_VAR, foreign_link, unshare
+
 PROTOCOL = 1
 CHANGED_EXIT = 87
 # Most bytes of one input file, and of all of them, a plan carries.
@@ -115,6 +118,11 @@ def configuration(context):
         if str(source) == "cmd_line":
             for key in PREVIEW_KEYS:
                 values.pop(key, None)
+        if str(source) == "envvars":
+            # The server's environment, fixed for its life; a bounded run's
+            # CONDA_PKGS_DIRS starts with its private package cache (host/sandbox/bound.rs
+            # `private_cache`), which the preview did not have.
+            values.pop("pkgs_dirs", None)
         if values:
             sources[str(source)] = values
     return sources
@@ -363,71 +371,8 @@ def check_in_place(prefix, foreign=True):
     path = foreign_link(str(prefix)) if foreign else None
     if path is not None:
         raise Changed(f"the file {path} of the target environment has other links (a hard link)")
-
-
-def _linked_files(top):
-    """(device, inode) -> path of every non-directory below top with more than one link
-    (symlinks not followed), and the first path the walk could not see (a directory it
-    cannot list, a name past PATH_MAX), or None."""
-    found = {}
-    unseen = []
-    for root, _dirs, files in os.walk(top, onerror=lambda e: unseen.append(e.filename)):
-        for name in files:
-            path = os.path.join(root, name)
-            try:
-                st = os.lstat(path)
-            except OSError:
-                unseen.append(path)
-                continue
-            if st.st_nlink > 1:
-                found[(st.st_dev, st.st_ino)] = path
-    return found, (str(unseen[0]) if unseen else None)
-
-
-def foreign_link(prefix):
-    """A file of the prefix with other links that is not conda's own link of a package
-    cache file, or None. conda writes some existing files in place after a warning only
-    (conda/gateways/disk/create.py:137-160, an entry point: `open(target, "w")`), so a
-    hard link planted there writes another file; conda's links from its caches are
-    accepted: the inode of a file below the `link.source` of a record in conda-meta, when
-    that source lies in one of conda's package cache directories (context.pkgs_dirs).
-    The server makes the same check (host/confine.rs `foreign_links`)."""
-    import json
-
-    if not os.path.lexists(prefix):
-        return None
-    linked, unseen = _linked_files(prefix)
-    if unseen is not None:
-        # What the walk cannot see may hide a link: fail closed.
-        return unseen
-    if not linked:
-        return None
-    try:
-        from conda.base.context import context
-
-        caches = [os.path.realpath(d) for d in context.pkgs_dirs]
-    except Exception:
-        caches = []
-    meta = os.path.join(prefix, "conda-meta")
-    try:
-        names = sorted(n for n in os.listdir(meta) if n.endswith(".json"))
-    except OSError:
-        names = []
-    for name in names:
-        try:
-            with open(os.path.join(meta, name), "rb") as fh:
-                source = (json.load(fh).get("link") or {}).get("source")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if not isinstance(source, str):
-            continue
-        source = os.path.realpath(source)
-        if any(source.startswith(c + os.sep) for c in caches):
-            for key in _linked_files(source)[0]:
-                linked.pop(key, None)
-        if not linked:
-            return None
-    return sorted(linked.values())[0]
+    if foreign and os.environ.get(BOUND_VAR) == "1":
+        unshare(str(prefix))
 
 
 def _entry(value):
