@@ -3,7 +3,7 @@
 //! places its gates admitted and what conda itself writes, whatever a symlink swapped in
 //! after the last check says.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use rmcp::ErrorData;
 
@@ -130,12 +130,21 @@ impl Server {
             .await
             .map_err(|_| ErrorData::internal_error("the write bound failed", None))?;
             if let Err(shared) = settled {
-                let text = format!("{SHARED}: {shared}");
-                let reason = if self.shared.config.write_envs.is_some() {
+                let reason = if scoped {
                     refuse::Reason::OutsideWriteEnvs
                 } else {
                     refuse::Reason::OutsideAllowedPaths
                 };
+                // A symlink swapped into a judged place's path: as `Bound::make` says it.
+                if matches!(shared, shared::Shared::Changed) {
+                    let text = if scoped {
+                        TARGET_CHANGED
+                    } else {
+                        OUTSIDE_ALLOWED
+                    };
+                    return Err(refuse::policy(reason, text));
+                }
+                let text = format!("{SHARED}: {shared}");
                 return Err(refuse::policy(reason, &text));
             }
             let made = tokio::task::spawn_blocking(move || bound::Bound::make(abi, &places, setup))
@@ -215,30 +224,17 @@ fn settle(
     private: &[PathBuf],
 ) -> Result<(), shared::Shared> {
     let mut copied = shared::Unshared::default();
-    let mut each = |path: &Path, rule: shared::Rule| -> Result<(), shared::Shared> {
-        let done = shared::settle(path, rule)?;
-        copied.files += done.files;
-        copied.bytes += done.bytes;
-        Ok(())
-    };
     for place in judged {
-        let mut at = place.path.as_path();
-        while std::fs::symlink_metadata(at).is_err() {
-            match at.parent() {
-                Some(parent) => at = parent,
-                None => break,
-            }
-        }
-        each(at, shared::Rule::Unshare)?;
+        shared::settle_judged(&place.path, &mut copied)?;
     }
     for place in conda {
         let path = place.path.as_path();
         if !path.starts_with("/dev") && !private.iter().any(|p| path.starts_with(p)) {
-            each(path, shared::Rule::Unshare)?;
+            shared::settle(path, shared::Rule::Unshare, &mut copied)?;
         }
     }
     for place in named {
-        each(&place.path, shared::Rule::Refuse)?;
+        shared::settle(&place.path, shared::Rule::Refuse, &mut copied)?;
     }
     if copied.files > 0 {
         tracing::info!(
