@@ -373,7 +373,7 @@ fn copy_data(from: &OwnedFd, to: &OwnedFd, size: u64, budget: u64) -> Option<u64
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
