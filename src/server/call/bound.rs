@@ -25,6 +25,10 @@ const TARGET_CHANGED: &str =
 /// place, never its contents).
 const SHARED: &str = "Operation may write a place holding a file with other links";
 
+/// The refusal of a bounded write one of whose places could not be made free of shared
+/// files (unreadable, too deep, too much to copy).
+const UNCHECKED: &str = "Operation may write a place that could not be made free of shared files";
+
 /// What a failed bounded run's summary adds when a write was refused.
 pub const REFUSED_WRITE: &str = "a write outside the places this call may write was refused: \
                                  the allowed directories (--allow-paths) or the target \
@@ -144,7 +148,12 @@ impl Server {
                     };
                     return Err(refuse::policy(reason, text));
                 }
-                let text = format!("{SHARED}: {shared}");
+                let text = match shared {
+                    shared::Shared::File(_) | shared::Shared::Foreign(_) => {
+                        format!("{SHARED}: {shared}")
+                    }
+                    _ => format!("{UNCHECKED}: {shared}"),
+                };
                 return Err(refuse::policy(reason, &text));
             }
             let made = tokio::task::spawn_blocking(move || bound::Bound::make(abi, &places, setup))
