@@ -569,14 +569,16 @@ pub fn conda_places(
 }
 
 /// The places a call names by name rather than by path, which `--allow-paths` does not
-/// judge (conda 26.7.1): the root prefix (the default target, `base`), the envs
-/// directories (`-n NAME`) and the user's `.condarc` (`conda config` without `--file`).
+/// judge (conda 26.7.1), for a command without targets: the envs directories (`-n
+/// NAME`), the user's `.condarc` (`conda config` without `--file`) and the root prefix's
+/// `.condarc` (`--system`); never the root prefix as a whole.
 pub fn named_places(inputs: &super::Inputs, root_prefix: Option<&Path>) -> Vec<Writable> {
     let dot_conda = inputs.home.as_ref().map(|h| h.join(".conda"));
     let mut places: Vec<PathBuf> = Vec::new();
-    // The default target prefix, `base` (conda/base/context.py:821 `default_prefix`,
-    // :857 `root_prefix`).
-    places.extend(root_prefix.map(Path::to_path_buf));
+    // Never the root prefix as a whole (code planted there, a `.pth` file, runs in the
+    // server's helpers): its `.condarc`, which `conda config --system` writes
+    // (conda/base/context.py `sys_rc_path`).
+    places.extend(root_prefix.map(|r| r.join(".condarc")));
     // Environments named by `-n` (conda/base/context.py:787 `envs_dirs`: the
     // configured ones, `<root>/envs`, `~/.conda/envs`).
     places.extend(

@@ -29,6 +29,12 @@ const SHARED: &str = "Operation may write a place holding a file with other link
 /// files (unreadable, too deep, too much to copy).
 const UNCHECKED: &str = "Operation may write a place that could not be made free of shared files";
 
+/// The refusal of a bounded write that would write conda's root prefix as a whole (a
+/// target that is it, or a missing target whose nearest existing directory holds it)
+/// where the operator's scope does not contain it.
+const ROOT_PREFIX: &str = "Operation would write conda's root prefix, which the operator's \
+                           scope does not contain";
+
 /// What a failed bounded run's summary adds when a write was refused.
 pub const REFUSED_WRITE: &str = "a write outside the places this call may write was refused: \
                                  the allowed directories (--allow-paths) or the target \
@@ -61,25 +67,44 @@ impl Server {
         }
         // Under `--write-envs` the run writes its targets only. Under `--allow-paths`
         // alone it writes the allowed directories (what the call's paths may name; every
-        // file there shared with elsewhere is un-shared first), and the places a call names
-        // by name (the root prefix, the envs directories, `~/.condarc`) only when the
-        // command has no targets that exist: then they are what it may write, and files
-        // shared there are refused. With existing targets, those targets replace them.
+        // file there shared with elsewhere is un-shared first) and the targets the gate
+        // resolved (a missing one: its nearest existing directory); the places a call
+        // names by name (the envs directories, `~/.condarc`, `<root>/.condarc`) only when
+        // the command has no targets: then they are what it may write, and files shared
+        // there are refused. conda's root prefix as a whole is never a place unless the
+        // operator's scope contains it (an allowed directory, a `--write-envs` entry):
+        // code planted there (a `.pth` file) runs in the server's own helpers.
         let scoped = self.shared.config.write_envs.is_some();
-        let targets_exist = !call.targets.is_empty() && call.targets.iter().all(|t| t.is_dir());
+        let has_targets = !call.targets.is_empty();
         let mut places: Vec<bound::Writable> = if scoped {
             judged(&call.targets)
-        } else if targets_exist {
+        } else {
             judged(ready.confinement.dirs())
                 .into_iter()
                 .chain(judged(&call.targets))
                 .collect()
-        } else {
-            judged(ready.confinement.dirs())
         };
-        let narrow = scoped || targets_exist;
-        let mut inputs = sandbox::Inputs::from_process();
+        let narrow = scoped || has_targets;
         let root = ready.discovery.prefix.as_deref();
+        if let Some(root) = root {
+            let scope: Vec<PathBuf> = match &self.shared.config.write_envs {
+                Some(scope) => scope.paths().to_vec(),
+                None => ready.confinement.dirs().to_vec(),
+            };
+            if call
+                .targets
+                .iter()
+                .any(|target| holds_root(target, root, &scope))
+            {
+                let reason = if scoped {
+                    refuse::Reason::OutsideWriteEnvs
+                } else {
+                    refuse::Reason::OutsideAllowedPaths
+                };
+                return Err(refuse::policy(reason, ROOT_PREFIX));
+            }
+        }
+        let mut inputs = sandbox::Inputs::from_process();
         let mut setup = match self.shared.start.sandbox.get() {
             Some(sandbox) => sandbox.bound_setup(),
             None => bound::Setup::default(),
@@ -182,6 +207,22 @@ impl Server {
         hold_for_tests().await;
         Ok(())
     }
+}
+
+/// Whether the run would write `root` (conda's root prefix) whole through `target`: the
+/// directory it may write for the target (the target, or its nearest existing directory)
+/// is `root` or holds it, and no directory of the operator's `scope` holds that directory.
+fn holds_root(target: &std::path::Path, root: &std::path::Path, scope: &[PathBuf]) -> bool {
+    let mut at = target;
+    while std::fs::symlink_metadata(at).is_err() {
+        match at.parent() {
+            Some(parent) => at = parent,
+            None => break,
+        }
+    }
+    let canonical = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or(p.to_path_buf());
+    let (at, root) = (canonical(at), canonical(root));
+    root.starts_with(&at) && !scope.iter().any(|s| at.starts_with(canonical(s)))
 }
 
 fn judged(paths: &[PathBuf]) -> Vec<bound::Writable> {
