@@ -400,3 +400,50 @@ fn real_conda_a_hard_link_beside_the_target_under_allow_paths_is_not_written_thr
         "{created} {report}"
     );
 }
+
+/// Attack 4 U7: under `--allow-paths` the project alone, `conda create -p PROJ/newenv
+/// plant` (a target that does not exist yet) on a private copy of the real conda: the
+/// `plant` package's post-link writes a `.pth` file into the root prefix's
+/// `site-packages`, which the next call's target helper (conda's interpreter, with
+/// `site`) would run unsandboxed. The root prefix is not a place of the run: nothing is
+/// planted, and after the next write call nothing planted ran.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_bounded_write_plants_nothing_in_the_root_prefix() {
+    let setup = Setup::new();
+    let stock = support::real_conda()
+        .parent()
+        .and_then(|bin| bin.parent())
+        .unwrap()
+        .to_path_buf();
+    let copy = setup.real.path("conda");
+    let conda = crate::kit::prefix::copy(&stock, &copy);
+    let plants = || -> Vec<PathBuf> {
+        std::fs::read_dir(copy.join("lib"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path().join("site-packages/ccm-plant.pth"))
+            .filter(|p| p.exists())
+            .collect()
+    };
+    let allowed = setup.project.display().to_string();
+    let env = setup.real.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let args = ["--allow-write", "--allow-paths", allowed.as_str()];
+    let mut server = Asking::start(REVISION, &conda, &args, &env);
+    let newenv = setup.project.join("newenv");
+    let mut arguments = setup.arguments(&["plant"]);
+    arguments["prefix"] = json!(newenv.display().to_string());
+    let created = server.unasked("conda_create", arguments);
+    let planted = plants();
+    let mut arguments = setup.arguments(&["pkga"]);
+    arguments["prefix"] = json!(newenv.display().to_string());
+    let _ = server.unasked("conda_install", arguments);
+    for plant in &planted {
+        let _ = std::fs::remove_file(plant);
+    }
+    assert!(planted.is_empty(), "planted {planted:?}: {created}");
+    assert!(!setup.outside.join("pwned").exists(), "{created}");
+    // The post-link ran (and was refused in the root prefix): the run went.
+    assert!(newenv.join("conda-meta").is_dir(), "{created}");
+}
