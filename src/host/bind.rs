@@ -30,6 +30,7 @@ use super::exec;
 /// concatenated in this order.
 pub const SOURCE: &str = concat!(
     include_str!("bind/program/records.py"),
+    include_str!("bind/program/shared.py"),
     include_str!("bind/program/plan.py"),
     include_str!("bind/program/main.py"),
 );

@@ -65,45 +65,9 @@ impl Server {
         if !self.bounded(ready, call) {
             return Ok(());
         }
-        // Under `--write-envs` the run writes its targets only. Under `--allow-paths`
-        // alone it writes the allowed directories (what the call's paths may name; every
-        // file there shared with elsewhere is un-shared first) and the targets the gate
-        // resolved (a missing one: its nearest existing directory); the places a call
-        // names by name (the envs directories, `~/.condarc`, `<root>/.condarc`) only when
-        // the command has no targets: then they are what it may write, and files shared
-        // there are refused. conda's root prefix as a whole is never a place unless the
-        // operator's scope contains it (an allowed directory, a `--write-envs` entry):
-        // code planted there (a `.pth` file) runs in the server's own helpers.
-        let scoped = self.shared.config.write_envs.is_some();
-        let has_targets = !call.targets.is_empty();
-        let mut places: Vec<bound::Writable> = if scoped {
-            judged(&call.targets)
-        } else {
-            judged(ready.confinement.dirs())
-                .into_iter()
-                .chain(judged(&call.targets))
-                .collect()
-        };
-        let narrow = scoped || has_targets;
+        let (mut places, scoped, narrow) = self.judged_places(ready, call);
         let root = ready.discovery.prefix.as_deref();
-        if let Some(root) = root {
-            let scope: Vec<PathBuf> = match &self.shared.config.write_envs {
-                Some(scope) => scope.paths().to_vec(),
-                None => ready.confinement.dirs().to_vec(),
-            };
-            if call
-                .targets
-                .iter()
-                .any(|target| holds_root(target, root, &scope))
-            {
-                let reason = if scoped {
-                    refuse::Reason::OutsideWriteEnvs
-                } else {
-                    refuse::Reason::OutsideAllowedPaths
-                };
-                return Err(refuse::policy(reason, ROOT_PREFIX));
-            }
-        }
+        self.refuse_root_prefix(ready, call, root, scoped)?;
         let mut inputs = sandbox::Inputs::from_process();
         let mut setup = match self.shared.start.sandbox.get() {
             Some(sandbox) => sandbox.bound_setup(),
@@ -148,64 +112,135 @@ impl Server {
                 .into_iter()
                 .chain(call.binding().map(|b| b.dir().to_path_buf()))
                 .collect::<Vec<_>>();
-            // Nothing is outside `/` (`--allow-paths /`): nothing to un-share from.
-            let everything = judged_places.iter().any(|p| p.path.parent().is_none());
-            let settled = tokio::task::spawn_blocking(move || {
-                if everything {
-                    return Ok(());
-                }
-                settle(&judged_places, &conda, &named, &private)
-            })
-            .await
-            .map_err(|_| ErrorData::internal_error("the write bound failed", None))?;
-            if let Err(shared) = settled {
-                let reason = if scoped {
-                    refuse::Reason::OutsideWriteEnvs
-                } else {
-                    refuse::Reason::OutsideAllowedPaths
-                };
-                // A symlink swapped into a judged place's path: as `Bound::make` says it.
-                if matches!(shared, shared::Shared::Changed) {
-                    let text = if scoped {
-                        TARGET_CHANGED
-                    } else {
-                        OUTSIDE_ALLOWED
-                    };
-                    return Err(refuse::policy(reason, text));
-                }
-                let text = match shared {
-                    shared::Shared::File(_) | shared::Shared::Foreign(_) => {
-                        format!("{SHARED}: {shared}")
-                    }
-                    _ => format!("{UNCHECKED}: {shared}"),
-                };
-                return Err(refuse::policy(reason, &text));
-            }
+            unshare(judged_places, conda, named, private, scoped).await?;
             let made = tokio::task::spawn_blocking(move || bound::Bound::make(abi, &places, setup))
                 .await
                 .map_err(|_| ErrorData::internal_error("the write bound failed", None))?;
-            run.write_bound = Some(match made {
-                Ok(bound) => bound,
-                Err(error) if bound::changed(&error) && scoped => {
-                    return Err(refuse::policy(
-                        refuse::Reason::OutsideWriteEnvs,
-                        TARGET_CHANGED,
-                    ));
-                }
-                Err(error) if bound::changed(&error) => {
-                    return Err(refuse::policy(
-                        refuse::Reason::OutsideAllowedPaths,
-                        OUTSIDE_ALLOWED,
-                    ));
-                }
-                Err(error) => {
-                    tracing::error!(%error, "the write bound could not be made");
-                    return Err(ErrorData::internal_error("the write bound failed", None).into());
-                }
-            });
+            run.write_bound = Some(made_or_refused(made, scoped)?);
         }
         hold_for_tests().await;
         Ok(())
+    }
+}
+
+impl Server {
+    /// The places the gates judged, whether `--write-envs` scopes the call, and whether the
+    /// places a call names by name are left out. Under `--write-envs` the run writes its
+    /// targets only. Under `--allow-paths` alone it writes the allowed directories (what
+    /// the call's paths may name; every file there shared with elsewhere is un-shared
+    /// first) and the targets the gate resolved (a missing one: its nearest existing
+    /// directory); the places a call names by name (the envs directories, `~/.condarc`,
+    /// `<root>/.condarc`) only when the command has no targets: then they are what it may
+    /// write, and files shared there are refused.
+    fn judged_places(&self, ready: &Ready, call: &Judged) -> (Vec<bound::Writable>, bool, bool) {
+        let scoped = self.shared.config.write_envs.is_some();
+        let places = if scoped {
+            judged(&call.targets)
+        } else {
+            judged(ready.confinement.dirs())
+                .into_iter()
+                .chain(judged(&call.targets))
+                .collect()
+        };
+        (places, scoped, scoped || !call.targets.is_empty())
+    }
+
+    /// conda's root prefix as a whole is never a place of a bounded write unless the
+    /// operator's scope contains it (an allowed directory, a `--write-envs` entry): code
+    /// planted there (a `.pth` file) runs in the server's own helpers, unsandboxed. A
+    /// target that is it, or a missing target whose nearest existing directory holds it,
+    /// refuses the call.
+    fn refuse_root_prefix(
+        &self,
+        ready: &Ready,
+        call: &Judged,
+        root: Option<&std::path::Path>,
+        scoped: bool,
+    ) -> Result<(), Refusal> {
+        let Some(root) = root else {
+            return Ok(());
+        };
+        let scope: Vec<PathBuf> = match &self.shared.config.write_envs {
+            Some(scope) => scope.paths().to_vec(),
+            None => ready.confinement.dirs().to_vec(),
+        };
+        if !call.targets.iter().any(|t| holds_root(t, root, &scope)) {
+            return Ok(());
+        }
+        let reason = if scoped {
+            refuse::Reason::OutsideWriteEnvs
+        } else {
+            refuse::Reason::OutsideAllowedPaths
+        };
+        Err(refuse::policy(reason, ROOT_PREFIX))
+    }
+}
+
+/// Nothing the run may write is a file shared with anything outside it ([`settle`]);
+/// nothing is outside `/` (`--allow-paths /`).
+async fn unshare(
+    judged: Vec<bound::Writable>,
+    conda: Vec<bound::Writable>,
+    named: Vec<bound::Writable>,
+    private: Vec<PathBuf>,
+    scoped: bool,
+) -> Result<(), Refusal> {
+    let everything = judged.iter().any(|p| p.path.parent().is_none());
+    let settled = tokio::task::spawn_blocking(move || {
+        if everything {
+            return Ok(());
+        }
+        settle(&judged, &conda, &named, &private)
+    })
+    .await
+    .map_err(|_| ErrorData::internal_error("the write bound failed", None))?;
+    match settled {
+        Ok(()) => Ok(()),
+        Err(shared) => {
+            let reason = if scoped {
+                refuse::Reason::OutsideWriteEnvs
+            } else {
+                refuse::Reason::OutsideAllowedPaths
+            };
+            // A symlink swapped into a judged place's path: as `Bound::make` says it.
+            if matches!(shared, shared::Shared::Changed) {
+                let text = if scoped {
+                    TARGET_CHANGED
+                } else {
+                    OUTSIDE_ALLOWED
+                };
+                return Err(refuse::policy(reason, text));
+            }
+            let text = match shared {
+                shared::Shared::File(_) | shared::Shared::Foreign(_) => {
+                    format!("{SHARED}: {shared}")
+                }
+                _ => format!("{UNCHECKED}: {shared}"),
+            };
+            Err(refuse::policy(reason, &text))
+        }
+    }
+}
+
+/// The bound made, or the refusal of a judged path that changed (never the path).
+fn made_or_refused(
+    made: Result<bound::Bound, std::io::Error>,
+    scoped: bool,
+) -> Result<bound::Bound, Refusal> {
+    match made {
+        Ok(bound) => Ok(bound),
+        Err(error) if bound::changed(&error) && scoped => Err(refuse::policy(
+            refuse::Reason::OutsideWriteEnvs,
+            TARGET_CHANGED,
+        )),
+        Err(error) if bound::changed(&error) => Err(refuse::policy(
+            refuse::Reason::OutsideAllowedPaths,
+            OUTSIDE_ALLOWED,
+        )),
+        Err(error) => {
+            tracing::error!(%error, "the write bound could not be made");
+            Err(ErrorData::internal_error("the write bound failed", None).into())
+        }
     }
 }
 

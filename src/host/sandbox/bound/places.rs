@@ -1,0 +1,207 @@
+//! What a bounded write writes besides the call's own places, by conda's source: the
+//! run's private package cache (the operator's read-only behind it), the operator's
+//! caches, conda's user registry, the places conda itself writes and those a call names
+//! by name rather than by path.
+
+use std::path::{Path, PathBuf};
+
+use super::Writable;
+
+/// conda's package caches by environment (conda/base/context.py:793-800 `pkgs_dirs`; the
+/// variable's caches come first, before any a condarc file names).
+pub const PKGS_DIRS: &str = "CONDA_PKGS_DIRS";
+
+/// The run's own package cache, `pkgs/` in its temporary directory `tmpdir`, made with
+/// the file by which conda knows a writable cache (`urls.txt`,
+/// conda/core/package_cache_data.py:347-356 `_check_writable`), and the child's
+/// `CONDA_PKGS_DIRS`: this cache first, then the operator's `caches`. No shared package
+/// cache is a place of a bounded write (an environment made by conda is hard links to its
+/// cache: a write there is a write to every environment linked from it, and the next
+/// install of a changed extracted package runs what was added), so the operator's caches
+/// are read-only to the run: conda links (under the walls: copies) from the packages
+/// already extracted there and downloads and extracts the others into the first writable
+/// cache, this one (:600-700 `make_actions_for_record`, :218-239 `first_writable`). Its
+/// repodata cache (conda/gateways/repodata/__init__.py:988-991 `create_cache_dir`: the
+/// first writable cache's `cache/`) is seeded with a copy of the first operator cache's
+/// (its regular files; a copy, so nothing the run writes there reaches the operator's).
+/// Removed with the temporary directory after the run.
+pub fn private_cache(
+    tmpdir: &Path,
+    inputs: &crate::host::sandbox::Inputs,
+    root_prefix: Option<&Path>,
+) -> std::io::Result<(PathBuf, std::ffi::OsString)> {
+    let caches = pkgs_dirs(inputs, root_prefix);
+    let private = tmpdir.join("pkgs");
+    std::fs::create_dir(&private)?;
+    std::fs::write(private.join("urls.txt"), b"")?;
+    let seeded = private.join("cache");
+    std::fs::create_dir(&seeded)?;
+    if let Some(Ok(entries)) = caches
+        .iter()
+        .find(|c| c.join("cache").is_dir())
+        .map(|c| std::fs::read_dir(c.join("cache")))
+    {
+        for entry in entries.flatten() {
+            // Regular files only, not followed through a symlink (`file_type` is lstat's).
+            if entry.file_type().is_ok_and(|t| t.is_file()) {
+                let _ = std::fs::copy(entry.path(), seeded.join(entry.file_name()));
+            }
+        }
+    }
+    // conda splits the variable at commas (a `SequenceParameter`'s `string_delimiter`,
+    // conda/common/configuration.py:1104; conda/base/context.py:331-334).
+    let mut joined = private.clone().into_os_string();
+    if joined.as_encoded_bytes().contains(&b',') {
+        return Err(std::io::Error::other("a package cache path holds a comma"));
+    }
+    // The operator's value as conda reads it (`~`, `$VAR`), else conda's defaults, which
+    // the variable replaces (conda/base/context.py:793-800).
+    match &inputs.conda_pkgs_dirs {
+        Some(value) => {
+            joined.push(",");
+            joined.push(value);
+        }
+        None => {
+            for cache in &caches {
+                joined.push(",");
+                joined.push(cache);
+            }
+        }
+    }
+    Ok((private, joined))
+}
+
+/// Package caches: tarballs, extracted packages, `urls.txt`, the repodata cache
+/// `<pkgs_dir>/cache`, the trash. `CONDA_PKGS_DIRS` replaces `<root>/pkgs` and
+/// `~/.conda/pkgs` (conda/base/context.py:793-800 `pkgs_dirs`;
+/// conda/gateways/repodata/__init__.py `create_cache_dir`).
+pub fn pkgs_dirs(
+    inputs: &crate::host::sandbox::Inputs,
+    root_prefix: Option<&Path>,
+) -> Vec<PathBuf> {
+    match &inputs.conda_pkgs_dirs {
+        // Split at commas, as conda does (conda/common/configuration.py:1104, :234).
+        Some(dirs) => dirs
+            .to_string_lossy()
+            .split(',')
+            .map(|p| PathBuf::from(p.trim()))
+            .filter(|p| p.is_absolute())
+            .collect(),
+        None => {
+            let dot_conda = inputs.home.as_ref().map(|h| h.join(".conda"));
+            root_prefix
+                .map(|r| r.join("pkgs"))
+                .into_iter()
+                .chain(dot_conda.map(|d| d.join("pkgs")))
+                .collect()
+        }
+    }
+}
+
+/// conda's user registry of environments, `~/.conda/environments.txt`
+/// (conda/core/envs_manager.py:26 `get_user_environments_txt_file`), made empty when it
+/// does not exist yet, as conda would make it when it registers an environment
+/// (:69-81: `os.makedirs` of `~/.conda`, then `open(…, "a")`): a bounded write may
+/// write the file but not create it (its directory holds the package cache and
+/// environments), so without this a `create` could not register its environment.
+/// Nothing is made when `HOME` is not a directory.
+pub fn make_registry(inputs: &crate::host::sandbox::Inputs) {
+    let Some(home) = inputs.home.as_ref().filter(|h| h.is_dir()) else {
+        return;
+    };
+    let dot_conda = home.join(".conda");
+    if std::fs::symlink_metadata(&dot_conda).is_err() && std::fs::create_dir(&dot_conda).is_err() {
+        return;
+    }
+    let _ = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(dot_conda.join("environments.txt"));
+}
+
+/// What conda itself writes for a bounded write, besides the call's own places (conda
+/// 26.7.1's source cited for each). `named`: the call was not narrowed to its target
+/// environments by `--write-envs`, so the places a call may name by name rather than by
+/// path stay writable too (`--allow-paths` judges paths only): [`named_places`].
+pub fn conda_places(
+    inputs: &crate::host::sandbox::Inputs,
+    root_prefix: Option<&Path>,
+    named: bool,
+) -> Vec<Writable> {
+    let dot_conda = inputs.home.as_ref().map(|h| h.join(".conda"));
+    // No package cache: the run has its own ([`private_cache`], in its temporary
+    // directory), the operator's are read-only to it.
+    let mut places: Vec<PathBuf> = Vec::new();
+    // The environment registry, appended to when an environment is made
+    // (conda/core/envs_manager.py:36 `get_user_environments_txt_file`, :81 `open(…, "a")`;
+    // a registry it cannot write is a warning, :84-92).
+    places.extend(dot_conda.as_ref().map(|d| d.join("environments.txt")));
+    // conda's user cache: the notices cache (conda/notices/cache.py:83-86, platformdirs'
+    // `user_cache_dir`: `$XDG_CACHE_HOME/conda`, else `~/.cache/conda`), also where
+    // conda-completion keeps its manifest.
+    let cache = inputs
+        .xdg_cache_home
+        .clone()
+        .or_else(|| inputs.home.as_ref().map(|h| h.join(".cache")));
+    places.extend(cache.map(|c| c.join("conda")));
+    // Temporary files: link scripts run through a wrapper script (conda/utils.py:288
+    // `Utf8NamedTemporaryFile`), `.pyc` compilation lists
+    // (conda/gateways/disk/create.py:408 `tempfile.mkstemp`).
+    places.push(inputs.temp_dir.clone());
+    // `subprocess.DEVNULL` opens `/dev/null` for writing (conda/core/portability.py:149).
+    places.push(PathBuf::from("/dev/null"));
+    // POSIX semaphores of the extraction pool's `multiprocessing` queues
+    // (conda/core/package_cache_data.py:874 `ProcessPoolExecutor`); under the walls a
+    // private tmpfs, not the host's (`walls.rs`).
+    places.push(PathBuf::from("/dev/shm"));
+    if named {
+        places.extend(
+            named_places(inputs, root_prefix)
+                .into_iter()
+                .map(|w| w.path),
+        );
+    }
+    places.dedup();
+    places
+        .into_iter()
+        .map(|path| Writable {
+            path,
+            judged: false,
+        })
+        .collect()
+}
+
+/// The places a call names by name rather than by path, which `--allow-paths` does not
+/// judge (conda 26.7.1), for a command without targets: the envs directories (`-n
+/// NAME`), the user's `.condarc` (`conda config` without `--file`) and the root prefix's
+/// `.condarc` (`--system`); never the root prefix as a whole.
+pub fn named_places(
+    inputs: &crate::host::sandbox::Inputs,
+    root_prefix: Option<&Path>,
+) -> Vec<Writable> {
+    let dot_conda = inputs.home.as_ref().map(|h| h.join(".conda"));
+    let mut places: Vec<PathBuf> = Vec::new();
+    // Never the root prefix as a whole (code planted there, a `.pth` file, runs in the
+    // server's helpers): its `.condarc`, which `conda config --system` writes
+    // (conda/base/context.py `sys_rc_path`).
+    places.extend(root_prefix.map(|r| r.join(".condarc")));
+    // Environments named by `-n` (conda/base/context.py:787 `envs_dirs`: the
+    // configured ones, `<root>/envs`, `~/.conda/envs`).
+    places.extend(
+        inputs
+            .conda_envs_dirs
+            .iter()
+            .flat_map(std::env::split_paths),
+    );
+    places.extend(root_prefix.map(|r| r.join("envs")));
+    places.extend(dot_conda.as_ref().map(|d| d.join("envs")));
+    // `conda config` without `--file` (conda/base/context.py:135 `user_rc_path`).
+    places.extend(inputs.home.as_ref().map(|h| h.join(".condarc")));
+    places
+        .into_iter()
+        .map(|path| Writable {
+            path,
+            judged: false,
+        })
+        .collect()
+}
