@@ -107,14 +107,12 @@ pub fn foreign_links(prefix: &Path, pkgs_dirs: &[PathBuf]) -> bool {
     true
 }
 
-/// The deepest directory [`walk`] descends to: deeper is an error (fail closed), never a
-/// stack that could overflow. No conda environment comes near it.
+/// The deepest directory [`walk`] descends to (deeper fails closed).
 const MAX_DEPTH: usize = 512;
 
 /// Every non-directory below `dir`, without following symlinks; an error when a
 /// directory below it cannot be listed, an entry cannot be read, or it lies more than
-/// [`MAX_DEPTH`] levels down (the walk did not see everything). Iterative: the directories
-/// still to list are kept on the heap.
+/// [`MAX_DEPTH`] levels down (the walk did not see everything). Iterative, never recursive.
 fn walk(dir: &Path, each: &mut dyn FnMut(&std::fs::Metadata)) -> std::io::Result<()> {
     let mut pending = vec![(dir.to_path_buf(), 0usize)];
     while let Some((dir, depth)) = pending.pop() {

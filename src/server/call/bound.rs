@@ -164,7 +164,13 @@ impl Server {
             Some(scope) => scope.paths().to_vec(),
             None => ready.confinement.dirs().to_vec(),
         };
-        if !call.targets.iter().any(|t| holds_root(t, root, &scope)) {
+        // An existing target `--write-envs` admitted is in its scope (`base` named).
+        let admitted = |t: &PathBuf| scoped && t.is_dir();
+        if !call
+            .targets
+            .iter()
+            .any(|t| !admitted(t) && holds_root(t, root, &scope))
+        {
             return Ok(());
         }
         let reason = if scoped {
