@@ -107,17 +107,26 @@ pub(crate) fn foreign_links(prefix: &Path, pkgs_dirs: &[PathBuf]) -> bool {
     true
 }
 
+/// The deepest directory [`walk`] descends to (deeper fails closed).
+const MAX_DEPTH: usize = 512;
+
 /// Every non-directory below `dir`, without following symlinks; an error when a
-/// directory below it cannot be listed or an entry cannot be read (the walk did not see
-/// everything).
+/// directory below it cannot be listed, an entry cannot be read, or it lies more than
+/// [`MAX_DEPTH`] levels down (the walk did not see everything). Iterative, never recursive.
 fn walk(dir: &Path, each: &mut dyn FnMut(&std::fs::Metadata)) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let meta = entry.metadata()?;
-        if meta.is_dir() {
-            walk(&entry.path(), each)?;
-        } else {
-            each(&meta);
+    let mut pending = vec![(dir.to_path_buf(), 0usize)];
+    while let Some((dir, depth)) = pending.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let entry = entry?;
+            let meta = entry.metadata()?;
+            if meta.is_dir() {
+                if depth >= MAX_DEPTH {
+                    return Err(std::io::Error::other("nested too deep"));
+                }
+                pending.push((entry.path(), depth + 1));
+            } else {
+                each(&meta);
+            }
         }
     }
     Ok(())

@@ -290,7 +290,8 @@ fn poke_report(env: &std::path::Path) -> Value {
 /// appends to the cache's `pkga` data file, adds a post-link script to the extracted
 /// package, changes its `info/paths.json`, plants repodata in the cache's `cache/`, and
 /// writes a file in `/dev/shm` (H5). The operator's environment and cache keep every
-/// byte, and nothing the script wrote in `/dev/shm` is on the host after the run.
+/// byte, and nothing the script wrote in `/dev/shm` is on the host after the run; 80 MiB
+/// there do not fit (attack 4 U8: the private tmpfs is bounded).
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_link_script_writes_no_shared_package_cache_nor_the_hosts_shm() {
@@ -305,8 +306,10 @@ fn real_conda_a_link_script_writes_no_shared_package_cache_nor_the_hosts_shm() {
     assert_eq!(created["isError"], false, "{created}");
     let report = poke_report(&setup.env());
     let shm = PathBuf::from(report["shm_name"].as_str().unwrap());
-    let on_host = shm.exists();
+    let big = PathBuf::from(format!("{}-big", shm.display()));
+    let on_host = shm.exists() || big.exists();
     let _ = std::fs::remove_file(&shm);
+    let _ = std::fs::remove_file(&big);
     let mut failures = Vec::new();
     if std::fs::read(&data).unwrap() != data_before {
         failures.push("the operator's environment changed through the package cache");
@@ -322,6 +325,8 @@ fn real_conda_a_link_script_writes_no_shared_package_cache_nor_the_hosts_shm() {
     }
     assert!(failures.is_empty(), "{failures:?}: {report}");
     assert_eq!(report["shm"], "ok", "{report}");
+    // The private `/dev/shm` is bounded (64 MiB): 80 MiB do not fit (ENOSPC).
+    assert_eq!(report["shm_big"], "errno 28", "{report}");
     // The operator's next install of pkga from the same cache runs nothing added.
     setup.operator_create(&setup.outside.join("later"), &["pkga"]);
     assert!(!setup.outside.join("pwned").exists(), "{report}");
@@ -394,4 +399,51 @@ fn real_conda_a_hard_link_beside_the_target_under_allow_paths_is_not_written_thr
         b"bashrc original\n",
         "{created} {report}"
     );
+}
+
+/// Attack 4 U7: under `--allow-paths` the project alone, `conda create -p PROJ/newenv
+/// plant` (a target that does not exist yet) on a private copy of the real conda: the
+/// `plant` package's post-link writes a `.pth` file into the root prefix's
+/// `site-packages`, which the next call's target helper (conda's interpreter, with
+/// `site`) would run unsandboxed. The root prefix is not a place of the run: nothing is
+/// planted, and after the next write call nothing planted ran.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_bounded_write_plants_nothing_in_the_root_prefix() {
+    let setup = Setup::new();
+    let stock = support::real_conda()
+        .parent()
+        .and_then(|bin| bin.parent())
+        .unwrap()
+        .to_path_buf();
+    let copy = setup.real.path("conda");
+    let conda = crate::kit::prefix::copy(&stock, &copy);
+    let plants = || -> Vec<PathBuf> {
+        std::fs::read_dir(copy.join("lib"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path().join("site-packages/ccm-plant.pth"))
+            .filter(|p| p.exists())
+            .collect()
+    };
+    let allowed = setup.project.display().to_string();
+    let env = setup.real.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let args = ["--allow-write", "--allow-paths", allowed.as_str()];
+    let mut server = Asking::start(REVISION, &conda, &args, &env);
+    let newenv = setup.project.join("newenv");
+    let mut arguments = setup.arguments(&["plant"]);
+    arguments["prefix"] = json!(newenv.display().to_string());
+    let created = server.unasked("conda_create", arguments);
+    let planted = plants();
+    let mut arguments = setup.arguments(&["pkga"]);
+    arguments["prefix"] = json!(newenv.display().to_string());
+    let _ = server.unasked("conda_install", arguments);
+    for plant in &planted {
+        let _ = std::fs::remove_file(plant);
+    }
+    assert!(planted.is_empty(), "planted {planted:?}: {created}");
+    assert!(!setup.outside.join("pwned").exists(), "{created}");
+    // The post-link ran (and was refused in the root prefix): the run went.
+    assert!(newenv.join("conda-meta").is_dir(), "{created}");
 }

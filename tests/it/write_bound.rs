@@ -300,3 +300,75 @@ fn real_conda_a_bounded_write_extracts_into_its_own_package_cache() {
     rc_cache_case(&allow_paths, false);
     rc_cache_case(&write_envs, false);
 }
+
+/// Attack 4 U1, U2, U5 offline: under `--allow-paths`, the agent's files in the allowed
+/// directory that a bounded write un-shares before its run: a 10 000-deep directory chain
+/// refuses the call (too deep, never a stack overflow: the server answers the next call);
+/// then a set-user-ID file of another user with two links is copied without the bit and
+/// stays its owner's (root servers), and a 1 GiB sparse file with two links keeps its holes.
+#[test]
+fn unsharing_the_agents_files_grants_nothing_and_keeps_the_server_alive() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = tempfile::Builder::new()
+        .prefix("ccm-unshare-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let allowed = std::fs::canonicalize(dir.path()).unwrap().join("allowed");
+    std::fs::create_dir_all(allowed.join("deep")).unwrap();
+    let deep = allowed.join("deep");
+    let depth = 10_000;
+    {
+        use rustix::fs::{Mode, OFlags, mkdirat, open, openat};
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let mut at = open(&deep, flags, Mode::empty()).unwrap();
+        for _ in 0..depth {
+            mkdirat(&at, "d", Mode::from_raw_mode(0o755)).unwrap();
+            at = openat(&at, "d", flags, Mode::empty()).unwrap();
+        }
+    }
+    let allowed_text = allowed.display().to_string();
+    let mut args = BEHAVE_WRITE.to_vec();
+    args.extend(["--allow-paths", &allowed_text]);
+    let mut s = Session::start_with(&support::fixture().conda, &args, &[]);
+    let pid = allowed.join("pid").display().to_string();
+    let (_, message) = s.call_error("conda_behave", json!({"pid_file": pid}));
+    assert!(message.contains("nested too deep"), "{message}");
+    assert!(!allowed.join("pid").exists());
+    // The server is alive; the chain gone, the agent's shared files.
+    {
+        use rustix::fs::{AtFlags, Mode, OFlags, open, renameat, unlinkat};
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let at = open(&deep, flags, Mode::empty()).unwrap();
+        while renameat(&at, "d/d", &at, "x").is_ok() {
+            unlinkat(&at, "d", AtFlags::REMOVEDIR).unwrap();
+            renameat(&at, "x", &at, "d").unwrap();
+        }
+        unlinkat(&at, "d", AtFlags::REMOVEDIR).unwrap();
+    }
+    let tool = allowed.join("tool");
+    std::fs::write(&tool, b"#!/bin/sh\n").unwrap();
+    let root = rustix::process::geteuid().is_root();
+    if root {
+        std::os::unix::fs::chown(&tool, Some(65534), Some(65534)).unwrap();
+    }
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o6755)).unwrap();
+    let outside = dir.path().join("tool-elsewhere");
+    std::fs::hard_link(&tool, &outside).unwrap();
+    let big = allowed.join("big");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    std::fs::hard_link(&big, dir.path().join("big-elsewhere")).unwrap();
+    let result = s.call("conda_behave", json!({"pid_file": pid}));
+    assert_eq!(result["isError"], false, "{result}");
+    let meta = std::fs::metadata(&tool).unwrap();
+    assert_eq!((meta.nlink(), meta.mode() & 0o7777), (1, 0o755));
+    if root {
+        assert_eq!((meta.uid(), meta.gid()), (65534, 65534));
+    }
+    assert_eq!(std::fs::metadata(&outside).unwrap().mode() & 0o7777, 0o6755);
+    let meta = std::fs::metadata(&big).unwrap();
+    assert_eq!((meta.nlink(), meta.len()), (1, 1 << 30));
+    assert!(meta.blocks() < 64, "holes kept: {} blocks", meta.blocks());
+}

@@ -200,3 +200,66 @@ class Unshare(unittest.TestCase):
             self.assertEqual(os.stat(cache).st_nlink, 1)
             self.assertTrue(os.path.islink(os.path.join(prefix, "bin", "link")))
             self.assertEqual(sorted(os.listdir(os.path.join(prefix, "bin", "deep"))), ["python"])
+
+    def test_the_copy_keeps_no_special_bit_its_owner_and_its_holes(self):
+        """Attack 4 U1, U5: a set-user-ID file with two links loses the bit in its copy and
+        (under root) stays its owner's; a sparse file keeps its holes; past the budget
+        the call is refused."""
+        with tempfile.TemporaryDirectory() as top:
+            prefix = os.path.join(top, "env")
+            os.makedirs(prefix)
+            tool = os.path.join(prefix, "tool")
+            with open(tool, "w") as fh:
+                fh.write("#!/bin/sh\n")
+            if os.geteuid() == 0:
+                os.chown(tool, 65534, 65534)
+            os.chmod(tool, 0o6755)
+            os.link(tool, os.path.join(top, "tool-elsewhere"))
+            big = os.path.join(prefix, "big")
+            with open(big, "wb") as fh:
+                fh.truncate(1 << 30)
+                fh.seek((1 << 30) - 4)
+                fh.write(b"tail")
+            os.link(big, os.path.join(top, "big-elsewhere"))
+            blocks = os.stat(big).st_blocks
+            bind.unshare(prefix)
+            st = os.stat(tool)
+            self.assertEqual((st.st_nlink, st.st_mode & 0o7777), (1, 0o755))
+            if os.geteuid() == 0:
+                self.assertEqual((st.st_uid, st.st_gid), (65534, 65534))
+            st = os.stat(big)
+            self.assertEqual((st.st_nlink, st.st_size), (1, 1 << 30))
+            self.assertLessEqual(st.st_blocks, blocks + 8)
+            with open(big, "rb") as fh:
+                fh.seek((1 << 30) - 4)
+                self.assertEqual(fh.read(), b"tail")
+            more = os.path.join(prefix, "more")
+            with open(more, "wb") as fh:
+                fh.write(b"x" * 100)
+            os.link(more, os.path.join(top, "more-elsewhere"))
+            saved = bind.UNSHARE_MAX_BYTES
+            bind.UNSHARE_MAX_BYTES = 10
+            try:
+                with self.assertRaises(bind.Changed):
+                    bind.unshare(prefix)
+            finally:
+                bind.UNSHARE_MAX_BYTES = saved
+            self.assertEqual(os.stat(more).st_nlink, 2)
+
+    def test_a_deep_chain_is_refused(self):
+        """Attack 4 U2: deeper than UNSHARE_MAX_DEPTH is refused (Changed), not a
+        RecursionError."""
+        with tempfile.TemporaryDirectory() as top:
+            prefix = os.path.join(top, "env")
+            os.makedirs(prefix)
+            fd = os.open(prefix, os.O_RDONLY)
+            try:
+                for _ in range(bind.UNSHARE_MAX_DEPTH + 5):
+                    os.mkdir("d", dir_fd=fd)
+                    sub = os.open("d", os.O_RDONLY, dir_fd=fd)
+                    os.close(fd)
+                    fd = sub
+            finally:
+                os.close(fd)
+            with self.assertRaises(bind.Changed):
+                bind.unshare(prefix)

@@ -237,3 +237,23 @@ fn a_prefix_the_walk_cannot_see_whole_is_refused() {
     .unwrap();
     assert!(foreign_links(&prefix, &[]));
 }
+
+/// Attack 4 U2: a chain of 2 000 directories in a prefix (as deep as `PATH_MAX` lets a
+/// path go) is refused (the walk did not see it whole: too deep), on a small stack that a
+/// walk recursing once per level would overflow.
+#[test]
+fn a_deep_chain_in_a_prefix_is_refused_without_overflowing_the_stack() {
+    let root = tempfile::tempdir().unwrap();
+    let prefix = root.path().join("env");
+    std::fs::create_dir(&prefix).unwrap();
+    crate::host::sandbox::shared::tests::chain(&prefix, 2000);
+    let walked = prefix.clone();
+    let linked = std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(move || foreign_links(&walked, &[]))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert!(linked, "a prefix too deep to walk is refused");
+    crate::host::sandbox::shared::tests::unchain(&prefix);
+}

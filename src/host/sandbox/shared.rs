@@ -28,6 +28,15 @@
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
+/// The deepest directory the walk descends to below a place (one descriptor is held per
+/// level): deeper is refused, never followed on a stack that could overflow. No conda
+/// environment comes near it.
+pub const MAX_DEPTH: usize = 512;
+
+/// The most bytes of file data one call may un-share (over all its places): more is
+/// refused before anything is copied past it. Holes are kept, not counted.
+pub const MAX_BYTES: u64 = 1 << 30;
+
 /// What to do with a shared file of a place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rule {
@@ -46,6 +55,18 @@ pub enum Shared {
     /// Something the walk could not see or copy, relative to its place.
     #[error("{0} could not be read whole")]
     Unseen(PathBuf),
+    /// A directory deeper than [`MAX_DEPTH`] below its place, relative to it.
+    #[error("{0} is nested too deep to be read whole (more than {MAX_DEPTH} levels)")]
+    TooDeep(PathBuf),
+    /// More shared data than [`MAX_BYTES`]; the file that went past it.
+    #[error("too much shared data to copy: {0} would go past {MAX_BYTES} bytes")]
+    TooMuch(PathBuf),
+    /// A shared file owned by another user that the server cannot copy as theirs.
+    #[error("the file {0} has other links and belongs to another user")]
+    Foreign(PathBuf),
+    /// A place's path holds a symlink (swapped in after the gates judged it).
+    #[error("a place changed after it was judged")]
+    Changed,
 }
 
 /// What was done: the files un-shared, and the bytes copied.
@@ -56,47 +77,113 @@ pub struct Unshared {
 }
 
 /// Apply `rule` to every regular file with more than one link below `place` (a directory;
-/// a regular file is judged itself). A place that does not exist holds nothing.
-pub fn settle(place: &Path, rule: Rule) -> Result<Unshared, Shared> {
+/// a regular file is judged itself). A place that does not exist holds nothing. The
+/// place's own path is resolved as the operator gave it (the operator's places).
+pub fn settle(place: &Path, rule: Rule, done: &mut Unshared) -> Result<(), Shared> {
     use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, statat};
-    let mut done = Unshared::default();
     let Ok(stat) = statat(CWD, place, AtFlags::SYMLINK_NOFOLLOW) else {
-        return Ok(done);
+        return Ok(());
     };
-    let unseen = |rel: &Path| Shared::Unseen(rel.to_path_buf());
     match FileType::from_raw_mode(stat.st_mode) {
         FileType::Directory => {
             let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
             let dir = rustix::fs::open(place, flags, Mode::empty())
-                .map_err(|_| unseen(Path::new(".")))?;
-            walk(&dir, Path::new(""), rule, &mut done)?;
+                .map_err(|_| Shared::Unseen(PathBuf::from(".")))?;
+            walk(dir, rule, done)
         }
         FileType::RegularFile if stat.st_nlink > 1 => {
             let (Some(parent), Some(name)) = (place.parent(), place.file_name()) else {
-                return Err(unseen(place));
+                return Err(Shared::Unseen(place.to_path_buf()));
             };
             let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-            let dir = rustix::fs::open(parent, flags, Mode::empty()).map_err(|_| unseen(place))?;
-            one(&dir, name, Path::new(name), rule, &mut done)?;
+            let dir = rustix::fs::open(parent, flags, Mode::empty())
+                .map_err(|_| Shared::Unseen(place.to_path_buf()))?;
+            one(&dir, name, Path::new(name), rule, done)
         }
-        _ => {}
+        _ => Ok(()),
     }
-    Ok(done)
 }
 
-/// Every entry of the directory `dir` (at `rel` below the place), depth first.
-fn walk(dir: &OwnedFd, rel: &Path, rule: Rule, done: &mut Unshared) -> Result<(), Shared> {
-    use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, openat, statat};
-    let unseen = |rel: &Path| Shared::Unseen(rel.to_path_buf());
+/// [`settle`] a place the gates judged (a caller may name it, so may swap a symlink into
+/// its path): no component of its path is followed as a symlink (`openat2`
+/// `RESOLVE_NO_SYMLINKS`), a missing place is settled at its nearest existing directory,
+/// and a symlink anywhere in the way refuses the call ([`Shared::Changed`]).
+pub fn settle_judged(place: &Path, done: &mut Unshared) -> Result<(), Shared> {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags, fstat, openat, statat};
+    let mut at = place;
+    let (fd, kind) = loop {
+        match open_strict(at, OFlags::PATH) {
+            Ok(fd) => {
+                let stat = fstat(&fd).map_err(|_| Shared::Unseen(PathBuf::from(".")))?;
+                break (fd, FileType::from_raw_mode(stat.st_mode));
+            }
+            Err(rustix::io::Errno::NOENT) => match at.parent() {
+                Some(parent) => at = parent,
+                None => return Ok(()),
+            },
+            Err(_) => return Err(Shared::Changed),
+        }
+    };
+    match kind {
+        FileType::Directory => {
+            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+            let dir = openat(&fd, ".", flags, Mode::empty())
+                .map_err(|_| Shared::Unseen(PathBuf::from(".")))?;
+            walk(dir, Rule::Unshare, done)
+        }
+        FileType::RegularFile => {
+            let (Some(parent), Some(name)) = (at.parent(), at.file_name()) else {
+                return Err(Shared::Unseen(at.to_path_buf()));
+            };
+            let dir = open_strict(parent, OFlags::RDONLY | OFlags::DIRECTORY)
+                .map_err(|_| Shared::Changed)?;
+            let stat = statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                .map_err(|_| Shared::Unseen(PathBuf::from(name)))?;
+            if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+                return Err(Shared::Changed);
+            }
+            if stat.st_nlink > 1 {
+                one(&dir, name, Path::new(name), Rule::Unshare, done)?;
+            }
+            Ok(())
+        }
+        FileType::Symlink => Err(Shared::Changed),
+        _ => Ok(()),
+    }
+}
+
+/// `path` opened with `flags`, following no symlink in any component.
+fn open_strict(path: &Path, flags: rustix::fs::OFlags) -> rustix::io::Result<OwnedFd> {
+    use rustix::fs::{CWD, Mode, OFlags, ResolveFlags, openat2};
+    openat2(
+        CWD,
+        path,
+        flags | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )
+}
+
+/// One directory being walked: its descriptor, its path below the place, and the names
+/// it holds that are still to be seen.
+struct Level {
+    dir: OwnedFd,
+    rel: PathBuf,
+    names: Vec<std::ffi::OsString>,
+}
+
+/// The names of the directory `dir` (at `rel` below the place).
+fn list(dir: &OwnedFd, rel: &Path) -> Result<Vec<std::ffi::OsString>, Shared> {
     let here = if rel.as_os_str().is_empty() {
         Path::new(".")
     } else {
         rel
     };
-    let entries = Dir::read_from(dir).map_err(|_| unseen(here))?;
+    let unseen = || Shared::Unseen(here.to_path_buf());
+    let entries = rustix::fs::Dir::read_from(dir).map_err(|_| unseen())?;
     let mut names = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|_| unseen(here))?;
+        let entry = entry.map_err(|_| unseen())?;
         let name = entry.file_name().to_bytes();
         if name == b"." || name == b".." {
             continue;
@@ -104,20 +191,52 @@ fn walk(dir: &OwnedFd, rel: &Path, rule: Rule, done: &mut Unshared) -> Result<()
         let name: &std::ffi::OsStr = std::os::unix::ffi::OsStrExt::from_bytes(name);
         names.push(name.to_os_string());
     }
-    for name in names {
-        let path = rel.join(&name);
-        let stat =
-            statat(dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(|_| unseen(&path))?;
+    // Seen in order when popped from the end.
+    names.reverse();
+    Ok(names)
+}
+
+/// Every entry below the directory `top`, depth first, on an explicit stack (at most
+/// [`MAX_DEPTH`] levels, one descriptor each).
+fn walk(top: OwnedFd, rule: Rule, done: &mut Unshared) -> Result<(), Shared> {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags, openat, statat};
+    let names = list(&top, Path::new(""))?;
+    let mut stack = vec![Level {
+        dir: top,
+        rel: PathBuf::new(),
+        names,
+    }];
+    loop {
+        let depth = stack.len();
+        let Some(level) = stack.last_mut() else {
+            break;
+        };
+        let Some(name) = level.names.pop() else {
+            stack.pop();
+            continue;
+        };
+        let path = level.rel.join(&name);
+        let unseen = |path: &Path| Shared::Unseen(path.to_path_buf());
+        let stat = statat(&level.dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|_| unseen(&path))?;
         match FileType::from_raw_mode(stat.st_mode) {
             FileType::Directory => {
+                if depth >= MAX_DEPTH {
+                    return Err(Shared::TooDeep(path));
+                }
                 let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
-                let sub = openat(dir, name.as_os_str(), flags, Mode::empty())
+                let sub = openat(&level.dir, name.as_os_str(), flags, Mode::empty())
                     .map_err(|_| unseen(&path))?;
-                walk(&sub, &path, rule, done)?;
+                let names = list(&sub, &path)?;
+                stack.push(Level {
+                    dir: sub,
+                    rel: path,
+                    names,
+                });
             }
             FileType::Symlink => {}
             FileType::RegularFile if stat.st_nlink > 1 => {
-                one(dir, name.as_os_str(), &path, rule, done)?;
+                one(&level.dir, name.as_os_str(), &path, rule, done)?;
             }
             _ if stat.st_nlink > 1 => return Err(Shared::File(path)),
             _ => {}
@@ -127,7 +246,11 @@ fn walk(dir: &OwnedFd, rel: &Path, rule: Rule, done: &mut Unshared) -> Result<()
 }
 
 /// The regular file `name` of `dir` (at `rel`), which has other links: refused, or copied
-/// beside itself and the copy renamed over it.
+/// beside itself and the copy renamed over it. The copy keeps the permission bits only
+/// (never set-user-ID, set-group-ID or sticky: the server's copy must grant no right the
+/// original did not) and the original's owner and group (a file of another user that the
+/// server cannot give them, because it is not root, is refused). Holes are kept; the
+/// data copied counts against [`MAX_BYTES`].
 fn one(
     dir: &OwnedFd,
     name: &std::ffi::OsStr,
@@ -135,7 +258,7 @@ fn one(
     rule: Rule,
     done: &mut Unshared,
 ) -> Result<(), Shared> {
-    use rustix::fs::{FileType, Mode, OFlags, fchmod, fstat, openat, renameat, unlinkat};
+    use rustix::fs::{FileType, Mode, OFlags, fchmod, fchown, fstat, openat, renameat, unlinkat};
     if rule == Rule::Refuse {
         return Err(Shared::File(rel.to_path_buf()));
     }
@@ -154,7 +277,14 @@ fn one(
     if stat.st_nlink <= 1 {
         return Ok(());
     }
-    let mode = Mode::from_raw_mode(stat.st_mode & 0o7777);
+    // At most this much data, counted before the copy (holes are not data).
+    let blocks = u64::try_from(stat.st_blocks).unwrap_or(u64::MAX);
+    let size = u64::try_from(stat.st_size).map_err(|_| unseen())?;
+    let data = size.min(blocks.saturating_mul(512));
+    if done.bytes.saturating_add(data) > MAX_BYTES {
+        return Err(Shared::TooMuch(rel.to_path_buf()));
+    }
+    let mode = Mode::from_raw_mode(stat.st_mode & 0o777);
     let mut temp_name = name.to_os_string();
     temp_name.push(format!(".ccm-unshare-{}", std::process::id()));
     let copy = openat(
@@ -165,72 +295,82 @@ fn one(
     )
     .map_err(|_| unseen())?;
     let copied = (|| {
-        let mut from = std::fs::File::from(source);
-        let mut to = std::fs::File::from(copy);
-        let bytes = std::io::copy(&mut from, &mut to).ok()?;
-        fchmod(&to, mode).ok()?;
-        Some(bytes)
+        // Another user's file stays theirs; a server that cannot make it so refuses.
+        let uid = rustix::process::geteuid();
+        if stat.st_uid != uid.as_raw() || stat.st_gid != rustix::process::getegid().as_raw() {
+            let owner = Some(rustix::fs::Uid::from_raw(stat.st_uid));
+            let group = Some(rustix::fs::Gid::from_raw(stat.st_gid));
+            if fchown(&copy, owner, group).is_err() {
+                return Err(Shared::Foreign(rel.to_path_buf()));
+            }
+        }
+        let bytes = copy_data(&source, &copy, size, MAX_BYTES - done.bytes).ok_or_else(unseen)?;
+        fchmod(&copy, mode).map_err(|_| unseen())?;
+        Ok(bytes)
     })();
-    let renamed = copied.filter(|_| renameat(dir, temp_name.as_os_str(), dir, name).is_ok());
+    let renamed = copied.and_then(|bytes| {
+        renameat(dir, temp_name.as_os_str(), dir, name)
+            .map(|()| bytes)
+            .map_err(|_| unseen())
+    });
     match renamed {
-        Some(bytes) => {
+        Ok(bytes) => {
             done.files += 1;
             done.bytes += bytes;
             Ok(())
         }
-        None => {
+        Err(error) => {
             let _ = unlinkat(dir, temp_name.as_os_str(), rustix::fs::AtFlags::empty());
-            Err(unseen())
+            Err(error)
         }
     }
+}
+
+/// Copy the data of `from` (`size` bytes long) into `to`, keeping holes (`SEEK_DATA` /
+/// `SEEK_HOLE`); the bytes of data copied, `None` on an error or past `budget`.
+fn copy_data(from: &OwnedFd, to: &OwnedFd, size: u64, budget: u64) -> Option<u64> {
+    use rustix::fs::{SeekFrom, ftruncate, seek};
+    use rustix::io::{pread, pwrite};
+    let mut copied = 0u64;
+    let mut at = 0u64;
+    let mut buffer = vec![0u8; 1 << 20];
+    while at < size {
+        let start = match seek(from, SeekFrom::Data(at)) {
+            Ok(start) => start,
+            Err(rustix::io::Errno::NXIO) => break,
+            Err(_) => return None,
+        };
+        let end = seek(from, SeekFrom::Hole(start)).ok()?.min(size);
+        let mut offset = start;
+        while offset < end {
+            let want = usize::try_from((end - offset).min(buffer.len() as u64)).ok()?;
+            let read = pread(from, &mut buffer[..want], offset).ok()?;
+            if read == 0 {
+                break;
+            }
+            copied += read as u64;
+            if copied > budget {
+                return None;
+            }
+            let mut written = 0;
+            while written < read {
+                let n = pwrite(to, &buffer[written..read], offset + written as u64).ok()?;
+                if n == 0 {
+                    return None;
+                }
+                written += n;
+            }
+            offset += read as u64;
+        }
+        at = end.max(offset);
+        if at == start {
+            // No progress (the file shrank meanwhile): stop.
+            break;
+        }
+    }
+    ftruncate(to, size).ok()?;
+    Some(copied)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-
-    /// A file of the place hard-linked to a file outside becomes a copy of its own (bytes
-    /// and mode kept, the outside file untouched by a later write); under `Refuse` the
-    /// same place is refused naming the file relative to it; a symlink is left alone.
-    #[test]
-    fn shared_files_are_copied_or_refused() {
-        let root = tempfile::tempdir().unwrap();
-        let (place, outside) = (root.path().join("env"), root.path().join("outside"));
-        std::fs::create_dir_all(place.join("bin/deep")).unwrap();
-        std::fs::create_dir_all(&outside).unwrap();
-        std::fs::write(outside.join("bashrc"), b"rc\n").unwrap();
-        std::fs::set_permissions(
-            outside.join("bashrc"),
-            std::fs::Permissions::from_mode(0o751),
-        )
-        .unwrap();
-        std::fs::hard_link(outside.join("bashrc"), place.join("bin/deep/evil")).unwrap();
-        std::os::unix::fs::symlink(outside.join("bashrc"), place.join("bin/link")).unwrap();
-        std::fs::write(place.join("plain"), b"x").unwrap();
-        match settle(&place, Rule::Refuse) {
-            Err(Shared::File(rel)) => assert_eq!(rel, Path::new("bin/deep/evil")),
-            other => panic!("{other:?}"),
-        }
-        let done = settle(&place, Rule::Unshare).unwrap();
-        assert_eq!(done, Unshared { files: 1, bytes: 3 });
-        let meta = std::fs::metadata(place.join("bin/deep/evil")).unwrap();
-        assert_eq!((meta.nlink(), meta.mode() & 0o7777), (1, 0o751));
-        std::fs::write(place.join("bin/deep/evil"), b"changed\n").unwrap();
-        assert_eq!(std::fs::read(outside.join("bashrc")).unwrap(), b"rc\n");
-        assert_eq!(
-            std::fs::metadata(outside.join("bashrc")).unwrap().nlink(),
-            1
-        );
-        assert_eq!(settle(&place, Rule::Refuse).unwrap(), Unshared::default());
-        assert!(settle(&root.path().join("missing"), Rule::Refuse).is_ok());
-        // A place that is itself a shared file.
-        std::fs::hard_link(outside.join("bashrc"), root.path().join("registry")).unwrap();
-        assert!(settle(&root.path().join("registry"), Rule::Refuse).is_err());
-        settle(&root.path().join("registry"), Rule::Unshare).unwrap();
-        assert_eq!(
-            std::fs::metadata(outside.join("bashrc")).unwrap().nlink(),
-            1
-        );
-    }
-}
+pub(crate) mod tests;

@@ -22,6 +22,8 @@
 //! mount elsewhere. Only system calls in the child; everything else is prepared before
 //! the fork.
 
+/// The run's private `/dev/shm`: at most 64 MiB and 4096 files (attack 4 U8).
+pub(super) const SHM_OPTIONS: &std::ffi::CStr = c"mode=1777,size=64m,nr_inodes=4096";
 use std::ffi::CString;
 use std::path::Path;
 
@@ -161,12 +163,14 @@ pub(super) fn enter(walls: &Walls) -> std::io::Result<()> {
     // The run's own POSIX shared memory and semaphores (conda's extraction pool,
     // conda/core/package_cache_data.py:874): a tmpfs of its own, gone with the namespace.
     // The host's `/dev/shm` holds other processes' segments (root's, as a root run is uid 0).
+    // Bounded (the kernel's default is half the memory, pinned outside any process's
+    // address space): the pool needs a few semaphores, 32 bytes each.
     rustix::mount::mount(
         c"tmpfs",
         c"/dev/shm",
         c"tmpfs",
         rustix::mount::MountFlags::NOSUID | rustix::mount::MountFlags::NODEV,
-        c"mode=1777",
+        SHM_OPTIONS,
     )?;
     attach(&opened, &mut clones)?;
     drop(opened);

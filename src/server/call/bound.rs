@@ -3,7 +3,7 @@
 //! places its gates admitted and what conda itself writes, whatever a symlink swapped in
 //! after the last check says.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use rmcp::ErrorData;
 
@@ -24,6 +24,16 @@ const TARGET_CHANGED: &str =
 /// something outside it that cannot be made its own (the file named relative to its
 /// place, never its contents).
 const SHARED: &str = "Operation may write a place holding a file with other links";
+
+/// The refusal of a bounded write one of whose places could not be made free of shared
+/// files (unreadable, too deep, too much to copy).
+const UNCHECKED: &str = "Operation may write a place that could not be made free of shared files";
+
+/// The refusal of a bounded write that would write conda's root prefix as a whole (a
+/// target that is it, or a missing target whose nearest existing directory holds it)
+/// where the operator's scope does not contain it.
+const ROOT_PREFIX: &str = "Operation would write conda's root prefix, which the operator's \
+                           scope does not contain";
 
 /// What a failed bounded run's summary adds when a write was refused.
 pub(super) const REFUSED_WRITE: &str = "a write outside the places this call may write was refused: \
@@ -56,8 +66,9 @@ impl Server {
             return Ok(());
         }
         let (mut places, scoped, narrow) = self.judged_places(ready, call);
-        let mut inputs = sandbox::Inputs::from_process();
         let root = ready.discovery.prefix.as_deref();
+        self.refuse_root_prefix(ready, call, root, scoped)?;
+        let mut inputs = sandbox::Inputs::from_process();
         let mut setup = match self.shared.start.sandbox.get() {
             Some(sandbox) => sandbox.bound_setup(),
             None => bound::Setup::default(),
@@ -117,24 +128,57 @@ impl Server {
     /// places a call names by name are left out. Under `--write-envs` the run writes its
     /// targets only. Under `--allow-paths` alone it writes the allowed directories (what
     /// the call's paths may name; every file there shared with elsewhere is un-shared
-    /// first), and the places a call names by name (the root prefix, the envs
-    /// directories, `~/.condarc`) only when the command has no targets that all exist:
-    /// then they are what it may write, and files shared there are refused. With existing
-    /// targets, those targets replace them.
+    /// first) and the targets the gate resolved (a missing one: its nearest existing
+    /// directory); the places a call names by name (the envs directories, `~/.condarc`,
+    /// `<root>/.condarc`) only when the command has no targets: then they are what it may
+    /// write, and files shared there are refused.
     fn judged_places(&self, ready: &Ready, call: &Judged) -> (Vec<bound::Writable>, bool, bool) {
         let scoped = self.shared.config.write_envs.is_some();
-        let targets_exist = !call.targets.is_empty() && call.targets.iter().all(|t| t.is_dir());
         let places = if scoped {
             judged(&call.targets)
-        } else if targets_exist {
+        } else {
             judged(ready.confinement.dirs())
                 .into_iter()
                 .chain(judged(&call.targets))
                 .collect()
-        } else {
-            judged(ready.confinement.dirs())
         };
-        (places, scoped, scoped || targets_exist)
+        (places, scoped, scoped || !call.targets.is_empty())
+    }
+
+    /// conda's root prefix as a whole is never a place of a bounded write unless the
+    /// operator's scope contains it (an allowed directory, a `--write-envs` entry): code
+    /// planted there (a `.pth` file) runs in the server's own helpers, unsandboxed. A
+    /// target that is it, or a missing target whose nearest existing directory holds it,
+    /// refuses the call.
+    fn refuse_root_prefix(
+        &self,
+        ready: &Ready,
+        call: &Judged,
+        root: Option<&std::path::Path>,
+        scoped: bool,
+    ) -> Result<(), Refusal> {
+        let Some(root) = root else {
+            return Ok(());
+        };
+        let scope: Vec<PathBuf> = match &self.shared.config.write_envs {
+            Some(scope) => scope.paths().to_vec(),
+            None => ready.confinement.dirs().to_vec(),
+        };
+        // An existing target `--write-envs` admitted is in its scope (`base` named).
+        let admitted = |t: &PathBuf| scoped && t.is_dir();
+        if !call
+            .targets
+            .iter()
+            .any(|t| !admitted(t) && holds_root(t, root, &scope))
+        {
+            return Ok(());
+        }
+        let reason = if scoped {
+            refuse::Reason::OutsideWriteEnvs
+        } else {
+            refuse::Reason::OutsideAllowedPaths
+        };
+        Err(refuse::policy(reason, ROOT_PREFIX))
     }
 }
 
@@ -159,11 +203,25 @@ async fn unshare(
     match settled {
         Ok(()) => Ok(()),
         Err(shared) => {
-            let text = format!("{SHARED}: {shared}");
             let reason = if scoped {
                 refuse::Reason::OutsideWriteEnvs
             } else {
                 refuse::Reason::OutsideAllowedPaths
+            };
+            // A symlink swapped into a judged place's path: as `Bound::make` says it.
+            if matches!(shared, shared::Shared::Changed) {
+                let text = if scoped {
+                    TARGET_CHANGED
+                } else {
+                    OUTSIDE_ALLOWED
+                };
+                return Err(refuse::policy(reason, text));
+            }
+            let text = match shared {
+                shared::Shared::File(_) | shared::Shared::Foreign(_) => {
+                    format!("{SHARED}: {shared}")
+                }
+                _ => format!("{UNCHECKED}: {shared}"),
             };
             Err(refuse::policy(reason, &text))
         }
@@ -190,6 +248,22 @@ fn made_or_refused(
             Err(ErrorData::internal_error("the write bound failed", None).into())
         }
     }
+}
+
+/// Whether the run would write `root` (conda's root prefix) whole through `target`: the
+/// directory it may write for the target (the target, or its nearest existing directory)
+/// is `root` or holds it, and no directory of the operator's `scope` holds that directory.
+fn holds_root(target: &std::path::Path, root: &std::path::Path, scope: &[PathBuf]) -> bool {
+    let mut at = target;
+    while std::fs::symlink_metadata(at).is_err() {
+        match at.parent() {
+            Some(parent) => at = parent,
+            None => break,
+        }
+    }
+    let canonical = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or(p.to_path_buf());
+    let (at, root) = (canonical(at), canonical(root));
+    root.starts_with(&at) && !scope.iter().any(|s| at.starts_with(canonical(s)))
 }
 
 fn judged(paths: &[PathBuf]) -> Vec<bound::Writable> {
@@ -241,30 +315,17 @@ fn settle(
     private: &[PathBuf],
 ) -> Result<(), shared::Shared> {
     let mut copied = shared::Unshared::default();
-    let mut each = |path: &Path, rule: shared::Rule| -> Result<(), shared::Shared> {
-        let done = shared::settle(path, rule)?;
-        copied.files += done.files;
-        copied.bytes += done.bytes;
-        Ok(())
-    };
     for place in judged {
-        let mut at = place.path.as_path();
-        while std::fs::symlink_metadata(at).is_err() {
-            match at.parent() {
-                Some(parent) => at = parent,
-                None => break,
-            }
-        }
-        each(at, shared::Rule::Unshare)?;
+        shared::settle_judged(&place.path, &mut copied)?;
     }
     for place in conda {
         let path = place.path.as_path();
         if !path.starts_with("/dev") && !private.iter().any(|p| path.starts_with(p)) {
-            each(path, shared::Rule::Unshare)?;
+            shared::settle(path, shared::Rule::Unshare, &mut copied)?;
         }
     }
     for place in named {
-        each(&place.path, shared::Rule::Refuse)?;
+        shared::settle(&place.path, shared::Rule::Refuse, &mut copied)?;
     }
     if copied.files > 0 {
         tracing::info!(

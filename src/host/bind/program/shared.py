@@ -1,6 +1,7 @@
 # Part of the plan binding (see records.py): a bounded confirmed run's targets hold no file
 # shared with anything outside them, and no target holds a hard link conda's records do
 # not explain.
+import errno
 import os
 import stat
 
@@ -13,21 +14,68 @@ if False:  # Names from the other parts of this program (one namespace; see reco
 BOUND_VAR = "CCM_WRITE_BOUND"
 
 
+UNSHARE_MAX_DEPTH = 512
+"""The deepest directory `unshare` descends to (as host/sandbox/shared.rs MAX_DEPTH)."""
+
+UNSHARE_MAX_BYTES = 1 << 30
+"""The most bytes of file data one `unshare` copies (as host/sandbox/shared.rs MAX_BYTES)."""
+
+
+def _copy_data(source, copy, size, budget):
+    """Copy the data of `source` (`size` bytes) into `copy`, keeping holes; the bytes of
+    data copied. Raises OSError past `budget`."""
+    copied = 0
+    at = 0
+    while at < size:
+        try:
+            start = os.lseek(source, at, os.SEEK_DATA)
+        except OSError as error:
+            if error.errno == errno.ENXIO:
+                break
+            raise
+        end = min(os.lseek(source, start, os.SEEK_HOLE), size)
+        offset = start
+        while offset < end:
+            chunk = os.pread(source, min(end - offset, 1 << 20), offset)
+            if not chunk:
+                break
+            copied += len(chunk)
+            if copied > budget:
+                raise OSError(errno.EFBIG, "too much shared data to copy")
+            written = 0
+            while written < len(chunk):
+                written += os.pwrite(copy, chunk[written:], offset + written)
+            offset += len(chunk)
+        if max(end, offset) == start:
+            break
+        at = max(end, offset)
+    os.ftruncate(copy, size)
+    return copied
+
+
 def unshare(prefix):
     """Every regular file of the prefix with other links becomes a file of its own: copied
-    beside itself (mode kept) and the copy renamed over the name (the server does the same
-    right before the run, host/sandbox/shared.rs). conda's own links from a package cache
-    are files of that cache and of every environment linked from it: a link script (or
-    conda writing an entry point in place) would write them all. Under the walls conda
-    copies package files anyway. Walks by directory descriptors without following
-    symlinks; what it cannot see fails closed."""
+    beside itself and the copy renamed over the name (the server does the same right
+    before the run, host/sandbox/shared.rs). conda's own links from a package cache are
+    files of that cache and of every environment linked from it: a link script (or conda
+    writing an entry point in place) would write them all. Under the walls conda copies
+    package files anyway. The copy keeps the permission bits only (never set-user-ID,
+    set-group-ID or sticky) and the original's owner and group (a file of another user
+    that cannot be given them is refused), keeps holes, and at most UNSHARE_MAX_BYTES of
+    data are copied; deeper than UNSHARE_MAX_DEPTH is refused. Walks by directory
+    descriptors without following symlinks; what it cannot see fails closed."""
     if not os.path.lexists(prefix):
         return
 
     def unseen(error):
         raise Changed(f"the target environment could not be read whole: {error.filename}")
 
-    for root, _dirs, files, fd in os.fwalk(prefix, onerror=unseen, follow_symlinks=False):
+    budget = UNSHARE_MAX_BYTES
+    top = prefix.rstrip(os.sep) or os.sep
+    for root, dirs, files, fd in os.fwalk(top, onerror=unseen, follow_symlinks=False):
+        depth = 0 if root == top else root[len(top) :].count(os.sep)
+        if dirs and depth + 1 >= UNSHARE_MAX_DEPTH:
+            raise Changed(f"the target environment is nested too deep to be read whole: {root}")
         for name in files:
             try:
                 st = os.lstat(name, dir_fd=fd)
@@ -38,10 +86,15 @@ def unshare(prefix):
             path = os.path.join(root, name)
             if not stat.S_ISREG(st.st_mode):
                 raise Changed(f"the file {path} of the target environment has other links")
+            if min(st.st_size, st.st_blocks * 512) > budget:
+                raise Changed(f"too much shared data to copy: {path}")
             temp = f"{name}.ccm-unshare-{os.getpid()}"
             try:
-                source = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
+                source = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
                 try:
+                    st = os.fstat(source)
+                    if not stat.S_ISREG(st.st_mode):
+                        raise OSError(errno.EINVAL, "not a regular file")
                     copy = os.open(
                         temp,
                         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
@@ -49,12 +102,10 @@ def unshare(prefix):
                         dir_fd=fd,
                     )
                     try:
-                        while True:
-                            chunk = os.read(source, 1 << 20)
-                            if not chunk:
-                                break
-                            os.write(copy, chunk)
-                        os.fchmod(copy, stat.S_IMODE(st.st_mode))
+                        if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+                            os.fchown(copy, st.st_uid, st.st_gid)
+                        budget -= _copy_data(source, copy, st.st_size, budget)
+                        os.fchmod(copy, stat.S_IMODE(st.st_mode) & 0o777)
                     finally:
                         os.close(copy)
                 finally:

@@ -122,9 +122,7 @@ pub fn make_registry(inputs: &crate::host::sandbox::Inputs) {
 /// What conda itself writes for a bounded write, besides the call's own places (conda
 /// 26.7.1's source cited for each). `named`: the call was not narrowed to its target
 /// environments by `--write-envs`, so the places a call may name by name rather than by
-/// path stay writable too (`--allow-paths` judges paths only): the root prefix (the
-/// default target, `base`), the envs directories (`-n NAME`) and the user's `.condarc`
-/// (`conda config` without `--file`).
+/// path stay writable too (`--allow-paths` judges paths only): [`named_places`].
 pub fn conda_places(
     inputs: &crate::host::sandbox::Inputs,
     root_prefix: Option<&Path>,
@@ -174,17 +172,19 @@ pub fn conda_places(
 }
 
 /// The places a call names by name rather than by path, which `--allow-paths` does not
-/// judge (conda 26.7.1): the root prefix (the default target, `base`), the envs
-/// directories (`-n NAME`) and the user's `.condarc` (`conda config` without `--file`).
+/// judge (conda 26.7.1), for a command without targets: the envs directories (`-n
+/// NAME`), the user's `.condarc` (`conda config` without `--file`) and the root prefix's
+/// `.condarc` (`--system`); never the root prefix as a whole.
 pub fn named_places(
     inputs: &crate::host::sandbox::Inputs,
     root_prefix: Option<&Path>,
 ) -> Vec<Writable> {
     let dot_conda = inputs.home.as_ref().map(|h| h.join(".conda"));
     let mut places: Vec<PathBuf> = Vec::new();
-    // The default target prefix, `base` (conda/base/context.py:821 `default_prefix`,
-    // :857 `root_prefix`).
-    places.extend(root_prefix.map(Path::to_path_buf));
+    // Never the root prefix as a whole (code planted there, a `.pth` file, runs in the
+    // server's helpers): its `.condarc`, which `conda config --system` writes
+    // (conda/base/context.py `sys_rc_path`).
+    places.extend(root_prefix.map(|r| r.join(".condarc")));
     // Environments named by `-n` (conda/base/context.py:787 `envs_dirs`: the
     // configured ones, `<root>/envs`, `~/.conda/envs`).
     places.extend(
