@@ -44,9 +44,23 @@ impl Asking {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
+        Asking::start_in(revision, conda, args, env, None)
+    }
+
+    /// `start`, the server working in `cwd` (over HTTP the default `--allow-paths` scope).
+    pub(crate) fn start_in(
+        revision: Revision,
+        conda: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        cwd: Option<&Path>,
+    ) -> Self {
         match revision {
             Revision::Handshake(version) => {
                 let mut command = support::ccm();
+                if let Some(cwd) = cwd {
+                    command.current_dir(cwd);
+                }
                 command.arg("--conda-exe").arg(conda).args(args);
                 command.envs(env.iter().copied());
                 let mut session = Session::spawn(command);
@@ -67,7 +81,10 @@ impl Asking {
             Revision::SessionLess => {
                 let mut env = env.to_vec();
                 env.push(("CCM_MCP_TOKEN", crate::http::TOKEN));
-                Asking::Http(HttpServer::start_for(conda, "127.0.0.1:0", args, &env), 1)
+                Asking::Http(
+                    HttpServer::start_for_in(conda, "127.0.0.1:0", args, &env, cwd),
+                    1,
+                )
             }
         }
     }
@@ -378,7 +395,16 @@ impl Real {
     pub(crate) fn server_with(&self, revision: Revision, args: &[&str]) -> Asking {
         let env = self.env();
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        Asking::start(revision, &support::real_conda(), args, &env)
+        // In the setup's own directory: the HTTP default scope is the working directory,
+        // and the repository's build directory holds hard-linked files a bounded write
+        // would have to un-share (docs/security.md, "Shared files in the places").
+        Asking::start_in(
+            revision,
+            &support::real_conda(),
+            args,
+            &env,
+            Some(&self.path("")),
+        )
     }
 
     /// Post-link scripts that ran.

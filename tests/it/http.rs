@@ -40,7 +40,22 @@ impl HttpServer {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> HttpServer {
+        HttpServer::start_for_in(conda, addr, args, env, None)
+    }
+
+    /// `start_for`, the server working in `cwd` (the HTTP transport's default
+    /// `--allow-paths` scope is the working directory).
+    pub(crate) fn start_for_in(
+        conda: &std::path::Path,
+        addr: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        cwd: Option<&std::path::Path>,
+    ) -> HttpServer {
         let mut command = support::ccm();
+        if let Some(cwd) = cwd {
+            command.current_dir(cwd);
+        }
         command
             .arg("--conda-exe")
             .arg(conda)
