@@ -22,6 +22,8 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
+use vars::expand_vars;
+
 /// The files inside a prefix that conda opens in place — appends to, rewrites without
 /// replacing, or reads and shows — rather than replacing by a new file (conda 26.7.1).
 /// A hard link there (or a symlink leading elsewhere) makes conda write or read another
@@ -317,40 +319,6 @@ pub(crate) fn names_other_home(argv: &[String]) -> bool {
     })
 }
 
-/// `$VAR` and `${VAR}` replaced by the server's environment (unset: empty), as conda's
-/// `expandvars` does for paths.
-fn expand_vars(value: &str) -> String {
-    if !value.contains('$') {
-        return value.to_owned();
-    }
-    let mut out = String::new();
-    let mut rest = value;
-    while let Some(at) = rest.find('$') {
-        out.push_str(&rest[..at]);
-        let after = &rest[at + 1..];
-        let (name, tail) = match after.strip_prefix('{') {
-            Some(inner) => match inner.find('}') {
-                Some(end) => (&inner[..end], &inner[end + 1..]),
-                None => ("", after),
-            },
-            None => {
-                let end = after
-                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                    .unwrap_or(after.len());
-                (&after[..end], &after[end..])
-            }
-        };
-        if name.is_empty() {
-            out.push('$');
-        } else if let Some(v) = std::env::var_os(name) {
-            out.push_str(&v.to_string_lossy());
-        }
-        rest = tail;
-    }
-    out.push_str(rest);
-    out
-}
-
 /// The parts of a token that can carry a path: the token, the value after the first
 /// `=` of an option, and the attached value of a short option (`-p/abs`).
 fn values(token: &str) -> Vec<&str> {
@@ -503,3 +471,4 @@ fn canonical_prefix(path: &Path, links: u32) -> PathBuf {
 
 #[cfg(test)]
 mod tests;
+mod vars;
