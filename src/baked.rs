@@ -93,6 +93,10 @@ pub(crate) mod rt {
 
     /// A number value as its argv text.
     #[derive(Clone, Debug, PartialEq, Eq)]
+    #[allow(
+        dead_code,
+        reason = "for the compilers of catalogs with a number option; the baked one has none"
+    )]
     pub(crate) struct Num(pub String);
 
     impl<'de> Deserialize<'de> for Int {
@@ -142,6 +146,10 @@ pub(crate) mod rt {
     }
 
     /// `Some(None)` for an explicit null, `None` (via `#[serde(default)]`) when absent.
+    #[allow(
+        dead_code,
+        reason = "for the compilers of catalogs with a nullable option; the baked one has none"
+    )]
     pub(crate) fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
     where
         D: Deserializer<'de>,

@@ -447,3 +447,56 @@ fn real_conda_a_bounded_write_plants_nothing_in_the_root_prefix() {
     // The post-link ran (and was refused in the root prefix): the run went.
     assert!(newenv.join("conda-meta").is_dir(), "{created}");
 }
+
+/// Attack 4 U7, over HTTP with the default scope (the working directory, conda's root
+/// prefix, `~/.conda/envs`): `conda create -n plantenv plant` on a private copy of the
+/// real conda, the server working (a) in the project, (b) in the directory that holds
+/// both the project and the root prefix. The default scope names the root prefix so that
+/// calls may name its environments and caches, not so that a link script may write
+/// conda's own installation: in neither case is anything planted, and the environment
+/// is made.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_over_http_the_default_scope_plants_nothing_in_the_root_prefix() {
+    let setup = Setup::new();
+    let stock = support::real_conda()
+        .parent()
+        .and_then(|bin| bin.parent())
+        .unwrap()
+        .to_path_buf();
+    let copy = setup.real.path("conda");
+    let conda = crate::kit::prefix::copy(&stock, &copy);
+    let plants = || -> Vec<PathBuf> {
+        std::fs::read_dir(copy.join("lib"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path().join("site-packages/ccm-plant.pth"))
+            .filter(|p| p.exists())
+            .collect()
+    };
+    let env = setup.real.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let holding_both = setup.project.parent().unwrap().to_path_buf();
+    for (cwd, name) in [(&setup.project, "inproject"), (&holding_both, "inparent")] {
+        let mut server = Asking::start_in(
+            Revision::SessionLess,
+            &conda,
+            &["--allow-write"],
+            &env,
+            Some(cwd),
+        );
+        let mut arguments = setup.arguments(&["plant"]);
+        arguments.as_object_mut().unwrap().remove("prefix");
+        arguments["name"] = json!(name);
+        let created = server.unasked("conda_create", arguments);
+        let planted = plants();
+        for plant in &planted {
+            let _ = std::fs::remove_file(plant);
+        }
+        assert!(planted.is_empty(), "{name}: planted {planted:?}: {created}");
+        assert!(!setup.outside.join("pwned").exists(), "{name}: {created}");
+        // The post-link ran (and was refused in the root prefix): the run went.
+        let made = copy.join("envs").join(name).join("conda-meta");
+        assert!(made.is_dir(), "{name}: {created}");
+    }
+}

@@ -140,6 +140,30 @@ fn the_http_default_scope_is_the_working_directory_prefix_and_user_envs() {
     assert_eq!(scope.check(&argv, &cwd, None), Err(Outside));
 }
 
+/// A bounded write writes the operator's allowed directories whole; of the default
+/// scope, never conda's root prefix (its `envs/` instead), nor a directory holding it.
+#[test]
+fn the_default_scope_never_writes_the_root_prefix_whole() {
+    let cwd = std::fs::canonicalize(std::env::current_dir().unwrap()).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(elsewhere.path()).unwrap();
+    std::fs::create_dir(root.join("envs")).unwrap();
+    let scope = Confinement::default_scope(Some(&root));
+    assert!(scope.dirs().contains(&root));
+    let written = scope.write_dirs();
+    assert!(written.contains(&cwd), "{written:?}");
+    assert!(written.contains(&root.join("envs")), "{written:?}");
+    assert!(!written.iter().any(|d| root.starts_with(d)), "{written:?}");
+    // A root prefix below the working directory: the working directory is no such place.
+    let below = tempfile::tempdir_in(&cwd).unwrap();
+    let root = std::fs::canonicalize(below.path()).unwrap();
+    let written = Confinement::default_scope(Some(&root)).write_dirs();
+    assert!(!written.iter().any(|d| root.starts_with(d)), "{written:?}");
+    // The operator's own scope is written as given, the root prefix in it or not.
+    let given = Confinement::to(std::slice::from_ref(&cwd));
+    assert_eq!(given.write_dirs(), vec![cwd]);
+}
+
 /// conda's own hard links from a package cache are accepted; a link to a file elsewhere
 /// is not, nor one whose record names a `link.source` outside every package cache (an
 /// agent can write its environment's `conda-meta`).

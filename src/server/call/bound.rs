@@ -137,7 +137,7 @@ impl Server {
         let places = if scoped {
             judged(&call.targets)
         } else {
-            judged(ready.confinement.dirs())
+            judged(&ready.confinement.write_dirs())
                 .into_iter()
                 .chain(judged(&call.targets))
                 .collect()
@@ -162,7 +162,7 @@ impl Server {
         };
         let scope: Vec<PathBuf> = match &self.shared.config.write_envs {
             Some(scope) => scope.paths().to_vec(),
-            None => ready.confinement.dirs().to_vec(),
+            None => ready.confinement.write_dirs(),
         };
         // An existing target `--write-envs` admitted is in its scope (`base` named).
         let admitted = |t: &PathBuf| scoped && t.is_dir();
