@@ -88,6 +88,8 @@ pub(super) enum Reason {
     NotSelected,
     /// A path that is the audit log.
     NamesAuditLog,
+    /// A bounded write on a kernel without `fs.protected_hardlinks`.
+    LinksUnprotected,
 }
 
 impl Reason {
@@ -105,6 +107,7 @@ impl Reason {
             Reason::OutsideWriteEnvs => "outside_write_envs".into(),
             Reason::NotSelected => "tool_not_selected".into(),
             Reason::NamesAuditLog => "names_audit_log".into(),
+            Reason::LinksUnprotected => "hardlinks_unprotected".into(),
         }
     }
 
@@ -115,7 +118,7 @@ impl Reason {
             Reason::OutsideAllowedPaths => "--allow-paths".into(),
             Reason::OutsideWriteEnvs => "--write-envs".into(),
             Reason::NotSelected => "--tools".into(),
-            Reason::NamesAuditLog => return None,
+            Reason::NamesAuditLog | Reason::LinksUnprotected => return None,
         };
         Some(hint(&flags))
     }

@@ -500,3 +500,74 @@ fn real_conda_over_http_the_default_scope_plants_nothing_in_the_root_prefix() {
         assert!(made.is_dir(), "{name}: {created}");
     }
 }
+
+/// Attack 4 U6: a hard link the agent plants during the run is written through (a link
+/// script can wait for it), so what it can reach is what the kernel lets the agent link:
+/// with `fs.protected_hardlinks` (which the server checks before every bounded write)
+/// only a file its planter owns or may read and write. Under `--allow-paths` the project,
+/// `conda create -p PROJ/env hold`: while the post-link waits, the agent (`nobody`, its
+/// file tools; the environment made writable to it) links a root-owned file of OUTSIDE
+/// into the environment, refused by the kernel, and a file of its own, which the link
+/// script then writes through. The root-owned file is untouched.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_link_planted_during_the_run_reaches_only_what_its_planter_may_write() {
+    assert!(
+        support::is_root(),
+        "this test acts as another user (nobody): run it as root, as CI does"
+    );
+    let setup = Setup::new();
+    let open = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    // `nobody` reaches the project and OUTSIDE (the setup's directory is private).
+    open(setup.project.parent().unwrap(), 0o711);
+    open(&setup.project, 0o755);
+    open(&setup.outside, 0o755);
+    let mine = setup.outside.join("mine");
+    std::fs::write(&mine, "mine original\n").unwrap();
+    std::os::unix::fs::chown(&mine, Some(support::NOBODY), Some(support::NOBODY)).unwrap();
+    // Writable to all: the run's child holds no capability, so it writes a file by its
+    // permission bits alone (a nobody-owned `0644` file it could not write at all).
+    open(&mine, 0o666);
+    let env = setup.env();
+    let (victim, outside) = (setup.outside.join("victim"), setup.outside.clone());
+    let agent = std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+        while !env.join("ready").exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the post-link never ran"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        open(&env, 0o777);
+        let ln = |file: &str, name: &str| {
+            std::process::Command::new("setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .arg("ln")
+                .arg(outside.join(file))
+                .arg(env.join(name))
+                .stderr(std::process::Stdio::null())
+                .status()
+                .unwrap()
+                .success()
+        };
+        let linked = (ln("victim", "planted-root"), ln("mine", "planted-mine"));
+        std::fs::write(env.join("go"), b"").unwrap();
+        linked
+    });
+    let mut server = setup.server_paths_only();
+    let created = server.unasked("conda_create", setup.arguments(&["hold"]));
+    let (linked_root, linked_own) = agent.join().unwrap();
+    assert!(!linked_root, "nobody linked a root-owned file: {created}");
+    assert!(linked_own, "{created}");
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "victim original\n",
+        "{created}"
+    );
+    // The control: the link script did write through the link its planter could make.
+    let mine = std::fs::read_to_string(&mine).unwrap();
+    assert!(mine.contains("ESCAPED"), "{mine} {created}");
+}

@@ -372,3 +372,40 @@ fn unsharing_the_agents_files_grants_nothing_and_keeps_the_server_alive() {
     assert_eq!((meta.nlink(), meta.len()), (1, 1 << 30));
     assert!(meta.blocks() < 64, "holes kept: {} blocks", meta.blocks());
 }
+
+/// A hard link the agent plants during a bounded run is written through, so the kernel
+/// must keep it to files the agent may write itself (`fs.protected_hardlinks`): where the
+/// setting reads off (through the debug builds' stand-in file), a bounded write is refused
+/// before anything runs, with the setting named; where it reads on, the same call runs.
+#[test]
+fn a_kernel_without_protected_hardlinks_refuses_bounded_writes() {
+    let dir = tempfile::Builder::new()
+        .prefix("ccm-hardlinks-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let allowed = std::fs::canonicalize(dir.path()).unwrap().join("allowed");
+    std::fs::create_dir_all(&allowed).unwrap();
+    let sysctl = dir.path().join("protected_hardlinks");
+    let sysctl_text = sysctl.display().to_string();
+    let allowed_text = allowed.display().to_string();
+    let mut args = BEHAVE_WRITE.to_vec();
+    args.extend(["--allow-paths", &allowed_text]);
+    let env = [("CCM_TEST_PROTECTED_HARDLINKS", sysctl_text.as_str())];
+    let mut s = Session::start_with(&support::fixture().conda, &args, &env);
+    let pid = allowed.join("pid");
+    let arguments = json!({"pid_file": pid.display().to_string()});
+    for off in ["0\n", ""] {
+        std::fs::write(&sysctl, off).unwrap();
+        let (_, message) = s.call_error("conda_behave", arguments.clone());
+        assert!(
+            message.contains("fs.protected_hardlinks is off"),
+            "{message}"
+        );
+        assert!(!message.contains("--allow-paths"), "{message}");
+        assert!(!pid.exists(), "the refused call ran");
+    }
+    std::fs::write(&sysctl, "1\n").unwrap();
+    let result = s.call("conda_behave", arguments);
+    assert_eq!(result["isError"], false, "{result}");
+    assert!(pid.exists(), "{result}");
+}

@@ -28,6 +28,23 @@
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
+/// Whether the kernel refuses a hard link to a file its maker may not both read and write
+/// (`fs.protected_hardlinks = 1`: fs/namei.c `may_linkat`, the default of most
+/// distributions). Un-sharing covers the links a place holds when the run starts; a link
+/// the agent's own file tools plant *during* the run (a link script can wait for it) is
+/// written through. With the protection on, such a link leads the run only to a file the
+/// agent could already write itself, and the run's child holds no `CAP_FSETID` (a write
+/// through it keeps no set-user-ID bit): it gains the agent nothing. With it off, a link
+/// could lead the run to any file of the server's file system, so bounded writes are
+/// refused. Debug builds read the file `CCM_TEST_PROTECTED_HARDLINKS` names instead.
+pub(crate) fn links_protected() -> bool {
+    let sysctl = match std::env::var_os("CCM_TEST_PROTECTED_HARDLINKS") {
+        Some(path) if cfg!(debug_assertions) => PathBuf::from(path),
+        _ => PathBuf::from("/proc/sys/fs/protected_hardlinks"),
+    };
+    std::fs::read_to_string(sysctl).is_ok_and(|value| value.trim() == "1")
+}
+
 /// The deepest directory the walk descends to below a place (one descriptor is held per
 /// level): deeper is refused, never followed on a stack that could overflow. No conda
 /// environment comes near it.

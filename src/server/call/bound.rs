@@ -35,6 +35,13 @@ const UNCHECKED: &str = "Operation may write a place that could not be made free
 const ROOT_PREFIX: &str = "Operation would write conda's root prefix, which the operator's \
                            scope does not contain";
 
+/// The refusal of a bounded write on a kernel that lets anyone hard-link any file they
+/// can name (`fs.protected_hardlinks` off): a link planted during the run could lead it
+/// anywhere ([`shared::links_protected`]).
+const LINKS_UNPROTECTED: &str = "Operation would run a bounded write on a kernel whose \
+                                 fs.protected_hardlinks is off; the operator can turn it on \
+                                 (sysctl fs.protected_hardlinks=1)";
+
 /// What a failed bounded run's summary adds when a write was refused.
 pub(super) const REFUSED_WRITE: &str = "a write outside the places this call may write was refused: \
                                  the allowed directories (--allow-paths) or the target \
@@ -68,6 +75,10 @@ impl Server {
         let (mut places, scoped, narrow) = self.judged_places(ready, call);
         let root = ready.discovery.prefix.as_deref();
         self.refuse_root_prefix(ready, call, root, scoped)?;
+        if !shared::links_protected() {
+            let reason = refuse::Reason::LinksUnprotected;
+            return Err(refuse::policy(reason, LINKS_UNPROTECTED));
+        }
         let mut inputs = sandbox::Inputs::from_process();
         let mut setup = match self.shared.start.sandbox.get() {
             Some(sandbox) => sandbox.bound_setup(),
