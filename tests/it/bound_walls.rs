@@ -291,7 +291,9 @@ fn poke_report(env: &std::path::Path) -> Value {
 /// package, changes its `info/paths.json`, plants repodata in the cache's `cache/`, and
 /// writes a file in `/dev/shm` (H5). The operator's environment and cache keep every
 /// byte, and nothing the script wrote in `/dev/shm` is on the host after the run; 80 MiB
-/// there do not fit (attack 4 U8: the private tmpfs is bounded).
+/// there do not fit (attack 4 U8: the private tmpfs is bounded). Nor does it plant a
+/// file or a symlink in conda's notices cache, which the operator's conda trusts and
+/// rewrites later (attack 5 V2): the run's `XDG_CACHE_HOME` is its own.
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_link_script_writes_no_shared_package_cache_nor_the_hosts_shm() {
@@ -301,10 +303,17 @@ fn real_conda_a_link_script_writes_no_shared_package_cache_nor_the_hosts_shm() {
     let data = openv.join("share/pkga/data.txt");
     assert!(std::fs::metadata(&data).unwrap().nlink() > 1);
     let (data_before, cache_before) = (std::fs::read(&data).unwrap(), setup.cache_files());
+    // conda's notices cache, as the operator's conda left it.
+    let notices = setup.real.path("home/.cache/conda/notices");
+    std::fs::create_dir_all(&notices).unwrap();
     let mut server = setup.server(false);
     let created = server.unasked("conda_create", setup.arguments(&["poke"]));
     assert_eq!(created["isError"], false, "{created}");
     let report = poke_report(&setup.env());
+    // Attack 5 V2: nothing planted in the user cache; the run's own is writable.
+    let planted: Vec<_> = std::fs::read_dir(&notices).unwrap().flatten().collect();
+    assert!(planted.is_empty(), "{planted:?}: {report}");
+    assert_eq!(report["own_user_cache"], "ok", "{report}");
     let shm = PathBuf::from(report["shm_name"].as_str().unwrap());
     let big = PathBuf::from(format!("{}-big", shm.display()));
     let on_host = shm.exists() || big.exists();

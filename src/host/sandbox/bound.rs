@@ -334,6 +334,7 @@ pub fn changed(error: &std::io::Error) -> bool {
 pub fn install(command: &mut tokio::process::Command, bound: &Bound) {
     if let Some(tmpdir) = &bound.0.tmpdir {
         command.env(super::TMPDIR, tmpdir.path());
+        command.env("XDG_CACHE_HOME", tmpdir.path().join(USER_CACHE));
     }
     if let Some(pkgs_dirs) = &bound.0.pkgs_dirs {
         command.env(PKGS_DIRS, pkgs_dirs);

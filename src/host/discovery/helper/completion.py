@@ -1,6 +1,7 @@
 # Part of the discovery helper (see document.py): the `completion` mode, conda-completion's
 # manifest read through its public API and converted to plain JSON.
 import os
+import stat as stat_mode
 
 if False:  # Names from the other parts of this program (one namespace; see document.py).
     from document import _emit
@@ -47,6 +48,9 @@ def mode_completion(out):
     path = manifest_path()
     try:
         stat = os.stat(path)
+        # A FIFO or a device there would block the read (and the server's queue with it).
+        if not stat_mode.S_ISREG(stat.st_mode):
+            raise OSError("the manifest is not a regular file")
         manifest = read_manifest(path)
     except FileNotFoundError:
         reply(

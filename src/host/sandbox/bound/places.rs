@@ -7,6 +7,10 @@ use std::path::{Path, PathBuf};
 
 use super::Writable;
 
+/// The run's own user cache (`XDG_CACHE_HOME`), `cache/` in its temporary directory:
+/// conda's notices cache and conda-completion's manifest, discarded after the run.
+pub const USER_CACHE: &str = "cache";
+
 /// conda's package caches by environment (conda/base/context.py:793-800 `pkgs_dirs`; the
 /// variable's caches come first, before any a condarc file names).
 pub const PKGS_DIRS: &str = "CONDA_PKGS_DIRS";
@@ -31,6 +35,7 @@ pub fn private_cache(
     root_prefix: Option<&Path>,
 ) -> std::io::Result<(PathBuf, std::ffi::OsString)> {
     let caches = pkgs_dirs(inputs, root_prefix);
+    std::fs::create_dir(tmpdir.join(USER_CACHE))?;
     let private = tmpdir.join("pkgs");
     std::fs::create_dir(&private)?;
     std::fs::write(private.join("urls.txt"), b"")?;
@@ -136,14 +141,12 @@ pub fn conda_places(
     // (conda/core/envs_manager.py:36 `get_user_environments_txt_file`, :81 `open(…, "a")`;
     // a registry it cannot write is a warning, :84-92).
     places.extend(dot_conda.as_ref().map(|d| d.join("environments.txt")));
-    // conda's user cache: the notices cache (conda/notices/cache.py:83-86, platformdirs'
-    // `user_cache_dir`: `$XDG_CACHE_HOME/conda`, else `~/.cache/conda`), also where
-    // conda-completion keeps its manifest.
-    let cache = inputs
-        .xdg_cache_home
-        .clone()
-        .or_else(|| inputs.home.as_ref().map(|h| h.join(".cache")));
-    places.extend(cache.map(|c| c.join("conda")));
+    // Not conda's user cache (the notices cache, conda/notices/cache.py:83-86,
+    // platformdirs' `user_cache_dir`: `$XDG_CACHE_HOME/conda`; conda-completion's
+    // manifest): the operator's own conda later trusts what is there (a notices answer,
+    // and a symlink as its cache file, which `mark_channel_notices_as_viewed` rewrites,
+    // cache.py:141-155), and the server's completion helper reads the manifest. The run's
+    // `XDG_CACHE_HOME` is a directory of its own ([`USER_CACHE`], `install`).
     // Temporary files: link scripts run through a wrapper script (conda/utils.py:288
     // `Utf8NamedTemporaryFile`), `.pyc` compilation lists
     // (conda/gateways/disk/create.py:408 `tempfile.mkstemp`).
