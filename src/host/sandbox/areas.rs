@@ -10,6 +10,13 @@ use std::path::{Path, PathBuf};
 
 use super::{Facts, MAX_KEEPS, Sandbox};
 
+/// Most environments outside the envs directories whose `conda-meta` a call overlays
+/// (the root prefix first, then `environments.txt` in its order): the rest stay read-only
+/// to the call (conda's history probe finds them not writable; reads work). A write call
+/// may append to `environments.txt`, and thousands of entries made every later sandboxed
+/// call mount thousands of overlays, seconds to minutes each (attack 5 V4).
+pub(super) const MAX_ENVIRONMENTS: usize = 64;
+
 #[derive(Debug, Default)]
 pub(super) struct Areas {
     /// Copy-on-write overlays: reads see the operator's directory as it is, writes land
@@ -60,22 +67,31 @@ impl Sandbox {
         envs_dirs.extend(dot_conda.as_ref().map(|d| d.join("envs")));
         let envs = environments(facts, root_prefix, &envs_dirs);
         // Overlays never nest: a directory inside a chosen one is covered by it.
-        let mut add = |path: PathBuf| {
-            if is_dir(&path) && !areas.overlays.iter().any(|t| path.starts_with(t)) {
+        let mut add = |path: PathBuf| -> bool {
+            let added = is_dir(&path) && !areas.overlays.iter().any(|t| path.starts_with(t));
+            if added {
                 areas.overlays.retain(|t| !t.starts_with(&path));
                 areas.overlays.push(path);
             }
+            added
         };
         // ~/.conda (its envs, pkgs and environments.txt), every envs and pkgs directory
-        // (envs directory probes, package cache probes and each repodata cache), every
-        // environment's conda-meta (the conda-meta/history probe), the notices cache.
-        dot_conda.into_iter().for_each(&mut add);
-        envs_dirs.iter().cloned().for_each(&mut add);
-        pkgs.iter().cloned().for_each(&mut add);
-        envs.into_iter()
-            .map(|e| e.join("conda-meta"))
-            .for_each(&mut add);
-        facts.notices.iter().cloned().for_each(&mut add);
+        // (envs directory probes, package cache probes and each repodata cache), the
+        // conda-meta of the first [`MAX_ENVIRONMENTS`] environments outside them (the
+        // conda-meta/history probe), the notices cache.
+        for dir in dot_conda.into_iter().chain(envs_dirs.iter().cloned()) {
+            add(dir);
+        }
+        for dir in pkgs.iter().cloned().chain(facts.notices.iter().cloned()) {
+            add(dir);
+        }
+        let mut own = 0;
+        for meta in envs.into_iter().map(|e| e.join("conda-meta")) {
+            if own == MAX_ENVIRONMENTS {
+                break;
+            }
+            own += usize::from(add(meta));
+        }
         // What conda would create on this read, where it could create it outside.
         let missing: Vec<PathBuf> = [first_missing(&pkgs), first_missing(&envs_dirs)]
             .into_iter()

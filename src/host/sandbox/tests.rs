@@ -381,3 +381,32 @@ fn a_union_goes_only_where_nothing_would_be_hidden() {
     assert!(!fits_union(&root, &[], &root.join("base")));
     assert!(!fits_union(Path::new("/"), &[], base));
 }
+
+/// A write call may append to `environments.txt`: a thousand environments listed there
+/// (attack 5 V4) give a call no more than [`areas::MAX_ENVIRONMENTS`] `conda-meta`
+/// overlays outside the envs directories, the root prefix's first.
+#[tokio::test]
+async fn listed_environments_are_overlaid_up_to_the_cap() {
+    let temp = tempfile::tempdir().unwrap();
+    let home = temp.path().join("home");
+    let root = temp.path().join("root");
+    std::fs::create_dir_all(root.join("conda-meta")).unwrap();
+    std::fs::create_dir_all(home.join(".conda")).unwrap();
+    let mut listed = String::new();
+    for i in 0..1000 {
+        let env = temp.path().join(format!("flood/{i}"));
+        std::fs::create_dir_all(env.join("conda-meta")).unwrap();
+        listed.push_str(&format!("{}\n", env.display()));
+    }
+    std::fs::write(home.join(".conda/environments.txt"), listed).unwrap();
+    let sandbox = probe(&inputs(&home, temp.path()), Path::new("/bin/true"), &[]).await;
+    assert_eq!(sandbox.state(), &State::Active, "{sandbox:?}");
+    let areas = sandbox.areas(Some(&root));
+    let metas: Vec<&PathBuf> = areas
+        .overlays
+        .iter()
+        .filter(|o| o.ends_with("conda-meta"))
+        .collect();
+    assert_eq!(metas.len(), areas::MAX_ENVIRONMENTS, "{metas:?}");
+    assert_eq!(metas[0], &root.join("conda-meta"));
+}
