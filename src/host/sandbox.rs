@@ -79,6 +79,15 @@ pub use enter::install;
 pub use enter::{Joined, enter_forked, install_joined};
 pub use probe::Unavailable;
 
+/// The size of a sandboxed call's tmpfs (its `TMPDIR`, the upper layers of its overlays)
+/// and of each entry a union adds (`enter::UNION_TMPFS`): at most 2 GiB and 262 144
+/// files. The kernel's default, half the memory, let one call (`conda run` of a program
+/// that fills `TMPDIR`) pin 12 GiB of a 24 GiB host, outside any process's limits, for
+/// its whole run (attack 5 V1). 2 GiB holds a large channel's repodata written into the
+/// repodata cache's overlay (conda-forge's `linux-64` is about 300 MB) several times over.
+/// Only one execution runs at a time, so this bounds the sandbox's memory server-wide.
+pub(crate) const CALL_TMPFS: &str = "size=2g,nr_inodes=262144";
+
 /// Most overlays a union carries over (those inside the directory it goes on).
 const MAX_KEEPS: usize = 8;
 

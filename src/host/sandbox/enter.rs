@@ -313,9 +313,13 @@ fn mount_union(union: &UnionMount, user: bool, private: rustix::mount::MountFlag
         }
     }
     for entry in &union.created {
-        let _ = mount(c"tmpfs", &**entry, c"tmpfs", private, c"mode=0755");
+        let _ = mount(c"tmpfs", &**entry, c"tmpfs", private, UNION_TMPFS);
     }
 }
+
+/// The options of a tmpfs a union adds (what conda creates there, a package cache with its
+/// repodata cache): bounded as the call's own ([`super::CALL_TMPFS`]).
+pub(super) const UNION_TMPFS: &std::ffi::CStr = c"mode=0755,size=2g,nr_inodes=262144";
 
 /// Give up every privilege, for good, for this process and everything it starts. A root
 /// child would keep root's capabilities across `exec`, and a child in a new user namespace

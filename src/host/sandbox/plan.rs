@@ -34,17 +34,18 @@ impl Sandbox {
                 format!("{gid} {gid} 1\n").into_bytes(),
             )
         });
-        let base_options = match facts.base {
-            Base::Shm => c"mode=1777",
-            Base::Dir(_) => c"mode=0700",
+        let mode = match facts.base {
+            Base::Shm => "1777",
+            Base::Dir(_) => "0700",
         };
+        let base_options = std::ffi::CString::new(format!("mode={mode},{}", super::CALL_TMPFS));
         Some(Plan(Arc::new(Prepared {
             maps,
             mounts_first: uid == 0,
             scope: facts.scope.clone(),
             seccomp: facts.seccomp.clone(),
             base: cstring(&base)?,
-            base_options: base_options.to_owned(),
+            base_options: base_options.ok()?,
             mkdirs,
             tmpdir,
             overlays,

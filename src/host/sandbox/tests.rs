@@ -410,3 +410,36 @@ async fn listed_environments_are_overlaid_up_to_the_cap() {
     assert_eq!(metas.len(), areas::MAX_ENVIRONMENTS, "{metas:?}");
     assert_eq!(metas[0], &root.join("conda-meta"));
 }
+
+/// A sandboxed call's tmpfs is bounded (attack 5 V1: the kernel's default, half the
+/// memory, let one call pin 12 GiB): its mount says so from inside, and a union's
+/// entries are bounded alike.
+#[tokio::test]
+async fn the_calls_tmpfs_is_bounded() {
+    assert!(
+        enter::UNION_TMPFS
+            .to_str()
+            .unwrap()
+            .ends_with(&format!(",{CALL_TMPFS}"))
+    );
+    let temp = tempfile::tempdir().unwrap();
+    let home = temp.path().join("home");
+    std::fs::create_dir_all(home.join(".conda")).unwrap();
+    let sandbox = probe(&inputs(&home, temp.path()), Path::new("/bin/true"), &[]).await;
+    assert_eq!(sandbox.state(), &State::Active, "{sandbox:?}");
+    let plan = sandbox.plan(None).unwrap();
+    let out = run_one(
+        &sh("df -k \"$TMPDIR\"", Some(plan)),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let size: u64 = stdout
+        .lines()
+        .nth(1)
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|k| k.parse().ok())
+        .unwrap_or_else(|| panic!("{stdout} {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(size, 2 * 1024 * 1024, "{stdout}");
+}
