@@ -573,7 +573,9 @@ fn sessions_have_their_own_execution_limit() {
     let slow = slow.join().unwrap();
     assert_eq!(
         slow.response()["result"]["structuredContent"]["exit_code"],
-        0
+        0,
+        "{}",
+        slow.body
     );
     assert!(!dir.path().join("busy").exists(), "the refused call ran");
     assert!(dir.path().join("other").exists());
