@@ -293,7 +293,8 @@ fn poke_report(env: &std::path::Path) -> Value {
 /// byte, and nothing the script wrote in `/dev/shm` is on the host after the run; 80 MiB
 /// there do not fit (attack 4 U8: the private tmpfs is bounded). Nor does it plant a
 /// file or a symlink in conda's notices cache, which the operator's conda trusts and
-/// rewrites later (attack 5 V2): the run's `XDG_CACHE_HOME` is its own.
+/// rewrites later (attack 5 V2): the run's `XDG_CACHE_HOME` is its own; nor rewrite
+/// conda's registry, which the server keeps for it (V6).
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_link_script_writes_no_shared_package_cache_nor_the_hosts_shm() {
@@ -303,9 +304,12 @@ fn real_conda_a_link_script_writes_no_shared_package_cache_nor_the_hosts_shm() {
     let data = openv.join("share/pkga/data.txt");
     assert!(std::fs::metadata(&data).unwrap().nlink() > 1);
     let (data_before, cache_before) = (std::fs::read(&data).unwrap(), setup.cache_files());
-    // conda's notices cache, as the operator's conda left it.
+    // conda's notices cache and registry, as the operator's conda left them.
     let notices = setup.real.path("home/.cache/conda/notices");
     std::fs::create_dir_all(&notices).unwrap();
+    let registry = setup.real.path("home/.conda/environments.txt");
+    std::fs::create_dir_all(registry.parent().unwrap()).unwrap();
+    std::fs::write(&registry, format!("{}\n", openv.display())).unwrap();
     let mut server = setup.server(false);
     let created = server.unasked("conda_create", setup.arguments(&["poke"]));
     assert_eq!(created["isError"], false, "{created}");
@@ -314,6 +318,11 @@ fn real_conda_a_link_script_writes_no_shared_package_cache_nor_the_hosts_shm() {
     let planted: Vec<_> = std::fs::read_dir(&notices).unwrap().flatten().collect();
     assert!(planted.is_empty(), "{planted:?}: {report}");
     assert_eq!(report["own_user_cache"], "ok", "{report}");
+    // Attack 5 V6: the registry is the server's to keep: the operator's environment
+    // stays listed, the new one is added, nothing of the script's.
+    let listed = std::fs::read_to_string(&registry).unwrap();
+    let expected = format!("{}\n{}\n", openv.display(), setup.env().display());
+    assert_eq!(listed, expected, "{report}");
     let shm = PathBuf::from(report["shm_name"].as_str().unwrap());
     let big = PathBuf::from(format!("{}-big", shm.display()));
     let on_host = shm.exists() || big.exists();

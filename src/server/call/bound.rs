@@ -104,7 +104,6 @@ impl Server {
                 Some(cwd) => Some(cwd.clone()),
                 None => std::env::current_dir().ok(),
             };
-            bound::make_registry(&inputs);
             let judged_places = places.clone();
             let conda = bound::conda_places(&inputs, root, false);
             let named = if narrow {
@@ -313,8 +312,8 @@ async fn hold_for_tests() {
 /// Make every place of a run free of files shared with anything outside it
 /// ([`shared::settle`]): the places the gates judged (the targets, else the allowed
 /// directories; a place that does not exist yet, its nearest existing directory, which
-/// the run may write whole) and the operator's small places (the registry, the notices
-/// cache) get private copies; the root prefix and the envs directories, which a command
+/// the run may write whole) and conda's other places outside the run's own get private
+/// copies; the root prefix and the envs directories, which a command
 /// without targets keeps under `--allow-paths` alone, are refused (they hold other
 /// environments: copying them is not what the call asked). The run's private places
 /// (its temporary directory and package cache, the plan's directory) and `/dev` are

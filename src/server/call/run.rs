@@ -64,6 +64,12 @@ impl Server {
             outcome.limit = Some(bound::REFUSED_WRITE.to_owned());
         }
         caller.audit.outcome(&outcome);
+        if run.write_bound.is_some() {
+            // conda's environment registry is the server's to keep for a bounded run.
+            let succeeded = outcome.exit_code == Some(0) && !outcome.timed_out;
+            let inputs = crate::host::sandbox::Inputs::from_process();
+            crate::host::sandbox::bound::settle_registry(&inputs, &call.targets, succeeded);
+        }
         if outcome.cancelled {
             return Err(Refusal::Cancelled);
         }

@@ -104,24 +104,74 @@ pub fn pkgs_dirs(
 }
 
 /// conda's user registry of environments, `~/.conda/environments.txt`
-/// (conda/core/envs_manager.py:26 `get_user_environments_txt_file`), made empty when it
-/// does not exist yet, as conda would make it when it registers an environment
-/// (:69-81: `os.makedirs` of `~/.conda`, then `open(…, "a")`): a bounded write may
-/// write the file but not create it (its directory holds the package cache and
-/// environments), so without this a `create` could not register its environment.
-/// Nothing is made when `HOME` is not a directory.
-pub fn make_registry(inputs: &crate::host::sandbox::Inputs) {
+/// (conda/core/envs_manager.py:26 `get_user_environments_txt_file`), kept by the server
+/// for a bounded write rather than by the run: a run that could write it rewrote it
+/// (dropping the operator's environments, so the sandbox no longer overlaid them and
+/// every preview into them failed) or flooded it (attack 5 V4, V6). The run reads it;
+/// conda's own registration fails there with a warning (:84-92, `EACCES`/`EROFS`). After
+/// the run, each target the call judged is registered as conda would have (`register_env`,
+/// :58-92: its normalized path appended once, `~/.conda` made when missing) when it is an
+/// environment now (`conda-meta` a directory) and the run succeeded, and unregistered
+/// (`unregister_env`, :95-110: its line removed) when it no longer exists. Nothing is
+/// done when `HOME` is not a directory; the file is never followed through a symlink.
+pub fn settle_registry(
+    inputs: &crate::host::sandbox::Inputs,
+    targets: &[PathBuf],
+    succeeded: bool,
+) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let Some(home) = inputs.home.as_ref().filter(|h| h.is_dir()) else {
         return;
     };
     let dot_conda = home.join(".conda");
+    let registry = dot_conda.join("environments.txt");
+    let nofollow = || {
+        let mut options = std::fs::OpenOptions::new();
+        options.custom_flags(libc::O_NOFOLLOW);
+        options
+    };
+    let listed = |text: &str, target: &Path| text.lines().any(|l| Path::new(l.trim()) == target);
+    let text = nofollow()
+        .read(true)
+        .open(&registry)
+        .and_then(std::io::read_to_string)
+        .unwrap_or_default();
+    let gone: Vec<&PathBuf> = targets
+        .iter()
+        .filter(|t| std::fs::symlink_metadata(t).is_err() && listed(&text, t))
+        .collect();
+    if !gone.is_empty() {
+        let kept: String = text
+            .lines()
+            .filter(|l| !gone.iter().any(|t| Path::new(l.trim()) == t.as_path()))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let _ = nofollow()
+            .write(true)
+            .truncate(true)
+            .open(&registry)
+            .and_then(|mut f| f.write_all(kept.as_bytes()));
+    }
+    if !succeeded {
+        return;
+    }
+    let made: Vec<&PathBuf> = targets
+        .iter()
+        .filter(|t| t.join("conda-meta").is_dir() && !listed(&text, t))
+        .collect();
+    if made.is_empty() {
+        return;
+    }
     if std::fs::symlink_metadata(&dot_conda).is_err() && std::fs::create_dir(&dot_conda).is_err() {
         return;
     }
-    let _ = std::fs::OpenOptions::new()
+    let lines: String = made.iter().map(|t| format!("{}\n", t.display())).collect();
+    let _ = nofollow()
         .append(true)
         .create(true)
-        .open(dot_conda.join("environments.txt"));
+        .open(&registry)
+        .and_then(|mut f| f.write_all(lines.as_bytes()));
 }
 
 /// What conda itself writes for a bounded write, besides the call's own places (conda
@@ -133,14 +183,10 @@ pub fn conda_places(
     root_prefix: Option<&Path>,
     named: bool,
 ) -> Vec<Writable> {
-    let dot_conda = inputs.home.as_ref().map(|h| h.join(".conda"));
     // No package cache: the run has its own ([`private_cache`], in its temporary
     // directory), the operator's are read-only to it.
     let mut places: Vec<PathBuf> = Vec::new();
-    // The environment registry, appended to when an environment is made
-    // (conda/core/envs_manager.py:36 `get_user_environments_txt_file`, :81 `open(…, "a")`;
-    // a registry it cannot write is a warning, :84-92).
-    places.extend(dot_conda.as_ref().map(|d| d.join("environments.txt")));
+    // Not the environment registry: the server keeps it for the run ([`settle_registry`]).
     // Not conda's user cache (the notices cache, conda/notices/cache.py:83-86,
     // platformdirs' `user_cache_dir`: `$XDG_CACHE_HOME/conda`; conda-completion's
     // manifest): the operator's own conda later trusts what is there (a notices answer,
