@@ -186,6 +186,8 @@ fn real_conda_link_scripts_are_walled_in() {
     ] {
         assert_ne!(report[attempt], "ok", "{attempt}: {report}");
     }
+    // Attack 5 V7: no tracing of a process of the run's own user and domain (EACCES).
+    assert_eq!(report["ptrace_parent"], "errno 13", "{report}");
     assert_eq!(setup.outside_files(), before, "{report}");
     assert!(listener.accept().is_err(), "{report}");
     assert!(!setup.env().join("victim").exists(), "{report}");

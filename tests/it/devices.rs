@@ -2,7 +2,7 @@
 //! sockets: the host's device nodes are absent, a device node elsewhere does not open (`/dev/loop-control`, `/dev/kmsg`
 //! cannot be opened), a unix socket the test's own listener serves, by path and by
 //! abstract name, cannot be connected to (the listener sees nothing), a datagram
-//! socket pair, io_uring and the user's kernel keyring (`add_key`, `keyctl`) and another process's resource limits are refused; `/dev/null`, `/dev/urandom` and a connected
+//! socket pair, io_uring and the user's kernel keyring (`add_key`, `keyctl`) and another process's resource limits and tracing (`ptrace`) are refused; `/dev/null`, `/dev/urandom` and a connected
 //! stream pair keep working; the controlling terminal of a server started from one does
 //! not open (`/dev/tty`). A sandboxed `conda run` of `tests/fixtures/devices.py`, as
 //! root and as `nobody`, cold and `--warm`, with the kernel's Landlock scope and without
@@ -187,6 +187,7 @@ fn check(launch: &dyn Fn() -> Command, conda: &Path, prefix: &Path, home: &Path,
                 "add_key",
                 "keyctl",
                 "prlimit_other",
+                "ptrace_other",
             ] {
                 assert_eq!(out[key], "EACCES", "{what}: {key} {out}");
             }

@@ -16,7 +16,12 @@
 //! added, read or revoked there would outlive the call and reach every other process of
 //! that user. `prlimit64` on another process than the caller fails with `EACCES` (a
 //! root server's bounded child shares the host's PID namespace: it could set any root
-//! process's limits, the server's included). Every other system call is allowed: the filter narrows nothing else.
+//! process's limits, the server's included). `ptrace`, `process_vm_readv`,
+//! `process_vm_writev` and `pidfd_getfd` fail with `EACCES`: a child of the call could
+//! otherwise drive another process of the same user that shares its domain (a confirmed
+//! run's wrapper, which reports whether the plan changed), and no conda command traces
+//! one (a debugger or `strace` under `conda run` in a sandboxed call fails). Every other
+//! system call is allowed: the filter narrows nothing else.
 //!
 //! The program is built by seccompiler (rust-vmm's, used by Firecracker: pure Rust, no C
 //! library, and it builds the whole BPF program ahead, so installing it in the forked
@@ -65,6 +70,13 @@ fn program() -> Option<seccompiler::BpfProgram> {
         (libc::SYS_add_key, vec![]),
         (libc::SYS_keyctl, vec![]),
         (libc::SYS_request_key, vec![]),
+        // Another process's execution, memory or descriptors: a link script traced the
+        // confirmed run's wrapper (same user, same Landlock domain) and made it report a
+        // changed plan after the package had been installed (attack 5 V7).
+        (libc::SYS_ptrace, vec![]),
+        (libc::SYS_process_vm_readv, vec![]),
+        (libc::SYS_process_vm_writev, vec![]),
+        (libc::SYS_pidfd_getfd, vec![]),
     ];
     for (nr, rule) in calls {
         #[cfg(target_arch = "x86_64")]
