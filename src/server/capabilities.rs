@@ -87,7 +87,8 @@ fn write_bound(
     let writable = if narrow {
         "the target environments (--write-envs), as resolved when the call was judged"
     } else {
-        "the allowed directories (--allow-paths)"
+        "the allowed directories (--allow-paths; of the HTTP default scope, those that hold \
+         no part of conda's root prefix but its envs/), and the targets"
     };
     let conda: Vec<std::path::PathBuf> =
         bound::conda_places(&Inputs::from_process(), root_prefix, !narrow)
@@ -96,6 +97,7 @@ fn write_bound(
             .collect();
     match bound::support() {
         Ok(abi) => json!({"state": "active", "landlock_abi": abi, "writable": writable,
+            "allowed_places": (!narrow).then(|| confinement.write_dirs()),
             "conda_places": conda}),
         Err(reason) => json!({"state": "unavailable", "reason": reason, "writable": writable}),
     }
