@@ -1,12 +1,28 @@
-//! The Linux side of the seam: the mechanisms themselves, re-exported from where they
-//! live or (the small ones) written here.
+//! The Linux side of the seam: the mechanisms themselves, re-exported from the Linux
+//! rooms where they live (beside the data they serve, so that `super::` reaches it) or
+//! (the small ones) written here. Nothing here names a module that names the seam: the
+//! house test finds no cycle through it.
 
 use std::os::fd::OwnedFd;
 
 use rustix::process::{Pid, PidfdFlags, Signal};
 
+pub(crate) use crate::host::sandbox::bound::landlock::{
+    install as install_write_bound, make as make_write_bound, support as write_bound_support,
+};
+pub(crate) use crate::host::sandbox::enter::{
+    enter_forked, install as install_sandbox, install_joined,
+};
 pub(crate) use crate::host::sandbox::scope::ruleset as scope_ruleset;
 pub(crate) use crate::host::sandbox::seccomp::Filter as SeccompFilter;
+pub(crate) use crate::host::sandbox::walls::Walls;
+
+/// The read-only sandbox can be built here (namespaces, Landlock, seccomp); the startup
+/// probe still tries it.
+pub(crate) const SANDBOX: bool = true;
+
+/// The file name of conda's entry point, looked for on `PATH`.
+pub(crate) const CONDA: &str = "conda";
 
 /// Make this process a child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`): orphaned
 /// descendants become its children. Returns whether it worked.
