@@ -43,6 +43,26 @@ pub(crate) fn pidfd_kill(fd: &OwnedFd, signal: Signal) {
     let _ = rustix::process::pidfd_send_signal(fd, signal);
 }
 
+/// The total RAM in bytes (`sysinfo(2)`).
+pub(crate) fn total_ram() -> u64 {
+    let info = rustix::system::sysinfo();
+    (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1)))
+}
+
+/// The terminal side of the pseudo-terminal `master` (`TIOCGPTPEER`: the very peer, not
+/// whatever a path names by then).
+pub(crate) fn pty_peer(
+    master: &OwnedFd,
+    flags: rustix::pty::OpenptFlags,
+) -> std::io::Result<OwnedFd> {
+    Ok(rustix::pty::ioctl_tiocgptpeer(master, flags)?)
+}
+
+/// A close-on-exec pipe made in one call (`pipe2`): (read end, write end).
+pub(crate) fn pipe_cloexec() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
+}
+
 /// A child's exit code, or minus the signal that ended it.
 pub(crate) fn exit_code(status: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;

@@ -109,6 +109,24 @@ pub(crate) fn pidfd_open(_pid: i32) -> io::Result<OwnedFd> {
 /// Nothing to signal: no pidfd is ever opened.
 pub(crate) fn pidfd_kill(_fd: &OwnedFd, _signal: rustix::process::Signal) {}
 
+/// The total RAM is not asked here: 0, so the default memory limit is its 4 GiB cap.
+pub(crate) fn total_ram() -> u64 {
+    0
+}
+
+/// No `TIOCGPTPEER`: a port opens the peer by name (`ptsname`); until then a watched
+/// run, whose stdout is a terminal, does not start.
+pub(crate) fn pty_peer(_master: &OwnedFd, _flags: rustix::pty::OpenptFlags) -> io::Result<OwnedFd> {
+    Err(unsupported(
+        "no TIOCGPTPEER: the pseudo-terminal's peer is Linux's here",
+    ))
+}
+
+/// No `pipe2` written here (the warm path, its only user, is off without pidfds).
+pub(crate) fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+    Err(unsupported("no pipe2 here"))
+}
+
 /// A child's exit code, or minus the signal that ended it where there are signals.
 #[cfg(unix)]
 pub(crate) fn exit_code(status: std::process::ExitStatus) -> i32 {

@@ -33,7 +33,7 @@ pub(crate) struct WarmChild {
 
 /// A close-on-exec pipe: (read end, write end).
 fn pipe_pair() -> Result<(OwnedFd, OwnedFd), Unfit> {
-    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|_| Unfit::Refused)
+    platform::pipe_cloexec().map_err(|_| Unfit::Refused)
 }
 
 /// The environment a cold child of `spec` gets, in the order it gets it (sorted by name,
