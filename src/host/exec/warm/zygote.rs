@@ -122,15 +122,14 @@ impl Zygote {
         unsafe {
             command.pre_exec(move || in_child.apply_in_child());
         }
-        platform::install_joined(&mut command, plan, joined).map_err(|_| Unfit::Sandbox)?;
-        let spawned = {
+        let spawned = platform::install_joined(&mut command, plan, joined).and_then(|()| {
             let mut registry = reap::registry();
             let child = command.spawn();
             if let Some(pid) = child.as_ref().ok().and_then(Child::id) {
                 registry.insert(pid as i32);
             }
             child
-        };
+        });
         let Ok(mut child) = spawned else {
             if let Some(group) = &prepared.group {
                 group.remove();
