@@ -388,5 +388,5 @@ impl Drop for Running {
 /// sweep, with room to spare.
 pub const SHUTDOWN_BOUND: Duration = Duration::from_secs(5);
 
-#[cfg(all(test, unix))]
+#[cfg(test)]
 mod tests;

@@ -58,25 +58,27 @@ use crate::tools::policy::Classification;
 
 mod areas;
 pub mod bound;
-#[cfg(target_os = "linux")]
-mod dev;
-mod enter;
-#[cfg(target_os = "linux")]
-mod mount;
 mod plan;
 mod probe;
+pub mod shared;
+
+// The Linux rooms: compiled on Linux only, reached only through `host::platform` (and
+// each other); ARCHITECTURE.md, "Platform seam".
+#[cfg(target_os = "linux")]
+mod dev;
+#[cfg(target_os = "linux")]
+pub(crate) mod enter;
+#[cfg(target_os = "linux")]
+mod mount;
 #[cfg(target_os = "linux")]
 pub(crate) mod scope;
 #[cfg(target_os = "linux")]
 pub(crate) mod seccomp;
-pub mod shared;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
-mod walls;
-
-pub use enter::install;
 #[cfg(target_os = "linux")]
-pub use enter::{Joined, enter_forked, install_joined};
+pub(crate) mod walls;
+
 pub use probe::Unavailable;
 
 /// The size of a sandboxed call's tmpfs (its `TMPDIR`, the upper layers of its overlays)
@@ -202,6 +204,14 @@ impl Inputs {
 /// One call's sandbox, prepared before the fork (cheap to clone).
 #[derive(Clone, Debug)]
 pub struct Plan(Arc<Prepared>);
+
+/// The namespaces of a sandbox built by a holder (`platform::enter_forked`), for a
+/// process that joins it whole: the read zygote, before it runs anything.
+pub struct Joined {
+    pub user: OwnedFd,
+    pub mount: OwnedFd,
+    pub ipc: OwnedFd,
+}
 
 #[derive(Debug)]
 struct Prepared {

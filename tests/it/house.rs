@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 /// No import cycle inside a layer; the layer list names every module.
 mod cycles;
+/// One platform seam: target gates in `host/platform` only, Linux rooms reached through it.
+mod seam;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 

@@ -22,10 +22,7 @@ pub fn resolve_executable(
     let (candidate, source) = match (explicit, conda_exe_env) {
         (Some(path), _) if !path.is_empty() => (path.to_owned(), "--conda-exe"),
         (_, Some(path)) if !path.is_empty() => (path.to_owned(), "CONDA_EXE"),
-        _ => (
-            if cfg!(windows) { "conda.exe" } else { "conda" }.to_owned(),
-            "PATH",
-        ),
+        _ => (crate::host::platform::CONDA.to_owned(), "PATH"),
     };
     let expanded = expand_home(&candidate);
     let found = if expanded.components().count() > 1 || expanded.is_absolute() {
@@ -87,11 +84,8 @@ mod tests {
         let path = dir.join(name);
         let mut f = std::fs::File::create(&path).unwrap();
         f.write_all(body.as_bytes()).unwrap();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         path
     }
 
@@ -100,7 +94,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let conda = script(dir.path(), "conda", "#!/bin/sh\n");
         let link = dir.path().join("link");
-        #[cfg(unix)]
         std::os::unix::fs::symlink(&conda, &link).unwrap();
         let canonical = std::fs::canonicalize(&conda).unwrap();
         assert_eq!(

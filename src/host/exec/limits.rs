@@ -170,8 +170,7 @@ impl Prepared {
 
 /// The smaller of 4 GiB and half the RAM.
 pub fn default_memory() -> u64 {
-    let info = rustix::system::sysinfo();
-    let ram = (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1)));
+    let ram = crate::host::platform::total_ram();
     if ram == 0 {
         DEFAULT_MEMORY_CAP
     } else {

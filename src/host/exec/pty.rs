@@ -23,7 +23,7 @@ pub(super) fn open() -> std::io::Result<Pty> {
     let master = rustix::pty::openpt(flags)?;
     rustix::pty::grantpt(&master)?;
     rustix::pty::unlockpt(&master)?;
-    let terminal = rustix::pty::ioctl_tiocgptpeer(&master, flags)?;
+    let terminal = crate::host::platform::pty_peer(&master, flags)?;
     let mut termios = rustix::termios::tcgetattr(&terminal)?;
     termios.make_raw();
     rustix::termios::tcsetattr(&terminal, OptionalActions::Now, &termios)?;

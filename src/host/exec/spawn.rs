@@ -8,11 +8,11 @@ use std::sync::Arc;
 use tokio::process::{Child, Command};
 
 use super::{Spec, limits, reap};
+use crate::host::platform;
 
 /// Why a process could not be started, in plain words (`std::io::ErrorKind`'s debug names,
 /// such as `Uncategorized` for `ENOEXEC`, say nothing to an operator).
 pub fn plain_os_error(error: &std::io::Error) -> String {
-    #[cfg(unix)]
     if let Some(code) = error.raw_os_error() {
         let words = match code {
             libc::ENOENT => {
@@ -49,7 +49,6 @@ pub fn plain_os_error(error: &std::io::Error) -> String {
 
 /// Register the child-side confinement: join the execution's cgroups, set the rlimits.
 /// Everything was prepared before `fork`; the hook only makes async-signal-safe calls.
-#[cfg(unix)]
 fn contain(command: &mut Command, prepared: Arc<limits::Prepared>) {
     // SAFETY: the hook only calls write(2) and setrlimit(2) on data prepared before fork.
     unsafe {
@@ -80,7 +79,6 @@ pub(super) fn start(
         .stdout(terminal.map_or_else(Stdio::piped, Stdio::from))
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    #[cfg(unix)]
     command.process_group(0);
     if let Some(cwd) = &spec.cwd {
         command.current_dir(cwd);
@@ -104,15 +102,8 @@ pub(super) fn start(
         command.env("NO_COLOR", "1");
     }
     // Join the cgroup and set the limits first: the sandbox's namespaces come after.
-    #[cfg(unix)]
     contain(&mut command, Arc::clone(&prepared));
-    if let Some(plan) = &spec.sandbox {
-        crate::host::sandbox::install(&mut command, plan);
-    }
-    if let Some(bound) = &spec.write_bound {
-        crate::host::sandbox::bound::install(&mut command, bound);
-    }
-    let spawned = {
+    let spawned = confine(&mut command, spec).and_then(|()| {
         // Registered before anything can reap it: orphan reaping skips registered pids.
         let mut registry = reap::registry();
         let spawned = command.spawn();
@@ -120,7 +111,7 @@ pub(super) fn start(
             registry.insert(pid as i32);
         }
         spawned
-    };
+    });
     match spawned {
         Ok(child) => Ok((child, prepared)),
         Err(error) => {
@@ -130,6 +121,18 @@ pub(super) fn start(
             Err(error)
         }
     }
+}
+
+/// The child's sandbox and write bound, through the platform seam (which refuses them,
+/// and so the start, where they do not exist).
+fn confine(command: &mut Command, spec: &Spec) -> std::io::Result<()> {
+    if let Some(plan) = &spec.sandbox {
+        platform::install_sandbox(command, plan)?;
+    }
+    if let Some(bound) = &spec.write_bound {
+        platform::install_write_bound(command, bound)?;
+    }
+    Ok(())
 }
 
 /// A child with a `pre_exec` hook is started with `execvp`, which runs a file the kernel

@@ -19,7 +19,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 mod child;
-#[cfg(target_os = "linux")]
 mod holder;
 mod rights;
 mod zygote;

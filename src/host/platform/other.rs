@@ -1,8 +1,31 @@
 //! Elsewhere than Linux: the honest absence of each mechanism, so that the rest of
-//! `host/` builds and says what it cannot do (no seccomp filter, no subreaper, no pidfds
-//! and so no `--warm`). The sandbox's probe reports it unavailable.
+//! `host/` builds and says what it cannot do. The sandbox's probe reports it unavailable
+//! (`SANDBOX` is false) and the write bound's support is refused, so no plan or bound is
+//! ever made here; were one handed in, installing it fails the spawn with a plain error
+//! rather than running the child without it. No seccomp filter (the capabilities say
+//! `unix_sockets: open`), no subreaper (the marker sweep still ends the orphans it sees),
+//! no pidfds (so no `--warm`: every call runs cold).
+//!
+//! The stubs name no type of the sandbox (they refuse whatever they are handed): the
+//! sandbox's data names this seam, so the seam naming it back would be a cycle. A port
+//! that builds a sandbox puts its mechanisms beside the sandbox's data, as Linux does
+//! (`sandbox/enter.rs`), and re-exports them from its own file here.
 
+use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
+
+use tokio::process::Command;
+
+/// No namespaces, Landlock or seccomp: the read-only sandbox is unavailable here.
+pub(crate) const SANDBOX: bool = false;
+
+/// Why a sandbox or a write bound cannot be entered here.
+fn unsupported(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::Unsupported, what)
+}
+
+/// The file name of conda's entry point, looked for on `PATH`.
+pub(crate) const CONDA: &str = if cfg!(windows) { "conda.exe" } else { "conda" };
 
 /// No seccomp here: the filter is never built (`new` is `None`), so no value exists.
 #[derive(Debug)]
@@ -20,9 +43,57 @@ impl SeccompFilter {
     }
 }
 
+/// No mount namespaces: a write bound has no walls (no value exists).
+#[derive(Debug)]
+pub(crate) enum Walls {}
+
 /// No Landlock: no ruleset scopes a call's signals and abstract unix sockets.
 pub(crate) fn scope_ruleset() -> Option<OwnedFd> {
     None
+}
+
+/// No read-only sandbox: the child is not started.
+pub(crate) fn install_sandbox<Plan>(_command: &mut Command, _plan: &Plan) -> io::Result<()> {
+    Err(unsupported(
+        "the read-only sandbox needs Linux's namespaces",
+    ))
+}
+
+/// No sandbox to build in a forked holder.
+pub(crate) fn enter_forked<Plan>(_plan: &Plan, _parent: Option<BorrowedFd<'_>>) -> io::Result<()> {
+    Err(unsupported(
+        "the read-only sandbox needs Linux's namespaces",
+    ))
+}
+
+/// No namespaces to join: the zygote is not started.
+pub(crate) fn install_joined<Plan, Joined>(
+    _command: &mut Command,
+    _plan: &Plan,
+    _namespaces: Joined,
+) -> io::Result<()> {
+    Err(unsupported(
+        "the read-only sandbox needs Linux's namespaces",
+    ))
+}
+
+/// No Landlock: writes cannot be bounded (as on a Linux kernel without it).
+pub(crate) fn write_bound_support() -> Result<i64, String> {
+    Err("Landlock is Linux's".into())
+}
+
+/// No Landlock: no bound is made.
+pub(crate) fn make_write_bound<Writable, Setup, Bound>(
+    _abi: i64,
+    _writable: &[Writable],
+    _setup: Setup,
+) -> io::Result<Bound> {
+    Err(io::Error::other("Landlock is Linux's"))
+}
+
+/// No Landlock: the child is not started.
+pub(crate) fn install_write_bound<Bound>(_command: &mut Command, _bound: &Bound) -> io::Result<()> {
+    Err(unsupported("the write bound needs Linux's Landlock"))
 }
 
 /// No child subreaper: orphans go to init; the marker sweep still ends those it sees.
@@ -31,12 +102,30 @@ pub(crate) fn set_child_subreaper() -> bool {
 }
 
 /// No pidfds: a warm child cannot be held, so `--warm` runs every call cold.
-pub(crate) fn pidfd_open(_pid: i32) -> std::io::Result<OwnedFd> {
-    Err(std::io::ErrorKind::Unsupported.into())
+pub(crate) fn pidfd_open(_pid: i32) -> io::Result<OwnedFd> {
+    Err(io::ErrorKind::Unsupported.into())
 }
 
 /// Nothing to signal: no pidfd is ever opened.
 pub(crate) fn pidfd_kill(_fd: &OwnedFd, _signal: rustix::process::Signal) {}
+
+/// The total RAM is not asked here: 0, so the default memory limit is its 4 GiB cap.
+pub(crate) fn total_ram() -> u64 {
+    0
+}
+
+/// No `TIOCGPTPEER`: a port opens the peer by name (`ptsname`); until then a watched
+/// run, whose stdout is a terminal, does not start.
+pub(crate) fn pty_peer(_master: &OwnedFd, _flags: rustix::pty::OpenptFlags) -> io::Result<OwnedFd> {
+    Err(unsupported(
+        "no TIOCGPTPEER: the pseudo-terminal's peer is Linux's here",
+    ))
+}
+
+/// No `pipe2` written here (the warm path, its only user, is off without pidfds).
+pub(crate) fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+    Err(unsupported("no pipe2 here"))
+}
 
 /// A child's exit code, or minus the signal that ended it where there are signals.
 #[cfg(unix)]

@@ -3,14 +3,13 @@
 
 use std::sync::Arc;
 
-#[cfg(target_os = "linux")]
 use super::mount::{MOUNT_ATTR_NODEV, MOUNT_ATTR_RDONLY, mount_setattr};
-use super::{MAX_KEEPS, Overlay, Plan, Prepared, TMPDIR, UnionMount};
+use super::{Joined, MAX_KEEPS, Overlay, Plan, Prepared, TMPDIR, UnionMount};
 
 /// Put the child of `command` into the sandbox of `plan` (sets `TMPDIR`, and a
-/// `pre_exec` hook that builds the namespace).
-#[cfg(target_os = "linux")]
-pub fn install(command: &mut tokio::process::Command, plan: &Plan) {
+/// `pre_exec` hook that builds the namespace). Fails only where there is no sandbox
+/// (`platform/other.rs`).
+pub(crate) fn install(command: &mut tokio::process::Command, plan: &Plan) -> std::io::Result<()> {
     command.env(TMPDIR, &plan.0.tmpdir);
     let prepared = Arc::clone(&plan.0);
     // SAFETY: the hook only makes system calls (no allocation, no locks) on data prepared
@@ -25,10 +24,8 @@ pub fn install(command: &mut tokio::process::Command, plan: &Plan) {
             }
         });
     }
+    Ok(())
 }
-
-#[cfg(not(target_os = "linux"))]
-pub fn install(_command: &mut tokio::process::Command, _plan: &Plan) {}
 
 /// Build `plan`'s sandbox in the calling process, which must be a freshly forked,
 /// single-threaded child (the warm path's namespace holder). With `parent`, the call's
@@ -36,21 +33,11 @@ pub fn install(_command: &mut tokio::process::Command, _plan: &Plan) {}
 /// server's user owns), so that the zygote's children, which hold no capability, may
 /// join it: the owner of a user namespace, in its parent, holds every capability in it.
 /// Only system calls.
-#[cfg(target_os = "linux")]
-pub fn enter_forked(
+pub(crate) fn enter_forked(
     plan: &Plan,
     parent: Option<rustix::fd::BorrowedFd<'_>>,
 ) -> std::io::Result<()> {
     enter(&plan.0, parent)
-}
-
-/// The namespaces of a sandbox built by a holder ([`enter_forked`]), for a process that
-/// joins it whole: the read zygote, before it runs anything.
-#[cfg(target_os = "linux")]
-pub struct Joined {
-    pub user: rustix::fd::OwnedFd,
-    pub mount: rustix::fd::OwnedFd,
-    pub ipc: rustix::fd::OwnedFd,
 }
 
 /// Make the child of `command` join `namespaces` (user, mount and IPC, built by a holder
@@ -58,8 +45,11 @@ pub struct Joined {
 /// controlling terminal, every privilege, a Landlock domain of its own (where the kernel
 /// scopes signals), the unix-socket filter last. The read zygote starts so: contained as a
 /// cold read-only call is, before its interpreter runs a line.
-#[cfg(target_os = "linux")]
-pub fn install_joined(command: &mut tokio::process::Command, plan: &Plan, namespaces: Joined) {
+pub(crate) fn install_joined(
+    command: &mut tokio::process::Command,
+    plan: &Plan,
+    namespaces: Joined,
+) -> std::io::Result<()> {
     command.env(TMPDIR, &plan.0.tmpdir);
     let prepared = Arc::clone(&plan.0);
     // SAFETY: the hook only makes system calls (setns, prctl, capset, landlock, seccomp)
@@ -85,10 +75,10 @@ pub fn install_joined(command: &mut tokio::process::Command, plan: &Plan, namesp
             }
         });
     }
+    Ok(())
 }
 
 /// Write a whole small file, `path` relative to `dir` (async-signal-safe).
-#[cfg(target_os = "linux")]
 fn write_file(
     dir: rustix::fd::BorrowedFd<'_>,
     path: &std::ffi::CStr,
@@ -118,7 +108,6 @@ fn write_file(
 /// With `parent` (a user namespace the server's user owns), the call's user namespace is
 /// made inside it: joined right before the call's own is unshared, after a root server's
 /// mounts (made as root).
-#[cfg(target_os = "linux")]
 fn enter(plan: &Prepared, parent: Option<rustix::fd::BorrowedFd<'_>>) -> std::io::Result<()> {
     use rustix::fs::{Mode, mkdir};
     use rustix::mount::{MountFlags, MountPropagationFlags, mount, mount_change};
@@ -203,7 +192,6 @@ fn enter(plan: &Prepared, parent: Option<rustix::fd::BorrowedFd<'_>>) -> std::io
 /// A directory descriptor of `/proc` (close-on-exec). `detached`: of a copy of its mount
 /// that belongs to no mount tree, so a later read-only remount of `/` leaves it writable
 /// (a root server's child writes its maps after that remount). Only system calls.
-#[cfg(target_os = "linux")]
 pub(super) fn proc_dir(detached: bool) -> std::io::Result<rustix::fd::OwnedFd> {
     use rustix::fs::{CWD, Mode, OFlags, open};
     use rustix::mount::{OpenTreeFlags, open_tree};
@@ -218,7 +206,6 @@ pub(super) fn proc_dir(detached: bool) -> std::io::Result<rustix::fd::OwnedFd> {
 
 /// Unshare namespaces (`flags`: only `NEW*` flags, never the file table). Only a system
 /// call.
-#[cfg(target_os = "linux")]
 pub(super) fn unshare(flags: rustix::thread::UnshareFlags) -> std::io::Result<()> {
     use rustix::thread::UnshareFlags;
     if flags.contains(UnshareFlags::FILES) {
@@ -235,7 +222,6 @@ pub(super) fn unshare(flags: rustix::thread::UnshareFlags) -> std::io::Result<()
 /// themselves (`maps`: the `uid_map` and `gid_map` contents), `setgroups` denied: the one
 /// mapping a process may write for itself, through `proc` (a descriptor of `/proc`).
 /// Only system calls.
-#[cfg(target_os = "linux")]
 pub(super) fn user_namespace(
     flags: rustix::thread::UnshareFlags,
     (uid_map, gid_map): &(Vec<u8>, Vec<u8>),
@@ -262,7 +248,6 @@ pub(super) fn user_namespace(
 }
 
 /// One copy-on-write overlay (best effort). Only system calls.
-#[cfg(target_os = "linux")]
 fn mount_overlay(overlay: &Overlay, user: bool, private: rustix::mount::MountFlags) {
     use rustix::mount::mount;
 
@@ -284,7 +269,6 @@ fn mount_overlay(overlay: &Overlay, user: bool, private: rustix::mount::MountFla
 /// One read-only union with its new entries (best effort): the overlays inside its target
 /// are cloned first and attached again over it, then each new entry gets a tmpfs. Only
 /// system calls.
-#[cfg(target_os = "linux")]
 fn mount_union(union: &UnionMount, user: bool, private: rustix::mount::MountFlags) {
     use rustix::mount::{MoveMountFlags, OpenTreeFlags, mount, move_mount, open_tree};
 
@@ -327,7 +311,6 @@ pub(super) const UNION_TMPFS: &std::ffi::CStr = c"mode=0755,size=2g,nr_inodes=26
 /// capability in any set, `exec` grants none (root is not special, a setuid or
 /// file-capability program gains nothing) and the bits that say so are locked. Only
 /// system calls (rustix's raw `prctl` and `capset`).
-#[cfg(target_os = "linux")]
 pub(super) fn drop_privileges() -> std::io::Result<()> {
     use rustix::io::Errno;
     use rustix::thread::{

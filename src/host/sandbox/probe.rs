@@ -52,7 +52,7 @@ impl Sandbox {
         F: Fn(Plan) -> Fut,
         Fut: Future<Output = std::io::Result<Option<i32>>>,
     {
-        if !cfg!(target_os = "linux") {
+        if !crate::host::platform::SANDBOX {
             return Sandbox::unavailable(Unavailable::NotLinux.to_string());
         }
         let facts = match Facts::new(inputs) {

@@ -33,7 +33,7 @@ pub(super) const MAX_PLACES: usize = 24;
 
 /// The mount plan of one bounded write.
 #[derive(Debug)]
-pub(super) struct Walls {
+pub(crate) struct Walls {
     /// `uid_map`, `gid_map` of a user namespace made first (a server that is not root);
     /// `None`: a root server makes the mounts as root.
     pub(super) maps: Option<(Vec<u8>, Vec<u8>)>,
@@ -57,7 +57,6 @@ pub(super) struct Place {
 }
 
 /// `MOUNT_ATTR_NOSUID`.
-#[cfg(target_os = "linux")]
 const MOUNT_ATTR_NOSUID: u64 = 0x2;
 
 impl Walls {
@@ -115,7 +114,6 @@ impl Walls {
 
 /// In the child, between fork and exec: the namespace, the mounts, no privilege. Only
 /// system calls, on data prepared before the fork.
-#[cfg(target_os = "linux")]
 pub(super) fn enter(walls: &Walls) -> std::io::Result<()> {
     use super::mount::{MOUNT_ATTR_NODEV, MOUNT_ATTR_RDONLY, mount_setattr};
     use rustix::fd::OwnedFd;
@@ -183,7 +181,6 @@ pub(super) fn enter(walls: &Walls) -> std::io::Result<()> {
 
 /// Attach each place's clone (writable, made `nodev` and `nosuid`) onto the directory
 /// the child opened. Only system calls.
-#[cfg(target_os = "linux")]
 fn attach(
     opened: &[Option<rustix::fd::OwnedFd>; MAX_PLACES],
     clones: &mut [Option<rustix::fd::OwnedFd>; MAX_PLACES],
@@ -215,7 +212,6 @@ fn attach(
 
 /// Open a place again in the child (a judged one without following any symlink) and
 /// check it is the file the parent opened. Only system calls.
-#[cfg(target_os = "linux")]
 fn open_place(place: &Place) -> std::io::Result<rustix::fd::OwnedFd> {
     use rustix::fs::{CWD, Mode, OFlags, ResolveFlags, open, openat2};
     let flags = OFlags::PATH | OFlags::CLOEXEC;
@@ -241,7 +237,6 @@ fn open_place(place: &Place) -> std::io::Result<rustix::fd::OwnedFd> {
 /// (device, inode) the child started in: its path now leads through the writable mount
 /// of a place. Otherwise the child stays where it is (writes there fail). Only system
 /// calls.
-#[cfg(target_os = "linux")]
 fn enter_again(cwd: &std::ffi::CStr, here: (u64, u64)) {
     use rustix::fs::{CWD, Mode, OFlags, ResolveFlags, openat2};
     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;

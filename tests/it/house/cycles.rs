@@ -165,7 +165,7 @@ fn arrows(own: &[String], code: &str, known: &BTreeSet<Vec<String>>) -> BTreeSet
 }
 
 /// Every module of `src/` (its file's path) and the modules its code names.
-fn graph() -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+pub(super) fn graph() -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
     let src = Path::new(ROOT).join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);

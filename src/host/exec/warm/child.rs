@@ -33,7 +33,7 @@ pub(crate) struct WarmChild {
 
 /// A close-on-exec pipe: (read end, write end).
 fn pipe_pair() -> Result<(OwnedFd, OwnedFd), Unfit> {
-    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|_| Unfit::Refused)
+    platform::pipe_cloexec().map_err(|_| Unfit::Refused)
 }
 
 /// The environment a cold child of `spec` gets, in the order it gets it (sorted by name,
@@ -113,7 +113,6 @@ pub(super) async fn start(
     if !plan.user_namespace() {
         return Err(Unfit::Sandbox);
     }
-    #[cfg(target_os = "linux")]
     let namespaces = {
         let zygote = slot.as_ref().ok_or(Unfit::Starting)?;
         super::holder::build(plan, Some(zygote.user_ns.as_fd())).map_err(|_| Unfit::Sandbox)?
@@ -137,14 +136,11 @@ pub(super) async fn start(
         stdout_child.as_fd(),
         stderr_child.as_fd(),
     ];
-    #[cfg(target_os = "linux")]
-    {
-        let user = namespaces.user.as_ref().ok_or(Unfit::Sandbox)?;
-        fds.push(user.as_fd());
-        fds.push(namespaces.mount.as_fd());
-        fds.push(namespaces.ipc.as_fd());
-        fds.extend(plan.scope());
-    }
+    let user = namespaces.user.as_ref().ok_or(Unfit::Sandbox)?;
+    fds.push(user.as_fd());
+    fds.push(namespaces.mount.as_fd());
+    fds.push(namespaces.ipc.as_fd());
+    fds.extend(plan.scope());
     fds.extend(prepared.join_fds());
     let zygote = slot.as_mut().ok_or(Unfit::Starting)?;
     let field_refs: Vec<&[u8]> = fields.iter().map(Vec::as_slice).collect();
@@ -154,7 +150,6 @@ pub(super) async fn start(
         .map_err(|_| Unfit::Refused)?;
     drop(fds);
     drop((stdin_child, stdout_child, stderr_child));
-    #[cfg(target_os = "linux")]
     drop(namespaces);
     let (pid, pidfd) = forked(zygote).await?;
     let receiver = |fd| pipe::Receiver::from_owned_fd(fd).ok();

@@ -86,7 +86,7 @@ pub(super) fn build(plan: &Plan, parent: Option<BorrowedFd<'_>>) -> std::io::Res
 fn in_child(plan: &Plan, parent: Option<BorrowedFd<'_>>, user: bool, socket: BorrowedFd<'_>) -> ! {
     use rustix::fs::{Mode, OFlags, open};
     let open = |path: &std::ffi::CStr| open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty());
-    let entered = crate::host::sandbox::enter_forked(plan, parent).is_ok();
+    let entered = crate::host::platform::enter_forked(plan, parent).is_ok();
     let namespaces = match (entered, user) {
         (false, _) => None,
         (true, true) => open(c"/proc/self/ns/user").ok().map(Some),

@@ -17,6 +17,7 @@ use tokio::process::{Child, Command};
 
 use super::super::{Limits, limits, reap};
 use super::{Unfit, rights};
+use crate::host::platform;
 use crate::host::sandbox::Plan;
 use crate::host::target::Script;
 
@@ -121,18 +122,14 @@ impl Zygote {
         unsafe {
             command.pre_exec(move || in_child.apply_in_child());
         }
-        #[cfg(target_os = "linux")]
-        crate::host::sandbox::install_joined(&mut command, plan, joined);
-        #[cfg(not(target_os = "linux"))]
-        let () = joined;
-        let spawned = {
+        let spawned = platform::install_joined(&mut command, plan, joined).and_then(|()| {
             let mut registry = reap::registry();
             let child = command.spawn();
             if let Some(pid) = child.as_ref().ok().and_then(Child::id) {
                 registry.insert(pid as i32);
             }
             child
-        };
+        });
         let Ok(mut child) = spawned else {
             if let Some(group) = &prepared.group {
                 group.remove();
@@ -237,7 +234,6 @@ impl Zygote {
 /// The zygote's sandbox: a read-only call's namespaces, built by a holder, and a copy of
 /// its user namespace's descriptor (each call's is made inside it). Only with a user
 /// namespace of its own.
-#[cfg(target_os = "linux")]
 fn sandbox_of(plan: &Plan) -> Result<(crate::host::sandbox::Joined, OwnedFd), Unfit> {
     let built = super::holder::build(plan, None).map_err(|_| Unfit::Sandbox)?;
     let user = built.user.ok_or(Unfit::Sandbox)?;
@@ -248,11 +244,6 @@ fn sandbox_of(plan: &Plan) -> Result<(crate::host::sandbox::Joined, OwnedFd), Un
         ipc: built.ipc,
     };
     Ok((joined, kept))
-}
-
-#[cfg(not(target_os = "linux"))]
-fn sandbox_of(_plan: &Plan) -> Result<((), OwnedFd), Unfit> {
-    Err(Unfit::Sandbox)
 }
 
 /// The zygote's command: `interpreter [argument] -c SCRIPT entry <sys.path[0]>` in `/`,
