@@ -1,5 +1,6 @@
 //! The test kit: helpers that several test files share, each written once. `proc` reads
-//! processes from `/proc` (state, liveness, memory, survivors of a run); `classify` holds
+//! processes from `/proc` (state, liveness, memory, survivors of a run); `cuda` skips
+//! conda's CUDA probe where a claim does not involve it; `classify` holds
 //! the `--classify` flag lists the end-to-end tests start servers with; `confirm` the
 //! steps of a `--confirm-writes` exchange; `exit` a server that must stop on its own;
 //! `nobody` a server run as `nobody` (or, whoever runs the tests, not as root); `prefix`
@@ -9,6 +10,7 @@
 
 pub(crate) mod classify;
 pub(crate) mod confirm;
+pub(crate) mod cuda;
 pub(crate) mod exit;
 pub(crate) mod nobody;
 pub(crate) mod prefix;

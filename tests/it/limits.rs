@@ -534,7 +534,10 @@ fn http_session(url: &str, token: &str) -> HttpSession {
 fn real_conda_compare_dev_zero_names_the_memory_limit() {
     let conda = support::real_conda();
     let prefix = conda.parent().unwrap().parent().unwrap().to_owned();
-    let mut s = Session::start(&conda, &["--timeout", "300"]);
+    // A limit of 1 GiB rather than the default (the smaller of 4 GiB and half the RAM,
+    // `default_memory_is_at_most_4_gib`): the same rlimit, reached by the read of
+    // /dev/zero after a quarter of the CPU.
+    let mut s = Session::start(&conda, &["--timeout", "300", "--memory-limit", "1GiB"]);
     let begun = Instant::now();
     let result = s.call(
         "conda_compare",

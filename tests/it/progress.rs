@@ -250,10 +250,15 @@ fn real_conda_create_reports_each_package() {
     let dir = tempfile::tempdir().unwrap();
     let channel = local_channel(dir.path());
     let pkgs = dir.path().join("pkgs");
+    // The claim is about progress, not what conda's children do: no CUDA probe in each
+    // of the two solves (kit::cuda).
     let mut s = Session::start_with(
         &conda,
         &["--allow-write", "--list-all"],
-        &[("CONDA_PKGS_DIRS", pkgs.to_str().unwrap())],
+        &[
+            ("CONDA_PKGS_DIRS", pkgs.to_str().unwrap()),
+            crate::kit::cuda::SKIP_PROBE,
+        ],
     );
     let create = |prefix: &std::path::Path| {
         json!({"prefix": prefix.to_str().unwrap(), "json": true, "yes": true,

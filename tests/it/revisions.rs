@@ -122,7 +122,8 @@ fn real_conda_json_stdout_is_carried_once() {
     let conda = support::real_conda();
     // --no-warm: a text result's `_meta` is absent only on a cold server (a warm one says
     // how each call ran; tested in warm_contained).
-    let mut s = Session::start(&conda, &["--no-warm"]);
+    // Where conda's output goes is the claim: no CUDA probe in either call (kit::cuda).
+    let mut s = Session::start_with(&conda, &["--no-warm"], &[crate::kit::cuda::SKIP_PROBE]);
     let answer = s.request(
         "tools/call",
         json!({"name": "conda_info", "arguments": {"json": true}}),

@@ -8,9 +8,26 @@ use std::time::Duration;
 
 use ccm::host::discovery::{self, Discovery};
 
-/// The Python that builds fixtures (`CCM_TEST_PYTHON`, default `python3`).
+/// The Python that builds fixtures (`CCM_TEST_PYTHON`, default `python3`), as the
+/// interpreter it runs (`sys.executable`, asked once): a version manager's `python3` is a
+/// shim (pyenv's is a shell script that starts several more) that every test's Python
+/// run would otherwise go through again. Unchanged when it cannot be asked.
 pub(crate) fn python() -> String {
-    std::env::var("CCM_TEST_PYTHON").unwrap_or_else(|_| "python3".into())
+    static RESOLVED: OnceLock<String> = OnceLock::new();
+    RESOLVED
+        .get_or_init(|| {
+            let named = std::env::var("CCM_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+            Command::new(&named)
+                .args(["-c", "import sys; print(sys.executable)"])
+                .output()
+                .ok()
+                .filter(|out| out.status.success())
+                .and_then(|out| String::from_utf8(out.stdout).ok())
+                .map(|out| out.trim().to_owned())
+                .filter(|exe| Path::new(exe).is_absolute())
+                .unwrap_or(named)
+        })
+        .clone()
 }
 
 pub(crate) fn repo() -> &'static Path {
