@@ -34,6 +34,8 @@ pub(crate) struct Confinement {
     /// Conda's root prefix (canonical) when it is in the scope by default (over HTTP
     /// without `--allow-paths`) rather than by the operator's word.
     default_root: Option<PathBuf>,
+    /// The user's home directory (canonical) under the default scope.
+    default_home: Option<PathBuf>,
 }
 
 /// A path in the argv lies outside every allowed directory (never says which).
@@ -61,6 +63,7 @@ impl Confinement {
         Confinement {
             allowed,
             default_root: None,
+            default_home: None,
         }
     }
 
@@ -77,12 +80,19 @@ impl Confinement {
         }
         Confinement {
             default_root: root_prefix.and_then(|r| std::fs::canonicalize(r).ok()),
+            default_home: std::env::var_os("HOME").and_then(|h| std::fs::canonicalize(h).ok()),
             ..Confinement::to(&dirs)
         }
     }
 
     pub(crate) fn is_unrestricted(&self) -> bool {
         self.allowed.is_empty()
+    }
+
+    /// The home directory when the scope is the default one (a bounded write never writes
+    /// it whole: [`Confinement::write_dirs`]).
+    pub(crate) fn default_home(&self) -> Option<&Path> {
+        self.default_home.as_deref()
     }
 
     /// The allowed directories (for capabilities).
@@ -95,18 +105,24 @@ impl Confinement {
     /// calls may name its environments and caches, not so that a link script may write
     /// conda's own installation (a `.pth` file there runs in every later conda process
     /// and in the server's own helpers, unsandboxed): of the root prefix only its
-    /// `envs/` is written whole, and a default directory that holds the root prefix (a
-    /// working directory above it) is no such place at all.
+    /// `envs/` is written whole, and a default directory that holds the root prefix or
+    /// the home directory (a working directory at or above it: the user's dotfiles,
+    /// `~/.conda`, conda's user cache) is no such place at all.
     pub(crate) fn write_dirs(&self) -> Vec<PathBuf> {
         let Some(root) = &self.default_root else {
             return self.allowed.clone();
+        };
+        let holds_home = |dir: &PathBuf| {
+            self.default_home
+                .as_ref()
+                .is_some_and(|h| h.starts_with(dir))
         };
         self.allowed
             .iter()
             .filter_map(|dir| {
                 if dir == root {
                     std::fs::canonicalize(root.join("envs")).ok()
-                } else if root.starts_with(dir) {
+                } else if root.starts_with(dir) || holds_home(dir) {
                     None
                 } else {
                     Some(dir.clone())

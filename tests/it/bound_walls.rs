@@ -474,7 +474,8 @@ fn real_conda_a_bounded_write_plants_nothing_in_the_root_prefix() {
 /// both the project and the root prefix. The default scope names the root prefix so that
 /// calls may name its environments and caches, not so that a link script may write
 /// conda's own installation: in neither case is anything planted, and the environment
-/// is made.
+/// is made. A target inside the root prefix (its `site-packages`) is refused, and so is
+/// one whose nearest existing directory is the home directory of a server working there.
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_over_http_the_default_scope_plants_nothing_in_the_root_prefix() {
@@ -519,6 +520,56 @@ fn real_conda_over_http_the_default_scope_plants_nothing_in_the_root_prefix() {
         let made = copy.join("envs").join(name).join("conda-meta");
         assert!(made.is_dir(), "{name}: {created}");
     }
+    // Attack 6: a target inside the root prefix (not in its `envs/`) is refused; its
+    // nearest existing directory, `site-packages`, would have been the place.
+    let mut server = Asking::start_in(
+        Revision::SessionLess,
+        &conda,
+        &["--allow-write"],
+        &env,
+        Some(&setup.project),
+    );
+    let site = std::fs::read_dir(copy.join("lib"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("site-packages"))
+        .find(|p| p.is_dir())
+        .unwrap();
+    let mut arguments = setup.arguments(&["plant"]);
+    arguments["prefix"] = json!(site.join("zz").display().to_string());
+    let refused = server.unasked("conda_create", arguments);
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(text(&refused).contains("root prefix"), "{refused}");
+    assert!(plants().is_empty(), "{refused}");
+    assert!(!site.join("zz").exists(), "{refused}");
+    // Attack 6: a server working in the home directory: the home directory is no place
+    // whole (its dotfiles, `~/.conda`, conda's user cache), so a target whose nearest
+    // existing directory is it is refused.
+    let home = setup.real.path("home");
+    let mut server = Asking::start_in(
+        Revision::SessionLess,
+        &conda,
+        &["--allow-write"],
+        &env,
+        Some(&home),
+    );
+    // The channel inside the scope (the working directory).
+    let chan = home.join("chan");
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(setup.project.join("chan"))
+        .arg(&chan)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let mut arguments = setup.arguments(&["pkga"]);
+    arguments["prefix"] = json!(home.join("newenv").display().to_string());
+    arguments["ccm_cwd"] = json!(home.display().to_string());
+    arguments["channel"] = json!([format!("file://{}", chan.display())]);
+    let refused = server.unasked("conda_create", arguments);
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(text(&refused).contains("home directory"), "{refused}");
+    assert!(!home.join("newenv").exists(), "{refused}");
 }
 
 /// Attack 4 U6: a hard link the agent plants during the run is written through (a link

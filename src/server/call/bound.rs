@@ -32,8 +32,8 @@ const UNCHECKED: &str = "Operation may write a place that could not be made free
 /// The refusal of a bounded write that would write conda's root prefix as a whole (a
 /// target that is it, or a missing target whose nearest existing directory holds it)
 /// where the operator's scope does not contain it.
-const ROOT_PREFIX: &str = "Operation would write conda's root prefix, which the operator's \
-                           scope does not contain";
+const ROOT_PREFIX: &str = "Operation would write conda's root prefix or the home directory, \
+                           which the operator's scope does not contain";
 
 /// The refusal of a bounded write on a kernel that lets anyone hard-link any file they
 /// can name (`fs.protected_hardlinks` off): a link planted during the run could lead it
@@ -176,11 +176,12 @@ impl Server {
         };
         // An existing target `--write-envs` admitted is in its scope (`base` named).
         let admitted = |t: &PathBuf| scoped && t.is_dir();
-        if !call
-            .targets
-            .iter()
-            .any(|t| !admitted(t) && holds_root(t, root, &scope))
-        {
+        // Under the default scope the home directory is no place whole either.
+        let home = ready.confinement.default_home();
+        if !call.targets.iter().any(|t| {
+            !admitted(t)
+                && (holds_root(t, root, &scope) || home.is_some_and(|h| holds_home(t, h, &scope)))
+        }) {
             return Ok(());
         }
         let reason = if scoped {
@@ -260,10 +261,30 @@ fn made_or_refused(
     }
 }
 
-/// Whether the run would write `root` (conda's root prefix) whole through `target`: the
+/// Whether the run would write `root` (conda's root prefix) through `target`: the
 /// directory it may write for the target (the target, or its nearest existing directory)
-/// is `root` or holds it, and no directory of the operator's `scope` holds that directory.
+/// is `root`, holds it, or lies inside it but not in its `envs/` (its `site-packages`,
+/// where a `.pth` file runs in every later conda process: attack 6), and no directory of
+/// the operator's `scope` holds that directory.
 fn holds_root(target: &std::path::Path, root: &std::path::Path, scope: &[PathBuf]) -> bool {
+    let (at, root) = (nearest(target), canonical(root));
+    let inside = at.starts_with(&root) && !at.starts_with(root.join("envs"));
+    (root.starts_with(&at) || inside) && !scope.iter().any(|s| at.starts_with(canonical(s)))
+}
+
+/// Whether the run would write the home directory whole through `target` (its nearest
+/// existing directory is the home directory or holds it) outside the `scope`.
+fn holds_home(target: &std::path::Path, home: &std::path::Path, scope: &[PathBuf]) -> bool {
+    let at = nearest(target);
+    home.starts_with(&at) && !scope.iter().any(|s| at.starts_with(canonical(s)))
+}
+
+fn canonical(p: &std::path::Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or(p.to_path_buf())
+}
+
+/// The target, or its nearest existing directory, canonical.
+fn nearest(target: &std::path::Path) -> PathBuf {
     let mut at = target;
     while std::fs::symlink_metadata(at).is_err() {
         match at.parent() {
@@ -271,9 +292,7 @@ fn holds_root(target: &std::path::Path, root: &std::path::Path, scope: &[PathBuf
             None => break,
         }
     }
-    let canonical = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or(p.to_path_buf());
-    let (at, root) = (canonical(at), canonical(root));
-    root.starts_with(&at) && !scope.iter().any(|s| at.starts_with(canonical(s)))
+    canonical(at)
 }
 
 fn judged(paths: &[PathBuf]) -> Vec<bound::Writable> {

@@ -113,31 +113,48 @@ pub fn pkgs_dirs(
 /// :58-92: its normalized path appended once, `~/.conda` made when missing) when it is an
 /// environment now (`conda-meta` a directory) and the run succeeded, and unregistered
 /// (`unregister_env`, :95-110: its line removed) when it no longer exists. Nothing is
-/// done when `HOME` is not a directory; the file is never followed through a symlink.
+/// done when `HOME` is not a directory; neither `~/.conda` nor the file is followed
+/// through a symlink, and a target whose path is not one line (a newline in it) is left
+/// out.
 pub fn settle_registry(
     inputs: &crate::host::sandbox::Inputs,
     targets: &[PathBuf],
     succeeded: bool,
 ) {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
+    use rustix::fs::{Mode, OFlags, mkdirat, openat};
+    use std::io::{Read, Write};
     let Some(home) = inputs.home.as_ref().filter(|h| h.is_dir()) else {
         return;
     };
-    let dot_conda = home.join(".conda");
-    let registry = dot_conda.join("environments.txt");
-    let nofollow = || {
-        let mut options = std::fs::OpenOptions::new();
-        options.custom_flags(libc::O_NOFOLLOW);
-        options
+    // A path that would not be one line of the registry is never written there
+    // (a newline in a target made lines of its own: attack 6).
+    let targets: Vec<&PathBuf> = targets
+        .iter()
+        .filter(|t| t.to_str().is_some_and(|t| !t.contains(['\n', '\r'])))
+        .collect();
+    let Ok(home) = rustix::fs::open(
+        home,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return;
     };
+    // `~/.conda` and the registry opened without following a symlink in either: a run
+    // that could swap `~/.conda` for a link would have the server write elsewhere.
+    let dir = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let dot_conda = || openat(&home, ".conda", dir, Mode::empty());
+    let registry = |flags: OFlags| -> Option<std::fs::File> {
+        let at = dot_conda().ok()?;
+        let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = openat(&at, "environments.txt", flags, Mode::from_raw_mode(0o644)).ok()?;
+        Some(std::fs::File::from(fd))
+    };
+    let mut text = String::new();
+    if let Some(mut file) = registry(OFlags::RDONLY) {
+        let _ = file.read_to_string(&mut text);
+    }
     let listed = |text: &str, target: &Path| text.lines().any(|l| Path::new(l.trim()) == target);
-    let text = nofollow()
-        .read(true)
-        .open(&registry)
-        .and_then(std::io::read_to_string)
-        .unwrap_or_default();
-    let gone: Vec<&PathBuf> = targets
+    let gone: Vec<&&PathBuf> = targets
         .iter()
         .filter(|t| std::fs::symlink_metadata(t).is_err() && listed(&text, t))
         .collect();
@@ -147,31 +164,27 @@ pub fn settle_registry(
             .filter(|l| !gone.iter().any(|t| Path::new(l.trim()) == t.as_path()))
             .map(|l| format!("{l}\n"))
             .collect();
-        let _ = nofollow()
-            .write(true)
-            .truncate(true)
-            .open(&registry)
-            .and_then(|mut f| f.write_all(kept.as_bytes()));
+        if let Some(mut file) = registry(OFlags::WRONLY | OFlags::TRUNC) {
+            let _ = file.write_all(kept.as_bytes());
+        }
     }
     if !succeeded {
         return;
     }
-    let made: Vec<&PathBuf> = targets
+    let made: Vec<&&PathBuf> = targets
         .iter()
         .filter(|t| t.join("conda-meta").is_dir() && !listed(&text, t))
         .collect();
     if made.is_empty() {
         return;
     }
-    if std::fs::symlink_metadata(&dot_conda).is_err() && std::fs::create_dir(&dot_conda).is_err() {
+    if dot_conda().is_err() && mkdirat(&home, ".conda", Mode::from_raw_mode(0o755)).is_err() {
         return;
     }
     let lines: String = made.iter().map(|t| format!("{}\n", t.display())).collect();
-    let _ = nofollow()
-        .append(true)
-        .create(true)
-        .open(&registry)
-        .and_then(|mut f| f.write_all(lines.as_bytes()));
+    if let Some(mut file) = registry(OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE) {
+        let _ = file.write_all(lines.as_bytes());
+    }
 }
 
 /// What conda itself writes for a bounded write, besides the call's own places (conda
@@ -253,4 +266,49 @@ pub fn named_places(
             judged: false,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs(home: &Path) -> crate::host::sandbox::Inputs {
+        crate::host::sandbox::Inputs {
+            home: Some(home.to_path_buf()),
+            xdg_cache_home: None,
+            conda_pkgs_dirs: None,
+            conda_envs_dirs: Vec::new(),
+            temp_dir: home.to_path_buf(),
+        }
+    }
+
+    /// The server registers a made target once; never through a `~/.conda` swapped for a
+    /// symlink, never a target with a newline in its path (attack 6).
+    #[test]
+    fn the_registry_is_kept_by_its_own_names_only() {
+        let temp = tempfile::tempdir().unwrap();
+        let (home, outside) = (temp.path().join("home"), temp.path().join("outside"));
+        std::fs::create_dir_all(home.join(".conda")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        let env = temp.path().join("env");
+        let odd = temp.path().join("x\n/etc");
+        for made in [&env, &odd] {
+            std::fs::create_dir_all(made.join("conda-meta")).unwrap();
+        }
+        let registry = home.join(".conda/environments.txt");
+        settle_registry(&inputs(&home), &[env.clone(), odd.clone()], true);
+        settle_registry(&inputs(&home), std::slice::from_ref(&env), true);
+        let listed = std::fs::read_to_string(&registry).unwrap();
+        assert_eq!(listed, format!("{}\n", env.display()));
+        // Gone: unregistered.
+        std::fs::remove_dir_all(&env).unwrap();
+        settle_registry(&inputs(&home), std::slice::from_ref(&env), false);
+        assert_eq!(std::fs::read_to_string(&registry).unwrap(), "");
+        // `~/.conda` a symlink to elsewhere: nothing written there.
+        std::fs::remove_dir_all(home.join(".conda")).unwrap();
+        std::os::unix::fs::symlink(&outside, home.join(".conda")).unwrap();
+        std::fs::create_dir_all(env.join("conda-meta")).unwrap();
+        settle_registry(&inputs(&home), std::slice::from_ref(&env), true);
+        assert!(!outside.join("environments.txt").exists());
+    }
 }
