@@ -63,6 +63,18 @@ impl Setup {
         self.project.join("env")
     }
 
+    /// A private copy of the real conda in the setup (its root prefix, and its `conda`).
+    fn copy_of_real_conda(&self) -> (PathBuf, PathBuf) {
+        let stock = support::real_conda()
+            .parent()
+            .and_then(|bin| bin.parent())
+            .unwrap()
+            .to_path_buf();
+        let copy = self.real.path("conda");
+        let conda = crate::kit::prefix::copy(&stock, &copy);
+        (copy, conda)
+    }
+
     fn server(&self, confirm: bool) -> Asking {
         let allowed = self.project.display().to_string();
         let scope = self.env().display().to_string();
@@ -282,6 +294,16 @@ fn real_conda_an_environment_created_under_the_bound_is_registered() {
 }
 
 /// The report a `poke` post-link script left in `env`.
+/// The `ccm-plant.pth` files the `plant` package's post-link left in `prefix`.
+fn planted_in_site_packages(prefix: &std::path::Path) -> Vec<PathBuf> {
+    std::fs::read_dir(prefix.join("lib"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("site-packages/ccm-plant.pth"))
+        .filter(|p| p.exists())
+        .collect()
+}
+
 fn poke_report(env: &std::path::Path) -> Value {
     serde_json::from_slice(&std::fs::read(env.join("poke.json")).unwrap()).unwrap()
 }
@@ -431,21 +453,8 @@ fn real_conda_a_hard_link_beside_the_target_under_allow_paths_is_not_written_thr
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_bounded_write_plants_nothing_in_the_root_prefix() {
     let setup = Setup::new();
-    let stock = support::real_conda()
-        .parent()
-        .and_then(|bin| bin.parent())
-        .unwrap()
-        .to_path_buf();
-    let copy = setup.real.path("conda");
-    let conda = crate::kit::prefix::copy(&stock, &copy);
-    let plants = || -> Vec<PathBuf> {
-        std::fs::read_dir(copy.join("lib"))
-            .unwrap()
-            .flatten()
-            .map(|e| e.path().join("site-packages/ccm-plant.pth"))
-            .filter(|p| p.exists())
-            .collect()
-    };
+    let (copy, conda) = setup.copy_of_real_conda();
+    let plants = || planted_in_site_packages(&copy);
     let allowed = setup.project.display().to_string();
     let env = setup.real.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
@@ -480,21 +489,8 @@ fn real_conda_a_bounded_write_plants_nothing_in_the_root_prefix() {
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_over_http_the_default_scope_plants_nothing_in_the_root_prefix() {
     let setup = Setup::new();
-    let stock = support::real_conda()
-        .parent()
-        .and_then(|bin| bin.parent())
-        .unwrap()
-        .to_path_buf();
-    let copy = setup.real.path("conda");
-    let conda = crate::kit::prefix::copy(&stock, &copy);
-    let plants = || -> Vec<PathBuf> {
-        std::fs::read_dir(copy.join("lib"))
-            .unwrap()
-            .flatten()
-            .map(|e| e.path().join("site-packages/ccm-plant.pth"))
-            .filter(|p| p.exists())
-            .collect()
-    };
+    let (copy, conda) = setup.copy_of_real_conda();
+    let plants = || planted_in_site_packages(&copy);
     let env = setup.real.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let holding_both = setup.project.parent().unwrap().to_path_buf();
