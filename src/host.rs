@@ -48,6 +48,13 @@ impl Host {
     }
 }
 
+/// Make this process undumpable (`host::platform`): processes of the same user cannot
+/// read its environment, command line or memory. Returns whether it worked; only for the
+/// `ccm` binary, before any thread starts.
+pub fn make_undumpable() -> bool {
+    platform::set_undumpable()
+}
+
 /// What the warm path needs of the target: its entry script, the `#!` line read at
 /// startup, its stamp taken anew (a changed stamp replaces the zygote), and the plan of
 /// the zygote's sandbox.

@@ -255,8 +255,7 @@ fn protect_secrets(config: &ccm::config::Config) -> (Limits, Vec<String>) {
     if !ccm::host::exec::reap::become_subreaper() {
         tracing::warn!("cannot become a child subreaper: orphaned descendants go to init");
     }
-    use rustix::process::{DumpableBehavior, set_dumpable_behavior};
-    if set_dumpable_behavior(DumpableBehavior::NotDumpable).is_err() {
+    if !ccm::host::make_undumpable() {
         tracing::warn!("cannot mark the server undumpable");
     }
     let token = config.http.as_ref().and_then(|h| h.token.as_ref());

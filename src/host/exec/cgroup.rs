@@ -353,7 +353,10 @@ fn remove_stale(base: &Path) {
         let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("ccm-")) else {
             continue;
         };
-        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+        if pid
+            .parse::<u32>()
+            .is_ok_and(|pid| !crate::host::platform::process_exists(pid))
+        {
             remove_tree(&entry.path());
         }
     }

@@ -9,12 +9,14 @@
 //!
 //! Descendants are found by cgroup membership where per-execution cgroups exist, and
 //! otherwise by an inherited environment marker (`CCM_EXECUTION=<server pid>.<n>`) read
-//! from `/proc/<pid>/environ`: a helper run overlapping a tool run has its own marker,
+//! from each process's environment (`host::platform`'s process table): a helper run overlapping a tool run has its own marker,
 //! so neither kills the other's processes.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use crate::host::platform;
 
 /// The environment variable that marks an execution's descendants.
 pub const MARKER_VAR: &str = "CCM_EXECUTION";
@@ -28,7 +30,7 @@ static SUBREAPER: AtomicBool = AtomicBool::new(false);
 /// Become a child subreaper (`host::platform`), and reap orphans from now on. Returns whether it
 /// worked. Only for a process whose every child is started by `exec` (the `ccm` binary).
 pub fn become_subreaper() -> bool {
-    let done = crate::host::platform::set_child_subreaper();
+    let done = platform::set_child_subreaper();
     SUBREAPER.store(done, Ordering::SeqCst);
     done
 }
@@ -77,8 +79,13 @@ pub(super) fn reap_orphans() {
     }
     let me = std::process::id() as i32;
     let registry = registry();
-    for (pid, ppid, state) in processes() {
-        if ppid == me && state == 'Z' && !registry.contains(&pid) {
+    for platform::Process {
+        pid,
+        parent,
+        zombie,
+    } in platform::processes()
+    {
+        if parent == me && zombie && !registry.contains(&pid) {
             // One pid (> 0, never -1), without blocking.
             if let Some(pid) = rustix::process::Pid::from_raw(pid) {
                 let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG);
@@ -87,38 +94,18 @@ pub(super) fn reap_orphans() {
     }
 }
 
-/// Every live process (pid, parent pid, state) from /proc.
-fn processes() -> Vec<(i32, i32, char)> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let rest = stat.rsplit_once(')')?.1;
-            let mut fields = rest.split_whitespace();
-            let state = fields.next()?.chars().next()?;
-            let ppid = fields.next()?.parse().ok()?;
-            Some((pid, ppid, state))
-        })
-        .collect()
-}
-
 /// Live processes whose environment carries `marker` (`CCM_EXECUTION=<id>`).
 pub(super) fn marked(marker: &str) -> Vec<i32> {
     let needle = format!("{MARKER_VAR}={marker}");
     let me = std::process::id() as i32;
-    processes()
+    platform::processes()
         .into_iter()
-        .filter(|(pid, _, state)| *pid != me && *state != 'Z')
-        .filter(|(pid, _, _)| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .map(|env| env.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
-                .unwrap_or(false)
+        .filter(|p| p.pid != me && !p.zombie)
+        .filter(|p| {
+            platform::environ(p.pid)
+                .is_some_and(|env| env.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
         })
-        .map(|(pid, _, _)| pid)
+        .map(|p| p.pid)
         .collect()
 }
 
@@ -136,8 +123,5 @@ pub(super) fn signal_marked(marker: &str, signal: rustix::process::Signal) -> us
 
 /// A live process's peak address space in bytes (`VmPeak`); `None` once it is gone.
 pub(super) fn peak_vm(pid: i32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmPeak:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    platform::memory(pid, platform::Memory::PeakVirtual)
 }

@@ -71,3 +71,104 @@ pub(crate) fn exit_code(status: std::process::ExitStatus) -> i32 {
         .or_else(|| status.signal().map(|s| -s))
         .unwrap_or(-1)
 }
+
+/// One live process as the process table shows it.
+pub(crate) struct Process {
+    pub(crate) pid: i32,
+    pub(crate) parent: i32,
+    /// Ended, not yet waited for (state `Z`).
+    pub(crate) zombie: bool,
+}
+
+/// Every live process, from `/proc/<pid>/stat` (a process gone while it is read is left
+/// out).
+pub(crate) fn processes() -> Vec<Process> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let (state, parent) = stat(pid)?;
+            Some(Process {
+                pid,
+                parent,
+                zombie: state == 'Z',
+            })
+        })
+        .collect()
+}
+
+/// A process's state and parent pid (`/proc/<pid>/stat`, after the command's closing
+/// parenthesis: a command may hold spaces and parentheses).
+fn stat(pid: i32) -> Option<(char, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    Some((state, fields.next()?.parse().ok()?))
+}
+
+/// The parent pid of a live process.
+pub(crate) fn parent_of(pid: i32) -> Option<i32> {
+    stat(pid).map(|(_, parent)| parent)
+}
+
+/// Whether a process with this pid exists (a zombie too).
+pub(crate) fn process_exists(pid: u32) -> bool {
+    std::path::Path::new("/proc").join(pid.to_string()).exists()
+}
+
+/// A process's environment block (`NAME=value` entries separated by NUL), when this
+/// process may read it.
+pub(crate) fn environ(pid: i32) -> Option<Vec<u8>> {
+    std::fs::read(format!("/proc/{pid}/environ")).ok()
+}
+
+/// Which of a process's memory figures [`memory`] reads.
+#[derive(Clone, Copy)]
+pub(crate) enum Memory {
+    /// The peak address space (`VmPeak`).
+    PeakVirtual,
+    /// The resident set (`VmRSS`).
+    Resident,
+}
+
+/// A live process's memory figure in bytes (`/proc/<pid>/status`); `None` once it is gone.
+pub(crate) fn memory(pid: i32, which: Memory) -> Option<u64> {
+    let key = match which {
+        Memory::PeakVirtual => "VmPeak:",
+        Memory::Resident => "VmRSS:",
+    };
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with(key))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Make this process undumpable (`PR_SET_DUMPABLE` 0): processes of the same user cannot
+/// read its `/proc/<pid>/environ`, `cmdline` or memory. Returns whether it worked.
+pub(crate) fn set_undumpable() -> bool {
+    use rustix::process::{DumpableBehavior, set_dumpable_behavior};
+    set_dumpable_behavior(DumpableBehavior::NotDumpable).is_ok()
+}
+
+/// `path` opened following no symlink in any component (`openat2` `RESOLVE_NO_SYMLINKS`,
+/// no magic links either): as a directory to read when `directory`, else as a bare
+/// handle (`O_PATH`) whatever it names.
+pub(crate) fn open_strict(path: &std::path::Path, directory: bool) -> rustix::io::Result<OwnedFd> {
+    use rustix::fs::{CWD, Mode, OFlags, ResolveFlags, openat2};
+    let how = if directory {
+        OFlags::RDONLY | OFlags::DIRECTORY
+    } else {
+        OFlags::PATH
+    };
+    openat2(
+        CWD,
+        path,
+        how | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )
+}

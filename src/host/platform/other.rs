@@ -3,8 +3,9 @@
 //! (`SANDBOX` is false) and the write bound's support is refused, so no plan or bound is
 //! ever made here; were one handed in, installing it fails the spawn with a plain error
 //! rather than running the child without it. No seccomp filter (the capabilities say
-//! `unix_sockets: open`), no subreaper (the marker sweep still ends the orphans it sees),
-//! no pidfds (so no `--warm`: every call runs cold).
+//! `unix_sockets: open`), no subreaper and no process table (a run's descendants are ended through its process
+//! group alone: the marker sweep sees no process), no pidfds (so no `--warm`: every call
+//! runs cold), and the server cannot make itself undumpable.
 //!
 //! The stubs name no type of the sandbox (they refuse whatever they are handed): the
 //! sandbox's data names this seam, so the seam naming it back would be a cycle. A port
@@ -96,7 +97,7 @@ pub(crate) fn install_write_bound<Bound>(_command: &mut Command, _bound: &Bound)
     Err(unsupported("the write bound needs Linux's Landlock"))
 }
 
-/// No child subreaper: orphans go to init; the marker sweep still ends those it sees.
+/// No child subreaper: orphans go to init.
 pub(crate) fn set_child_subreaper() -> bool {
     false
 }
@@ -141,4 +142,58 @@ pub(crate) fn exit_code(status: std::process::ExitStatus) -> i32 {
 #[cfg(not(unix))]
 pub(crate) fn exit_code(status: std::process::ExitStatus) -> i32 {
     status.code().unwrap_or(-1)
+}
+
+/// One live process as the process table shows it.
+pub(crate) struct Process {
+    pub(crate) pid: i32,
+    pub(crate) parent: i32,
+    pub(crate) zombie: bool,
+}
+
+/// No process table is read here (a port reads its own: `sysctl(KERN_PROC)`, the
+/// toolhelp snapshot): no process is seen, so the marker sweep finds none.
+pub(crate) fn processes() -> Vec<Process> {
+    Vec::new()
+}
+
+/// Unknown without a process table.
+pub(crate) fn parent_of(_pid: i32) -> Option<i32> {
+    None
+}
+
+/// Unknown without a process table: taken to exist, so nothing of it is removed.
+pub(crate) fn process_exists(_pid: u32) -> bool {
+    true
+}
+
+/// Not readable here.
+pub(crate) fn environ(_pid: i32) -> Option<Vec<u8>> {
+    None
+}
+
+/// Which of a process's memory figures [`memory`] reads.
+#[derive(Clone, Copy)]
+pub(crate) enum Memory {
+    PeakVirtual,
+    Resident,
+}
+
+/// Not read here: the memory evidence of a run and the zygote's size are unknown.
+pub(crate) fn memory(_pid: i32, _which: Memory) -> Option<u64> {
+    None
+}
+
+/// No `PR_SET_DUMPABLE` here.
+pub(crate) fn set_undumpable() -> bool {
+    false
+}
+
+/// No `openat2` here: a path cannot be opened with the promise that no component is a
+/// symlink, so it is not opened (the write bound that asks is unavailable here anyway).
+pub(crate) fn open_strict(
+    _path: &std::path::Path,
+    _directory: bool,
+) -> rustix::io::Result<OwnedFd> {
+    Err(rustix::io::Errno::NOTSUP)
 }

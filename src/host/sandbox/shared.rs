@@ -28,6 +28,8 @@
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
+use crate::host::platform;
+
 /// Whether the kernel refuses a hard link to a file its maker may not both read and write
 /// (`fs.protected_hardlinks = 1`: fs/namei.c `may_linkat`, the default of most
 /// distributions). Un-sharing covers the links a place holds when the run starts; a link
@@ -122,14 +124,14 @@ pub fn settle(place: &Path, rule: Rule, done: &mut Unshared) -> Result<(), Share
 }
 
 /// [`settle`] a place the gates judged (a caller may name it, so may swap a symlink into
-/// its path): no component of its path is followed as a symlink (`openat2`
-/// `RESOLVE_NO_SYMLINKS`), a missing place is settled at its nearest existing directory,
+/// its path): no component of its path is followed as a symlink
+/// ([`platform::open_strict`]), a missing place is settled at its nearest existing directory,
 /// and a symlink anywhere in the way refuses the call ([`Shared::Changed`]).
 pub fn settle_judged(place: &Path, done: &mut Unshared) -> Result<(), Shared> {
     use rustix::fs::{AtFlags, FileType, Mode, OFlags, fstat, openat, statat};
     let mut at = place;
     let (fd, kind) = loop {
-        match open_strict(at, OFlags::PATH) {
+        match platform::open_strict(at, false) {
             Ok(fd) => {
                 let stat = fstat(&fd).map_err(|_| Shared::Unseen(PathBuf::from(".")))?;
                 break (fd, FileType::from_raw_mode(stat.st_mode));
@@ -152,8 +154,7 @@ pub fn settle_judged(place: &Path, done: &mut Unshared) -> Result<(), Shared> {
             let (Some(parent), Some(name)) = (at.parent(), at.file_name()) else {
                 return Err(Shared::Unseen(at.to_path_buf()));
             };
-            let dir = open_strict(parent, OFlags::RDONLY | OFlags::DIRECTORY)
-                .map_err(|_| Shared::Changed)?;
+            let dir = platform::open_strict(parent, true).map_err(|_| Shared::Changed)?;
             let stat = statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
                 .map_err(|_| Shared::Unseen(PathBuf::from(name)))?;
             if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
@@ -167,18 +168,6 @@ pub fn settle_judged(place: &Path, done: &mut Unshared) -> Result<(), Shared> {
         FileType::Symlink => Err(Shared::Changed),
         _ => Ok(()),
     }
-}
-
-/// `path` opened with `flags`, following no symlink in any component.
-fn open_strict(path: &Path, flags: rustix::fs::OFlags) -> rustix::io::Result<OwnedFd> {
-    use rustix::fs::{CWD, Mode, OFlags, ResolveFlags, openat2};
-    openat2(
-        CWD,
-        path,
-        flags | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-        Mode::empty(),
-        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
-    )
 }
 
 /// One directory being walked: its descriptor, its path below the place, and the names

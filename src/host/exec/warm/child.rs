@@ -185,7 +185,7 @@ async fn forked(zygote: &mut Zygote) -> Result<(i32, OwnedFd), Unfit> {
     let pidfd = platform::pidfd_open(pid).map_err(|_| Unfit::Refused)?;
     // The pid must be the zygote's child (held by the pidfd from here on): anything else
     // is an answer the zygote did not write, and signalling it could hit anyone.
-    if parent_of(pid) != Some(zygote.pid as i32) {
+    if crate::host::platform::parent_of(pid) != Some(zygote.pid as i32) {
         zygote.broken = true;
         tracing::warn!(
             pid,
@@ -194,13 +194,6 @@ async fn forked(zygote: &mut Zygote) -> Result<(i32, OwnedFd), Unfit> {
         return Err(Unfit::Refused);
     }
     Ok((pid, pidfd))
-}
-
-/// The parent pid of `pid`, from `/proc/<pid>/stat`.
-fn parent_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 impl WarmChild {

@@ -211,10 +211,7 @@ impl Zygote {
 
     /// The zygote's resident set size in bytes.
     pub(super) fn rss(&self) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()?;
-        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kib * 1024)
+        crate::host::platform::memory(self.pid as i32, crate::host::platform::Memory::Resident)
     }
 
     /// Kill the zygote (its calls' children are not its to end: their executions are).
