@@ -281,3 +281,45 @@ fn a_deep_chain_in_a_prefix_is_refused_without_overflowing_the_stack() {
     assert!(linked, "a prefix too deep to walk is refused");
     crate::host::sandbox::shared::tests::unchain(&prefix);
 }
+
+/// Attack 7: a FIFO the agent made as a record in its own environment's `conda-meta`
+/// (beside a hard link, so that the records are read) held the gate in `open` forever,
+/// every session with it; a symlink to `/dev/zero` as a record would grow the server
+/// without bound. Neither is read: the gate answers, and the record's links stay foreign.
+#[test]
+fn a_record_that_is_no_regular_file_is_not_read() {
+    let root = tempfile::tempdir().unwrap();
+    let (pkgs, prefix) = (root.path().join("pkgs"), root.path().join("env"));
+    let source = pkgs.join("pkg-1.0-0");
+    for dir in [
+        source.join("bin"),
+        prefix.join("bin"),
+        prefix.join("conda-meta"),
+    ] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(source.join("bin/tool"), b"tool").unwrap();
+    std::fs::hard_link(source.join("bin/tool"), prefix.join("bin/tool")).unwrap();
+    let record = serde_json::json!({"name": "pkg", "link": {"source": &source, "type": 1}});
+    let records = prefix.join("conda-meta");
+    std::fs::write(records.join("pkg-1.0-0.json"), record.to_string()).unwrap();
+    rustix::fs::mkfifoat(rustix::fs::CWD, records.join("zz.json"), 0o600.into()).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", records.join("zero.json")).unwrap();
+    let caches = [pkgs.clone()];
+    let (done, finished) = std::sync::mpsc::channel();
+    let walked = prefix.clone();
+    std::thread::spawn(move || done.send(foreign_links(&walked, &caches)));
+    let linked = finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the gate answered");
+    assert!(!linked, "conda's own link is still accepted beside them");
+    // A record conda wrote as a symlink to the real one is not taken as conda's.
+    std::fs::remove_file(records.join("pkg-1.0-0.json")).unwrap();
+    std::fs::write(root.path().join("elsewhere.json"), record.to_string()).unwrap();
+    std::os::unix::fs::symlink(
+        root.path().join("elsewhere.json"),
+        records.join("pkg-1.0-0.json"),
+    )
+    .unwrap();
+    assert!(foreign_links(&prefix, &[pkgs]));
+}

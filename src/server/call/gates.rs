@@ -101,7 +101,7 @@ impl Server {
             Gate::Workdir => self.workdir(ready, call, caller).await,
             Gate::Paths => paths(&self.shared.host.audit, ready, call, &caller.audit),
             Gate::EnvScope => self.env_scope(ready, call, &caller.audit).await,
-            Gate::Linked => self.linked(ready, call, &caller.audit),
+            Gate::Linked => self.linked(ready, call, &caller.audit).await,
             Gate::Sandbox => self.sandbox(ready, call),
             Gate::Size => {
                 check_size(&call.spec(&self.shared.config, self.shared.host.exec.limits()))
@@ -243,12 +243,17 @@ impl Server {
         }
         call.targets = found.targets.into_iter().map(|t| t.path).collect();
         call.caches = found.caches;
-        self.linked(ready, call, audit)
+        self.linked(ready, call, audit).await
     }
 
     /// The files conda writes in place in a write's targets ([`Gate::EnvScope`] kept
     /// them) are no hard links.
-    fn linked(&self, ready: &Ready, call: &Judged, audit: &trail::Record) -> Result<(), Refusal> {
+    async fn linked(
+        &self,
+        ready: &Ready,
+        call: &Judged,
+        audit: &trail::Record,
+    ) -> Result<(), Refusal> {
         for target in &call.targets {
             if ready.confinement.target_escapes(target) {
                 audit.refused(OUTSIDE_ALLOWED);
@@ -259,7 +264,7 @@ impl Server {
             }
             let narrow = self.shared.config.write_envs.is_some();
             if (narrow && confine::linked_in_place(target))
-                || self.foreign_links(ready, call, target)
+                || self.foreign_links(ready, call, target).await
             {
                 let (reason, text) = if narrow {
                     (refuse::Reason::OutsideWriteEnvs, LINKED_TARGET)
@@ -276,14 +281,19 @@ impl Server {
     /// Whether a write that runs under the write bound targets a prefix holding a file
     /// with other links that are not conda's own package-cache links
     /// ([`confine::foreign_links`]): conda, or a link script, would write through it.
-    fn foreign_links(&self, ready: &Ready, call: &Judged, target: &std::path::Path) -> bool {
+    /// The walk reads the whole prefix, which the agent may have filled: it runs off the
+    /// async workers (a failed walk counts as links).
+    async fn foreign_links(&self, ready: &Ready, call: &Judged, target: &std::path::Path) -> bool {
         if !self.bounded(ready, call) {
             return false;
         }
         let inputs = crate::host::sandbox::Inputs::from_process();
         let root = ready.discovery.prefix.as_deref();
         let pkgs = crate::host::sandbox::bound::pkgs_dirs(&inputs, root);
-        confine::foreign_links(target, &pkgs)
+        let target = target.to_path_buf();
+        tokio::task::spawn_blocking(move || confine::foreign_links(&target, &pkgs))
+            .await
+            .unwrap_or(true)
     }
 
     /// Plan the read-only sandbox for a call it applies to. Fail closed: an active
