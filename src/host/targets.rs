@@ -39,6 +39,8 @@ struct Document {
     known: Vec<PathBuf>,
     #[serde(default)]
     caches: Vec<(PathBuf, Vec<PathBuf>)>,
+    #[serde(default)]
+    envs_dirs_by_file: Vec<(PathBuf, Vec<PathBuf>)>,
 }
 
 /// What conda's context says of one argv: the environments it targets, and the package
@@ -47,6 +49,9 @@ struct Document {
 pub(crate) struct Resolved {
     pub targets: Vec<Target>,
     pub caches: Vec<(PathBuf, Vec<PathBuf>)>,
+    /// The envs directories each condarc file names (its absolute entries only), by file:
+    /// which to trust is the server's to say (`server::call`).
+    pub envs_dirs: Vec<(PathBuf, Vec<PathBuf>)>,
 }
 
 /// Resolve the targets of `argv` (a command with `rule`) under `interpreter`, in `cwd`,
@@ -82,10 +87,15 @@ pub(crate) async fn resolve(
         paths.push(document.destination.clone().ok_or(Unresolved::Failed)?);
     }
     let caches = std::mem::take(&mut document.caches);
+    let envs_dirs = std::mem::take(&mut document.envs_dirs_by_file);
     let targets = tokio::task::spawn_blocking(move || targets(&document, &paths))
         .await
         .map_err(|_| Unresolved::Failed)??;
-    Ok(Resolved { targets, caches })
+    Ok(Resolved {
+        targets,
+        caches,
+        envs_dirs,
+    })
 }
 
 /// The canonical targets: `paths`, then every known environment strictly below one of

@@ -309,6 +309,7 @@ fn judge(ready: &Ready, compiled: Compiled, audit: &trail::Record) -> Judged {
         sandbox: None,
         targets: Vec::new(),
         caches: Vec::new(),
+        envs_dirs: Vec::new(),
         confirmation: Confirmation::Pending,
     }
 }

@@ -42,6 +42,9 @@ pub(super) struct Judged {
     /// gate's resolution found them: the write bound adds those of files no bounded
     /// write could have written (`call::bound`).
     pub caches: Vec<(PathBuf, Vec<PathBuf>)>,
+    /// The envs directories each condarc file names, by file, as the same resolution
+    /// found them (`--allow-paths` writes trust some: `server::call::gates`).
+    pub envs_dirs: Vec<(PathBuf, Vec<PathBuf>)>,
     pub confirmation: Confirmation,
 }
 

@@ -638,3 +638,90 @@ fn real_conda_a_link_planted_during_the_run_reaches_only_what_its_planter_may_wr
     let mine = std::fs::read_to_string(&mine).unwrap();
     assert!(mine.contains("ESCAPED"), "{mine} {created}");
 }
+
+/// Attack 7 A7-1 and A7-3: a relative `envs_dirs` entry the agent appends to `~/.condarc`
+/// is judged from the config call's working directory (inside the scope) but expanded by
+/// conda from each later call's: `create -n` then resolved outside every scope directory,
+/// the target's nearest existing directory became a place of the write bound, and a link
+/// script wrote `~/.ssh/authorized_keys`. Such a target is refused before anything runs,
+/// and the unsandboxed resolution creates nothing on the way (conda's envs-directory
+/// probe made the missing directory and its `.conda_envs_dir_test`). Over HTTP with the
+/// default scope (from `~/.conda/envs`, a default directory) and over stdio with
+/// `--allow-paths` the project (from the project).
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_relative_envs_dir_in_the_condarc_leads_no_write_outside() {
+    let setup = Setup::new();
+    let home = setup.real.path("home");
+    let (dot_envs, ssh) = (home.join(".conda/envs"), home.join(".ssh"));
+    let deep = setup.project.join("a/b/c");
+    for dir in [&dot_envs, &ssh, &deep] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let env = setup.real.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let conda = support::real_conda();
+    let nothing_made = |context: &str, result: &Value| {
+        let made: Vec<PathBuf> = [ssh.join("k"), ssh.join(".conda_envs_dir_test")]
+            .into_iter()
+            .chain([home.join("made"), setup.real.path("victim")])
+            .filter(|p| p.exists())
+            .collect();
+        assert!(made.is_empty(), "{context}: made {made:?}: {result}");
+    };
+    let cases: [(&str, Revision, Vec<&str>, PathBuf, &str); 3] = [
+        (
+            "HTTP default scope, into ~/.ssh",
+            Revision::SessionLess,
+            vec!["--allow-write"],
+            dot_envs.clone(),
+            "../../.ssh",
+        ),
+        (
+            "HTTP default scope, a directory made by the resolution",
+            Revision::SessionLess,
+            vec!["--allow-write"],
+            dot_envs.clone(),
+            "../../made/by/helper",
+        ),
+        (
+            "stdio, --allow-paths the project, beside it",
+            REVISION,
+            vec!["--allow-write", "--allow-paths"],
+            setup.project.clone(),
+            "../victim",
+        ),
+    ];
+    let allowed = setup.project.display().to_string();
+    for (context, revision, mut args, cwd, entry) in cases {
+        if args.contains(&"--allow-paths") {
+            args.push(&allowed);
+        }
+        // The operator's own condarc, which a bounded `conda config` may write.
+        std::fs::write(home.join(".condarc"), "channels: []\n").unwrap();
+        let mut server = Asking::start_in(revision, &conda, &args, &env, Some(&setup.project));
+        let from = if cwd == setup.project {
+            setup.project.join("a/b")
+        } else {
+            deep.clone()
+        };
+        let append = json!({"append": [["envs_dirs", entry]],
+            "ccm_cwd": from.display().to_string()});
+        let appended = server.unasked("conda_config", append);
+        assert_ne!(appended["isError"], true, "{context}: {appended}");
+        let condarc = std::fs::read_to_string(home.join(".condarc")).unwrap_or_default();
+        assert!(condarc.contains(entry), "{context}: {condarc}");
+        let mut arguments = setup.arguments(&["pkga"]);
+        arguments.as_object_mut().unwrap().remove("prefix");
+        arguments["name"] = json!("k");
+        arguments["ccm_cwd"] = json!(cwd.display().to_string());
+        let created = server.unasked("conda_create", arguments);
+        assert_eq!(created["isError"], true, "{context}: {created}");
+        assert!(
+            text(&created).contains("outside the allowed directories"),
+            "{context}: {created}"
+        );
+        nothing_made(context, &created);
+        let _ = std::fs::remove_file(home.join(".condarc"));
+    }
+}

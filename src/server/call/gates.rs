@@ -243,6 +243,7 @@ impl Server {
         }
         call.targets = found.targets.into_iter().map(|t| t.path).collect();
         call.caches = found.caches;
+        call.envs_dirs = found.envs_dirs;
         self.linked(ready, call, audit).await
     }
 
@@ -254,15 +255,17 @@ impl Server {
         call: &Judged,
         audit: &trail::Record,
     ) -> Result<(), Refusal> {
+        let narrow = self.shared.config.write_envs.is_some();
         for target in &call.targets {
-            if ready.confinement.target_escapes(target) {
+            if ready.confinement.target_escapes(target)
+                || (!narrow && self.bounded(ready, call) && target_outside(ready, call, target))
+            {
                 audit.refused(OUTSIDE_ALLOWED);
                 return Err(refuse::policy(
                     refuse::Reason::OutsideAllowedPaths,
                     OUTSIDE_ALLOWED,
                 ));
             }
-            let narrow = self.shared.config.write_envs.is_some();
             if (narrow && confine::linked_in_place(target))
                 || self.foreign_links(ready, call, target).await
             {
@@ -315,6 +318,53 @@ impl Server {
         };
         Ok(())
     }
+}
+
+/// Whether a bounded write's target, not judged by `--write-envs` (whose scope admitted
+/// it), lies outside every place the operator named: the directories it writes whole
+/// ([`Confinement::write_dirs`](crate::host::confine::Confinement::write_dirs)), or
+/// strictly inside one of conda's envs directories (conda/base/context.py:787
+/// `envs_dirs`) as the operator named them: conda's defaults (`<root>/envs`,
+/// `~/.conda/envs`), the server's own `CONDA_ENVS_PATH`/`CONDA_ENVS_DIRS`, and the
+/// absolute entries of a condarc file no bounded write can write. A bounded `conda
+/// config` writes `~/.condarc` (and `--system` the root prefix's), and a relative
+/// `envs_dirs` entry there (judged from one working directory, expanded by conda from
+/// another) sent `create -n` anywhere, the target's nearest existing directory becoming a
+/// place (attack 7).
+fn target_outside(ready: &Ready, call: &Judged, target: &Path) -> bool {
+    let inputs = sandbox::Inputs::from_process();
+    let root = ready.discovery.prefix.as_deref();
+    let written = ready.confinement.write_dirs();
+    let named: Vec<PathBuf> = sandbox::bound::named_places(&inputs, root)
+        .into_iter()
+        .map(|w| w.path)
+        .collect();
+    // A condarc file a bounded write can write: a named place, or in a place written
+    // whole (its path as given and as it resolves).
+    let writable = |file: &Path| {
+        let resolved = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+        [file, resolved.as_path()].iter().any(|f| {
+            named.iter().any(|n| f.starts_with(n)) || written.iter().any(|d| f.starts_with(d))
+        })
+    };
+    let from_files = call
+        .envs_dirs
+        .iter()
+        .filter(|(file, _)| file.is_absolute() && !writable(file))
+        .flat_map(|(_, dirs)| dirs.iter().cloned());
+    let envs_dirs = inputs
+        .conda_envs_dirs
+        .iter()
+        .flat_map(std::env::split_paths)
+        .chain(root.map(|r| r.join("envs")))
+        .chain(inputs.home.as_ref().map(|h| h.join(".conda").join("envs")))
+        .chain(from_files)
+        .filter(|d| d.is_absolute())
+        .filter_map(|d| targets::canonical(&d));
+    let in_envs_dir = envs_dirs
+        .into_iter()
+        .any(|d| target.starts_with(&d) && target != d);
+    !in_envs_dir && !written.iter().any(|d| target.starts_with(d))
 }
 
 /// `--tools`: raw argv reaches only the commands of selected tools.

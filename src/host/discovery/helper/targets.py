@@ -20,6 +20,7 @@ def mode_targets(out, request):
     from conda.cli.conda_argparse import generate_parser, generate_pre_parser
     from conda.core.envs_manager import list_all_known_prefixes
 
+    _writing_nothing()
     argv = [str(a) for a in request["argv"]]
     try:
         pre_parser = generate_pre_parser(add_help=False)
@@ -50,6 +51,7 @@ def mode_targets(out, request):
         "envs_dirs": [str(d) for d in context.envs_dirs],
         "known": [str(p) for p in list_all_known_prefixes()],
         "caches": _caches(context),
+        "envs_dirs_by_file": _envs_dirs(context),
     }
     destination = getattr(args, "destination", None)
     if request.get("destination") and isinstance(destination, str):
@@ -61,6 +63,73 @@ def mode_targets(out, request):
             named = argparse.Namespace(name=destination, prefix=None)
             document["destination"] = str(resolve(context, named))
     _emit(out, document)
+
+
+def _writing_nothing():
+    """This helper runs unsandboxed, as the server's user, before anything is confirmed:
+    it must write nothing. conda's resolution of `-n NAME` takes the first writable envs
+    directory, creating one that is missing and appending to its `.conda_envs_dir_test`
+    (conda/gateways/disk/create.py:500-523 `first_writable_envs_dir`, through
+    conda/core/prefix_data.py:52 and :161): here it is judged by permission bits alone,
+    creating nothing. Listing the known environments rewrites every readable
+    `environments.txt` it cleans (conda/core/envs_manager.py:145 `_clean_environments_txt`,
+    :210 `_rewrite_environments_txt`; as root, every user's): here it rewrites none."""
+    import conda.core.envs_manager as envs_manager
+    from conda.base.context import context
+    from conda.exceptions import NoWritableEnvsDirError
+
+    try:
+        from conda.core import prefix_data
+    except ImportError:
+        prefix_data = None
+
+    def first_writable_envs_dir(create=True):
+        for envs_dir in context.envs_dirs:
+            if envs_dir == os.devnull:
+                continue
+            magic = os.path.join(envs_dir, ".conda_envs_dir_test")
+            if os.path.isfile(magic):
+                if os.access(magic, os.W_OK):
+                    return envs_dir
+            elif create:
+                existing = envs_dir
+                while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+                    existing = os.path.dirname(existing)
+                if os.path.isdir(existing) and os.access(existing, os.W_OK):
+                    return envs_dir
+        raise NoWritableEnvsDirError(context.envs_dirs)
+
+    if prefix_data is not None and hasattr(prefix_data, "first_writable_envs_dir"):
+        prefix_data.first_writable_envs_dir = first_writable_envs_dir
+    if hasattr(envs_manager, "_rewrite_environments_txt"):
+        envs_manager._rewrite_environments_txt = lambda *args, **kwargs: None
+
+
+def _envs_dirs(context):
+    """The envs directories each condarc file names (`envs_dirs`, or its alias `envs_path`:
+    conda/base/context.py:787), by file: [[file, [dir, ...]], ...], only the entries that
+    are absolute once `~` and variables are expanded (a relative one is expanded from
+    whatever directory conda runs in, which the caller chooses). Environment variables
+    and the command line are left out (the server reads CONDA_ENVS_PATH itself; the
+    command line is the caller's). The server trusts only some files (`server::call`)."""
+    try:
+        from conda.common.path import expand
+
+        found = []
+        for source, values in context.collect_all().items():
+            values = dict(values)
+            dirs = list(values.get("envs_dirs") or ()) + list(values.get("envs_path") or ())
+            if not dirs or str(source) in ("envvars", "cmd_line"):
+                continue
+            absolute = [
+                str(expand(str(d)))
+                for d in dirs
+                if os.path.isabs(os.path.expandvars(os.path.expanduser(str(d))))
+            ]
+            found.append([str(source), absolute])
+        return found
+    except Exception:
+        return []
 
 
 def _caches(context):
