@@ -74,14 +74,18 @@ def _writing_nothing():
     creating nothing. Listing the known environments rewrites every readable
     `environments.txt` it cleans (conda/core/envs_manager.py:145 `_clean_environments_txt`,
     :210 `_rewrite_environments_txt`; as root, every user's): here it rewrites none."""
-    import conda.core.envs_manager as envs_manager
-    from conda.base.context import context
-    from conda.exceptions import NoWritableEnvsDirError
-
     try:
-        from conda.core import prefix_data
+        import conda.core.envs_manager as envs_manager
     except ImportError:
-        prefix_data = None
+        envs_manager = None
+    if hasattr(envs_manager, "_rewrite_environments_txt"):
+        envs_manager._rewrite_environments_txt = lambda *args, **kwargs: None
+    try:
+        from conda.base.context import context
+        from conda.core import prefix_data
+        from conda.exceptions import NoWritableEnvsDirError
+    except ImportError:
+        return
 
     def first_writable_envs_dir(create=True):
         for envs_dir in context.envs_dirs:
@@ -99,10 +103,8 @@ def _writing_nothing():
                     return envs_dir
         raise NoWritableEnvsDirError(context.envs_dirs)
 
-    if prefix_data is not None and hasattr(prefix_data, "first_writable_envs_dir"):
+    if hasattr(prefix_data, "first_writable_envs_dir"):
         prefix_data.first_writable_envs_dir = first_writable_envs_dir
-    if hasattr(envs_manager, "_rewrite_environments_txt"):
-        envs_manager._rewrite_environments_txt = lambda *args, **kwargs: None
 
 
 def _envs_dirs(context):
