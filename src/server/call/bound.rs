@@ -11,7 +11,7 @@ use super::super::judged::Judged;
 use super::super::ready::Ready;
 use super::super::refuse::{self, Refusal};
 use super::super::state::Server;
-use super::gates::OUTSIDE_ALLOWED;
+use super::gates::{OUTSIDE_ALLOWED, canonical, nearest, operator_envs_dirs};
 use crate::host::exec;
 use crate::host::sandbox::{self, bound, shared};
 
@@ -72,6 +72,7 @@ impl Server {
         if !self.bounded(ready, call) {
             return Ok(());
         }
+        make_envs_dirs(ready, call, self.shared.config.write_envs.is_some());
         let (mut places, scoped, narrow) = self.judged_places(ready, call);
         let root = ready.discovery.prefix.as_deref();
         self.refuse_root_prefix(ready, call, root, scoped)?;
@@ -261,6 +262,28 @@ fn made_or_refused(
     }
 }
 
+/// A target that names an environment in an envs directory that does not exist yet gets
+/// that directory made first, empty, as conda's first `create -n` would (conda/gateways/
+/// disk/create.py:500-523): else the run's place would be the directory's nearest
+/// existing ancestor, the home directory or the root prefix, which the bound refuses.
+/// Only an envs directory the operator named (under `--write-envs`, whose scope admitted
+/// the target, any conda names); the target resolution itself creates nothing.
+fn make_envs_dirs(ready: &Ready, call: &Judged, narrow: bool) {
+    let envs_dirs = operator_envs_dirs(ready, call, narrow);
+    for target in &call.targets {
+        let Some(parent) = target.parent() else {
+            continue;
+        };
+        let missing = std::fs::symlink_metadata(parent).is_err();
+        if missing
+            && envs_dirs.iter().any(|d| d == parent)
+            && let Err(error) = std::fs::create_dir_all(parent)
+        {
+            tracing::debug!(%error, "an envs directory could not be made");
+        }
+    }
+}
+
 /// Whether the run would write `root` (conda's root prefix) through `target`: the
 /// directory it may write for the target (the target, or its nearest existing directory)
 /// is `root`, holds it, or lies inside it but not in its `envs/` (its `site-packages`,
@@ -277,22 +300,6 @@ fn holds_root(target: &std::path::Path, root: &std::path::Path, scope: &[PathBuf
 fn holds_home(target: &std::path::Path, home: &std::path::Path, scope: &[PathBuf]) -> bool {
     let at = nearest(target);
     home.starts_with(&at) && !scope.iter().any(|s| at.starts_with(canonical(s)))
-}
-
-fn canonical(p: &std::path::Path) -> PathBuf {
-    std::fs::canonicalize(p).unwrap_or(p.to_path_buf())
-}
-
-/// The target, or its nearest existing directory, canonical.
-fn nearest(target: &std::path::Path) -> PathBuf {
-    let mut at = target;
-    while std::fs::symlink_metadata(at).is_err() {
-        match at.parent() {
-            Some(parent) => at = parent,
-            None => break,
-        }
-    }
-    canonical(at)
 }
 
 fn judged(paths: &[PathBuf]) -> Vec<bound::Writable> {

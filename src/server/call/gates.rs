@@ -332,6 +332,30 @@ impl Server {
 /// another) sent `create -n` anywhere, the target's nearest existing directory becoming a
 /// place (attack 7).
 fn target_outside(ready: &Ready, call: &Judged, target: &Path) -> bool {
+    let written = ready.confinement.write_dirs();
+    if written.iter().any(|d| target.starts_with(d)) {
+        return false;
+    }
+    // What the bound refuses in its own words (`bound::refuse_root_prefix`): a target
+    // whose nearest existing directory is in conda's root prefix or holds it, or (under
+    // the default scope) is the home directory or holds it.
+    let at = nearest(target);
+    let root = ready.discovery.prefix.as_deref().map(canonical);
+    let home = ready.confinement.default_home();
+    if root.is_some_and(|r| at.starts_with(&r) || r.starts_with(&at))
+        || home.is_some_and(|h| h.starts_with(&at))
+    {
+        return false;
+    }
+    !operator_envs_dirs(ready, call, false)
+        .iter()
+        .any(|d| target.starts_with(d) && target != d)
+}
+
+/// conda's envs directories as the operator named them ([`target_outside`]), canonical
+/// (one that does not exist yet too); with `all`, also the entries of condarc files a
+/// bounded write can write.
+pub(super) fn operator_envs_dirs(ready: &Ready, call: &Judged, all: bool) -> Vec<PathBuf> {
     let inputs = sandbox::Inputs::from_process();
     let root = ready.discovery.prefix.as_deref();
     let written = ready.confinement.write_dirs();
@@ -342,7 +366,7 @@ fn target_outside(ready: &Ready, call: &Judged, target: &Path) -> bool {
     // A condarc file a bounded write can write: a named place, or in a place written
     // whole (its path as given and as it resolves).
     let writable = |file: &Path| {
-        let resolved = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+        let resolved = canonical(file);
         [file, resolved.as_path()].iter().any(|f| {
             named.iter().any(|n| f.starts_with(n)) || written.iter().any(|d| f.starts_with(d))
         })
@@ -350,9 +374,9 @@ fn target_outside(ready: &Ready, call: &Judged, target: &Path) -> bool {
     let from_files = call
         .envs_dirs
         .iter()
-        .filter(|(file, _)| file.is_absolute() && !writable(file))
+        .filter(|(file, _)| all || (file.is_absolute() && !writable(file)))
         .flat_map(|(_, dirs)| dirs.iter().cloned());
-    let envs_dirs = inputs
+    inputs
         .conda_envs_dirs
         .iter()
         .flat_map(std::env::split_paths)
@@ -360,11 +384,24 @@ fn target_outside(ready: &Ready, call: &Judged, target: &Path) -> bool {
         .chain(inputs.home.as_ref().map(|h| h.join(".conda").join("envs")))
         .chain(from_files)
         .filter(|d| d.is_absolute())
-        .filter_map(|d| targets::canonical(&d));
-    let in_envs_dir = envs_dirs
-        .into_iter()
-        .any(|d| target.starts_with(&d) && target != d);
-    !in_envs_dir && !written.iter().any(|d| target.starts_with(d))
+        .filter_map(|d| targets::canonical(&d))
+        .collect()
+}
+
+pub(super) fn canonical(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or(p.to_path_buf())
+}
+
+/// The target, or its nearest existing directory, canonical.
+pub(super) fn nearest(target: &Path) -> PathBuf {
+    let mut at = target;
+    while std::fs::symlink_metadata(at).is_err() {
+        match at.parent() {
+            Some(parent) => at = parent,
+            None => break,
+        }
+    }
+    canonical(at)
 }
 
 /// `--tools`: raw argv reaches only the commands of selected tools.
