@@ -509,8 +509,8 @@ impl Attack {
 
 /// On a real conda, each attack while the question is open: nothing is installed, no
 /// post-link script runs, and the result is `plan_changed` naming the change; under
-/// every revision that can ask. One setup and one server per revision (a server start
-/// is a live discovery, the CPU of the plugin suite: docs/performance.md); each attack
+/// every revision that can ask. One setup and one server per revision (on the plugin
+/// conda every server start is a live discovery: docs/performance.md); each attack
 /// starts from the setup's condarc, and the one before it installed nothing.
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]

@@ -13,7 +13,8 @@
 //! on reads ([`Throwaway::allowed`]) and TMPDIR are allowed and recorded.
 //!
 //! Seeded (`CCM_PROPTEST_SEED`, printed); `CCM_ORACLE_ARGVS` sets the number of argvs
-//! (default 10 000); every mismatch is written to a JSON-lines file whose path is printed.
+//! (default 10 000), each distinct one run through conda once and every one judged; every
+//! mismatch is written to a JSON-lines file whose path is printed.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Write};
