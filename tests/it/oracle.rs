@@ -13,7 +13,8 @@
 //! on reads ([`Throwaway::allowed`]) and TMPDIR are allowed and recorded.
 //!
 //! Seeded (`CCM_PROPTEST_SEED`, printed); `CCM_ORACLE_ARGVS` sets the number of argvs
-//! (default 10 000); every mismatch is written to a JSON-lines file whose path is printed.
+//! (default 10 000), each distinct one run through conda once and every one judged; every
+//! mismatch is written to a JSON-lines file whose path is printed.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Write};
@@ -697,8 +698,22 @@ fn run_oracle(label: &str, default_count: usize) {
             tool: None,
         });
     }
-    let argvs: Vec<Vec<String>> = cases.iter().map(|c| c.argv.clone()).collect();
-    let answers = observe(interpreter, &throwaway, &argvs);
+    // Conda is asked once per distinct argv (about a sixth of the drawn ones repeat
+    // another, mostly bare command words); every case, repeats too, is judged on the
+    // answer of its argv.
+    let mut distinct: Vec<Vec<String>> = Vec::new();
+    let mut slot: HashMap<&[String], usize> = HashMap::new();
+    let slots: Vec<usize> = cases
+        .iter()
+        .map(|c| {
+            *slot.entry(&c.argv).or_insert_with(|| {
+                distinct.push(c.argv.clone());
+                distinct.len() - 1
+            })
+        })
+        .collect();
+    let observed = observe(interpreter, &throwaway, &distinct);
+    let answers: Vec<Value> = slots.iter().map(|&i| observed[i].clone()).collect();
 
     if let Some(dump) = std::env::var_os("CCM_ORACLE_DUMP") {
         let lines: Vec<String> = cases
@@ -766,12 +781,13 @@ fn run_oracle(label: &str, default_count: usize) {
     let elapsed = started.elapsed();
     let parse_rate = tally.parsed as f64 / cases.len().max(1) as f64;
     eprintln!(
-        "policy oracle on {label} ({}): {} argvs ({} compiled from tools, {} token soups), \
+        "policy oracle on {label} ({}): {} argvs ({} distinct; {} compiled from tools, {} token soups), \
          {:.1} % parsed by conda, outcomes {:?}, {} with allowed cache/tmp writes, {} with \
          internal platform probes, {} with refused probe/housekeeping writes, {} emptied trash (contained), {} tried the network, {} write under an exec-only verdict, \
          {} mismatches in {} classes, {:.1} s",
         conda.display(),
         cases.len(),
+        distinct.len(),
         cases.iter().filter(|c| c.tool.is_some()).count(),
         cases.iter().filter(|c| c.tool.is_none()).count(),
         parse_rate * 100.0,
