@@ -31,6 +31,13 @@ pub(super) const OUTSIDE_ROOTS: &str =
 /// The refusal of a path outside `--allow-paths` (never the path).
 pub(super) const OUTSIDE_ALLOWED: &str =
     "Operation names a path outside the allowed directories (see --allow-paths)";
+/// The refusal of a call that names a FIFO, socket, device or `/proc` entry
+/// (`confine::names_special`; never the path): conda would wait on it, holding the
+/// execution slot every session shares, until the timeout.
+pub(super) const SPECIAL_FILE: &str = "Operation names a path that is a FIFO, a socket, a device (other than \
+    /dev/null, /dev/zero, /dev/full, /dev/random, /dev/urandom) or an entry of /proc or /dev/fd \
+    (such as /dev/stdin), which conda could wait on until the timeout; name a regular file \
+    instead. Nothing ran.";
 /// The refusal of a write whose target environment holds a hard link where conda writes
 /// in place (`host::confine::IN_PLACE`; never the path).
 pub(super) const LINKED_TARGET: &str = "Operation's target environment holds a file with other links that conda would write in place (--write-envs)";
@@ -339,7 +346,14 @@ fn paths(
             trail::NAMES_LOG,
         ));
     }
-    if class.requires_exec || ready.confinement.is_unrestricted() {
+    if class.requires_exec {
+        return Ok(());
+    }
+    if confine::names_special(argv, &here_cwd, home.as_deref()) {
+        audit.refused(SPECIAL_FILE);
+        return Err(refuse::policy(refuse::Reason::SpecialFile, SPECIAL_FILE));
+    }
+    if ready.confinement.is_unrestricted() {
         return Ok(());
     }
     // An explicit working directory is a path the call names too.
