@@ -935,3 +935,37 @@ fn real_conda_env_update_reads_the_file_that_was_shown() {
 fn plan_bound_inspect() -> &'static str {
     "No package preview: conda has no dry run for this command. Bound: conda's configuration"
 }
+
+/// A package, a channel and an environment named with letters of other scripts that look
+/// like ASCII ones (a Cyrillic "а", a Greek "ο") are shown escaped in the question under
+/// every revision that can ask: the person reads `d\u{430}ta`, not `data`. Nothing
+/// non-ASCII is shown raw but ccm's own space marker.
+#[test]
+fn look_alike_names_are_escaped_in_the_question() {
+    for revision in ASKING {
+        let setup = FixtureSetup::new();
+        let mut server = setup.server(revision);
+        let context = format!("{revision:?}");
+        let install = json!({"name": "d\u{430}ta", "packages": ["fixture-pkg"],
+            "channel": ["https://c\u{3bf}nda.anaconda.org/conda-forge"]});
+        let (question, result) = server.ask("conda_install", install, "decline", |_| {});
+        let raw: Vec<char> = question
+            .chars()
+            .filter(|c| !c.is_ascii() && !"⟨⟩".contains(*c))
+            .collect();
+        assert!(raw.is_empty(), "{context}: raw {raw:?} in {question}");
+        for escaped in [
+            "d\\u{430}ta",
+            "https://c\\u{3bf}nda.anaconda.org/conda-forge",
+        ] {
+            assert!(
+                question.contains(escaped),
+                "{context}: {escaped}: {question}"
+            );
+        }
+        assert!(
+            text(&result).starts_with("declined_by_user"),
+            "{context}: {result}"
+        );
+    }
+}
