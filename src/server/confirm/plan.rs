@@ -3,7 +3,7 @@
 //! bound plan when there is one (the input files conda reads, the target and whether it is
 //! deleted, each package with its full channel URL and hash, the download size from
 //! conda's dry run). Every piece of text that comes from the call, a file or conda is
-//! escaped (control and bidi characters), URLs have their credentials redacted, and
+//! escaped (control and bidi characters, and every other non-ASCII character), URLs have their credentials redacted, and
 //! contents and package lists are shown whole and quoted: a plan too long to show whole
 //! is not asked about at all ([`TooLong`]), never shown in part or by a digest.
 
