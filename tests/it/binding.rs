@@ -969,3 +969,46 @@ fn look_alike_names_are_escaped_in_the_question() {
         );
     }
 }
+
+/// On a real conda: a local channel and an environment named with a Cyrillic "о" and "а"
+/// (`с\u{43e}nda-forge`, `d\u{430}ta`): the question shows the target, the package's
+/// channel URL and the command escaped, nothing non-ASCII raw, under every revision that
+/// can ask.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_look_alike_channel_and_environment_names_are_escaped() {
+    for revision in ASKING {
+        let context = format!("{revision:?}");
+        let real = Real::new();
+        real.channel("c\u{43e}nda-forge", "barpkg=1.0", None);
+        real.condarc(&["c\u{43e}nda-forge"]);
+        let envs = real.path("home/envs");
+        let condarc = std::fs::read_to_string(real.path("condarc")).unwrap();
+        let condarc = format!("envs_dirs:\n  - {}\n{condarc}", envs.display());
+        std::fs::write(real.path("condarc"), condarc).unwrap();
+        let mut server = real.server(revision);
+        let arguments = json!({"name": "d\u{430}ta", "packages": ["barpkg"]});
+        let (question, result) = server.ask("conda_create", arguments, "decline", |_| {});
+        let raw: Vec<char> = question
+            .chars()
+            .filter(|c| !c.is_ascii() && !"⟨⟩".contains(*c))
+            .collect();
+        assert!(raw.is_empty(), "{context}: raw {raw:?} in {question}");
+        let channel = format!(
+            "{}/c\\u{{43e}}nda-forge/noarch",
+            real.url("").trim_end_matches('/')
+        );
+        for shown in [
+            format!("\nTarget environment: {}/d\\u{{430}}ta\n", envs.display()),
+            format!("\n  barpkg 1.0 0 ({channel}, "),
+            "\"--name=d\\u{430}ta\"".to_owned(),
+        ] {
+            assert!(question.contains(&shown), "{context}: {shown}: {question}");
+        }
+        assert!(
+            text(&result).starts_with("declined_by_user"),
+            "{context}: {result}"
+        );
+        assert!(!envs.join("d\u{430}ta").exists(), "{context}");
+    }
+}

@@ -349,21 +349,39 @@ fn paths(
     if class.requires_exec {
         return Ok(());
     }
-    if confine::names_special(argv, &here_cwd, home.as_deref()) {
+    if !ready.confinement.is_unrestricted() {
+        confined(ready, call.cwd(), &here, home.as_deref(), argv, audit)?;
+    }
+    // After `--allow-paths`: a path outside gets the refusal it always got. A command the
+    // operator classified (`--classify`) is the operator's: ccm knows nothing of how it
+    // opens its paths (a report written to a FIFO someone reads is its business).
+    let root = ready.discovery.catalog.root.as_ref();
+    let classified = policy::command_path(root, argv)
+        .is_some_and(|path| ready.toolset.rules.operator_classified(&path));
+    if !classified && confine::names_special(argv, &here_cwd, home.as_deref()) {
         audit.refused(SPECIAL_FILE);
         return Err(refuse::policy(refuse::Reason::SpecialFile, SPECIAL_FILE));
     }
-    if ready.confinement.is_unrestricted() {
-        return Ok(());
-    }
+    Ok(())
+}
+
+/// `--allow-paths`: the call's working directory and every path of its argv inside.
+fn confined(
+    ready: &Ready,
+    cwd: Option<&Path>,
+    here: &Path,
+    home: Option<&Path>,
+    argv: &[String],
+    audit: &trail::Record,
+) -> Result<(), Refusal> {
     // An explicit working directory is a path the call names too.
     let named_cwd = cwd.map(|c| here.join(c));
     let cwd_outside = named_cwd.as_ref().is_some_and(|c| {
         let token = [c.to_string_lossy().into_owned()];
-        ready.confinement.check(&token, &here, None).is_err()
+        ready.confinement.check(&token, here, None).is_err()
     });
-    let cwd: &Path = named_cwd.as_deref().unwrap_or(&here);
-    if cwd_outside || ready.confinement.check(argv, cwd, home.as_deref()).is_err() {
+    let cwd: &Path = named_cwd.as_deref().unwrap_or(here);
+    if cwd_outside || ready.confinement.check(argv, cwd, home).is_err() {
         audit.refused(OUTSIDE_ALLOWED);
         return Err(refuse::policy(
             refuse::Reason::OutsideAllowedPaths,
