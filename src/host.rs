@@ -2,7 +2,7 @@
 //! target's own interpreter (`discovery`), the Python-free scan of the target's
 //! distributions (`site_scan`), the read-only sandbox (`sandbox`), `--allow-paths`
 //! (`confine`), the target conda resolved once (`target`), the environments a write targets (`targets`, for `--write-envs`) and the
-//! binding of a confirmed plan to its run (`bind`, for `--confirm-writes`). Only this layer spawns processes or reads the target's files.
+//! binding of a confirmed plan to its run (`bind`, for `--confirm-writes`), and the server's own directories in the temporary directory (`scratch`: made named by their server, a dead server's removed at start). Only this layer spawns processes or reads the target's files.
 
 pub mod audit;
 pub(crate) mod bind;
@@ -12,6 +12,7 @@ pub mod exec;
 pub(crate) mod install;
 pub(crate) mod platform;
 pub mod sandbox;
+pub mod scratch;
 pub mod site_scan;
 pub mod target;
 pub(crate) mod targets;

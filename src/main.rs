@@ -53,6 +53,11 @@ fn main() -> ExitCode {
         }
         Action::Serve(config) => match open_audit_log(&config, &secrets) {
             Ok(audit) => {
+                // What servers killed mid-call (SIGKILL) left in the temporary directory.
+                let removed = ccm::host::scratch::sweep(&std::env::temp_dir());
+                if removed > 0 {
+                    tracing::info!(removed, "removed directories of servers that are gone");
+                }
                 let conda = ccm::host::target::Conda::resolve(config.conda_exe.clone());
                 serve(runtime, config, Host::new(conda, limits, audit))
             }

@@ -245,7 +245,7 @@ pub(crate) fn split_preview(outcome: &mut exec::Outcome, nonce: &str) -> Result<
 /// of the server's own (removed when the binding is dropped).
 #[derive(Debug)]
 pub(crate) struct Binding {
-    dir: tempfile::TempDir,
+    dir: super::scratch::Scratch,
     interpreter: PathBuf,
     /// The sha256 of `plan.json` as written (the run refuses another).
     digest: String,
@@ -261,11 +261,7 @@ impl Binding {
         log: Option<(u64, u64)>,
     ) -> Result<Binding, Unbound> {
         let io = |e: std::io::Error| Unbound::Io(exec::plain_os_error(&e));
-        let dir = tempfile::Builder::new()
-            .prefix("ccm-plan-")
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .tempdir()
-            .map_err(io)?;
+        let dir = super::scratch::Scratch::new("ccm-plan", &std::env::temp_dir()).map_err(io)?;
         for (index, file) in plan.files.iter_mut().enumerate() {
             let Some(content) = file.content.take() else {
                 continue;

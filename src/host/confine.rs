@@ -215,6 +215,46 @@ pub(crate) fn names_file(
     })
 }
 
+/// Whether any value of the argv, read as a path as [`names_file`] reads it (symlinks
+/// followed), names a file conda could wait on until the call's timeout when it opens
+/// it: a FIFO (its `open` blocks until a writer comes), a socket, a block device or a
+/// character device other than the memory devices that never block (`/dev/null`,
+/// `/dev/zero`, `/dev/full`, `/dev/random`, `/dev/urandom`), or anything under `/proc`
+/// (`/dev/stdin`, `/dev/fd/N`, `/proc/self/fd/N` name the child's own pipes, which the
+/// server cannot judge from its own).
+pub(crate) fn names_special(argv: &[String], cwd: &Path, home: Option<&Path>) -> bool {
+    names_file(argv, cwd, home, special)
+}
+
+/// See [`names_special`].
+pub(crate) fn special(path: &Path) -> bool {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let proc = Path::new("/proc");
+    let lexical: PathBuf = path.components().collect();
+    if lexical.starts_with(proc)
+        || ["/dev/fd", "/dev/stdin", "/dev/stdout", "/dev/stderr"]
+            .iter()
+            .any(|p| lexical.starts_with(p))
+        || resolve(path).starts_with(proc)
+    {
+        return true;
+    }
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    let kind = meta.file_type();
+    // Memory devices (major 1): null 3, zero 5, full 7, random 8, urandom 9
+    // (Linux `Documentation/admin-guide/devices.txt`); others of major 1 (mem, port,
+    // kmsg) do not count.
+    let memory = kind.is_char_device()
+        && rustix::fs::major(meta.rdev()) == 1
+        && matches!(rustix::fs::minor(meta.rdev()), 3 | 5 | 7 | 8 | 9);
+    kind.is_fifo()
+        || kind.is_socket()
+        || kind.is_block_device()
+        || (kind.is_char_device() && !memory)
+}
+
 /// Whether a value of the argv starts with `~user` (another user's home, which conda
 /// expands and the server does not resolve).
 pub(crate) fn names_other_home(argv: &[String]) -> bool {

@@ -90,6 +90,8 @@ pub(super) enum Reason {
     NamesAuditLog,
     /// A bounded write on a kernel without `fs.protected_hardlinks`.
     LinksUnprotected,
+    /// A path that is a FIFO, socket, device or `/proc` entry conda could wait on.
+    SpecialFile,
 }
 
 impl Reason {
@@ -108,6 +110,7 @@ impl Reason {
             Reason::NotSelected => "tool_not_selected".into(),
             Reason::NamesAuditLog => "names_audit_log".into(),
             Reason::LinksUnprotected => "hardlinks_unprotected".into(),
+            Reason::SpecialFile => "names_special_file".into(),
         }
     }
 
@@ -118,7 +121,9 @@ impl Reason {
             Reason::OutsideAllowedPaths => "--allow-paths".into(),
             Reason::OutsideWriteEnvs => "--write-envs".into(),
             Reason::NotSelected => "--tools".into(),
-            Reason::NamesAuditLog | Reason::LinksUnprotected => return None,
+            Reason::NamesAuditLog | Reason::LinksUnprotected | Reason::SpecialFile => {
+                return None;
+            }
         };
         Some(hint(&flags))
     }

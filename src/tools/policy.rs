@@ -216,6 +216,11 @@ impl Rules {
         self.operator.insert(path, access);
     }
 
+    /// Whether the operator classified this command path (`--classify`).
+    pub fn operator_classified(&self, path: &[String]) -> bool {
+        self.operator.contains_key(path)
+    }
+
     /// Where a command path's verdict comes from, in words (for `ccm tools --json`).
     pub fn source(&self, path: &[String]) -> &'static str {
         if self.operator.contains_key(path) {

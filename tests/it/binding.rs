@@ -938,3 +938,80 @@ fn real_conda_env_update_reads_the_file_that_was_shown() {
 fn plan_bound_inspect() -> &'static str {
     "No package preview: conda has no dry run for this command. Bound: conda's configuration"
 }
+
+/// A package, a channel and an environment named with letters of other scripts that look
+/// like ASCII ones (a Cyrillic "а", a Greek "ο") are shown escaped in the question under
+/// every revision that can ask: the person reads `d\u{430}ta`, not `data`. Nothing
+/// non-ASCII is shown raw but ccm's own space marker.
+#[test]
+fn look_alike_names_are_escaped_in_the_question() {
+    for revision in ASKING {
+        let setup = FixtureSetup::new();
+        let mut server = setup.server(revision);
+        let context = format!("{revision:?}");
+        let install = json!({"name": "d\u{430}ta", "packages": ["fixture-pkg"],
+            "channel": ["https://c\u{3bf}nda.anaconda.org/conda-forge"]});
+        let (question, result) = server.ask("conda_install", install, "decline", |_| {});
+        let raw: Vec<char> = question
+            .chars()
+            .filter(|c| !c.is_ascii() && !"⟨⟩".contains(*c))
+            .collect();
+        assert!(raw.is_empty(), "{context}: raw {raw:?} in {question}");
+        for escaped in [
+            "d\\u{430}ta",
+            "https://c\\u{3bf}nda.anaconda.org/conda-forge",
+        ] {
+            assert!(
+                question.contains(escaped),
+                "{context}: {escaped}: {question}"
+            );
+        }
+        assert!(
+            text(&result).starts_with("declined_by_user"),
+            "{context}: {result}"
+        );
+    }
+}
+
+/// On a real conda: a local channel and an environment named with a Cyrillic "о" and "а"
+/// (`с\u{43e}nda-forge`, `d\u{430}ta`): the question shows the target, the package's
+/// channel URL and the command escaped, nothing non-ASCII raw, under every revision that
+/// can ask.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_look_alike_channel_and_environment_names_are_escaped() {
+    for revision in ASKING {
+        let context = format!("{revision:?}");
+        let real = Real::new();
+        real.channel("c\u{43e}nda-forge", "barpkg=1.0", None);
+        real.condarc(&["c\u{43e}nda-forge"]);
+        let envs = real.path("home/envs");
+        let condarc = std::fs::read_to_string(real.path("condarc")).unwrap();
+        let condarc = format!("envs_dirs:\n  - {}\n{condarc}", envs.display());
+        std::fs::write(real.path("condarc"), condarc).unwrap();
+        let mut server = real.server(revision);
+        let arguments = json!({"name": "d\u{430}ta", "packages": ["barpkg"]});
+        let (question, result) = server.ask("conda_create", arguments, "decline", |_| {});
+        let raw: Vec<char> = question
+            .chars()
+            .filter(|c| !c.is_ascii() && !"⟨⟩".contains(*c))
+            .collect();
+        assert!(raw.is_empty(), "{context}: raw {raw:?} in {question}");
+        let channel = format!(
+            "{}/c\\u{{43e}}nda-forge/noarch",
+            real.url("").trim_end_matches('/')
+        );
+        for shown in [
+            format!("\nTarget environment: {}/d\\u{{430}}ta\n", envs.display()),
+            format!("\n  barpkg 1.0 0 ({channel}, "),
+            "\"--name=d\\u{430}ta\"".to_owned(),
+        ] {
+            assert!(question.contains(&shown), "{context}: {shown}: {question}");
+        }
+        assert!(
+            text(&result).starts_with("declined_by_user"),
+            "{context}: {result}"
+        );
+        assert!(!envs.join("d\u{430}ta").exists(), "{context}");
+    }
+}

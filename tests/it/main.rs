@@ -83,6 +83,8 @@ mod server;
 mod shapes;
 /// Every tool through the server on a copy of a real conda: no writes outside the caches.
 mod side_effects;
+/// A call naming a FIFO, socket, device or /proc entry is refused before anything runs.
+mod special_files;
 /// Instant start from a baked snapshot, confirmed by live discovery.
 mod startup;
 /// The operator's tool surface: hidden tools, overrides, collisions.

@@ -46,7 +46,7 @@ struct Inner {
     /// The unix-socket filter, installed last.
     seccomp: Option<Arc<platform::SeccompFilter>>,
     /// The run's own temporary directory, removed when the bound goes.
-    tmpdir: Option<tempfile::TempDir>,
+    tmpdir: Option<crate::host::scratch::Scratch>,
     /// The child's `CONDA_PKGS_DIRS`: the run's private package cache first, the
     /// operator's caches (read-only to the run) after it.
     pkgs_dirs: Option<std::ffi::OsString>,
@@ -60,7 +60,7 @@ pub struct Setup {
     pub namespaces: Option<(u32, u32)>,
     pub(crate) seccomp: Option<Arc<platform::SeccompFilter>>,
     /// The run's own temporary directory (also one of the places).
-    pub tmpdir: Option<tempfile::TempDir>,
+    pub tmpdir: Option<crate::host::scratch::Scratch>,
     /// The run's working directory (canonical).
     pub cwd: Option<PathBuf>,
     /// The child's `CONDA_PKGS_DIRS` ([`private_cache`]).

@@ -14,6 +14,7 @@ use super::super::state::Server;
 use super::gates::{OUTSIDE_ALLOWED, canonical, nearest, operator_envs_dirs};
 use crate::host::exec;
 use crate::host::sandbox::{self, bound, shared};
+use crate::host::scratch::Scratch;
 
 /// The refusal of a call one of whose judged targets changed between the last check and
 /// the bound (never the path).
@@ -91,10 +92,7 @@ impl Server {
                 tracing::error!(%error, "the write bound's temporary directory could not be made");
                 Refusal::from(ErrorData::internal_error("the write bound failed", None))
             };
-            let tmpdir = tempfile::Builder::new()
-                .prefix("ccm-write-")
-                .tempdir_in(&inputs.temp_dir)
-                .map_err(failed)?;
+            let tmpdir = Scratch::new("ccm-write", &inputs.temp_dir).map_err(failed)?;
             // Its own package cache there, the operator's read-only behind it.
             let (_, pkgs_dirs) =
                 bound::private_cache(tmpdir.path(), &inputs, root).map_err(failed)?;

@@ -31,6 +31,13 @@ pub(super) const OUTSIDE_ROOTS: &str =
 /// The refusal of a path outside `--allow-paths` (never the path).
 pub(super) const OUTSIDE_ALLOWED: &str =
     "Operation names a path outside the allowed directories (see --allow-paths)";
+/// The refusal of a call that names a FIFO, socket, device or `/proc` entry
+/// (`confine::names_special`; never the path): conda would wait on it, holding the
+/// execution slot every session shares, until the timeout.
+pub(super) const SPECIAL_FILE: &str = "Operation names a path that is a FIFO, a socket, a device (other than \
+    /dev/null, /dev/zero, /dev/full, /dev/random, /dev/urandom) or an entry of /proc or /dev/fd \
+    (such as /dev/stdin), which conda could wait on until the timeout; name a regular file \
+    instead. Nothing ran.";
 /// The refusal of a write whose target environment holds a hard link where conda writes
 /// in place (`host::confine::IN_PLACE`; never the path).
 pub(super) const LINKED_TARGET: &str = "Operation's target environment holds a file with other links that conda would write in place (--write-envs)";
@@ -436,17 +443,42 @@ fn paths(
             trail::NAMES_LOG,
         ));
     }
-    if class.requires_exec || ready.confinement.is_unrestricted() {
+    if class.requires_exec {
         return Ok(());
     }
+    if !ready.confinement.is_unrestricted() {
+        confined(ready, call.cwd(), &here, home.as_deref(), argv, audit)?;
+    }
+    // After `--allow-paths`: a path outside gets the refusal it always got. A command the
+    // operator classified (`--classify`) is the operator's: ccm knows nothing of how it
+    // opens its paths (a report written to a FIFO someone reads is its business).
+    let root = ready.discovery.catalog.root.as_ref();
+    let classified = policy::command_path(root, argv)
+        .is_some_and(|path| ready.toolset.rules.operator_classified(&path));
+    if !classified && confine::names_special(argv, &here_cwd, home.as_deref()) {
+        audit.refused(SPECIAL_FILE);
+        return Err(refuse::policy(refuse::Reason::SpecialFile, SPECIAL_FILE));
+    }
+    Ok(())
+}
+
+/// `--allow-paths`: the call's working directory and every path of its argv inside.
+fn confined(
+    ready: &Ready,
+    cwd: Option<&Path>,
+    here: &Path,
+    home: Option<&Path>,
+    argv: &[String],
+    audit: &trail::Record,
+) -> Result<(), Refusal> {
     // An explicit working directory is a path the call names too.
     let named_cwd = cwd.map(|c| here.join(c));
     let cwd_outside = named_cwd.as_ref().is_some_and(|c| {
         let token = [c.to_string_lossy().into_owned()];
-        ready.confinement.check(&token, &here, None).is_err()
+        ready.confinement.check(&token, here, None).is_err()
     });
-    let cwd: &Path = named_cwd.as_deref().unwrap_or(&here);
-    if cwd_outside || ready.confinement.check(argv, cwd, home.as_deref()).is_err() {
+    let cwd: &Path = named_cwd.as_deref().unwrap_or(here);
+    if cwd_outside || ready.confinement.check(argv, cwd, home).is_err() {
         audit.refused(OUTSIDE_ALLOWED);
         return Err(refuse::policy(
             refuse::Reason::OutsideAllowedPaths,

@@ -3,7 +3,7 @@
 //! bound plan when there is one (the input files conda reads, the target and whether it is
 //! deleted, each package with its full channel URL and hash, the download size from
 //! conda's dry run). Every piece of text that comes from the call, a file or conda is
-//! escaped (control and bidi characters), URLs have their credentials redacted, and
+//! escaped (control and bidi characters, and every other non-ASCII character), URLs have their credentials redacted, and
 //! contents and package lists are shown whole and quoted: a plan too long to show whole
 //! is not asked about at all ([`TooLong`]), never shown in part or by a digest.
 
@@ -146,7 +146,9 @@ const SPACE_RUN: usize = 8;
 /// ([`crate::tools::schema::clip`]: controls, format characters, every non-ASCII space and
 /// blank-rendering character), and every run of more than [`SPACE_RUN`] spaces shown as
 /// `⟨N spaces⟩` so padding cannot push text out of sight; a `⟨` of the text itself is
-/// escaped, so the marker cannot be forged.
+/// escaped, so the marker cannot be forged. Every other non-ASCII character is escaped
+/// too (`\u{430}`), so that a letter of another script cannot pass for an ASCII one in a
+/// package, channel or environment name ([`unmistakable`]).
 fn clip(text: &str, limit: usize) -> String {
     let mut out = String::with_capacity(text.len());
     let mut run = 0;
@@ -166,7 +168,33 @@ fn clip(text: &str, limit: usize) -> String {
         }
     }
     flush(&mut out, run);
-    crate::tools::schema::clip(&out, limit)
+    unmistakable(&out, limit)
+}
+
+/// At most `limit` characters of `text` (each escape counts as the one character it
+/// shows, as in [`crate::tools::schema::clip`]), `…` appended when cut: ASCII controls
+/// escaped as client text is, and every non-ASCII character but the space marker's `⟨`
+/// and `⟩` (a `⟨` of the text itself arrives escaped) as `\u{…}`: a Cyrillic `а`, a
+/// Greek `ο`, a fullwidth `ｃ` or a dot leader `․` read as what they are, not as the
+/// ASCII letters and dots they look like. A `…` of the text is escaped, so a cut cannot
+/// be forged either.
+fn unmistakable(text: &str, limit: usize) -> String {
+    let mut out = String::with_capacity(text.len());
+    for (n, c) in text.chars().enumerate() {
+        if n == limit {
+            out.push('…');
+            break;
+        }
+        match c {
+            '⟨' | '⟩' => out.push(c),
+            c if c.is_ascii() && crate::tools::schema::invisible(c) => {
+                out.extend(c.escape_default())
+            }
+            c if c.is_ascii() => out.push(c),
+            c => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+        }
+    }
+    out
 }
 
 /// An item of conda's plan, escaped and clipped.

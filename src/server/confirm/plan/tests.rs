@@ -397,3 +397,59 @@ fn quoted_contents_hide_no_value_for_its_name() {
         assert!(!text.contains(hidden), "{hidden} in {text}");
     }
 }
+
+/// Look-alike letters of other scripts cannot pass for ASCII (a package, a channel or an
+/// environment named with a Cyrillic "а", a Greek "ο", a fullwidth "ｃ", a dot leader
+/// "․" in a host name): every non-ASCII character the question shows is escaped as
+/// `\u{…}` (only `⟩`, which cannot open ccm's marker, stays), in the command, the working
+/// directory, the target, each package's name, version, build and channel URL, and
+/// quoted contents.
+#[test]
+fn look_alike_letters_of_other_scripts_are_escaped_in_the_question() {
+    let channel = "https://c\u{43e}nda.anaconda.org\u{2024}evil.example/\u{ff43}onda-forge/noarch";
+    let plan = Plan {
+        packages: true,
+        prefix: Some("/envs/d\u{430}ta".into()),
+        transactions: vec![vec![Setup {
+            prefix: "/envs/d\u{430}ta".into(),
+            link: vec![record(
+                "n\u{430}mpy",
+                "2.\u{3bf}",
+                &format!("{channel}/n\u{430}mpy-2.0-0.conda"),
+                None,
+            )],
+            ..Setup::default()
+        }]],
+        ..Plan::default()
+    };
+    let argv: Vec<String> = [
+        "install",
+        "-n",
+        "d\u{430}ta",
+        "-c",
+        channel,
+        "n\u{430}mpy",
+        "caf\u{e9}",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let command = command_line(&argv).unwrap();
+    let stdin = "- n\u{430}mpy\n";
+    let text = message(&Shown {
+        stdin: Some(stdin.as_bytes()),
+        ..shown(&command, Path::new("/work/pr\u{43e}ject"), Some(&plan))
+    })
+    .unwrap();
+    let raw: Vec<char> = text.chars().filter(|c| !c.is_ascii()).collect();
+    assert!(raw.is_empty(), "kept raw: {raw:?} in {text}");
+    for escaped in [
+        "Command: conda \"install\" \"-n\" \"d\\u{430}ta\" \"-c\" \"https://c\\u{43e}nda.anaconda.org\\u{2024}evil.example/\\u{ff43}onda-forge/noarch\" \"n\\u{430}mpy\" \"caf\\u{e9}\"",
+        "Working directory: /work/pr\\u{43e}ject",
+        "Target environment: /envs/d\\u{430}ta",
+        "  n\\u{430}mpy 2.\\u{3bf} 0 (https://c\\u{43e}nda.anaconda.org\\u{2024}evil.example/\\u{ff43}onda-forge/noarch, md5 ",
+        "  | - n\\u{430}mpy",
+    ] {
+        assert!(text.contains(escaped), "{escaped}: {text}");
+    }
+}
