@@ -320,15 +320,24 @@ fn a_plan_changed_while_the_question_is_open_does_not_run() {
 /// package's post-link script leaves `marks/barpkg-VERSION` behind.
 pub(crate) struct Real {
     dir: tempfile::TempDir,
+    /// The home directory, beside the setup's directory rather than in it: the servers
+    /// work in the setup's directory, which under the HTTP default scope a bounded write
+    /// writes whole only when it holds no home directory.
+    home: tempfile::TempDir,
 }
 
 impl Real {
     pub(crate) fn new() -> Real {
-        let dir = tempfile::Builder::new()
-            .prefix("ccm-binding-")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-            .unwrap();
-        let real = Real { dir };
+        let made = |prefix: &str| {
+            tempfile::Builder::new()
+                .prefix(prefix)
+                .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+                .unwrap()
+        };
+        let real = Real {
+            dir: made("ccm-binding-"),
+            home: made("ccm-binding-home-"),
+        };
         for sub in ["home", "pkgs", "tmp", "marks", "project"] {
             std::fs::create_dir_all(real.path(sub)).unwrap();
         }
@@ -338,8 +347,15 @@ impl Real {
         real
     }
 
+    /// A path of the setup: `home` and below it in the home directory, the rest in the
+    /// setup's directory.
     pub(crate) fn path(&self, sub: &str) -> PathBuf {
-        self.dir.path().join(sub)
+        match sub.strip_prefix("home") {
+            Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+                self.home.path().join(rest.trim_start_matches('/'))
+            }
+            _ => self.dir.path().join(sub),
+        }
     }
 
     pub(crate) fn url(&self, channel: &str) -> String {
@@ -840,7 +856,10 @@ fn real_conda_a_named_environment_is_created_where_the_question_says() {
     for revision in ASKING {
         let context = format!("{revision:?}");
         let real = Real::new();
-        let envs = real.path("home/envs");
+        // In the working directory: a condarc there is the agent's to write under the
+        // HTTP default scope, so the envs directories it names are trusted only inside
+        // the scope.
+        let envs = real.path("envs");
         let condarc = format!(
             "envs_dirs:\n  - {}\nchannels:\n  - {}\n",
             envs.display(),
@@ -858,7 +877,7 @@ fn real_conda_a_named_environment_is_created_where_the_question_says() {
             "{context}: {question}"
         );
         assert_eq!(result["isError"], false, "{context}: {result}");
-        assert_eq!(real.installed("home/envs/named").len(), 1, "{context}");
+        assert_eq!(real.installed("envs/named").len(), 1, "{context}");
         let file = real.path("project/environment.yml");
         std::fs::write(&file, "name: fromfile\ndependencies:\n  - barpkg\n").unwrap();
         let arguments = json!({"file": [file.display().to_string()]});
@@ -871,7 +890,7 @@ fn real_conda_a_named_environment_is_created_where_the_question_says() {
             "{context}: {question}"
         );
         assert_eq!(result["isError"], false, "{context}: {result}");
-        assert_eq!(real.installed("home/envs/fromfile").len(), 1, "{context}");
+        assert_eq!(real.installed("envs/fromfile").len(), 1, "{context}");
     }
 }
 
@@ -985,7 +1004,10 @@ fn real_conda_look_alike_channel_and_environment_names_are_escaped() {
         let real = Real::new();
         real.channel("c\u{43e}nda-forge", "barpkg=1.0", None);
         real.condarc(&["c\u{43e}nda-forge"]);
-        let envs = real.path("home/envs");
+        // In the working directory: a condarc there is the agent's to write under the
+        // HTTP default scope, so the envs directories it names are trusted only inside
+        // the scope.
+        let envs = real.path("envs");
         let condarc = std::fs::read_to_string(real.path("condarc")).unwrap();
         let condarc = format!("envs_dirs:\n  - {}\n{condarc}", envs.display());
         std::fs::write(real.path("condarc"), condarc).unwrap();
