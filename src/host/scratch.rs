@@ -115,14 +115,10 @@ fn owner(name: &str) -> Option<(u32, u64)> {
     Some((pid.parse().ok()?, start.parse().ok()?))
 }
 
-/// A process's start time (`/proc/<pid>/stat` field 22), `None` when it is not running
-/// (or there is no `/proc`).
+/// A process's start time (`host::platform`), `None` when it is not running (or there
+/// is no process table).
 fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) is in parentheses and may hold anything: count after
-    // its last `)`, where field 3 is the first.
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(22 - 3)?.parse().ok()
+    crate::host::platform::start_time(pid)
 }
 
 #[cfg(test)]

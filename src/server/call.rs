@@ -27,6 +27,7 @@ use crate::tools::toolset::{Compiler, EXECUTE_TOOL, Tool};
 use crate::tools::{argv, completion};
 
 mod bound;
+mod envs_dirs;
 mod gates;
 mod run;
 

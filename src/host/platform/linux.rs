@@ -172,3 +172,14 @@ pub(crate) fn open_strict(path: &std::path::Path, directory: bool) -> rustix::io
         ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
     )
 }
+
+/// A process's start time in clock ticks since boot (`/proc/<pid>/stat` field 22): with
+/// the pid, it names one process, not another that reused its pid. `None` when it is not
+/// running.
+pub(crate) fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold anything: count after
+    // its last `)`, where field 3 is the first.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(22 - 3)?.parse().ok()
+}

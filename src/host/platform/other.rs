@@ -197,3 +197,9 @@ pub(crate) fn open_strict(
 ) -> rustix::io::Result<OwnedFd> {
     Err(rustix::io::Errno::NOTSUP)
 }
+
+/// Unknown without a process table: no owner of a scratch directory can be told gone, so
+/// none is removed.
+pub(crate) fn start_time(_pid: u32) -> Option<u64> {
+    None
+}
