@@ -9,6 +9,7 @@ pub(crate) mod bind;
 pub(crate) mod confine;
 pub mod discovery;
 pub mod exec;
+pub(crate) mod files;
 pub(crate) mod install;
 pub(crate) mod platform;
 pub mod sandbox;

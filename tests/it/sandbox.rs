@@ -428,3 +428,31 @@ fn real_conda_read_only_tools_print_the_same_inside_and_outside() {
         );
     }
 }
+
+/// Attack 8: the sandbox reads `~/.conda/environments.txt` of the server's home (and, as
+/// root, of every user's) for each read-only call. Planted as a FIFO it held the call's
+/// thread for good (no `--timeout` applies before anything runs); as a huge file it was
+/// read whole. Either reads as no entries: the read-only call answers, again.
+#[test]
+fn a_registry_planted_as_a_fifo_or_a_huge_file_holds_no_call() {
+    for planted in ["fifo", "huge"] {
+        let home = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let registry = home.path().join(".conda/environments.txt");
+        std::fs::create_dir_all(registry.parent().unwrap()).unwrap();
+        if planted == "fifo" {
+            rustix::fs::mkfifoat(rustix::fs::CWD, &registry, 0o644.into()).unwrap();
+        } else {
+            std::fs::File::create(&registry)
+                .unwrap()
+                .set_len(1 << 30)
+                .unwrap();
+        }
+        let home_dir = home.path().to_str().unwrap();
+        let mut s = Session::start_with(conda(), &[], &[("HOME", home_dir)]);
+        assert!(s.sandboxed(), "this claim is about the read-only sandbox");
+        for _ in 0..3 {
+            let result = s.call("conda_info", json!({}));
+            assert_ne!(result["isError"], true, "{planted}: {result}");
+        }
+    }
+}

@@ -118,22 +118,12 @@ fn walk(dir: &Path, each: &mut dyn FnMut(&std::fs::Metadata)) -> std::io::Result
 /// package with tens of thousands of files a few megabytes).
 const MAX_RECORD: u64 = 64 << 20;
 
-/// A record's text: a regular file opened without following a symlink and without
-/// blocking (a FIFO the agent put in its own environment's `conda-meta` must not hold
-/// the gate: attack 7), at most [`MAX_RECORD`] bytes. `None` for anything else, whose
+/// A record's text: a regular file, not a symlink, opened without blocking (a FIFO the
+/// agent put in its own environment's `conda-meta` must not hold the gate: attack 7), at
+/// most [`MAX_RECORD`] bytes (`host::files`). `None` for anything else, whose
 /// `link.source` is then not counted (its links stay foreign: fail closed).
 fn read_record(path: &Path) -> Option<Vec<u8>> {
-    use rustix::fs::{Mode, OFlags};
-    use std::io::Read;
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let file = std::fs::File::from(rustix::fs::open(path, flags, Mode::empty()).ok()?);
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.len() > MAX_RECORD {
-        return None;
-    }
-    let mut text = Vec::with_capacity(meta.len() as usize);
-    file.take(MAX_RECORD + 1).read_to_end(&mut text).ok()?;
-    (text.len() as u64 <= MAX_RECORD).then_some(text)
+    crate::host::files::read(path, MAX_RECORD, crate::host::files::Links::Refuse)
 }
 
 /// The `link.source` of every record in `prefix/conda-meta`.

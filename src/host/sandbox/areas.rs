@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{Facts, MAX_KEEPS, Sandbox};
+use crate::host::files::Links;
 
 /// Most environments outside the envs directories whose `conda-meta` a call overlays
 /// (the root prefix first, then `environments.txt` in its order): the rest stay read-only
@@ -120,6 +121,10 @@ fn is_dir(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// The largest `environments.txt` read (a line per environment: 16 MiB is some hundred
+/// thousand of them).
+const MAX_REGISTRY: u64 = 16 << 20;
+
 /// Every known environment: the root prefix, every entry of the envs directories, and
 /// those of `environments.txt` (every user's when the server is root: conda reads them
 /// all then, `list_all_known_prefixes`).
@@ -135,7 +140,11 @@ fn environments(facts: &Facts, root_prefix: Option<&Path>, envs_dirs: &[PathBuf]
         homes.extend(password_homes());
     }
     for home in homes {
-        if let Ok(text) = std::fs::read_to_string(home.join(".conda/environments.txt")) {
+        // Another user's (or a caller's) file: a FIFO, a link to a device or a huge file
+        // reads as no entries (`host::files`).
+        let registry = home.join(".conda/environments.txt");
+        let read = crate::host::files::read(&registry, MAX_REGISTRY, Links::Follow);
+        if let Some(text) = read.and_then(|bytes| String::from_utf8(bytes).ok()) {
             envs.extend(
                 text.lines()
                     .map(str::trim)

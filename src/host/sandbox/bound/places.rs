@@ -7,6 +7,10 @@ use std::path::{Path, PathBuf};
 
 use super::Writable;
 
+/// The largest `environments.txt` the server reads to settle it (a line per environment:
+/// 16 MiB is some hundred thousand of them).
+const MAX_REGISTRY: u64 = 16 << 20;
+
 /// The run's own user cache (`XDG_CACHE_HOME`), `cache/` in its temporary directory:
 /// conda's notices cache and conda-completion's manifest, discarded after the run.
 pub const USER_CACHE: &str = "cache";
@@ -146,12 +150,20 @@ pub fn settle_registry(
     let registry = |flags: OFlags| -> Option<std::fs::File> {
         let at = dot_conda().ok()?;
         let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        // Without blocking, and a regular file only (a FIFO there would hold the
+        // server's thread for good: attack 8; `host::files`).
+        let flags = flags | OFlags::NONBLOCK;
         let fd = openat(&at, "environments.txt", flags, Mode::from_raw_mode(0o644)).ok()?;
-        Some(std::fs::File::from(fd))
+        crate::host::files::regular(fd)
     };
     let mut text = String::new();
-    if let Some(mut file) = registry(OFlags::RDONLY) {
-        let _ = file.read_to_string(&mut text);
+    if let Some(file) = registry(OFlags::RDONLY) {
+        let _ = file.take(MAX_REGISTRY + 1).read_to_string(&mut text);
+    }
+    // A registry larger than any conda writes is left as it is (rewriting what was read
+    // of it would drop the rest).
+    if text.len() as u64 > MAX_REGISTRY {
+        return;
     }
     let listed = |text: &str, target: &Path| text.lines().any(|l| Path::new(l.trim()) == target);
     let gone: Vec<&&PathBuf> = targets
