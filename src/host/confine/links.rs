@@ -123,7 +123,7 @@ const MAX_RECORD: u64 = 64 << 20;
 /// most [`MAX_RECORD`] bytes (`host::files`). `None` for anything else, whose
 /// `link.source` is then not counted (its links stay foreign: fail closed).
 fn read_record(path: &Path) -> Option<Vec<u8>> {
-    crate::host::files::read(path, MAX_RECORD, crate::host::files::Links::Refuse)
+    crate::host::files::read(path, MAX_RECORD)
 }
 
 /// The `link.source` of every record in `prefix/conda-meta`.

@@ -9,7 +9,6 @@
 use std::path::{Path, PathBuf};
 
 use super::{Facts, MAX_KEEPS, Sandbox};
-use crate::host::files::Links;
 
 /// Most environments outside the envs directories whose `conda-meta` a call overlays
 /// (the root prefix first, then `environments.txt` in its order): the rest stay read-only
@@ -140,10 +139,11 @@ fn environments(facts: &Facts, root_prefix: Option<&Path>, envs_dirs: &[PathBuf]
         homes.extend(password_homes());
     }
     for home in homes {
-        // Another user's (or a caller's) file: a FIFO, a link to a device or a huge file
-        // reads as no entries (`host::files`).
+        // Another user's (or a caller's) file: a FIFO, a symlink (to a device, to a
+        // kernel file that blocks, to a file of root's) or a huge file reads as no
+        // entries (`host::files`).
         let registry = home.join(".conda/environments.txt");
-        let read = crate::host::files::read(&registry, MAX_REGISTRY, Links::Follow);
+        let read = crate::host::files::read(&registry, MAX_REGISTRY);
         if let Some(text) = read.and_then(|bytes| String::from_utf8(bytes).ok()) {
             envs.extend(
                 text.lines()

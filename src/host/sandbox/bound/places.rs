@@ -149,10 +149,9 @@ pub fn settle_registry(
     let dot_conda = || openat(&home, ".conda", dir, Mode::empty());
     let registry = |flags: OFlags| -> Option<std::fs::File> {
         let at = dot_conda().ok()?;
-        let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        // Without blocking, and a regular file only (a FIFO there would hold the
-        // server's thread for good: attack 8; `host::files`).
-        let flags = flags | OFlags::NONBLOCK;
+        // Without blocking, a regular file only (a FIFO there would hold the server's
+        // thread for good: attack 8; `host::files`).
+        let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
         let fd = openat(&at, "environments.txt", flags, Mode::from_raw_mode(0o644)).ok()?;
         crate::host::files::regular(fd)
     };
@@ -176,9 +175,7 @@ pub fn settle_registry(
             .filter(|l| !gone.iter().any(|t| Path::new(l.trim()) == t.as_path()))
             .map(|l| format!("{l}\n"))
             .collect();
-        if let Some(mut file) = registry(OFlags::WRONLY | OFlags::TRUNC) {
-            let _ = file.write_all(kept.as_bytes());
-        }
+        rewrite(registry(OFlags::WRONLY), &kept);
     }
     if !succeeded {
         return;
@@ -278,6 +275,18 @@ pub fn named_places(
             judged: false,
         })
         .collect()
+}
+
+/// Empty the registry `file` and write `text`, once it is known to be a regular file of
+/// one link (never through a hard link to a file elsewhere).
+fn rewrite(file: Option<std::fs::File>, text: &str) {
+    use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
+    if let Some(mut file) = file.filter(|f| f.metadata().is_ok_and(|m| m.nlink() == 1)) {
+        let _ = file
+            .set_len(0)
+            .and_then(|()| file.write_all(text.as_bytes()));
+    }
 }
 
 #[cfg(test)]
