@@ -425,6 +425,14 @@ def _reset_caches():
         pass
 
 
+def _text(exc):
+    """``str(exc)``, which conda's own errors can fail (a ``%`` in a path they format)."""
+    try:
+        return str(exc)
+    except Exception as failed:
+        return f"<str() failed: {type(failed).__name__}>"
+
+
 def run_one(argv, budget):
     from conda.cli.main import main_subshell
 
@@ -451,7 +459,7 @@ def run_one(argv, budget):
     except SystemExit as exc:
         exit_code = exc.code if isinstance(exc.code, int) else 1
     except BaseException as exc:
-        exception = f"{type(exc).__name__}: {str(exc)[:200]}"
+        exception = f"{type(exc).__name__}: {_text(exc)[:200]}"
     finally:
         STATE.armed = False
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -536,7 +544,13 @@ def main():
         try:
             answer = run_one([str(t) for t in request["argv"]], budget)
         except BaseException as exc:  # never an answer missing
-            answer = {"outcome": "error", "exception": type(exc).__name__}
+            import traceback
+
+            answer = {
+                "outcome": "error",
+                "exception": type(exc).__name__,
+                "traceback": traceback.format_exc()[-3000:],
+            }
         reply(answer)
         if _plugin_names() != plugins:
             break  # plugins were disabled: the caller restarts the harness
