@@ -11,7 +11,16 @@ use std::path::Path;
 
 /// The bytes of `path` when it is a regular file of at most `max` bytes (see the module).
 pub(crate) fn read(path: &Path, max: u64) -> Option<Vec<u8>> {
-    let file = open(path, rustix::fs::OFlags::RDONLY)?;
+    bounded(open(path, rustix::fs::OFlags::RDONLY)?, max)
+}
+
+/// The bytes of the file `fd` opened (read-only, `O_NONBLOCK`) when it is a regular file
+/// of at most `max` bytes.
+pub(crate) fn read_from(fd: std::os::fd::OwnedFd, max: u64) -> Option<Vec<u8>> {
+    bounded(regular(fd)?, max)
+}
+
+fn bounded(file: std::fs::File, max: u64) -> Option<Vec<u8>> {
     let mut bytes = Vec::new();
     file.take(max + 1).read_to_end(&mut bytes).ok()?;
     (bytes.len() as u64 <= max).then_some(bytes)

@@ -60,6 +60,7 @@ mod areas;
 pub mod bound;
 mod plan;
 mod probe;
+mod registries;
 pub mod shared;
 
 // The Linux rooms: compiled on Linux only, reached only through `host::platform` (and
@@ -234,6 +235,8 @@ struct Prepared {
     tmpdir: PathBuf,
     overlays: Vec<Overlay>,
     unions: Vec<UnionMount>,
+    /// Every registry of environments conda reads, replaced by the server's copy.
+    registries: registries::Registries,
 }
 
 #[derive(Debug)]
@@ -260,7 +263,7 @@ struct UnionMount {
 }
 
 impl Plan {
-    /// The same sandbox without its overlays and unions: every mount read-only but the
+    /// The same sandbox without its overlays, unions and registry copies: every mount read-only but the
     /// tmpfs. The read zygote's own: it only imports modules (its survey children run
     /// `--help`), and it sees the target's files as they are, so that what it compares
     /// before each fork (module files, mapped libraries) is the files themselves, never
@@ -278,6 +281,7 @@ impl Plan {
             tmpdir: p.tmpdir.clone(),
             overlays: Vec::new(),
             unions: Vec::new(),
+            registries: registries::Registries::default(),
         }))
     }
 

@@ -456,3 +456,94 @@ fn a_registry_planted_as_a_fifo_or_a_huge_file_holds_no_call() {
         }
     }
 }
+
+/// Attack 9 (A9-2, A9-3): as root, conda reads the registry of environments of every
+/// home of the password database itself, unbounded (`list_all_known_prefixes`): another
+/// local user's sparse 64 GiB `~/.conda/environments.txt` made each read-only call fail
+/// at the memory limit (`CondaMemoryError`), 8 million lines of `/` held it for minutes,
+/// and `~/.conda` as a symlink to such a place did the same. Each sandboxed child reads
+/// the server's bounded copy in its place: the calls answer, and an environment the
+/// registry names is still listed. The user exists in a private `/etc/passwd` of the
+/// server's own mount namespace. Without the sandbox the sparse file fails the call (the
+/// check can fail).
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
+    assert!(
+        support::is_root(),
+        "needs root: another user's home in /etc/passwd"
+    );
+    let conda = support::real_conda();
+    for planted in ["sparse", "lines", "linked"] {
+        let (home, other) = (home(), home());
+        let dot_conda = other.path().join(".conda");
+        let elsewhere = other.path().join("elsewhere");
+        let registry_dir = if planted == "linked" {
+            std::fs::create_dir_all(&elsewhere).unwrap();
+            std::os::unix::fs::symlink(&elsewhere, &dot_conda).unwrap();
+            elsewhere
+        } else {
+            std::fs::create_dir_all(&dot_conda).unwrap();
+            dot_conda
+        };
+        // An environment outside every envs directory, known only from the registry.
+        let listed = other.path().join("listed");
+        std::fs::create_dir_all(listed.join("conda-meta")).unwrap();
+        std::fs::write(listed.join("conda-meta/history"), "").unwrap();
+        let registry = registry_dir.join("environments.txt");
+        if planted == "lines" {
+            let mut text = format!("{}\n", listed.display()).into_bytes();
+            text.extend(b"/\n".repeat(8_000_000));
+            std::fs::write(&registry, text).unwrap();
+        } else {
+            let file = std::fs::File::create(&registry).unwrap();
+            file.set_len(64 << 30).unwrap();
+        }
+        let passwd = home.path().join("passwd");
+        let mut users = std::fs::read_to_string("/etc/passwd").unwrap();
+        users.push_str(&format!(
+            "other:x:4242:4242::{}:/bin/sh\n",
+            other.path().display()
+        ));
+        std::fs::write(&passwd, users).unwrap();
+        let start = |extra: &[&str]| {
+            let mut command = std::process::Command::new("unshare");
+            command
+                .args(["-m", "--propagation", "private", "--", "sh", "-c"])
+                .arg(r#"mount --bind "$0" /etc/passwd && exec "$@""#)
+                .arg(&passwd)
+                .arg(env!("CARGO_BIN_EXE_ccm"))
+                .env_remove("CONDA_EXE")
+                .env_remove("CCM_LOG")
+                .arg("--conda-exe")
+                .arg(&conda)
+                .args(["--memory-limit", "1GiB", "--timeout", "120"])
+                .args(extra)
+                .env("HOME", home.path());
+            Session::spawn_initialized(command)
+        };
+        let mut s = start(&[]);
+        assert!(s.sandboxed(), "this claim is about the read-only sandbox");
+        let info = s.call("conda_info", json!({}));
+        assert_eq!(structured(&info)["exit_code"], 0, "{planted}: {info}");
+        let list = s.call("conda_env_list", json!({"json": true}));
+        assert_eq!(structured(&list)["exit_code"], 0, "{planted}: {list}");
+        let envs = &structured(&list)["parsed_json"]["envs"];
+        let named = envs
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e == listed.to_str().unwrap());
+        assert_eq!(named, planted == "lines", "{planted}: {envs}");
+        if planted == "sparse" {
+            // Warm calls too (forked from the zygote into the call's namespace).
+            let mut warm = start(&["--warm"]);
+            crate::warm::wait_ready(&mut warm);
+            let info = warm.call("conda_info", json!({}));
+            assert_eq!(info["_meta"]["conda-cli-mcp/warm"], true, "{info}");
+            assert_eq!(structured(&info)["exit_code"], 0, "warm: {info}");
+            let failed = start(&["--no-sandbox"]).call("conda_info", json!({}));
+            assert_ne!(structured(&failed)["exit_code"], 0, "{failed}");
+        }
+    }
+}

@@ -17,6 +17,11 @@ use super::{Facts, MAX_KEEPS, Sandbox};
 /// call mount thousands of overlays, seconds to minutes each (attack 5 V4).
 pub(super) const MAX_ENVIRONMENTS: usize = 64;
 
+/// Most known environments looked at for those overlays (one `lstat` each): registries
+/// full of entries that are no environment cost a call no more (attack 9 A9-3: 8 million
+/// lines of `/` took ten seconds of a worker per call).
+const MAX_EXAMINED: usize = 4 * super::registries::MAX_ENTRIES;
+
 #[derive(Debug, Default)]
 pub(super) struct Areas {
     /// Copy-on-write overlays: reads see the operator's directory as it is, writes land
@@ -27,6 +32,9 @@ pub(super) struct Areas {
     pub(super) caches: Vec<PathBuf>,
     /// Directories that do not exist, made for the call inside a read-only union.
     pub(super) unions: Vec<Union>,
+    /// Each home conda reads a registry of, with what the call sees there
+    /// (`registries.rs`).
+    pub(super) registries: Vec<(PathBuf, Vec<u8>)>,
 }
 
 /// A read-only union on an existing directory that adds entries it lacks.
@@ -65,7 +73,8 @@ impl Sandbox {
         let mut envs_dirs = facts.envs_dirs.clone();
         envs_dirs.extend(root_prefix.map(|r| r.join("envs")));
         envs_dirs.extend(dot_conda.as_ref().map(|d| d.join("envs")));
-        let envs = environments(facts, root_prefix, &envs_dirs);
+        let (envs, registries) = environments(facts, root_prefix, &envs_dirs);
+        areas.registries = registries;
         // Overlays never nest: a directory inside a chosen one is covered by it.
         let mut add = |path: PathBuf| -> bool {
             let added = is_dir(&path) && !areas.overlays.iter().any(|t| path.starts_with(t));
@@ -86,7 +95,11 @@ impl Sandbox {
             add(dir);
         }
         let mut own = 0;
-        for meta in envs.into_iter().map(|e| e.join("conda-meta")) {
+        for meta in envs
+            .into_iter()
+            .take(MAX_EXAMINED)
+            .map(|e| e.join("conda-meta"))
+        {
             if own == MAX_ENVIRONMENTS {
                 break;
             }
@@ -120,40 +133,24 @@ fn is_dir(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// The largest `environments.txt` read (a line per environment: 16 MiB is some hundred
-/// thousand of them).
-const MAX_REGISTRY: u64 = 16 << 20;
-
 /// Every known environment: the root prefix, every entry of the envs directories, and
-/// those of `environments.txt` (every user's when the server is root: conda reads them
-/// all then, `list_all_known_prefixes`).
-fn environments(facts: &Facts, root_prefix: Option<&Path>, envs_dirs: &[PathBuf]) -> Vec<PathBuf> {
+/// those of the registries (every user's when the server is root: conda reads them all
+/// then, `list_all_known_prefixes`), read as `registries.rs` reads them; and each home
+/// with its registry's copy.
+fn environments(
+    facts: &Facts,
+    root_prefix: Option<&Path>,
+    envs_dirs: &[PathBuf],
+) -> (Vec<PathBuf>, Vec<(PathBuf, Vec<u8>)>) {
     let mut envs: Vec<PathBuf> = root_prefix.map(Path::to_path_buf).into_iter().collect();
     for dir in envs_dirs {
         if let Ok(entries) = std::fs::read_dir(dir) {
             envs.extend(entries.flatten().map(|e| e.path()));
         }
     }
-    let mut homes: Vec<PathBuf> = facts.home.iter().cloned().collect();
-    if facts.ids.0 == 0 {
-        homes.extend(password_homes());
-    }
-    for home in homes {
-        // Another user's (or a caller's) file: a FIFO, a symlink (to a device, to a
-        // kernel file that blocks, to a file of root's) or a huge file reads as no
-        // entries (`host::files`).
-        let registry = home.join(".conda/environments.txt");
-        let read = crate::host::files::read(&registry, MAX_REGISTRY);
-        if let Some(text) = read.and_then(|bytes| String::from_utf8(bytes).ok()) {
-            envs.extend(
-                text.lines()
-                    .map(str::trim)
-                    .filter(|l| l.starts_with('/'))
-                    .map(PathBuf::from),
-            );
-        }
-    }
-    envs
+    let (listed, copies) = super::registries::environments(facts.home.as_deref(), facts.ids.0 == 0);
+    envs.extend(listed);
+    (envs, copies)
 }
 
 /// The first of `candidates` (in conda's order) conda would use for writing, when it does
@@ -285,17 +282,4 @@ pub(super) fn unescape(field: &str) -> Vec<u8> {
         }
     }
     out
-}
-
-/// The home directories of `/etc/passwd`.
-fn password_homes() -> Vec<PathBuf> {
-    let text = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-    let mut homes: Vec<PathBuf> = text
-        .lines()
-        .filter_map(|line| line.split(':').nth(5))
-        .filter(|home| home.starts_with('/') && *home != "/")
-        .map(PathBuf::from)
-        .collect();
-    homes.dedup();
-    homes
 }

@@ -163,13 +163,7 @@ fn enter(plan: &Prepared, parent: Option<rustix::fd::BorrowedFd<'_>>) -> std::io
     for dir in &plan.mkdirs {
         mkdir(&**dir, Mode::from_raw_mode(0o700))?;
     }
-    let user = plan.maps.is_some() && !plan.mounts_first;
-    for overlay in &plan.overlays {
-        mount_overlay(overlay, user, private);
-    }
-    for union in &plan.unions {
-        mount_union(union, user, private);
-    }
+    mount_areas(plan, private);
     match (&plan.maps, &proc, plan.mounts_first) {
         (Some(maps), Some(proc), true) => {
             join_parent()?;
@@ -187,6 +181,18 @@ fn enter(plan: &Prepared, parent: Option<rustix::fd::BorrowedFd<'_>>) -> std::io
         super::scope::restrict(scope.as_fd())?;
     }
     Ok(())
+}
+
+/// The call's overlays, unions and registry copies (best effort). Only system calls.
+fn mount_areas(plan: &Prepared, private: rustix::mount::MountFlags) {
+    let user = plan.maps.is_some() && !plan.mounts_first;
+    for overlay in &plan.overlays {
+        mount_overlay(overlay, user, private);
+    }
+    for union in &plan.unions {
+        mount_union(union, user, private);
+    }
+    plan.registries.attach();
 }
 
 /// A directory descriptor of `/proc` (close-on-exec). `detached`: of a copy of its mount

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::areas::Areas;
+use super::registries::Registries;
 use super::{Base, Overlay, Plan, Prepared, Sandbox, State, UnionMount};
 
 impl Sandbox {
@@ -19,12 +20,13 @@ impl Sandbox {
             return None;
         }
         let facts = self.facts.as_ref()?;
-        let areas = self.areas(root_prefix);
+        let mut areas = self.areas(root_prefix);
         let base = facts.base.path().to_path_buf();
         let tmpdir = base.join("tmp");
         let mut mkdirs = vec![cstring(&tmpdir)?];
         let overlays = overlays(&areas, &base, &mut mkdirs)?;
         let unions = unions(&areas, &base, &mut mkdirs)?;
+        let registries = Registries::plan(std::mem::take(&mut areas.registries), &base)?;
         // Each call's user namespace maps the server's ids to themselves (root: 0 to 0),
         // the one mapping a process may write for itself (with `setgroups` denied).
         let (uid, gid) = facts.ids;
@@ -50,6 +52,7 @@ impl Sandbox {
             tmpdir,
             overlays,
             unions,
+            registries,
         })))
     }
 }
