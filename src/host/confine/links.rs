@@ -3,6 +3,7 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// The files inside a prefix that conda opens in place — appends to, rewrites without
 /// replacing, or reads and shows — rather than replacing by a new file (conda 26.7.1).
@@ -51,22 +52,37 @@ pub(crate) fn linked_in_place(prefix: &Path) -> bool {
 /// record in `conda-meta` that lies in one of `pkgs_dirs`. Reads the whole prefix (and,
 /// when it holds links, those packages): about one `lstat` per file.
 pub(crate) fn foreign_links(prefix: &Path, pkgs_dirs: &[PathBuf]) -> bool {
+    foreign_links_by(prefix, pkgs_dirs, None).unwrap_or(true)
+}
+
+/// The walk of [`foreign_links`] ran past its deadline (a prefix with millions of entries,
+/// which an agent can make in its own environment): nothing is known, the caller refuses.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct OutOfTime;
+
+/// [`foreign_links`], stopped at `deadline` (attack 9 A9-4: the walk held a call outside
+/// its `--timeout`).
+pub(crate) fn foreign_links_by(
+    prefix: &Path,
+    pkgs_dirs: &[PathBuf],
+    deadline: Option<Instant>,
+) -> Result<bool, OutOfTime> {
     if std::fs::symlink_metadata(prefix).is_err() {
-        return false;
+        return Ok(false);
     }
     let mut linked = std::collections::HashSet::new();
-    let seen = walk(prefix, &mut |meta| {
+    let seen = walk(prefix, deadline, &mut |meta| {
         if meta.nlink() > 1 {
             linked.insert((meta.dev(), meta.ino()));
         }
     });
     // A prefix the walk cannot see whole (a directory it cannot list, a name past
     // PATH_MAX) may hide a link: fail closed.
-    if seen.is_err() {
-        return true;
-    }
-    if linked.is_empty() {
-        return false;
+    match seen {
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return Err(OutOfTime),
+        Err(_) => return Ok(true),
+        Ok(()) if linked.is_empty() => return Ok(false),
+        Ok(()) => {}
     }
     let caches: Vec<PathBuf> = pkgs_dirs
         .iter()
@@ -78,15 +94,18 @@ pub(crate) fn foreign_links(prefix: &Path, pkgs_dirs: &[PathBuf]) -> bool {
         };
         if caches.iter().any(|c| source.starts_with(c) && source != *c) {
             // What this walk cannot see stays linked (fail closed).
-            let _ = walk(&source, &mut |meta| {
+            let seen = walk(&source, deadline, &mut |meta| {
                 linked.remove(&(meta.dev(), meta.ino()));
             });
+            if seen.is_err_and(|e| e.kind() == std::io::ErrorKind::TimedOut) {
+                return Err(OutOfTime);
+            }
         }
         if linked.is_empty() {
-            return false;
+            return Ok(false);
         }
     }
-    true
+    Ok(true)
 }
 
 /// The deepest directory [`walk`] descends to (deeper fails closed).
@@ -94,10 +113,18 @@ const MAX_DEPTH: usize = 512;
 
 /// Every non-directory below `dir`, without following symlinks; an error when a
 /// directory below it cannot be listed, an entry cannot be read, or it lies more than
-/// [`MAX_DEPTH`] levels down (the walk did not see everything). Iterative, never recursive.
-fn walk(dir: &Path, each: &mut dyn FnMut(&std::fs::Metadata)) -> std::io::Result<()> {
+/// [`MAX_DEPTH`] levels down (the walk did not see everything); `TimedOut` past
+/// `deadline`. Iterative, never recursive.
+fn walk(
+    dir: &Path,
+    deadline: Option<Instant>,
+    each: &mut dyn FnMut(&std::fs::Metadata),
+) -> std::io::Result<()> {
     let mut pending = vec![(dir.to_path_buf(), 0usize)];
     while let Some((dir, depth)) = pending.pop() {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
         for entry in std::fs::read_dir(&dir)? {
             let entry = entry?;
             let meta = entry.metadata()?;

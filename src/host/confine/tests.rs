@@ -323,3 +323,21 @@ fn a_record_that_is_no_regular_file_is_not_read() {
     .unwrap();
     assert!(foreign_links(&prefix, &[pkgs]));
 }
+
+/// Attack 9 A9-4: the walk of a prefix stops at its deadline and says so (a prefix of
+/// millions of entries held a bounded write's gate outside `--timeout`); before it, the
+/// same prefix is walked whole.
+#[test]
+fn the_walk_stops_at_its_deadline() {
+    let root = tempfile::tempdir().unwrap();
+    let prefix = root.path().join("env");
+    std::fs::create_dir_all(prefix.join("bin")).unwrap();
+    std::fs::write(prefix.join("bin/tool"), b"tool").unwrap();
+    let past = std::time::Instant::now();
+    assert_eq!(
+        foreign_links_by(&prefix, &[], Some(past)),
+        Err(super::links::OutOfTime)
+    );
+    let later = past + std::time::Duration::from_secs(600);
+    assert_eq!(foreign_links_by(&prefix, &[], Some(later)), Ok(false));
+}

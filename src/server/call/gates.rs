@@ -43,6 +43,11 @@ pub(super) const SPECIAL_FILE: &str = "Operation names a path that is a FIFO, a 
 /// in place (`host::confine::IN_PLACE`; never the path).
 pub(super) const LINKED_TARGET: &str = "Operation's target environment holds a file with other links that conda would write in place (--write-envs)";
 
+/// The refusal of a bounded write whose target environment could not be checked for
+/// links to files elsewhere within `--timeout` (never the path).
+pub(super) const TOO_MANY_FILES: &str = "Operation's target environment holds more files than \
+    could be checked for links to files elsewhere within the timeout (see --timeout). Nothing ran.";
+
 /// One gate.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Gate {
@@ -276,9 +281,14 @@ impl Server {
                     OUTSIDE_ALLOWED,
                 ));
             }
-            if (narrow && confine::linked_in_place(target))
-                || self.foreign_links(ready, call, target).await
-            {
+            let Some(foreign) = self.foreign_links(ready, call, target).await else {
+                audit.refused(TOO_MANY_FILES);
+                return Err(refuse::policy(
+                    refuse::Reason::OutsideAllowedPaths,
+                    TOO_MANY_FILES,
+                ));
+            };
+            if (narrow && confine::linked_in_place(target)) || foreign {
                 let (reason, text) = if narrow {
                     (refuse::Reason::OutsideWriteEnvs, LINKED_TARGET)
                 } else {
@@ -295,18 +305,26 @@ impl Server {
     /// with other links that are not conda's own package-cache links
     /// ([`confine::foreign_links`]): conda, or a link script, would write through it.
     /// The walk reads the whole prefix, which the agent may have filled: it runs off the
-    /// async workers (a failed walk counts as links).
-    async fn foreign_links(&self, ready: &Ready, call: &Judged, target: &std::path::Path) -> bool {
+    /// async workers (a failed walk counts as links) and stops at `--timeout` (`None`).
+    async fn foreign_links(
+        &self,
+        ready: &Ready,
+        call: &Judged,
+        target: &std::path::Path,
+    ) -> Option<bool> {
         if !self.bounded(ready, call) {
-            return false;
+            return Some(false);
         }
         let inputs = crate::host::sandbox::Inputs::from_process();
         let root = ready.discovery.prefix.as_deref();
         let pkgs = crate::host::sandbox::bound::pkgs_dirs(&inputs, root);
         let target = target.to_path_buf();
-        tokio::task::spawn_blocking(move || confine::foreign_links(&target, &pkgs))
-            .await
-            .unwrap_or(true)
+        let deadline = std::time::Instant::now() + self.shared.config.timeout;
+        tokio::task::spawn_blocking(move || {
+            confine::foreign_links_by(&target, &pkgs, Some(deadline)).ok()
+        })
+        .await
+        .unwrap_or(Some(true))
     }
 
     /// Plan the read-only sandbox for a call it applies to. Fail closed: an active
