@@ -40,6 +40,11 @@ pub(crate) fn linked_in_place(prefix: &Path) -> bool {
     IN_PLACE.iter().any(|file| linked(&prefix.join(file)))
 }
 
+/// The walk of [`foreign_links`] ran past its deadline (a prefix with millions of entries,
+/// which an agent can make in its own environment): nothing is known, the caller refuses.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct OutOfTime;
+
 /// Whether `prefix` holds a non-directory with more than one link that is not conda's
 /// own link of a package cache file: an agent's hard link to a file elsewhere, which
 /// conda would write through. conda opens some existing files of a prefix in place
@@ -50,19 +55,9 @@ pub(crate) fn linked_in_place(prefix: &Path) -> bool {
 /// package files from its caches by design, so a file with other links is accepted when
 /// its inode is one of a file below the `link.source` (the extracted package) of a
 /// record in `conda-meta` that lies in one of `pkgs_dirs`. Reads the whole prefix (and,
-/// when it holds links, those packages): about one `lstat` per file.
-pub(crate) fn foreign_links(prefix: &Path, pkgs_dirs: &[PathBuf]) -> bool {
-    foreign_links_by(prefix, pkgs_dirs, None).unwrap_or(true)
-}
-
-/// The walk of [`foreign_links`] ran past its deadline (a prefix with millions of entries,
-/// which an agent can make in its own environment): nothing is known, the caller refuses.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct OutOfTime;
-
-/// [`foreign_links`], stopped at `deadline` (attack 9 A9-4: the walk held a call outside
-/// its `--timeout`).
-pub(crate) fn foreign_links_by(
+/// when it holds links, those packages): about one `lstat` per file, stopped at
+/// `deadline` (attack 9 A9-4: the walk held a call outside its `--timeout`).
+pub(crate) fn foreign_links(
     prefix: &Path,
     pkgs_dirs: &[PathBuf],
     deadline: Option<Instant>,

@@ -321,7 +321,7 @@ impl Server {
         let target = target.to_path_buf();
         let deadline = std::time::Instant::now() + self.shared.config.timeout;
         tokio::task::spawn_blocking(move || {
-            confine::foreign_links_by(&target, &pkgs, Some(deadline)).ok()
+            confine::foreign_links(&target, &pkgs, Some(deadline)).ok()
         })
         .await
         .unwrap_or(Some(true))
