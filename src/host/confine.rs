@@ -24,7 +24,7 @@ use std::path::{Component, Path, PathBuf};
 use vars::expand_vars;
 
 mod links;
-pub(crate) use links::{IN_PLACE, OutOfTime, foreign_links, linked, linked_in_place};
+pub(crate) use links::{IN_PLACE, foreign_links, linked, linked_in_place};
 
 /// The directories calls may name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -341,7 +341,7 @@ fn the_walk_stops_at_its_deadline() {
     let past = std::time::Instant::now();
     assert_eq!(
         super::foreign_links(&prefix, &[], Some(past)),
-        Err(OutOfTime)
+        Err(super::links::OutOfTime)
     );
     let later = past + std::time::Duration::from_secs(600);
     assert_eq!(super::foreign_links(&prefix, &[], Some(later)), Ok(false));
