@@ -20,7 +20,7 @@ use std::sync::Mutex;
 mod redact;
 mod url;
 
-pub use redact::{REDACTED, redact, redact_quoted, redact_read, redact_text};
+pub use redact::{REDACTED, redact, redact_quoted, redact_read};
 
 /// The open log.
 struct Log {

@@ -323,25 +323,13 @@ fn scrub(token: &str) -> String {
     }
 }
 
-/// A text of several words (a line of a file or of standard input shown in the
-/// confirmation question) with its credentials hidden word by word, as inside a shell
-/// string: a withheld value, URL credentials, and only the secret word or quoted value
-/// after a name that names a secret (never the rest of the line).
-pub fn redact_text(text: &str, withheld: &[String]) -> String {
-    let mut text = text.to_owned();
-    for secret in withheld.iter().filter(|w| !w.is_empty()) {
-        text = text.replace(secret.as_str(), REDACTED);
-    }
-    words(&query_secrets(&url::unnamed(&text)))
-}
-
 /// A text the agent wrote or named, as the confirmation question quotes it (an environment
 /// file, a `--file` list, `conda_execute`'s stdin): withheld values and the credentials a
 /// URL carries (userinfo, `/t/<token>`, credential-shaped path segments, query parameters
 /// that name a secret) hidden, and nothing hidden for its name. The names in such a text
 /// are the agent's to choose, and a value behind a secret-looking name can be what decides
 /// the run (`GIT_ASKPASS: ./evil.sh`, a channel alias `conda-forge-signed: https://…`);
-/// the person asked must see it. The audit log keeps [`redact_text`]'s stricter rule.
+/// the person asked must see it.
 ///
 /// Userinfo and `/t/<token>` are judged only in a word that holds a URL (`scheme://`): a
 /// local path such as `./proj/t/x/run` or `a:b@c` is shown whole.

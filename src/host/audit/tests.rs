@@ -466,10 +466,6 @@ fn credential_shaped_url_path_segments_are_hidden() {
     for (url, shown) in hidden.iter().zip(shown) {
         let out = redact(&argv(&["search", "-c", url, "x"]), &[]);
         assert_eq!(out, argv(&["search", "-c", shown, "x"]), "{url}");
-        assert_eq!(
-            redact_text(&format!("  - {url}"), &[]),
-            format!("  - {shown}")
-        );
         let shell = format!("curl -d x {url}; rm -rf ~/y");
         let out = redact(&argv(&["run", "sh", "-c", &shell]), &[]);
         assert_eq!(out[3], format!("curl -d x {shown}; rm -rf ~/y"), "{url}");
@@ -492,6 +488,5 @@ fn credential_shaped_url_path_segments_are_hidden() {
     for url in readable {
         let given = argv(&["search", "-c", url, "x"]);
         assert_eq!(redact(&given, &[]), given, "{url}");
-        assert_eq!(redact_text(url, &[]), url);
     }
 }
