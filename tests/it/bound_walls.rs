@@ -728,3 +728,37 @@ fn real_conda_a_relative_envs_dir_in_the_condarc_leads_no_write_outside() {
         let _ = std::fs::remove_file(home.join(".condarc"));
     }
 }
+
+/// Attack 8 (observation): a bounded `conda config` on a home with no `~/.condarc` yet
+/// failed ("Cannot write to condarc file"): the bound grants the file by name, and a
+/// file that does not exist cannot be granted. It is made empty right before the run,
+/// and the run writes it; nothing else in the home is made.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_bounded_config_makes_the_first_condarc() {
+    let setup = Setup::new();
+    let home = setup.real.path("home");
+    let rc = home.join(".condarc");
+    assert!(!rc.exists());
+    let mut server = setup.server_paths_only();
+    // (after the server made its own caches there)
+    let before: Vec<_> = std::fs::read_dir(&home)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    let added = server.unasked(
+        "conda_config",
+        json!({"prepend": [["channels", "first-chan"]]}),
+    );
+    assert_ne!(added["isError"], true, "{added}");
+    let text = std::fs::read_to_string(&rc).unwrap_or_default();
+    assert!(text.contains("first-chan"), "{text:?}: {added}");
+    let mut after: Vec<_> = std::fs::read_dir(&home)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    after.retain(|n| n != ".condarc" && !before.contains(n));
+    assert!(after.is_empty(), "made in the home: {after:?}");
+}

@@ -76,6 +76,9 @@ impl Server {
         }
         make_envs_dirs(ready, call, self.shared.config.write_envs.is_some());
         let (mut places, scoped, narrow) = self.judged_places(ready, call);
+        if !narrow {
+            make_condarc(ready, call);
+        }
         let root = ready.discovery.prefix.as_deref();
         self.refuse_root_prefix(ready, call, root, scoped)?;
         if !shared::links_protected() {
@@ -279,6 +282,56 @@ fn make_envs_dirs(ready: &Ready, call: &Judged, narrow: bool) {
             && let Err(error) = std::fs::create_dir_all(parent)
         {
             tracing::debug!(%error, "an envs directory could not be made");
+        }
+    }
+}
+
+/// The condarc file a bounded `conda config` writes, made empty when it does not exist
+/// yet: the bound grants it by name (`named_places`), and Landlock can grant only a file
+/// that exists, so a first `conda config --add` failed with conda's "Cannot write to
+/// condarc file" (attack 8). conda writes `~/.condarc` (conda/base/context.py:135
+/// `user_rc_path`) unless the argv names another file (`--file`, `--env`, `--prefix`,
+/// `--name`, judged as paths or targets) or `--system` (`<root>/.condarc`, `sys_rc_path`).
+/// Made only in an existing directory, never through a symlink; an empty condarc sets
+/// nothing.
+fn make_condarc(ready: &Ready, call: &Judged) {
+    let root = ready.discovery.catalog.root.as_ref();
+    let path = crate::tools::policy::command_path(root, &call.argv);
+    if path.as_deref() != Some(&["config".to_owned()][..]) {
+        return;
+    }
+    let names = |flags: &[&str]| {
+        call.argv.iter().any(|t| {
+            flags
+                .iter()
+                .any(|f| t == f || t.starts_with(&format!("{f}=")))
+        })
+    };
+    if names(&["--file", "--env", "--prefix", "-p", "--name", "-n"]) {
+        return;
+    }
+    let file = if names(&["--system"]) {
+        ready.discovery.prefix.as_ref().map(|r| r.join(".condarc"))
+    } else {
+        crate::host::sandbox::Inputs::from_process()
+            .home
+            .map(|h| h.join(".condarc"))
+    };
+    let Some(file) = file else {
+        return;
+    };
+    if std::fs::symlink_metadata(&file).is_err()
+        && file.parent().is_some_and(std::path::Path::is_dir)
+    {
+        use rustix::fs::{CWD, Mode, OFlags, openat};
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
+        if let Err(error) = openat(
+            CWD,
+            &file,
+            flags | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o644),
+        ) {
+            tracing::debug!(%error, "the condarc file could not be made");
         }
     }
 }
