@@ -241,10 +241,15 @@ struct Prepared {
 
 #[derive(Debug)]
 struct Overlay {
+    /// The directory overlaid. The child opens it once and uses that descriptor as the
+    /// mount point and the lower layer alike (`/proc/self/fd/<n>`): two resolutions of the
+    /// path, one for each, let a symlink swapped between them put another directory's
+    /// contents in its place (attack 10 A10-2). A symlink in its place is not followed.
     target: CString,
-    options: CString,
-    /// The same with `userxattr` (needed for overlays inside a user namespace).
-    options_userxattr: CString,
+    /// The options after the lower layer: `,upperdir=…,workdir=…`.
+    rest: CString,
+    /// The same with `,userxattr` (needed for overlays inside a user namespace).
+    rest_userxattr: CString,
 }
 
 /// A read-only union that adds missing entries to an existing directory.

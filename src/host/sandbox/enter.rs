@@ -253,23 +253,68 @@ pub(super) fn user_namespace(
     written
 }
 
-/// One copy-on-write overlay (best effort). Only system calls.
+/// One copy-on-write overlay (best effort): its directory opened once, not through a
+/// symlink, and that descriptor used as the mount point and the lower layer alike. Only
+/// system calls (the options are assembled on the stack).
 fn mount_overlay(overlay: &Overlay, user: bool, private: rustix::mount::MountFlags) {
+    use rustix::fs::{CWD, Mode, OFlags, openat};
     use rustix::mount::mount;
 
-    let first = if user {
-        &overlay.options_userxattr
-    } else {
-        &overlay.options
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let Ok(dir) = openat(CWD, &*overlay.target, flags, Mode::empty()) else {
+        return;
     };
-    if mount(c"overlay", &*overlay.target, c"overlay", private, &**first).is_err() {
-        let second = if user {
-            &overlay.options
-        } else {
-            &overlay.options_userxattr
+    let mut at = [0u8; 32];
+    let Some(target) = fd_path(&mut at, &dir) else {
+        return;
+    };
+    let (first, second) = if user {
+        (&overlay.rest_userxattr, &overlay.rest)
+    } else {
+        (&overlay.rest, &overlay.rest_userxattr)
+    };
+    for rest in [first, second] {
+        let mut options = [0u8; 3 * 4096];
+        let Some(options) = joined(
+            &mut options,
+            &[b"lowerdir=", target.to_bytes(), rest.to_bytes()],
+        ) else {
+            return;
         };
-        let _ = mount(c"overlay", &*overlay.target, c"overlay", private, &**second);
+        if mount(c"overlay", target, c"overlay", private, options).is_ok() {
+            return;
+        }
     }
+}
+
+/// `/proc/self/fd/<fd>` written into `buffer` (no allocation).
+fn fd_path<'a>(buffer: &'a mut [u8; 32], fd: &rustix::fd::OwnedFd) -> Option<&'a std::ffi::CStr> {
+    use std::os::fd::AsRawFd;
+    let mut digits = [0u8; 10];
+    let mut n = u32::try_from(fd.as_raw_fd()).ok()?;
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    digits[..len].reverse();
+    joined(buffer, &[b"/proc/self/fd/", &digits[..len]])
+}
+
+/// `parts` one after the other in `buffer`, NUL-terminated; `None` when they do not fit
+/// (no allocation).
+fn joined<'a>(buffer: &'a mut [u8], parts: &[&[u8]]) -> Option<&'a std::ffi::CStr> {
+    let mut at = 0;
+    for part in parts {
+        buffer.get_mut(at..at + part.len())?.copy_from_slice(part);
+        at += part.len();
+    }
+    *buffer.get_mut(at)? = 0;
+    std::ffi::CStr::from_bytes_with_nul(&buffer[..=at]).ok()
 }
 
 /// One read-only union with its new entries (best effort): the overlays inside its target

@@ -71,21 +71,17 @@ fn usable(path: &Path) -> Option<&str> {
 fn overlays(areas: &Areas, base: &Path, mkdirs: &mut Vec<CString>) -> Option<Vec<Overlay>> {
     let mut overlays = Vec::new();
     for (index, target) in areas.overlays.iter().enumerate() {
-        let Some(text) = usable(target) else {
+        if usable(target).is_none() {
             continue;
-        };
+        }
         let layer = base.join(format!("o{index}"));
         let (upper, work) = (layer.join("u"), layer.join("w"));
-        let options = format!(
-            "lowerdir={text},upperdir={},workdir={}",
-            upper.display(),
-            work.display()
-        );
+        let rest = format!(",upperdir={},workdir={}", upper.display(), work.display());
         mkdirs.extend([cstring(&layer)?, cstring(&upper)?, cstring(&work)?]);
         overlays.push(Overlay {
             target: cstring(target)?,
-            options_userxattr: CString::new(format!("{options},userxattr")).ok()?,
-            options: CString::new(options).ok()?,
+            rest_userxattr: CString::new(format!("{rest},userxattr")).ok()?,
+            rest: CString::new(rest).ok()?,
         });
     }
     Some(overlays)
