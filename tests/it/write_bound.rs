@@ -534,3 +534,39 @@ fn real_conda_a_killed_servers_write_directory_is_removed_by_the_next_server() {
         json!({"prefix": prefix, "packages": ["zlib"], "offline": true}),
     );
 }
+
+/// What a bounded write whose targets are unknown is refused with
+/// (`server::call::gates::UNJUDGED`).
+const UNJUDGED: &str = "Operation's target environment could not be resolved, so it cannot be checked against the allowed directories (see --allow-paths). Nothing ran.";
+
+/// Fail closed (issue 25): under `--allow-paths` alone a bounded write is judged with its
+/// targets (where the bound lets it write, the hard-link gate, the registry it settles).
+/// A target helper that fails — here it exits at once with no document, through a `.pth`
+/// file planted in the fixture's site-packages after discovery that ends the `targets`
+/// mode only — leaves them unknown: the write is refused, naming nothing, and nothing
+/// runs. With the helper working again, the same write runs.
+#[test]
+fn a_bounded_write_whose_target_helper_fails_is_refused() {
+    let fixture = support::build_fixture(&[]);
+    let dir = tempfile::Builder::new()
+        .prefix("ccm-unjudged-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let allowed = std::fs::canonicalize(dir.path()).unwrap().join("allowed");
+    std::fs::create_dir_all(&allowed).unwrap();
+    let allowed_text = allowed.display().to_string();
+    let args = ["--allow-write", "--allow-paths", allowed_text.as_str()];
+    let mut s = Session::start_with(&fixture.conda, &args, &[]);
+    let pth = fixture.site_packages().join("zz-ccm-targets-fail.pth");
+    let fail = "import sys; sys.argv[-1:] == ['targets'] and __import__('os')._exit(9)\n";
+    std::fs::write(&pth, fail).unwrap();
+    let prefix = allowed.join("env");
+    let arguments = json!({"prefix": prefix.display().to_string(), "packages": ["zlib"],
+        "offline": true, "yes": true});
+    let (_, message) = s.call_error("conda_create", arguments.clone());
+    assert_eq!(message, support::refused(UNJUDGED, "--allow-paths"));
+    assert!(!prefix.exists(), "the refused write ran");
+    std::fs::remove_file(&pth).unwrap();
+    let result = s.call("conda_create", arguments);
+    assert_eq!(result["isError"], false, "{result}");
+}
