@@ -184,7 +184,10 @@ def _registry_entries(data):
 
     encoding = locale.getpreferredencoding(False)
     entries = {}
-    for raw in data.splitlines():
+    # Each distinct line once, in order, before any per-line work: 8 M lines of "/" are
+    # one line to look at (`bytes.splitlines` splits where text mode's universal newlines
+    # do: \n, \r, \r\n).
+    for raw in dict.fromkeys(data.splitlines()):
         try:
             line = raw.decode(encoding).strip()
         except UnicodeDecodeError:
