@@ -544,7 +544,8 @@ const UNJUDGED: &str = "Operation's target environment could not be resolved, so
 /// A target helper that fails — here it exits at once with no document, through a `.pth`
 /// file planted in the fixture's site-packages after discovery that ends the `targets`
 /// mode only — leaves them unknown: the write is refused, naming nothing, and nothing
-/// runs. With the helper working again, the same write runs.
+/// runs. With the helper working again, the same write runs. An argv conda's context
+/// refuses still reaches conda.
 #[test]
 fn a_bounded_write_whose_target_helper_fails_is_refused() {
     let fixture = support::build_fixture(&[]);
@@ -557,6 +558,14 @@ fn a_bounded_write_whose_target_helper_fails_is_refused() {
     let allowed_text = allowed.display().to_string();
     let args = ["--allow-write", "--allow-paths", allowed_text.as_str()];
     let mut s = Session::start_with(&fixture.conda, &args, &[]);
+    // An argv conda's context refuses (a name with a backslash, a path separator to
+    // conda: the helper answers `unresolved`) is not refused here: it reaches conda, as
+    // before (real conda refuses it there; the fixture's `install` checks no name).
+    let reached = s.call(
+        "conda_install",
+        json!({"name": "bad\\name", "packages": ["zlib"], "offline": true, "yes": true}),
+    );
+    assert!(text(&reached).contains("conda command exited"), "{reached}");
     let pth = fixture.site_packages().join("zz-ccm-targets-fail.pth");
     let fail = "import sys; sys.argv[-1:] == ['targets'] and __import__('os')._exit(9)\n";
     std::fs::write(&pth, fail).unwrap();
