@@ -23,9 +23,27 @@ pub(crate) enum Unresolved {
     /// The argv takes its environment from a file (`create` without `-n`/`-p`).
     #[error("{}", NOT_NAMED)]
     NotNamed,
-    /// conda's context could not resolve it, or the helper failed.
+    /// conda refuses the argv itself (its parser, its context, or the resolution raised
+    /// one of conda's errors), as the run then would.
+    #[error("{}", UNRESOLVED)]
+    Refused,
+    /// The helper failed (it crashed, timed out, ran out of memory or answered no
+    /// document), or its answer could not be made canonical: nothing is known of the
+    /// targets, and nothing says conda would refuse the run.
     #[error("{}", UNRESOLVED)]
     Failed,
+}
+
+/// The helper's answer: the targets, or conda's own refusal of the argv.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Answer {
+    /// `{"unresolved": "parse" | "conda"}`.
+    Refused {
+        #[serde(rename = "unresolved")]
+        _why: serde::de::IgnoredAny,
+    },
+    Resolved(Box<Document>),
 }
 
 /// The helper's `targets` document.
@@ -65,7 +83,7 @@ pub(crate) async fn resolve(
     timeout: Duration,
 ) -> Result<Resolved, Unresolved> {
     let request = serde_json::json!({ "argv": argv, "destination": rule.destination });
-    let mut document: Document = run_helper_in(
+    let answer: Answer = run_helper_in(
         exec,
         interpreter,
         "targets",
@@ -79,6 +97,10 @@ pub(crate) async fn resolve(
         tracing::debug!(%failure, "target resolution failed");
         Unresolved::Failed
     })?;
+    let mut document = match answer {
+        Answer::Refused { .. } => return Err(Unresolved::Refused),
+        Answer::Resolved(document) => *document,
+    };
     if rule.named && !document.explicit {
         return Err(Unresolved::NotNamed);
     }

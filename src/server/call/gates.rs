@@ -32,6 +32,10 @@ pub(super) const OUTSIDE_ROOTS: &str =
 /// The refusal of a path outside `--allow-paths` (never the path).
 pub(super) const OUTSIDE_ALLOWED: &str =
     "Operation names a path outside the allowed directories (see --allow-paths)";
+/// The refusal of a write under `--allow-paths` whose targets could not be judged: the
+/// target helper failed (crashed, timed out, ran out of memory, answered nothing), so
+/// nothing is known of where conda would write (never a path or value).
+pub(super) const UNJUDGED: &str = "Operation's target environment could not be resolved, so it cannot be checked against the allowed directories (see --allow-paths). Nothing ran.";
 /// The refusal of a call that names a FIFO, socket, device or `/proc` entry
 /// (`confine::names_special`; never the path): conda would wait on it, holding the
 /// execution slot every session shares, until the timeout.
@@ -209,8 +213,9 @@ impl Server {
     /// needs no `--allow-exec`, the targets are kept on the call and the files conda
     /// writes in place in them must not be hard links ([`Server::linked`]); with
     /// `--allow-paths` alone, a target conda cannot name before the run (`create` from a
-    /// file, or an argv its context cannot resolve, which conda then refuses itself) is
-    /// not checked.
+    /// file, or an argv conda's parser or context refuses, which conda then refuses
+    /// itself) is not checked, and a write whose targets are unknown because the helper
+    /// failed is refused ([`UNJUDGED`]: fail closed).
     async fn env_scope(
         &self,
         ready: &Ready,
@@ -235,7 +240,8 @@ impl Server {
         let interpreter = ready.discovery.interpreter.as_deref();
         let (Some(rule), Some(interpreter)) = (rule, interpreter) else {
             return match (scope, rule) {
-                (None, _) => Ok(()),
+                (None, None) => Ok(()),
+                (None, Some(_)) => unjudged(audit),
                 (Some(_), None) => refuse(NO_TARGET.into()),
                 (Some(_), Some(_)) => refuse(write_envs::UNRESOLVED.into()),
             };
@@ -245,6 +251,7 @@ impl Server {
         let resolved = targets::resolve(exec, interpreter, argv, call.cwd(), rule, timeout).await;
         let found = match (resolved, scope) {
             (Ok(found), _) => found,
+            (Err(targets::Unresolved::Failed), None) => return unjudged(audit),
             (Err(_), None) => return Ok(()),
             (Err(why), Some(_)) => return refuse(why.to_string()),
         };
@@ -346,6 +353,15 @@ impl Server {
         };
         Ok(())
     }
+}
+
+/// Refuse a bounded write whose targets are unknown ([`UNJUDGED`]).
+fn unjudged(audit: &trail::Record) -> Result<(), Refusal> {
+    audit.refused(UNJUDGED);
+    Err(refuse::policy(
+        refuse::Reason::OutsideAllowedPaths,
+        UNJUDGED,
+    ))
 }
 
 /// `--tools`: raw argv reaches only the commands of selected tools.
