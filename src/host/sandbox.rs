@@ -237,16 +237,23 @@ struct Prepared {
     unions: Vec<UnionMount>,
     /// Every registry of environments conda reads, replaced by the server's copy.
     registries: registries::Registries,
+    /// Other users' homes, each under a read-only overlay that shows the copy of its
+    /// registry (mounted before `overlays`).
+    homes: Vec<Overlay>,
 }
 
 #[derive(Debug)]
-struct Overlay {
+pub(super) struct Overlay {
     /// The directory overlaid. The child opens it once and uses that descriptor as the
     /// mount point and the lower layer alike (`/proc/self/fd/<n>`): two resolutions of the
     /// path, one for each, let a symlink swapped between them put another directory's
     /// contents in its place (attack 10 A10-2). A symlink in its place is not followed.
     target: CString,
-    /// The options after the lower layer: `,upperdir=…,workdir=…`.
+    /// The lower layers above the directory, each followed by `:` (a home's registry
+    /// copy, `registries.rs`), or nothing.
+    above: CString,
+    /// The options after the lower layers: `,upperdir=…,workdir=…`, or nothing (a
+    /// read-only overlay).
     rest: CString,
     /// The same with `,userxattr` (needed for overlays inside a user namespace).
     rest_userxattr: CString,
@@ -287,6 +294,7 @@ impl Plan {
             overlays: Vec::new(),
             unions: Vec::new(),
             registries: registries::Registries::default(),
+            homes: Vec::new(),
         }))
     }
 

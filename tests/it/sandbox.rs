@@ -457,28 +457,50 @@ fn a_registry_planted_as_a_fifo_or_a_huge_file_holds_no_call() {
     }
 }
 
-/// Attack 9 (A9-2, A9-3): as root, conda reads the registry of environments of every
-/// home of the password database itself, unbounded (`list_all_known_prefixes`): another
-/// local user's sparse 64 GiB `~/.conda/environments.txt` made each read-only call fail
-/// at the memory limit (`CondaMemoryError`), 8 million lines of `/` held it for minutes,
-/// and `~/.conda` as a symlink to such a place did the same. Each sandboxed child reads
-/// the server's bounded copy in its place: the calls answer, and an environment the
-/// registry names is still listed. The user exists in a private `/etc/passwd` of the
-/// server's own mount namespace. Without the sandbox the sparse file fails the call (the
-/// check can fail).
+/// Attack 9 (A9-2, A9-3) and 10 (A10-1, A10-4): as root, conda reads the registry of
+/// environments of every home of the password database itself, unbounded
+/// (`list_all_known_prefixes`): another local user's sparse 64 GiB
+/// `~/.conda/environments.txt` made each read-only call fail at the memory limit
+/// (`CondaMemoryError`), 8 million lines of `/` held it for minutes, `~/.conda` as a
+/// symlink to such a place did the same, and renaming new links to a sparse file over the
+/// registry in a loop detached a copy attached over the file. Each sandboxed child reads
+/// the server's bounded copy in its place: the calls answer, and an environment a
+/// registry names is still listed (the server's own `~/.conda` symlinked elsewhere, as
+/// home directories often have it, included). The users exist in a private `/etc/passwd`
+/// of the server's own mount namespace. Without the sandbox the sparse file fails the
+/// call (the check can fail).
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
+    use std::os::unix::fs::PermissionsExt;
     assert!(
         support::is_root(),
         "needs root: another user's home in /etc/passwd"
     );
     let conda = support::real_conda();
-    for planted in ["sparse", "lines", "linked"] {
+    for planted in [
+        "sparse",
+        "lines",
+        "linked",
+        "renamed",
+        "root-owned",
+        "own-linked",
+    ] {
         let (home, other) = (home(), home());
-        let dot_conda = other.path().join(".conda");
-        let elsewhere = other.path().join("elsewhere");
-        let registry_dir = if planted == "linked" {
+        // The planter's home is theirs (a home root owns gets the copy attached over the
+        // file), readable by a root child without capabilities.
+        if planted != "root-owned" {
+            std::os::unix::fs::chown(other.path(), Some(4242), Some(4242)).unwrap();
+        }
+        std::fs::set_permissions(other.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let holder = if planted == "own-linked" {
+            home.path()
+        } else {
+            other.path()
+        };
+        let dot_conda = holder.join(".conda");
+        let elsewhere = holder.join("elsewhere");
+        let registry_dir = if planted.ends_with("linked") {
             std::fs::create_dir_all(&elsewhere).unwrap();
             std::os::unix::fs::symlink(&elsewhere, &dot_conda).unwrap();
             elsewhere
@@ -491,21 +513,58 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
         std::fs::create_dir_all(listed.join("conda-meta")).unwrap();
         std::fs::write(listed.join("conda-meta/history"), "").unwrap();
         let registry = registry_dir.join("environments.txt");
-        if planted == "lines" {
-            let mut text = format!("{}\n", listed.display()).into_bytes();
-            text.extend(b"/\n".repeat(8_000_000));
-            std::fs::write(&registry, text).unwrap();
-        } else {
-            let file = std::fs::File::create(&registry).unwrap();
+        let sparse = |path: &Path| {
+            let file = std::fs::File::create(path).unwrap();
             file.set_len(64 << 30).unwrap();
+        };
+        match planted {
+            "lines" => {
+                let mut text = format!("{}\n", listed.display()).into_bytes();
+                text.extend(b"/\n".repeat(8_000_000));
+                std::fs::write(&registry, text).unwrap();
+            }
+            "own-linked" => std::fs::write(&registry, format!("{}\n", listed.display())).unwrap(),
+            _ => sparse(&registry),
         }
         let passwd = home.path().join("passwd");
-        let mut users = std::fs::read_to_string("/etc/passwd").unwrap();
+        let mut users = String::new();
+        for line in std::fs::read_to_string("/etc/passwd").unwrap().lines() {
+            // root's home is the server's (its own registry then is one conda reads).
+            match line.strip_prefix("root:") {
+                Some(_) if planted == "own-linked" => {
+                    users.push_str(&format!("root:x:0:0::{}:/bin/sh\n", home.path().display()))
+                }
+                _ => users.push_str(&format!("{line}\n")),
+            }
+        }
         users.push_str(&format!(
             "other:x:4242:4242::{}:/bin/sh\n",
             other.path().display()
         ));
         std::fs::write(&passwd, users).unwrap();
+        // The planter renames a new link to one of two sparse files over the registry, again
+        // and again, while the calls run.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let renamer = (planted == "renamed").then(|| {
+            let (a, b, spare) = (
+                registry_dir.join("a"),
+                registry_dir.join("b"),
+                registry_dir.join("spare"),
+            );
+            sparse(&a);
+            sparse(&b);
+            let (stop, registry) = (stop.clone(), registry.clone());
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    for source in [&a, &b] {
+                        let _ = std::fs::remove_file(&spare);
+                        if std::fs::hard_link(source, &spare).is_ok() {
+                            let _ = std::fs::rename(&spare, &registry);
+                        }
+                    }
+                }
+            })
+        });
         let start = |extra: &[&str]| {
             let mut command = std::process::Command::new("unshare");
             command
@@ -524,17 +583,25 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
         };
         let mut s = start(&[]);
         assert!(s.sandboxed(), "this claim is about the read-only sandbox");
-        let info = s.call("conda_info", json!({}));
-        assert_eq!(structured(&info)["exit_code"], 0, "{planted}: {info}");
-        let list = s.call("conda_env_list", json!({"json": true}));
-        assert_eq!(structured(&list)["exit_code"], 0, "{planted}: {list}");
-        let envs = &structured(&list)["parsed_json"]["envs"];
-        let named = envs
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e == listed.to_str().unwrap());
-        assert_eq!(named, planted == "lines", "{planted}: {envs}");
+        let calls = if planted == "renamed" { 3 } else { 1 };
+        for _ in 0..calls {
+            let info = s.call("conda_info", json!({}));
+            assert_eq!(structured(&info)["exit_code"], 0, "{planted}: {info}");
+            let list = s.call("conda_env_list", json!({"json": true}));
+            assert_eq!(structured(&list)["exit_code"], 0, "{planted}: {list}");
+            let envs = &structured(&list)["parsed_json"]["envs"];
+            let named = envs
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e == listed.to_str().unwrap());
+            let expected = matches!(planted, "lines" | "own-linked");
+            assert_eq!(named, expected, "{planted}: {envs}");
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(renamer) = renamer {
+            renamer.join().unwrap();
+        }
         if planted == "sparse" {
             // Warm calls too (forked from the zygote into the call's namespace).
             let mut warm = start(&["--warm"]);

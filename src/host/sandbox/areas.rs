@@ -34,7 +34,7 @@ pub(super) struct Areas {
     pub(super) unions: Vec<Union>,
     /// Each home conda reads a registry of, with what the call sees there
     /// (`registries.rs`).
-    pub(super) registries: Vec<(PathBuf, Vec<u8>)>,
+    pub(super) registries: Vec<super::registries::Read>,
 }
 
 /// A read-only union on an existing directory that adds entries it lacks.
@@ -141,7 +141,7 @@ fn environments(
     facts: &Facts,
     root_prefix: Option<&Path>,
     envs_dirs: &[PathBuf],
-) -> (Vec<PathBuf>, Vec<(PathBuf, Vec<u8>)>) {
+) -> (Vec<PathBuf>, Vec<super::registries::Read>) {
     let mut envs: Vec<PathBuf> = root_prefix.map(Path::to_path_buf).into_iter().collect();
     for dir in envs_dirs {
         if let Ok(entries) = std::fs::read_dir(dir) {
@@ -251,7 +251,7 @@ pub(super) fn fits_union(ancestor: &Path, mounts: &[PathBuf], base: &Path) -> bo
 
 /// The mount points of this process's mount namespace (`/proc/self/mountinfo`, field 5,
 /// octal escapes decoded).
-fn mount_points() -> Vec<PathBuf> {
+pub(super) fn mount_points() -> Vec<PathBuf> {
     use std::os::unix::ffi::OsStringExt;
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     text.lines()

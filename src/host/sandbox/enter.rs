@@ -186,13 +186,14 @@ fn enter(plan: &Prepared, parent: Option<rustix::fd::BorrowedFd<'_>>) -> std::io
 /// The call's overlays, unions and registry copies (best effort). Only system calls.
 fn mount_areas(plan: &Prepared, private: rustix::mount::MountFlags) {
     let user = plan.maps.is_some() && !plan.mounts_first;
-    for overlay in &plan.overlays {
+    super::mount::write_copies(&plan.registries);
+    for overlay in plan.homes.iter().chain(&plan.overlays) {
         mount_overlay(overlay, user, private);
     }
     for union in &plan.unions {
         mount_union(union, user, private);
     }
-    plan.registries.attach();
+    super::mount::attach_copies(&plan.registries);
 }
 
 /// A directory descriptor of `/proc` (close-on-exec). `detached`: of a copy of its mount
@@ -277,7 +278,12 @@ fn mount_overlay(overlay: &Overlay, user: bool, private: rustix::mount::MountFla
         let mut options = [0u8; 3 * 4096];
         let Some(options) = joined(
             &mut options,
-            &[b"lowerdir=", target.to_bytes(), rest.to_bytes()],
+            &[
+                b"lowerdir=",
+                overlay.above.to_bytes(),
+                target.to_bytes(),
+                rest.to_bytes(),
+            ],
         ) else {
             return;
         };

@@ -26,7 +26,14 @@ impl Sandbox {
         let mut mkdirs = vec![cstring(&tmpdir)?];
         let overlays = overlays(&areas, &base, &mut mkdirs)?;
         let unions = unions(&areas, &base, &mut mkdirs)?;
-        let registries = Registries::plan(std::mem::take(&mut areas.registries), &base)?;
+        let keep_clear: Vec<&Path> = [root_prefix, facts.home.as_deref(), Some(base.as_path())]
+            .into_iter()
+            .flatten()
+            .collect();
+        let mounts = super::areas::mount_points();
+        let read = std::mem::take(&mut areas.registries);
+        let planned = Registries::plan(read, &base, &keep_clear, &mounts)?;
+        mkdirs.extend(planned.mkdirs);
         // Each call's user namespace maps the server's ids to themselves (root: 0 to 0),
         // the one mapping a process may write for itself (with `setgroups` denied).
         let (uid, gid) = facts.ids;
@@ -52,7 +59,8 @@ impl Sandbox {
             tmpdir,
             overlays,
             unions,
-            registries,
+            registries: planned.registries,
+            homes: planned.homes,
         })))
     }
 }
@@ -80,6 +88,7 @@ fn overlays(areas: &Areas, base: &Path, mkdirs: &mut Vec<CString>) -> Option<Vec
         mkdirs.extend([cstring(&layer)?, cstring(&upper)?, cstring(&work)?]);
         overlays.push(Overlay {
             target: cstring(target)?,
+            above: CString::default(),
             rest_userxattr: CString::new(format!("{rest},userxattr")).ok()?,
             rest: CString::new(rest).ok()?,
         });

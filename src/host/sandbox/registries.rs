@@ -11,18 +11,30 @@
 //! that blocks held it until `--timeout` (attack 9, A9-2 and A9-3).
 //!
 //! So the server reads each registry itself ([`environments`]: a regular file, not
-//! through a symlink (`.conda` included), without blocking, at most [`MAX_REGISTRY`]
-//! bytes, each absolute entry once, at most [`MAX_ENTRIES`] of them; anything else reads
-//! as no entries) and every sandboxed child sees that reading in its place: a file of the
-//! call's tmpfs holding the entries kept is attached over the registry, never following a
-//! symlink in its place (a `.conda` that is not a directory gets an empty file attached
-//! over it, so conda finds no registry there). A registry that does not exist when the
-//! child starts gets nothing: one planted after that, or a registry removed and planted
-//! again while the call runs (removing a mount point detaches it in every namespace), is
-//! read by conda as it is — for that call only, within its `--timeout` and memory limit.
+//! through a symlink, without blocking, at most [`MAX_REGISTRY`] bytes, each absolute
+//! entry once, at most [`MAX_ENTRIES`] of them; anything else reads as no entries) and
+//! every sandboxed child sees that reading in its place:
+//!
+//! - another user's home (a root server's) that user owns gets a read-only overlay whose
+//!   top layer holds `.conda/environments.txt`, the copy: conda sees the copy whatever
+//!   the user does meanwhile (renaming or removing the file under a mount point detaches
+//!   that mount in every namespace: a rename loop defeated a copy attached over the file,
+//!   attack 10 A10-1; the home's own entry lies in a directory the user cannot write).
+//!   Their `~/.conda` as conda sees it is their directory with the copy in it, or (a
+//!   symlink or a file there) the copy alone. Not for a home holding a mount point, the
+//!   server's home, the root prefix or the call's tmpfs, and at most [`MAX_HOMES`]:
+//!   those get the copy attached over the file, as below;
+//! - every other registry (the server's home's, homes root owns) gets the copy attached
+//!   over the file (`move_mount`, never following the final name; the server's own
+//!   `~/.conda` is followed as conda follows it, another's `~/.conda` that is not a
+//!   directory gets an empty file attached over it). A registry that does not exist when
+//!   the child starts gets nothing: one planted after that, or removed and planted again
+//!   while the call runs, is read by conda as it is — for that call only, within its
+//!   `--timeout` and memory limit. Only the agent (with file tools in the server's home)
+//!   or root can do that to these.
 
 use std::collections::HashSet;
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::path::{Path, PathBuf};
 
 /// The largest registry read (a line per environment: 16 MiB is some hundred thousand).
@@ -32,12 +44,25 @@ const MAX_REGISTRY: u64 = 16 << 20;
 /// rest of a longer file is not read.
 pub(super) const MAX_ENTRIES: usize = 4096;
 
+/// Most other users' homes overlaid for one call (each a mount); the rest get the copy
+/// attached over the file.
+const MAX_HOMES: usize = 64;
+
 /// The registries each child sees replaced: the copies to write in the call's tmpfs (the
-/// first is always empty) and, for each home, which copy goes over its registry.
+/// first is always empty) and the registries each is attached over. The homes overlaid
+/// are the plan's (`home_overlays`).
 #[derive(Debug, Default)]
 pub(super) struct Registries {
     pub(super) copies: Vec<Copy>,
-    pub(super) homes: Vec<(CString, usize)>,
+    pub(super) attached: Vec<Attached>,
+}
+
+/// A copy attached over a registry: the home, which copy, whether it is the server's.
+#[derive(Debug)]
+pub(super) struct Attached {
+    pub(super) home: CString,
+    pub(super) copy: usize,
+    pub(super) own: bool,
 }
 
 /// One copy, a file of the call's tmpfs.
@@ -47,30 +72,59 @@ pub(super) struct Copy {
     pub(super) bytes: Vec<u8>,
 }
 
-/// The entries read from every registry conda reads (the server's home's; every user's
-/// when the server is root), in conda's order, and each home with the text its copy holds.
-pub(super) fn environments(
-    home: Option<&Path>,
-    root: bool,
-) -> (Vec<PathBuf>, Vec<(PathBuf, Vec<u8>)>) {
-    let mut homes: Vec<PathBuf> = home.map(Path::to_path_buf).into_iter().collect();
-    if root {
-        homes.extend(password_homes());
-    }
-    let mut envs = Vec::new();
+/// One registry conda reads: its home, the copy's text, and whether it is the server's.
+#[derive(Debug)]
+pub(super) struct Read {
+    pub(super) home: PathBuf,
+    pub(super) copy: Vec<u8>,
+    pub(super) own: bool,
+}
+
+/// The entries of every registry conda reads (the server's home's; every user's when the
+/// server is root), in conda's order, and each registry with its copy.
+pub(super) fn environments(home: Option<&Path>, root: bool) -> (Vec<PathBuf>, Vec<Read>) {
     let mut read = Vec::new();
-    for home in homes {
-        let text = registry(&home).unwrap_or_default();
-        let kept = entries(&text);
-        let mut copy = Vec::new();
-        for entry in &kept {
-            copy.extend_from_slice(entry.as_bytes());
-            copy.push(b'\n');
-        }
+    let mut envs = Vec::new();
+    if let Some(home) = home {
+        // The server's own: `~/.conda` followed, as conda follows it (a home directory
+        // often links it elsewhere); the file itself not.
+        let text = crate::host::files::read(&home.join(".conda/environments.txt"), MAX_REGISTRY);
+        let text = text.unwrap_or_default();
+        let (kept, copy) = copy(&text);
         envs.extend(kept.into_iter().map(PathBuf::from));
-        read.push((home, copy));
+        read.push(Read {
+            home: home.to_path_buf(),
+            copy,
+            own: true,
+        });
+    }
+    if root {
+        for other in password_homes()
+            .into_iter()
+            .filter(|h| Some(h.as_path()) != home)
+        {
+            let text = registry(&other).unwrap_or_default();
+            let (kept, copy) = copy(&text);
+            envs.extend(kept.into_iter().map(PathBuf::from));
+            read.push(Read {
+                home: other,
+                copy,
+                own: false,
+            });
+        }
     }
     (envs, read)
+}
+
+/// A registry's entries ([`entries`]) and the copy's text.
+fn copy(text: &[u8]) -> (Vec<&str>, Vec<u8>) {
+    let kept = entries(text);
+    let mut copy = Vec::new();
+    for entry in &kept {
+        copy.extend_from_slice(entry.as_bytes());
+        copy.push(b'\n');
+    }
+    (kept, copy)
 }
 
 /// The most lines of one registry looked at (conda writes one per environment): a
@@ -120,83 +174,88 @@ fn password_homes() -> Vec<PathBuf> {
         .collect()
 }
 
+/// What the plan makes of the registries: the copies to attach, the homes to overlay
+/// (mounted before every other overlay) and the directories of their top layers.
+pub(super) struct Planned {
+    pub(super) registries: Registries,
+    pub(super) homes: Vec<super::Overlay>,
+    pub(super) mkdirs: Vec<CString>,
+}
+
 impl Registries {
-    /// The copies of `read` (see [`environments`]), as files `r<n>` of the call's tmpfs
-    /// at `base`; `None` when a path cannot be passed to the kernel.
-    pub(super) fn plan(read: Vec<(PathBuf, Vec<u8>)>, base: &Path) -> Option<Registries> {
+    /// The copies of `read` (see [`environments`]) as files of the call's tmpfs at
+    /// `base`; `keep_clear` the directories no home overlay may hold (the root prefix, the
+    /// server's home, the tmpfs), nor may any of `mounts`. `None` when a path cannot be passed to the kernel.
+    pub(super) fn plan(
+        read: Vec<Read>,
+        base: &Path,
+        keep_clear: &[&Path],
+        mounts: &[PathBuf],
+    ) -> Option<Planned> {
         let cstring = |p: &Path| CString::new(p.as_os_str().as_encoded_bytes()).ok();
-        let mut registries = Registries {
-            copies: vec![Copy {
-                path: cstring(&base.join("r0"))?,
-                bytes: Vec::new(),
-            }],
+        let mut planned = Planned {
+            registries: Registries {
+                copies: vec![Copy {
+                    path: cstring(&base.join("r0"))?,
+                    bytes: Vec::new(),
+                }],
+                attached: Vec::new(),
+            },
             homes: Vec::new(),
+            mkdirs: Vec::new(),
         };
-        for (home, bytes) in read {
-            let index = match registries.copies.iter().position(|c| c.bytes == bytes) {
+        for read in read {
+            let copies = &mut planned.registries.copies;
+            if !read.own
+                && planned.homes.len() < MAX_HOMES
+                && overlaid(&read.home, mounts, keep_clear)
+            {
+                let layer = base.join(format!("h{}", planned.homes.len()));
+                planned
+                    .mkdirs
+                    .extend([cstring(&layer)?, cstring(&layer.join(".conda"))?]);
+                copies.push(Copy {
+                    path: cstring(&layer.join(".conda/environments.txt"))?,
+                    bytes: read.copy,
+                });
+                let above = format!("{}:", layer.to_str()?);
+                planned.homes.push(super::Overlay {
+                    target: cstring(&read.home)?,
+                    above: CString::new(above).ok()?,
+                    rest: CString::default(),
+                    rest_userxattr: c",userxattr".to_owned(),
+                });
+                continue;
+            }
+            let copy = match copies.iter().position(|c| c.bytes == read.copy) {
                 Some(index) => index,
                 None => {
-                    let path = base.join(format!("r{}", registries.copies.len()));
-                    registries.copies.push(Copy {
-                        path: cstring(&path)?,
-                        bytes,
+                    copies.push(Copy {
+                        path: cstring(&base.join(format!("r{}", copies.len())))?,
+                        bytes: read.copy,
                     });
-                    registries.copies.len() - 1
+                    copies.len() - 1
                 }
             };
-            registries.homes.push((cstring(&home)?, index));
+            planned.registries.attached.push(Attached {
+                home: cstring(&read.home)?,
+                copy,
+                own: read.own,
+            });
         }
-        Some(registries)
-    }
-
-    /// In the child, between fork and exec, after the call's tmpfs and overlays are
-    /// mounted: write the copies and attach each over its registry (best effort: a home
-    /// whose registry does not exist, or where attaching fails, keeps what it has). Only
-    /// system calls.
-    pub(super) fn attach(&self) {
-        use rustix::fs::{CWD, Mode, OFlags, openat};
-        for copy in &self.copies {
-            let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC;
-            if let Ok(fd) = openat(CWD, &*copy.path, flags, Mode::from_raw_mode(0o644)) {
-                let _ = rustix::io::write(&fd, &copy.bytes);
-            }
-        }
-        for (home, index) in &self.homes {
-            let (Some(copy), Some(empty)) = (self.copies.get(*index), self.copies.first()) else {
-                continue;
-            };
-            let _ = replace(home, &copy.path, &empty.path);
-        }
+        Some(planned)
     }
 }
 
-/// Attach `copy` over `<home>/.conda/environments.txt`, or `empty` over `<home>/.conda`
-/// when that is not a directory (a symlink: conda would follow it). Neither final name is
-/// followed. Only system calls.
-fn replace(home: &CStr, copy: &CStr, empty: &CStr) -> rustix::io::Result<()> {
-    use rustix::fs::{CWD, Mode, OFlags, openat};
-    use rustix::io::Errno;
-    let dir = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let home = openat(CWD, home, dir, Mode::empty())?;
-    match openat(&home, c".conda", dir | OFlags::NOFOLLOW, Mode::empty()) {
-        Ok(conda) => over(copy, &conda, c"environments.txt"),
-        Err(Errno::NOTDIR | Errno::LOOP) => over(empty, &home, c".conda"),
-        Err(error) => Err(error),
-    }
-}
-
-/// A clone of the file `source` attached over `name` in `dir`, not following `name`.
-fn over(source: &CStr, dir: &rustix::fd::OwnedFd, name: &CStr) -> rustix::io::Result<()> {
-    use rustix::mount::{MoveMountFlags, OpenTreeFlags, move_mount, open_tree};
-    let flags = OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC;
-    let tree = open_tree(rustix::fs::CWD, source, flags)?;
-    move_mount(
-        &tree,
-        c"",
-        dir,
-        name,
-        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
-    )
+/// Whether another user's `home` gets a home overlay: a directory (not a symlink) that
+/// user owns (a home root owns, only root plants in), holding no mount point and none of
+/// `keep_clear`.
+fn overlaid(home: &Path, mounts: &[PathBuf], keep_clear: &[&Path]) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(home).is_ok_and(|m| m.is_dir() && m.uid() != 0)
+        && home != Path::new("/")
+        && !mounts.iter().any(|m| m.starts_with(home))
+        && !keep_clear.iter().any(|k| k.starts_with(home))
 }
 
 #[cfg(test)]
