@@ -466,7 +466,8 @@ fn a_registry_planted_as_a_fifo_or_a_huge_file_holds_no_call() {
 /// registry in a loop detached a copy attached over the file. Each sandboxed child reads
 /// the server's bounded copy in its place: the calls answer, and an environment a
 /// registry names is still listed (the server's own `~/.conda` symlinked elsewhere, as
-/// home directories often have it, included). The users exist in a private `/etc/passwd`
+/// home directories often have it, included), and attack 11's homes that were left out
+/// (a home that is a mount point, one behind 70 other homes). The users exist in a private `/etc/passwd`
 /// of the server's own mount namespace. Without the sandbox the sparse file fails the
 /// call (the check can fail).
 #[test]
@@ -483,6 +484,8 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
         "lines",
         "linked",
         "renamed",
+        "renamed-mounted",
+        "renamed-crowded",
         "root-owned",
         "own-linked",
     ] {
@@ -537,6 +540,22 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
                 _ => users.push_str(&format!("{line}\n")),
             }
         }
+        // Seventy homes of other users who never used conda come first: the homes with a
+        // `~/.conda` are overlaid first.
+        let crowd = crate::kit::users::home();
+        if planted == "renamed-crowded" {
+            for n in 0..70u32 {
+                let dir = crowd.path().join(format!("u{n}"));
+                std::fs::create_dir(&dir).unwrap();
+                std::os::unix::fs::chown(&dir, Some(5000 + n), Some(5000 + n)).unwrap();
+                users.push_str(&format!(
+                    "u{n}:x:{}:{}::{}:/bin/sh\n",
+                    5000 + n,
+                    5000 + n,
+                    dir.display()
+                ));
+            }
+        }
         users.push_str(&format!(
             "other:x:4242:4242::{}:/bin/sh\n",
             other.path().display()
@@ -545,7 +564,7 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
         // The planter renames a new link to one of two sparse files over the registry, again
         // and again, while the calls run.
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let renamer = (planted == "renamed").then(|| {
+        let renamer = planted.starts_with("renamed").then(|| {
             let (a, b, spare) = (
                 registry_dir.join("a"),
                 registry_dir.join("b"),
@@ -569,7 +588,11 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
             let mut command = std::process::Command::new("unshare");
             command
                 .args(["-m", "--propagation", "private", "--", "sh", "-c"])
-                .arg(r#"mount --bind "$0" /etc/passwd && exec "$@""#)
+                .arg(
+                    r#"mount --bind "$0" /etc/passwd &&
+                    { [ -z "$MOUNT_HOME" ] || mount --bind "$MOUNT_HOME" "$MOUNT_HOME"; } &&
+                    exec "$@""#,
+                )
                 .arg(&passwd)
                 .arg(env!("CARGO_BIN_EXE_ccm"))
                 .env_remove("CONDA_EXE")
@@ -579,11 +602,18 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
                 .args(["--memory-limit", "1GiB", "--timeout", "120"])
                 .args(extra)
                 .env("HOME", home.path());
+            // The planter's home a mount point of its own (a per-user volume), in the
+            // server's namespace.
+            let own_mount = match planted {
+                "renamed-mounted" => other.path().as_os_str(),
+                _ => std::ffi::OsStr::new(""),
+            };
+            command.env("MOUNT_HOME", own_mount);
             Session::spawn_initialized(command)
         };
         let mut s = start(&[]);
         assert!(s.sandboxed(), "this claim is about the read-only sandbox");
-        let calls = if planted == "renamed" { 3 } else { 1 };
+        let calls = if planted.starts_with("renamed") { 3 } else { 1 };
         for _ in 0..calls {
             let info = s.call("conda_info", json!({}));
             assert_eq!(structured(&info)["exit_code"], 0, "{planted}: {info}");

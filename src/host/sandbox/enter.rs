@@ -187,7 +187,12 @@ fn enter(plan: &Prepared, parent: Option<rustix::fd::BorrowedFd<'_>>) -> std::io
 fn mount_areas(plan: &Prepared, private: rustix::mount::MountFlags) {
     let user = plan.maps.is_some() && !plan.mounts_first;
     super::mount::write_copies(&plan.registries);
-    for overlay in plan.homes.iter().chain(&plan.overlays) {
+    for (home, fallback) in plan.homes.iter().zip(&plan.registries.fallbacks) {
+        if !mount_overlay(home, user, private) {
+            super::mount::attach_copy(&plan.registries, fallback);
+        }
+    }
+    for overlay in &plan.overlays {
         mount_overlay(overlay, user, private);
     }
     for union in &plan.unions {
@@ -254,20 +259,20 @@ pub(super) fn user_namespace(
     written
 }
 
-/// One copy-on-write overlay (best effort): its directory opened once, not through a
+/// One overlay (best effort; whether it was mounted): its directory opened once, not through a
 /// symlink, and that descriptor used as the mount point and the lower layer alike. Only
 /// system calls (the options are assembled on the stack).
-fn mount_overlay(overlay: &Overlay, user: bool, private: rustix::mount::MountFlags) {
+fn mount_overlay(overlay: &Overlay, user: bool, private: rustix::mount::MountFlags) -> bool {
     use rustix::fs::{CWD, Mode, OFlags, openat};
     use rustix::mount::mount;
 
     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let Ok(dir) = openat(CWD, &*overlay.target, flags, Mode::empty()) else {
-        return;
+        return false;
     };
     let mut at = [0u8; 32];
     let Some(target) = fd_path(&mut at, &dir) else {
-        return;
+        return false;
     };
     let (first, second) = if user {
         (&overlay.rest_userxattr, &overlay.rest)
@@ -285,12 +290,13 @@ fn mount_overlay(overlay: &Overlay, user: bool, private: rustix::mount::MountFla
                 rest.to_bytes(),
             ],
         ) else {
-            return;
+            return false;
         };
         if mount(c"overlay", target, c"overlay", private, options).is_ok() {
-            return;
+            return true;
         }
     }
+    false
 }
 
 /// `/proc/self/fd/<fd>` written into `buffer` (no allocation).

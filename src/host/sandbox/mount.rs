@@ -4,7 +4,7 @@
 
 use std::ffi::CStr;
 
-use super::registries::Registries;
+use super::registries::{Attached, Registries};
 
 pub(super) const MOUNT_ATTR_RDONLY: u64 = 0x1;
 pub(super) const MOUNT_ATTR_NODEV: u64 = 0x4;
@@ -66,14 +66,19 @@ pub(super) fn write_copies(registries: &Registries) {
 /// keeps what it has). Only system calls.
 pub(super) fn attach_copies(registries: &Registries) {
     for attached in &registries.attached {
-        let (Some(copy), Some(empty)) = (
-            registries.copies.get(attached.copy),
-            registries.copies.first(),
-        ) else {
-            continue;
-        };
-        let _ = replace(&attached.home, &copy.path, &empty.path, attached.own);
+        attach_copy(registries, attached);
     }
+}
+
+/// One copy over its registry (best effort). Only system calls.
+pub(super) fn attach_copy(registries: &Registries, attached: &Attached) {
+    let (Some(copy), Some(empty)) = (
+        registries.copies.get(attached.copy),
+        registries.copies.first(),
+    ) else {
+        return;
+    };
+    let _ = replace(&attached.home, &copy.path, &empty.path, attached.own);
 }
 
 /// Attach `copy` over `<home>/.conda/environments.txt`. The server's own `~/.conda` is

@@ -29,10 +29,16 @@ impl Sandbox {
         let keep_clear: Vec<&Path> = [root_prefix, facts.home.as_deref(), Some(base.as_path())]
             .into_iter()
             .flatten()
+            .chain(
+                facts
+                    .pkgs_dirs
+                    .iter()
+                    .chain(&facts.envs_dirs)
+                    .map(PathBuf::as_path),
+            )
             .collect();
-        let mounts = super::areas::mount_points();
         let read = std::mem::take(&mut areas.registries);
-        let planned = Registries::plan(read, &base, &keep_clear, &mounts)?;
+        let planned = Registries::plan(read, &base, &keep_clear)?;
         mkdirs.extend(planned.mkdirs);
         // Each call's user namespace maps the server's ids to themselves (root: 0 to 0),
         // the one mapping a process may write for itself (with `setgroups` denied).

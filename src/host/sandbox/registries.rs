@@ -15,23 +15,25 @@
 //! entry once, at most [`MAX_ENTRIES`] of them; anything else reads as no entries) and
 //! every sandboxed child sees that reading in its place:
 //!
-//! - another user's home (a root server's) that user owns gets a read-only overlay whose
-//!   top layer holds `.conda/environments.txt`, the copy: conda sees the copy whatever
-//!   the user does meanwhile (renaming or removing the file under a mount point detaches
-//!   that mount in every namespace: a rename loop defeated a copy attached over the file,
-//!   attack 10 A10-1; the home's own entry lies in a directory the user cannot write).
-//!   Their `~/.conda` as conda sees it is their directory with the copy in it, or (a
-//!   symlink or a file there) the copy alone. Not for a home holding a mount point, the
-//!   server's home, the root prefix or the call's tmpfs, and at most [`MAX_HOMES`]:
-//!   those get the copy attached over the file, as below;
-//! - every other registry (the server's home's, homes root owns) gets the copy attached
-//!   over the file (`move_mount`, never following the final name; the server's own
-//!   `~/.conda` is followed as conda follows it, another's `~/.conda` that is not a
+//! - another user's home (a root server's) that a user other than root may write (its
+//!   owner; a group or everyone, as `/var/mail`) gets a read-only overlay whose top layer
+//!   holds `.conda/environments.txt`, the copy: conda sees the copy whatever the user does
+//!   meanwhile (renaming or removing the file under a mount point detaches that mount in
+//!   every namespace: a rename loop defeated a copy attached over the file, attack 10
+//!   A10-1; the home's own entry lies in a directory the user cannot write). Their
+//!   `~/.conda` as conda sees it is their directory with the copy in it, or (a symlink or
+//!   a file there) the copy alone; mounts below the home are hidden from the call. Not
+//!   for a home holding the server's home, the root prefix, a configured package cache
+//!   or envs directory or the call's tmpfs (judged on canonical paths), and at most
+//!   [`MAX_HOMES`], those with a `~/.conda` first (attack 11 A11-1): those, and a home
+//!   whose overlay the kernel refuses, get the copy attached over the file, as below;
+//! - every other registry (the server's home's, homes only root may write) gets the copy
+//!   attached over the file (`move_mount`, never following the final name; the server's
+//!   own `~/.conda` is followed as conda follows it, another's `~/.conda` that is not a
 //!   directory gets an empty file attached over it). A registry that does not exist when
 //!   the child starts gets nothing: one planted after that, or removed and planted again
 //!   while the call runs, is read by conda as it is — for that call only, within its
-//!   `--timeout` and memory limit. Only the agent (with file tools in the server's home)
-//!   or root can do that to these.
+//!   `--timeout` and memory limit.
 
 use std::collections::HashSet;
 use std::ffi::CString;
@@ -55,6 +57,9 @@ const MAX_HOMES: usize = 64;
 pub(super) struct Registries {
     pub(super) copies: Vec<Copy>,
     pub(super) attached: Vec<Attached>,
+    /// For each home overlaid, in order: the copy attached over its file instead where
+    /// the overlay cannot be mounted.
+    pub(super) fallbacks: Vec<Attached>,
 }
 
 /// A copy attached over a registry: the home, which copy, whether it is the server's.
@@ -186,12 +191,14 @@ impl Registries {
     /// The copies of `read` (see [`environments`]) as files of the call's tmpfs at
     /// `base`; `keep_clear` the directories no home overlay may hold (the root prefix, the
     /// server's home, the tmpfs), nor may any of `mounts`. `None` when a path cannot be passed to the kernel.
-    pub(super) fn plan(
-        read: Vec<Read>,
-        base: &Path,
-        keep_clear: &[&Path],
-        mounts: &[PathBuf],
-    ) -> Option<Planned> {
+    pub(super) fn plan(read: Vec<Read>, base: &Path, keep_clear: &[&Path]) -> Option<Planned> {
+        let keep_clear: Vec<PathBuf> = keep_clear
+            .iter()
+            .map(|k| std::fs::canonicalize(k).unwrap_or_else(|_| k.to_path_buf()))
+            .collect();
+        // The homes of users who have a `~/.conda` first: the cap goes to them.
+        let mut read = read;
+        read.sort_by_key(|r| r.home.join(".conda").symlink_metadata().is_err());
         let cstring = |p: &Path| CString::new(p.as_os_str().as_encoded_bytes()).ok();
         let mut planned = Planned {
             registries: Registries {
@@ -200,15 +207,18 @@ impl Registries {
                     bytes: Vec::new(),
                 }],
                 attached: Vec::new(),
+                fallbacks: Vec::new(),
             },
             homes: Vec::new(),
             mkdirs: Vec::new(),
         };
         for read in read {
             let copies = &mut planned.registries.copies;
+            let real_dir = std::fs::symlink_metadata(&read.home).is_ok_and(|m| m.is_dir());
             if !read.own
                 && planned.homes.len() < MAX_HOMES
-                && overlaid(&read.home, mounts, keep_clear)
+                && real_dir
+                && overlaid(&read.home, &keep_clear)
             {
                 let layer = base.join(format!("h{}", planned.homes.len()));
                 planned
@@ -217,6 +227,12 @@ impl Registries {
                 copies.push(Copy {
                     path: cstring(&layer.join(".conda/environments.txt"))?,
                     bytes: read.copy,
+                });
+                // Where the overlay cannot be mounted, the copy goes over the file.
+                planned.registries.fallbacks.push(Attached {
+                    home: cstring(&read.home)?,
+                    copy: copies.len() - 1,
+                    own: false,
                 });
                 let above = format!("{}:", layer.to_str()?);
                 planned.homes.push(super::Overlay {
@@ -247,15 +263,22 @@ impl Registries {
     }
 }
 
-/// Whether another user's `home` gets a home overlay: a directory (not a symlink) that
-/// user owns (a home root owns, only root plants in), holding no mount point and none of
-/// `keep_clear`.
-fn overlaid(home: &Path, mounts: &[PathBuf], keep_clear: &[&Path]) -> bool {
+/// Whether another user's `home` gets a home overlay: a directory some user other than
+/// root may write (its owner, or a group or everyone: `/var/mail`) that holds none of
+/// `keep_clear`, judged on its canonical path (a home through a symlinked `/home`). The
+/// overlay hides the mounts below the home (the user's own FUSE mount, an encrypted
+/// `~/Private`) from the call: environments there are not listed to a root server's
+/// read-only calls. Re-attaching them would mean mounting, by a path its user controls,
+/// a file system its user may have made.
+fn overlaid(home: &Path, keep_clear: &[PathBuf]) -> bool {
     use std::os::unix::fs::MetadataExt;
-    std::fs::symlink_metadata(home).is_ok_and(|m| m.is_dir() && m.uid() != 0)
+    let writable = |m: &std::fs::Metadata| m.uid() != 0 || m.mode() & 0o022 != 0;
+    let Ok(home) = std::fs::canonicalize(home) else {
+        return false;
+    };
+    std::fs::symlink_metadata(&home).is_ok_and(|m| m.is_dir() && writable(&m))
         && home != Path::new("/")
-        && !mounts.iter().any(|m| m.starts_with(home))
-        && !keep_clear.iter().any(|k| k.starts_with(home))
+        && !keep_clear.iter().any(|k| k.starts_with(&home))
 }
 
 #[cfg(test)]
