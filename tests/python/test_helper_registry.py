@@ -81,6 +81,14 @@ class BoundedRegistryTest(unittest.TestCase):
         self.assertEqual(len(entries), helper._REGISTRY_ENTRIES)
         self.assertEqual(entries[:2], ["/opt/env0", "/opt/env1"])
 
+    def test_lines_past_the_line_cap_are_not_read(self):
+        # The server's reading stops at the same line (src/host/sandbox/registries.rs).
+        path = self.dir / "environments.txt"
+        path.write_bytes(b"/\n" * helper._REGISTRY_LINES + b"/late\n")
+        self.assertEqual(read_soon(path), ["/"])
+        path.write_bytes(b"/\n" * (helper._REGISTRY_LINES - 1) + b"/last\n")
+        self.assertEqual(read_soon(path), ["/", "/last"])
+
     def test_a_sane_registry_reads_as_conda_reads_it(self):
         # conda's `yield_lines`: universal newlines, each line stripped, empty lines and
         # `#` comments dropped (conda/gateways/disk/read.py:53-57).

@@ -133,11 +133,13 @@ def _writing_nothing():
 
 
 # The most bytes of one `environments.txt` read (the server's bound for the same file:
-# src/host/sandbox/areas.rs MAX_REGISTRY), and the most entries taken from one (conda
+# src/host/sandbox/registries.rs MAX_REGISTRY), and the most entries taken from one (conda
 # appends one line per environment it registers, once: conda/core/envs_manager.py:65-83
 # `register_env`).
 _REGISTRY_BYTES = 16 << 20
 _REGISTRY_ENTRIES = 4096
+# The most lines of one registry looked at (the server's own reading stops there too).
+_REGISTRY_LINES = 16 * _REGISTRY_ENTRIES
 
 
 def _registry_lines(path):
@@ -179,15 +181,19 @@ def _registry_lines(path):
 
 
 def _registry_entries(data):
-    """The entries of a registry's bytes (see `_registry_lines`)."""
+    """The entries of a registry's bytes (see `_registry_lines`): each distinct line once,
+    in order, before any per-line work (8 M lines of "/" are one line to look at), of the
+    first `_REGISTRY_LINES` lines, read one at a time (a file of millions of distinct short
+    lines is never split whole)."""
+    import itertools
     import locale
 
     encoding = locale.getpreferredencoding(False)
-    entries = {}
-    # Each distinct line once, in order, before any per-line work: 8 M lines of "/" are
-    # one line to look at (`bytes.splitlines` splits where text mode's universal newlines
-    # do: \n, \r, \r\n).
-    for raw in dict.fromkeys(data.splitlines()):
+    entries, seen = {}, set()
+    for raw in itertools.islice(_split_lines(data), _REGISTRY_LINES):
+        if raw in seen:
+            continue
+        seen.add(raw)
         try:
             line = raw.decode(encoding).strip()
         except UnicodeDecodeError:
@@ -197,6 +203,19 @@ def _registry_entries(data):
             if len(entries) >= _REGISTRY_ENTRIES:
                 break
     return list(entries)
+
+
+def _split_lines(data):
+    """The lines of `data` one at a time, split where text mode's universal newlines split
+    (\n, \r, \r\n), as `bytes.splitlines` splits them."""
+    import re
+
+    start = 0
+    for end in re.finditer(rb"\r\n|\r|\n", data):
+        yield data[start : end.start()]
+        start = end.end()
+    if start < len(data):
+        yield data[start:]
 
 
 def _envs_dirs(context):
