@@ -482,6 +482,7 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
     for planted in [
         "sparse",
         "lines",
+        "lines-cr",
         "linked",
         "renamed",
         "renamed-mounted",
@@ -521,9 +522,12 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
             file.set_len(64 << 30).unwrap();
         };
         match planted {
-            "lines" => {
-                let mut text = format!("{}\n", listed.display()).into_bytes();
-                text.extend(b"/\n".repeat(8_000_000));
+            "lines" | "lines-cr" => {
+                // (conda ends a line at `\r` too)
+                let end: &[u8] = if planted == "lines" { b"\n" } else { b"\r" };
+                let mut text = listed.as_os_str().as_encoded_bytes().to_vec();
+                text.extend(end);
+                text.extend([b"/", end].concat().repeat(8_000_000));
                 std::fs::write(&registry, text).unwrap();
             }
             "own-linked" => std::fs::write(&registry, format!("{}\n", listed.display())).unwrap(),
@@ -625,7 +629,7 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
                 .unwrap()
                 .iter()
                 .any(|e| e == listed.to_str().unwrap());
-            let expected = matches!(planted, "lines" | "own-linked");
+            let expected = matches!(planted, "lines" | "lines-cr" | "own-linked");
             assert_eq!(named, expected, "{planted}: {envs}");
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);

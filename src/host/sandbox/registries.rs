@@ -48,7 +48,7 @@ pub(super) const MAX_ENTRIES: usize = 4096;
 
 /// Most other users' homes overlaid for one call (each a mount); the rest get the copy
 /// attached over the file.
-const MAX_HOMES: usize = 64;
+const MAX_HOMES: usize = 512;
 
 /// The registries each child sees replaced: the copies to write in the call's tmpfs (the
 /// first is always empty) and the registries each is attached over. The homes overlaid
@@ -142,7 +142,10 @@ const MAX_LINES: usize = 16 * MAX_ENTRIES;
 fn entries(text: &[u8]) -> Vec<&str> {
     let mut seen = HashSet::new();
     let mut kept = Vec::new();
-    for line in text.split(|b| *b == b'\n').take(MAX_LINES) {
+    // Split where conda splits (text mode's universal newlines: `\n`, `\r`, `\r\n`; a
+    // `\r\n` is one more empty line here, which is no entry): a registry of lines ending
+    // in `\r` was one entry here and millions to conda (attack 12 A12-1).
+    for line in text.split(|b| *b == b'\n' || *b == b'\r').take(MAX_LINES) {
         let Ok(line) = std::str::from_utf8(line).map(str::trim) else {
             continue;
         };
@@ -170,12 +173,15 @@ fn registry(home: &Path) -> Option<Vec<u8>> {
 
 /// The home directories of `/etc/passwd`.
 fn password_homes() -> Vec<PathBuf> {
-    let text = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    use std::os::unix::ffi::OsStrExt;
+    // Bytes: a field that is not UTF-8 (a full name in Latin-1) must not cost every other
+    // home its copy (attack 12 A12-2).
+    let text = std::fs::read("/etc/passwd").unwrap_or_default();
     let mut seen = HashSet::new();
-    text.lines()
-        .filter_map(|line| line.split(':').nth(5))
-        .filter(|home| home.starts_with('/') && *home != "/" && seen.insert(*home))
-        .map(PathBuf::from)
+    text.split(|b| *b == b'\n')
+        .filter_map(|line| line.split(|b| *b == b':').nth(5))
+        .filter(|home| home.starts_with(b"/") && *home != b"/" && seen.insert(*home))
+        .map(|home| PathBuf::from(std::ffi::OsStr::from_bytes(home)))
         .collect()
 }
 
@@ -238,8 +244,11 @@ impl Registries {
                 planned.homes.push(super::Overlay {
                     target: cstring(&read.home)?,
                     above: CString::new(above).ok()?,
-                    rest: CString::default(),
-                    rest_userxattr: c",userxattr".to_owned(),
+                    // No index: with it, a lower layer in use by another overlay (one its
+                    // user may mount on their home in a namespace of their own) refuses the
+                    // mount (attack 12 A12-5).
+                    rest: c",index=off".to_owned(),
+                    rest_userxattr: c",index=off,userxattr".to_owned(),
                 });
                 continue;
             }
@@ -291,6 +300,8 @@ mod tests {
     fn entries_are_absolute_distinct_and_bounded() {
         let text = b"/a\n  /b \n# c\nrelative\n/a\n\n/c";
         assert_eq!(entries(text), ["/a", "/b", "/c"]);
+        // conda's universal newlines: `\r` and `\r\n` end a line too.
+        assert_eq!(entries(b"/a\r/b\r\n/c\r"), ["/a", "/b", "/c"]);
         let many: Vec<u8> = (0..2 * MAX_ENTRIES)
             .flat_map(|i| format!("/e{i}\n").into_bytes())
             .collect();
