@@ -82,6 +82,29 @@ def reset_process_state():
         mp.ORIGINAL_DIR = os.path.abspath(os.getcwd())
 
 
+def entry_line(entry):
+    """The entry script's `sys.exit(main())`, compiled under the script's name, at its
+    line and column: a traceback through it reads as one through the script itself
+    (`File ".../bin/conda", line 13, in <module>`). None when the script has no such line."""
+    try:
+        with open(entry, encoding="utf-8") as script:
+            lines = script.read().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    for number, text in enumerate(lines, 1):
+        if text.strip() != "sys.exit(main())":
+            continue
+        indented = text != text.lstrip()
+        if indented and number < 2:
+            return None
+        source = "\n" * (number - 2) + "if 1:\n" + text if indented else "\n" * (number - 1) + text
+        try:
+            return compile(source + "\n", entry, "exec")
+        except SyntaxError:
+            return None
+    return None
+
+
 def exit_status(code):
     """Python's handling of SystemExit at the top level."""
     if code is None:
@@ -96,15 +119,25 @@ def exit_status(code):
 
 
 def run_main():
-    """conda's main, then what the interpreter does at exit; the exit status."""
+    """conda's main, then what the interpreter does at exit; the exit status. main is
+    called from the entry script's own line (`entry_line`), and an exception that escapes
+    it is shown from that frame on: the traceback a cold run's interpreter prints."""
     try:
         from conda.cli import main
 
-        sys.exit(main())
+        line = entry_line(sys.argv[0])
+        if line is None:
+            sys.exit(main())
+        exec(line, {"__name__": "__main__", "sys": sys, "main": main})
     except SystemExit as done:
         status = exit_status(done.code)
     except BaseException:
-        sys.excepthook(*sys.exc_info())
+        kind, value, trace = sys.exc_info()
+        if trace is not None and value is not None:
+            # (the interpreter's hook prints the exception's own traceback)
+            trace = trace.tb_next
+            value.__traceback__ = trace
+        sys.excepthook(kind, value, trace)
         status = 1
     import atexit
     import threading
