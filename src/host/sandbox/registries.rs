@@ -196,7 +196,8 @@ pub(super) struct Planned {
 impl Registries {
     /// The copies of `read` (see [`environments`]) as files of the call's tmpfs at
     /// `base`; `keep_clear` the directories no home overlay may hold (the root prefix, the
-    /// server's home, the tmpfs), nor may any of `mounts`. `None` when a path cannot be passed to the kernel.
+    /// server's home, the tmpfs, the configured package caches and envs directories).
+    /// `None` when a path cannot be passed to the kernel.
     pub(super) fn plan(read: Vec<Read>, base: &Path, keep_clear: &[&Path]) -> Option<Planned> {
         let keep_clear: Vec<PathBuf> = keep_clear
             .iter()
