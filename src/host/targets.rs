@@ -56,24 +56,20 @@ struct Document {
     envs_dirs: Vec<PathBuf>,
     known: Vec<PathBuf>,
     #[serde(default)]
-    caches: Vec<(PathBuf, Vec<PathBuf>)>,
-    #[serde(default)]
     envs_dirs_by_file: Vec<(PathBuf, Vec<PathBuf>)>,
 }
 
-/// What conda's context says of one argv: the environments it targets, and the package
-/// caches each condarc file names (`pkgs_dirs`; the write bound's, which trusts only some
-/// files: `server::call::bound`), by file.
+/// What conda's context says of one argv: the environments it targets, and the envs
+/// directories each condarc file names.
 pub(crate) struct Resolved {
     pub targets: Vec<Target>,
-    pub caches: Vec<(PathBuf, Vec<PathBuf>)>,
     /// The envs directories each condarc file names (its absolute entries only), by file:
     /// which to trust is the server's to say (`server::call`).
     pub envs_dirs: Vec<(PathBuf, Vec<PathBuf>)>,
 }
 
 /// Resolve the targets of `argv` (a command with `rule`) under `interpreter`, in `cwd`,
-/// and the package caches the condarc files name.
+/// and the envs directories the condarc files name.
 pub(crate) async fn resolve(
     exec: &crate::host::exec::Executions,
     interpreter: &Path,
@@ -108,16 +104,11 @@ pub(crate) async fn resolve(
     if rule.destination {
         paths.push(document.destination.clone().ok_or(Unresolved::Failed)?);
     }
-    let caches = std::mem::take(&mut document.caches);
     let envs_dirs = std::mem::take(&mut document.envs_dirs_by_file);
     let targets = tokio::task::spawn_blocking(move || targets(&document, &paths))
         .await
         .map_err(|_| Unresolved::Failed)??;
-    Ok(Resolved {
-        targets,
-        caches,
-        envs_dirs,
-    })
+    Ok(Resolved { targets, envs_dirs })
 }
 
 /// The canonical targets: `paths`, then every known environment strictly below one of

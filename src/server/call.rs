@@ -309,7 +309,6 @@ fn judge(ready: &Ready, compiled: Compiled, audit: &trail::Record) -> Judged {
         timeout,
         sandbox: None,
         targets: Vec::new(),
-        caches: Vec::new(),
         envs_dirs: Vec::new(),
         confirmation: Confirmation::Pending,
     }

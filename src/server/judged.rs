@@ -38,10 +38,6 @@ pub(super) struct Judged {
     /// again right before the child starts, and under `--write-envs` they are the write
     /// bound's places.
     pub targets: Vec<PathBuf>,
-    /// The package caches each condarc file names (`pkgs_dirs`), by file, as the same
-    /// gate's resolution found them: the write bound adds those of files no bounded
-    /// write could have written (`call::bound`).
-    pub caches: Vec<(PathBuf, Vec<PathBuf>)>,
     /// The envs directories each condarc file names, by file, as the same resolution
     /// found them (`--allow-paths` writes trust some: `server::call::gates`).
     pub envs_dirs: Vec<(PathBuf, Vec<PathBuf>)>,

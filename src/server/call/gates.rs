@@ -262,7 +262,6 @@ impl Server {
             }
         }
         call.targets = found.targets.into_iter().map(|t| t.path).collect();
-        call.caches = found.caches;
         call.envs_dirs = found.envs_dirs;
         self.linked(ready, call, audit).await
     }

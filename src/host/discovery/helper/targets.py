@@ -63,7 +63,6 @@ def mode_targets(out, request):
             "root_prefix": str(context.root_prefix),
             "envs_dirs": [str(d) for d in context.envs_dirs],
             "known": [str(p) for p in list_all_known_prefixes()],
-            "caches": _caches(context),
             "envs_dirs_by_file": _envs_dirs(context),
         },
     )
@@ -240,26 +239,6 @@ def _envs_dirs(context):
                 if os.path.isabs(os.path.expandvars(os.path.expanduser(str(d))))
             ]
             found.append([str(source), absolute])
-        return found
-    except Exception:
-        return []
-
-
-def _caches(context):
-    """The package caches each condarc file names (`pkgs_dirs`, expanded as conda does:
-    conda/base/context.py:793-795), by file: [[file, [dir, ...]], ...]. Environment
-    variables and the command line are left out (the server reads CONDA_PKGS_DIRS
-    itself; the command line is the caller's). A configuration conda cannot validate
-    names none (the call then fails in conda as it would)."""
-    try:
-        from conda.common.path import expand
-
-        sources = context.collect_all().items()
-        found = []
-        for source, values in sources:
-            dirs = dict(values).get("pkgs_dirs")
-            if dirs and str(source) not in ("envvars", "cmd_line"):
-                found.append([str(source), [str(expand(str(d))) for d in dirs]])
         return found
     except Exception:
         return []
