@@ -467,7 +467,9 @@ fn a_registry_planted_as_a_fifo_or_a_huge_file_holds_no_call() {
 /// the server's bounded copy in its place: the calls answer, and an environment a
 /// registry names is still listed (the server's own `~/.conda` symlinked elsewhere, as
 /// home directories often have it, included), and attack 11's homes that were left out
-/// (a home that is a mount point, one behind 70 other homes). The users exist in a private `/etc/passwd`
+/// (a home that is a mount point, one behind 70 other homes), and a user the password
+/// database gets from another source than `/etc/passwd` (as LDAP's or sssd's; here
+/// `extrausers`). The users exist in a private `/etc/passwd` (and `nsswitch.conf`)
 /// of the server's own mount namespace. Without the sandbox the sparse file fails the
 /// call (the check can fail).
 #[test]
@@ -489,6 +491,7 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
         "renamed-crowded",
         "root-owned",
         "own-linked",
+        "nss",
     ] {
         let (home, other) = (home(), home());
         // The planter's home is theirs (a home root owns gets the copy attached over the
@@ -560,10 +563,28 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
                 ));
             }
         }
-        users.push_str(&format!(
-            "other:x:4242:4242::{}:/bin/sh\n",
-            other.path().display()
-        ));
+        let other_user = format!("other:x:4242:4242::{}:/bin/sh\n", other.path().display());
+        // A user of another source of the password database (as LDAP or sssd users are),
+        // not of `/etc/passwd`: `extrausers` (libnss-extrausers), named by a private
+        // `/etc/nsswitch.conf`.
+        let nss = home.path().join("nss");
+        if planted == "nss" {
+            assert!(
+                Path::new("/var/lib/extrausers").is_dir(),
+                "needs libnss-extrausers (apt-get install libnss-extrausers)"
+            );
+            std::fs::create_dir_all(nss.join("extrausers")).unwrap();
+            std::fs::write(
+                nss.join("nsswitch.conf"),
+                "passwd: files extrausers\ngroup: files\nshadow: files\nhosts: files\n",
+            )
+            .unwrap();
+            std::fs::write(nss.join("extrausers/passwd"), &other_user).unwrap();
+            std::fs::write(nss.join("extrausers/group"), "").unwrap();
+            std::fs::write(nss.join("extrausers/shadow"), "").unwrap();
+        } else {
+            users.push_str(&other_user);
+        }
         std::fs::write(&passwd, users).unwrap();
         // The planter renames a new link to one of two sparse files over the registry, again
         // and again, while the calls run.
@@ -595,6 +616,8 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
                 .arg(
                     r#"mount --bind "$0" /etc/passwd &&
                     { [ -z "$MOUNT_HOME" ] || mount --bind "$MOUNT_HOME" "$MOUNT_HOME"; } &&
+                    { [ -z "$NSS" ] || { mount --bind "$NSS/nsswitch.conf" /etc/nsswitch.conf &&
+                        mount --bind "$NSS/extrausers" /var/lib/extrausers; }; } &&
                     exec "$@""#,
                 )
                 .arg(&passwd)
@@ -613,6 +636,12 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
                 _ => std::ffi::OsStr::new(""),
             };
             command.env("MOUNT_HOME", own_mount);
+            let nss = if planted == "nss" {
+                nss.as_os_str()
+            } else {
+                std::ffi::OsStr::new("")
+            };
+            command.env("NSS", nss);
             Session::spawn_initialized(command)
         };
         let mut s = start(&[]);
@@ -635,6 +664,11 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         if let Some(renamer) = renamer {
             renamer.join().unwrap();
+        }
+        if planted == "nss" {
+            // conda itself lists the user: unsandboxed, their registry fails the call.
+            let failed = start(&["--no-sandbox"]).call("conda_info", json!({}));
+            assert_ne!(structured(&failed)["exit_code"], 0, "{failed}");
         }
         if planted == "sparse" {
             // Warm calls too (forked from the zygote into the call's namespace).

@@ -171,18 +171,50 @@ fn registry(home: &Path) -> Option<Vec<u8>> {
     crate::host::files::read_from(file, MAX_REGISTRY)
 }
 
-/// The home directories of `/etc/passwd`.
+/// The home directories of the password database, each once, in its order: every
+/// source `/etc/nsswitch.conf` names (`files`, LDAP, sssd, `extrausers`…), as conda's
+/// `getpwall()` lists them (`setpwent`/`getpwent`/`endpwent`). Reading `/etc/passwd`
+/// alone left the registries of every user from another source as conda reads them.
 fn password_homes() -> Vec<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
-    // Bytes: a field that is not UTF-8 (a full name in Latin-1) must not cost every other
-    // home its copy (attack 12 A12-2).
-    let text = std::fs::read("/etc/passwd").unwrap_or_default();
+    // The enumeration's position is the process's: one at a time.
+    static ENUMERATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ENUMERATING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let mut seen = HashSet::new();
-    text.split(|b| *b == b'\n')
-        .filter_map(|line| line.split(|b| *b == b':').nth(5))
-        .filter(|home| home.starts_with(b"/") && *home != b"/" && seen.insert(*home))
-        .map(|home| PathBuf::from(std::ffi::OsStr::from_bytes(home)))
-        .collect()
+    let mut homes = Vec::new();
+    let mut buffer = vec![0 as libc::c_char; 1 << 14];
+    // SAFETY: the enumeration is this function's alone (the lock above); `getpwent_r`
+    // writes the entry's strings into `buffer`, whose length it is given, and `entry`
+    // and `found` are valid for writes; `pw_dir` of an entry found points into `buffer`,
+    // NUL-terminated, and is copied before the next call.
+    unsafe { libc::setpwent() };
+    loop {
+        // SAFETY: `passwd` is plain data (pointers and integers); all zero is valid.
+        let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found = std::ptr::null_mut();
+        // SAFETY: as above.
+        let status =
+            unsafe { libc::getpwent_r(&mut entry, buffer.as_mut_ptr(), buffer.len(), &mut found) };
+        if status == libc::ERANGE && buffer.len() < 1 << 24 {
+            // (the entry is not consumed: the next call returns it again)
+            buffer.resize(buffer.len() * 2, 0);
+            continue;
+        }
+        if status != 0 || found.is_null() || entry.pw_dir.is_null() {
+            break;
+        }
+        // SAFETY: as above.
+        let home = unsafe { std::ffi::CStr::from_ptr(entry.pw_dir) }.to_bytes();
+        // (bytes: a home that is not UTF-8 is still a home, attack 12 A12-2)
+        if home.starts_with(b"/") && home != b"/" && seen.insert(home.to_vec()) {
+            homes.push(PathBuf::from(std::ffi::OsStr::from_bytes(home)));
+        }
+    }
+    // SAFETY: ends this function's enumeration (the lock is still held).
+    unsafe { libc::endpwent() };
+    homes
 }
 
 /// What the plan makes of the registries: the copies to attach, the homes to overlay
@@ -315,5 +347,21 @@ mod tests {
         let mut late = b"/\n".repeat(MAX_LINES);
         late.extend(b"/late\n");
         assert_eq!(entries(&late), ["/"]);
+    }
+
+    /// The password database's homes include every home of `/etc/passwd` (`files` is
+    /// a source of every `nsswitch.conf` this runs on), each once; the homes of other
+    /// sources are `sandbox::real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy`'s
+    /// (a user of `extrausers` alone).
+    #[test]
+    fn the_homes_of_the_password_database_hold_those_of_etc_passwd() {
+        let homes = password_homes();
+        let text = std::fs::read_to_string("/etc/passwd").unwrap();
+        let listed = text.lines().filter_map(|line| line.split(':').nth(5));
+        for home in listed.filter(|h| h.starts_with('/') && *h != "/") {
+            assert!(homes.contains(&PathBuf::from(home)), "{home}: {homes:?}");
+        }
+        let distinct: HashSet<_> = homes.iter().collect();
+        assert_eq!(distinct.len(), homes.len(), "{homes:?}");
     }
 }
