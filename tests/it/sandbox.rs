@@ -469,7 +469,10 @@ fn a_registry_planted_as_a_fifo_or_a_huge_file_holds_no_call() {
 /// home directories often have it, included), and attack 11's homes that were left out
 /// (a home that is a mount point, one behind 70 other homes), and a user the password
 /// database gets from another source than `/etc/passwd` (as LDAP's or sssd's; here
-/// `extrausers`). The users exist in a private `/etc/passwd` (and `nsswitch.conf`)
+/// `extrausers`). Attack 13 (A13-1): conda reads files inside each environment it lists
+/// (`conda-meta/created_at`), and another user's own environment with a FIFO there held
+/// every `conda info` until its timeout: another user's environments are listed only
+/// where root alone may change them. The users exist in a private `/etc/passwd` (and `nsswitch.conf`)
 /// of the server's own mount namespace. Without the sandbox the sparse file fails the
 /// call (the check can fail).
 #[test]
@@ -492,6 +495,7 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
         "root-owned",
         "own-linked",
         "nss",
+        "fifo",
     ] {
         let (home, other) = (home(), home());
         // The planter's home is theirs (a home root owns gets the copy attached over the
@@ -515,8 +519,11 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
             std::fs::create_dir_all(&dot_conda).unwrap();
             dot_conda
         };
-        // An environment outside every envs directory, known only from the registry.
-        let listed = other.path().join("listed");
+        // An environment outside every envs directory, known only from the registry, in
+        // directories only root may change (another user's own environments are not
+        // listed: conda reads files inside each, attack 13 A13-1).
+        let held = tempfile::tempdir().unwrap();
+        let listed = held.path().join("listed");
         std::fs::create_dir_all(listed.join("conda-meta")).unwrap();
         std::fs::write(listed.join("conda-meta/history"), "").unwrap();
         let registry = registry_dir.join("environments.txt");
@@ -534,6 +541,17 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
                 std::fs::write(&registry, text).unwrap();
             }
             "own-linked" => std::fs::write(&registry, format!("{}\n", listed.display())).unwrap(),
+            "fifo" => {
+                // The planter's own environment, whose `conda-meta/created_at` (read by
+                // `conda info` and `env list --json` for every environment listed) is a
+                // FIFO: it held each such call until `--timeout`.
+                let theirs = other.path().join("theirs");
+                std::fs::create_dir_all(theirs.join("conda-meta")).unwrap();
+                std::fs::write(theirs.join("conda-meta/history"), "").unwrap();
+                let created = theirs.join("conda-meta/created_at");
+                rustix::fs::mkfifoat(rustix::fs::CWD, &created, 0o644.into()).unwrap();
+                std::fs::write(&registry, format!("{}\n", theirs.display())).unwrap();
+            }
             _ => sparse(&registry),
         }
         let passwd = home.path().join("passwd");

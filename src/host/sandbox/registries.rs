@@ -95,7 +95,7 @@ pub(super) fn environments(home: Option<&Path>, root: bool) -> (Vec<PathBuf>, Ve
         // often links it elsewhere); the file itself not.
         let text = crate::host::files::read(&home.join(".conda/environments.txt"), MAX_REGISTRY);
         let text = text.unwrap_or_default();
-        let (kept, copy) = copy(&text);
+        let (kept, copy) = copy(&text, |_| true);
         envs.extend(kept.into_iter().map(PathBuf::from));
         read.push(Read {
             home: home.to_path_buf(),
@@ -109,7 +109,12 @@ pub(super) fn environments(home: Option<&Path>, root: bool) -> (Vec<PathBuf>, Ve
             .filter(|h| Some(h.as_path()) != home)
         {
             let text = registry(&other).unwrap_or_default();
-            let (kept, copy) = copy(&text);
+            // Of another user's environments, only those no user but root can change:
+            // conda reads files inside each one it lists, unbounded (`conda info`'s and
+            // `env list --json`'s `conda-meta/created_at`, `--size`'s every record), and
+            // a FIFO planted there held every listing call until `--timeout`, and the
+            // server's other calls behind it (attack 13 A13-1).
+            let (kept, copy) = copy(&text, |entry| root_held(Path::new(entry)));
             envs.extend(kept.into_iter().map(PathBuf::from));
             read.push(Read {
                 home: other,
@@ -121,9 +126,10 @@ pub(super) fn environments(home: Option<&Path>, root: bool) -> (Vec<PathBuf>, Ve
     (envs, read)
 }
 
-/// A registry's entries ([`entries`]) and the copy's text.
-fn copy(text: &[u8]) -> (Vec<&str>, Vec<u8>) {
-    let kept = entries(text);
+/// A registry's entries ([`entries`]) that `keep` keeps, and the copy's text.
+fn copy(text: &[u8], keep: impl Fn(&str) -> bool) -> (Vec<&str>, Vec<u8>) {
+    let mut kept = entries(text);
+    kept.retain(|entry| keep(entry));
     let mut copy = Vec::new();
     for entry in &kept {
         copy.extend_from_slice(entry.as_bytes());
@@ -157,6 +163,38 @@ fn entries(text: &[u8]) -> Vec<&str> {
         }
     }
     kept
+}
+
+/// Whether no user but root can change what conda finds at the environment `entry`:
+/// every directory from `/` down to its `conda-meta`, as written (no symlink, no `..`),
+/// is root's and writable by no one else; an ancestor may be writable by all with the
+/// sticky bit (`/tmp`: its entries are their owners'). Looked at from `/` down, stopping
+/// at the first that fails: nothing below a directory a user holds is touched (a user's
+/// own FUSE mount there could hold the look).
+fn root_held(entry: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    use std::path::Component;
+    let normal = entry
+        .components()
+        .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if !normal || !entry.is_absolute() {
+        return false;
+    }
+    let meta = entry.join("conda-meta");
+    let mut path = PathBuf::new();
+    for component in meta.components() {
+        path.push(component);
+        let Ok(found) = std::fs::symlink_metadata(&path) else {
+            return false;
+        };
+        let open = found.mode() & 0o022 != 0;
+        let sticky = found.mode() & 0o1000 != 0;
+        let below = path.starts_with(entry);
+        if !found.is_dir() || found.uid() != 0 || (open && (below || !sticky)) {
+            return false;
+        }
+    }
+    true
 }
 
 /// The bytes of `<home>/.conda/environments.txt`, read as [`crate::host::files`] reads
@@ -363,5 +401,45 @@ mod tests {
         }
         let distinct: HashSet<_> = homes.iter().collect();
         assert_eq!(distinct.len(), homes.len(), "{homes:?}");
+    }
+
+    /// Another user's environment is kept only where no user but root can change it:
+    /// root's directories all the way (a sticky `/tmp`-like one on the way is fine), no
+    /// symlink, no `..`; as any other user, nothing is (their own directories are theirs).
+    #[test]
+    fn only_environments_root_holds_are_kept() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = rustix::process::geteuid().is_root();
+        let base = tempfile::tempdir().unwrap();
+        let sticky = base.path().join("sticky");
+        let env = sticky.join("env");
+        std::fs::create_dir_all(env.join("conda-meta")).unwrap();
+        let mode = |path: &Path, mode| {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+        };
+        mode(base.path(), 0o755);
+        mode(&sticky, 0o1777);
+        assert_eq!(root_held(&env), root, "{env:?}");
+        assert!(!root_held(&sticky.join("missing")));
+        assert!(!root_held(&sticky.join("env/../env")));
+        std::os::unix::fs::symlink(&env, sticky.join("link")).unwrap();
+        assert!(!root_held(&sticky.join("link")));
+        mode(&env, 0o777);
+        assert!(!root_held(&env), "the environment writable by all");
+        mode(&env, 0o755);
+        mode(&env.join("conda-meta"), 0o1777);
+        assert!(
+            !root_held(&env),
+            "conda-meta writable by all, sticky or not"
+        );
+        mode(&env.join("conda-meta"), 0o755);
+        mode(&sticky, 0o777);
+        assert!(!root_held(&env), "an ancestor writable by all, not sticky");
+        mode(&sticky, 0o755);
+        assert_eq!(root_held(&env), root);
+        if root {
+            std::os::unix::fs::chown(&env, Some(4242), None).unwrap();
+            assert!(!root_held(&env), "the environment another user's");
+        }
     }
 }
