@@ -252,17 +252,21 @@ pub(super) fn fits_union(ancestor: &Path, mounts: &[PathBuf], base: &Path) -> bo
 /// The mount points of this process's mount namespace (`/proc/self/mountinfo`, field 5,
 /// octal escapes decoded).
 pub(super) fn mount_points() -> Vec<PathBuf> {
+    // Bytes: a mount point whose name is not UTF-8 must not empty the list (attack 13 L4).
+    points(&std::fs::read("/proc/self/mountinfo").unwrap_or_default())
+}
+
+/// The mount points of a mountinfo text.
+pub(super) fn points(text: &[u8]) -> Vec<PathBuf> {
     use std::os::unix::ffi::OsStringExt;
-    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    text.lines()
-        .filter_map(|line| line.split(' ').nth(4))
+    text.split(|b| *b == b'\n')
+        .filter_map(|line| line.split(|b| *b == b' ').nth(4))
         .map(|field| PathBuf::from(std::ffi::OsString::from_vec(unescape(field))))
         .collect()
 }
 
 /// `\ooo` octal escapes (space, tab, newline, backslash) decoded.
-pub(super) fn unescape(field: &str) -> Vec<u8> {
-    let bytes = field.as_bytes();
+pub(super) fn unescape(bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(bytes.len());
     let mut at = 0;
     while at < bytes.len() {

@@ -358,10 +358,22 @@ async fn works_when_the_server_is_not_dumpable() {
 #[test]
 fn mount_points_are_decoded() {
     assert_eq!(
-        super::areas::unescape(r"/a\040b\011c\134d\012e\\x"),
+        super::areas::unescape(br"/a\040b\011c\134d\012e\\x"),
         b"/a b\tc\\d\ne\\\\x"
     );
-    assert_eq!(super::areas::unescape(r"/x\0"), b"/x\\0");
+    assert_eq!(super::areas::unescape(br"/x\0"), b"/x\\0");
+    // A mount point whose name is not UTF-8 costs no other its place (attack 13 L4).
+    let text = b"22 1 0:21 / / rw - ext4 /dev/a rw\n\
+        23 22 0:22 / /home/u/\xff rw - fuse x rw\n\
+        24 22 0:23 / /home/v\\040w rw - tmpfs t rw\n";
+    let points = super::areas::points(text);
+    let expected = [&b"/"[..], b"/home/u/\xff", b"/home/v w"];
+    use std::os::unix::ffi::OsStrExt;
+    let expected: Vec<std::path::PathBuf> = expected
+        .iter()
+        .map(|p| std::ffi::OsStr::from_bytes(p).into())
+        .collect();
+    assert_eq!(points, expected);
 }
 
 /// Where a union may add a missing directory: not on `/`, not over a mount point or the

@@ -49,7 +49,7 @@ impl Server {
             return Err(unbound(&bind::Unbound::NoInterpreter));
         };
         let root = ready.discovery.catalog.root.as_ref();
-        let sandbox = self.preview_sandbox(ready);
+        let sandbox = self.preview_sandbox(ready)?;
         let dry_run = plan::dry_runnable(root, argv)
             && (sandbox.is_some()
                 || policy::classify(
@@ -101,13 +101,24 @@ impl Server {
         })
     }
 
-    /// The read-only sandbox's plan for a preview, when the sandbox is active.
-    fn preview_sandbox(&self, ready: &Ready) -> Option<sandbox::Plan> {
-        let sandbox = self.shared.start.sandbox.get()?;
+    /// The read-only sandbox's plan for a preview, when the sandbox is active. Fail
+    /// closed, as a read-only call does (`call::gates`): an active sandbox that cannot be
+    /// planned previews nothing (the preview ran unsandboxed, attack 13 L1).
+    fn preview_sandbox(&self, ready: &Ready) -> Result<Option<sandbox::Plan>, Refusal> {
+        let Some(sandbox) = self.shared.start.sandbox.get() else {
+            return Ok(None);
+        };
         if *sandbox.state() != sandbox::State::Active {
-            return None;
+            return Ok(None);
         }
-        sandbox.plan(ready.discovery.prefix.as_deref())
+        match sandbox.plan(ready.discovery.prefix.as_deref()) {
+            Some(plan) => Ok(Some(plan)),
+            None => {
+                tracing::error!("the sandbox could not be prepared for a preview");
+                let error = ErrorData::internal_error("the sandbox could not be prepared", None);
+                Err(Refusal::from(error))
+            }
+        }
     }
 
     /// Run the preview under the call's limits (and in the queue like any execution).
