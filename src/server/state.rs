@@ -96,6 +96,20 @@ pub struct Server {
     pub(super) session_id: Arc<str>,
 }
 
+impl Server {
+    /// The sandbox's plan for a call (a read, a preview), made off the async workers: it
+    /// reads every registry of environments and enumerates the password database (a
+    /// directory service, a user's own FUSE home may take long), and the server's other
+    /// requests go on meanwhile (attack 13 L3). `None` when it cannot be made.
+    pub(super) async fn sandbox_plan(&self, ready: &Ready) -> Option<crate::host::sandbox::Plan> {
+        let (shared, prefix) = (self.shared.clone(), ready.discovery.prefix.clone());
+        tokio::task::spawn_blocking(move || shared.start.sandbox.get()?.plan(prefix.as_deref()))
+            .await
+            .ok()
+            .flatten()
+    }
+}
+
 /// A random session id for the audit log (`s-` and 16 hex digits).
 pub(super) fn session_id() -> Arc<str> {
     let mut bytes = [0u8; 8];

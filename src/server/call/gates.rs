@@ -119,7 +119,7 @@ impl Server {
             Gate::Paths => paths(&self.shared.host.audit, ready, call, &caller.audit),
             Gate::EnvScope => self.env_scope(ready, call, &caller.audit).await,
             Gate::Linked => self.linked(ready, call, &caller.audit).await,
-            Gate::Sandbox => self.sandbox(ready, call),
+            Gate::Sandbox => self.sandbox(ready, call).await,
             Gate::Size => {
                 check_size(&call.spec(&self.shared.config, self.shared.host.exec.limits()))
             }
@@ -335,13 +335,13 @@ impl Server {
 
     /// Plan the read-only sandbox for a call it applies to. Fail closed: an active
     /// sandbox that cannot be planned runs nothing.
-    fn sandbox(&self, ready: &Ready, call: &mut Judged) -> Result<(), Refusal> {
+    async fn sandbox(&self, ready: &Ready, call: &mut Judged) -> Result<(), Refusal> {
         call.sandbox = match self.shared.start.sandbox.get() {
             Some(sandbox)
                 if sandbox::applies(&call.class, self.shared.config.allow_write)
                     && *sandbox.state() == sandbox::State::Active =>
             {
-                let plan = sandbox.plan(ready.discovery.prefix.as_deref());
+                let plan = self.sandbox_plan(ready).await;
                 if plan.is_none() {
                     tracing::error!("the sandbox could not be prepared for a read-only call");
                     return Err(internal().into());
