@@ -213,7 +213,8 @@ const RERUNS: usize = 4;
 /// order and number of some `--verbose` debug lines vary from one cold run to the next):
 /// when the first two results differ, the call runs again on both servers, and it
 /// differs only if no warm result equals any cold result — a warm call must produce
-/// what some cold run produces.
+/// what some cold run produces. The cold and the warm call of a pair run side by side
+/// (two servers, reads only, each sandboxed: neither writes anything the other reads).
 fn compare(
     cold: &mut Session,
     warm: &mut Session,
@@ -224,20 +225,20 @@ fn compare(
     for (tool, input) in calls {
         // A call without plugins runs cold on the warm server too (compared all the same).
         let counted = input["no_plugins"] != json!(true);
-        let mut run_warm = |ran: &mut usize, without: &mut usize| {
-            let b = call(warm, tool, input);
-            *ran += usize::from(executed(&b) && counted);
-            *without += usize::from(executed(&b) && !counted);
-            compared(&b, input)
-        };
-        let (mut colds, mut warms) = (vec![compared(&call(cold, tool, input), input)], Vec::new());
-        warms.push(run_warm(&mut ran, &mut without_plugins));
-        for _ in 0..RERUNS {
-            if warms.iter().any(|w| colds.contains(w)) {
+        let (mut colds, mut warms) = (Vec::new(), Vec::new());
+        for run in 0..=RERUNS {
+            if run > 0 && warms.iter().any(|w| colds.contains(w)) {
                 break;
             }
-            colds.push(compared(&call(cold, tool, input), input));
-            warms.push(run_warm(&mut ran, &mut without_plugins));
+            let (a, b) = std::thread::scope(|scope| {
+                let cold_call = scope.spawn(|| call(cold, tool, input));
+                let b = call(warm, tool, input);
+                (cold_call.join().unwrap(), b)
+            });
+            ran += usize::from(executed(&b) && counted);
+            without_plugins += usize::from(executed(&b) && !counted);
+            colds.push(compared(&a, input));
+            warms.push(compared(&b, input));
         }
         if !warms.iter().any(|w| colds.contains(w)) {
             differences.push(format!(
