@@ -472,7 +472,9 @@ fn a_registry_planted_as_a_fifo_or_a_huge_file_holds_no_call() {
 /// `extrausers`). Attack 13 (A13-1): conda reads files inside each environment it lists
 /// (`conda-meta/created_at`), and another user's own environment with a FIFO there held
 /// every `conda info` until its timeout: another user's environments are listed only
-/// where root alone may change them. The users exist in a private `/etc/passwd` (and `nsswitch.conf`)
+/// where root alone may change them. Attack 14 (A14-1): a home that is a symlink, and a
+/// home root made whose `~/.conda` is its user's, got the copy attached over the file,
+/// which the rename loop detached: both are overlaid now. The users exist in a private `/etc/passwd` (and `nsswitch.conf`)
 /// of the server's own mount namespace. Without the sandbox the sparse file fails the
 /// call (the check can fail).
 #[test]
@@ -496,11 +498,13 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
         "own-linked",
         "nss",
         "fifo",
+        "renamed-root-home",
+        "renamed-linked-home",
     ] {
         let (home, other) = (home(), home());
         // The planter's home is theirs (a home root owns gets the copy attached over the
         // file), readable by a root child without capabilities.
-        if planted != "root-owned" {
+        if !matches!(planted, "root-owned" | "renamed-root-home") {
             std::os::unix::fs::chown(other.path(), Some(4242), Some(4242)).unwrap();
         }
         std::fs::set_permissions(other.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -517,6 +521,10 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
             elsewhere
         } else {
             std::fs::create_dir_all(&dot_conda).unwrap();
+            if planted == "renamed-root-home" {
+                // A home root made, `~/.conda` handed over to its user (attack 14 A14-1).
+                std::os::unix::fs::chown(&dot_conda, Some(4242), Some(4242)).unwrap();
+            }
             dot_conda
         };
         // An environment outside every envs directory, known only from the registry, in
@@ -581,7 +589,16 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
                 ));
             }
         }
-        let other_user = format!("other:x:4242:4242::{}:/bin/sh\n", other.path().display());
+        // A home that is a symlink (homes moved to another disk), in root's directory, to
+        // the user's own (attack 14 A14-1).
+        let linked_home = held.path().join("linked-home");
+        let passwd_home = if planted == "renamed-linked-home" {
+            std::os::unix::fs::symlink(other.path(), &linked_home).unwrap();
+            linked_home.as_path()
+        } else {
+            other.path()
+        };
+        let other_user = format!("other:x:4242:4242::{}:/bin/sh\n", passwd_home.display());
         // A user of another source of the password database (as LDAP or sssd users are),
         // not of `/etc/passwd`: `extrausers` (libnss-extrausers), named by a private
         // `/etc/nsswitch.conf`.

@@ -291,12 +291,10 @@ impl Registries {
         };
         for read in read {
             let copies = &mut planned.registries.copies;
-            let real_dir = std::fs::symlink_metadata(&read.home).is_ok_and(|m| m.is_dir());
-            if !read.own
-                && planned.homes.len() < MAX_HOMES
-                && real_dir
-                && overlaid(&read.home, &keep_clear)
-            {
+            let overlay = (!read.own && planned.homes.len() < MAX_HOMES)
+                .then(|| overlaid(&read.home, &keep_clear))
+                .flatten();
+            if let Some(canonical) = overlay {
                 let layer = base.join(format!("h{}", planned.homes.len()));
                 planned
                     .mkdirs
@@ -313,7 +311,8 @@ impl Registries {
                 });
                 let above = format!("{}:", layer.to_str()?);
                 planned.homes.push(super::Overlay {
-                    target: cstring(&read.home)?,
+                    // (a home that is a symlink is overlaid where it leads: conda follows it)
+                    target: cstring(&canonical)?,
                     above: CString::new(above).ok()?,
                     // No index: with it, a lower layer in use by another overlay (one its
                     // user may mount on their home in a namespace of their own) refuses the
@@ -343,22 +342,28 @@ impl Registries {
     }
 }
 
-/// Whether another user's `home` gets a home overlay: a directory some user other than
-/// root may write (its owner, or a group or everyone: `/var/mail`) that holds none of
-/// `keep_clear`, judged on its canonical path (a home through a symlinked `/home`). The
-/// overlay hides the mounts below the home (the user's own FUSE mount, an encrypted
+/// Whether another user's `home` gets a home overlay, and where: its canonical path (a
+/// home that is a symlink, as homes moved to another disk are, is judged and overlaid
+/// where it leads). A directory some user other than root may write (its owner, or a
+/// group or everyone: `/var/mail`), or whose `.conda` is a directory such a user may
+/// write (a home root made, with `~/.conda` handed over): renaming a file over the
+/// registry in a directory its user may write detaches a copy attached over it (attack
+/// 10 A10-1; attack 14 A14-1 for these two). Not a home holding one of `keep_clear`.
+/// The overlay hides the mounts below the home (the user's own FUSE mount, an encrypted
 /// `~/Private`) from the call: environments there are not listed to a root server's
 /// read-only calls. Re-attaching them would mean mounting, by a path its user controls,
 /// a file system its user may have made.
-fn overlaid(home: &Path, keep_clear: &[PathBuf]) -> bool {
+fn overlaid(home: &Path, keep_clear: &[PathBuf]) -> Option<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     let writable = |m: &std::fs::Metadata| m.uid() != 0 || m.mode() & 0o022 != 0;
-    let Ok(home) = std::fs::canonicalize(home) else {
-        return false;
-    };
-    std::fs::symlink_metadata(&home).is_ok_and(|m| m.is_dir() && writable(&m))
+    let home = std::fs::canonicalize(home).ok()?;
+    let theirs =
+        std::fs::symlink_metadata(home.join(".conda")).is_ok_and(|m| m.is_dir() && writable(&m));
+    let fits = std::fs::symlink_metadata(&home)
+        .is_ok_and(|m| m.is_dir() && (writable(&m) || theirs))
         && home != Path::new("/")
-        && !keep_clear.iter().any(|k| k.starts_with(&home))
+        && !keep_clear.iter().any(|k| k.starts_with(&home));
+    fits.then_some(home)
 }
 
 #[cfg(test)]
