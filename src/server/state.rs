@@ -100,13 +100,25 @@ impl Server {
     /// The sandbox's plan for a call (a read, a preview), made off the async workers: it
     /// reads every registry of environments and enumerates the password database (a
     /// directory service, a user's own FUSE home may take long), and the server's other
-    /// requests go on meanwhile (attack 13 L3). `None` when it cannot be made.
-    pub(super) async fn sandbox_plan(&self, ready: &Ready) -> Option<crate::host::sandbox::Plan> {
+    /// requests go on meanwhile (attack 13 L3). `None` when it cannot be made, or not
+    /// within the call's `timeout` (a lookup a stalled file system holds; its thread is
+    /// left to finish: attack 14 L4).
+    pub(super) async fn sandbox_plan(
+        &self,
+        ready: &Ready,
+        timeout: std::time::Duration,
+    ) -> Option<crate::host::sandbox::Plan> {
         let (shared, prefix) = (self.shared.clone(), ready.discovery.prefix.clone());
-        tokio::task::spawn_blocking(move || shared.start.sandbox.get()?.plan(prefix.as_deref()))
-            .await
-            .ok()
-            .flatten()
+        let plan = tokio::task::spawn_blocking(move || {
+            shared.start.sandbox.get()?.plan(prefix.as_deref())
+        });
+        match tokio::time::timeout(timeout, plan).await {
+            Ok(made) => made.ok().flatten(),
+            Err(_) => {
+                tracing::error!("the sandbox's plan was not made within the call's timeout");
+                None
+            }
+        }
     }
 }
 

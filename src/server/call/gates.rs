@@ -341,7 +341,7 @@ impl Server {
                 if sandbox::applies(&call.class, self.shared.config.allow_write)
                     && *sandbox.state() == sandbox::State::Active =>
             {
-                let plan = self.sandbox_plan(ready).await;
+                let plan = self.sandbox_plan(ready, call.timeout).await;
                 if plan.is_none() {
                     tracing::error!("the sandbox could not be prepared for a read-only call");
                     return Err(internal().into());

@@ -49,7 +49,7 @@ impl Server {
             return Err(unbound(&bind::Unbound::NoInterpreter));
         };
         let root = ready.discovery.catalog.root.as_ref();
-        let sandbox = self.preview_sandbox(ready).await?;
+        let sandbox = self.preview_sandbox(ready, call).await?;
         let dry_run = plan::dry_runnable(root, argv)
             && (sandbox.is_some()
                 || policy::classify(
@@ -104,14 +104,18 @@ impl Server {
     /// The read-only sandbox's plan for a preview, when the sandbox is active. Fail
     /// closed, as a read-only call does (`call::gates`): an active sandbox that cannot be
     /// planned previews nothing (the preview ran unsandboxed, attack 13 L1).
-    async fn preview_sandbox(&self, ready: &Ready) -> Result<Option<sandbox::Plan>, Refusal> {
+    async fn preview_sandbox(
+        &self,
+        ready: &Ready,
+        call: &Judged,
+    ) -> Result<Option<sandbox::Plan>, Refusal> {
         let Some(sandbox) = self.shared.start.sandbox.get() else {
             return Ok(None);
         };
         if *sandbox.state() != sandbox::State::Active {
             return Ok(None);
         }
-        match self.sandbox_plan(ready).await {
+        match self.sandbox_plan(ready, call.timeout).await {
             Some(plan) => Ok(Some(plan)),
             None => {
                 tracing::error!("the sandbox could not be prepared for a preview");
