@@ -94,6 +94,7 @@ impl Server {
             start,
             completion: Completion::default(),
             parked: Parking::default(),
+            planning: Arc::new(tokio::sync::Semaphore::new(1)),
             host,
             config,
         });

@@ -35,6 +35,8 @@ pub(super) struct Shared {
     pub(super) completion: Completion,
     /// Plans waiting for a session-less client's confirmation (`--confirm-writes`).
     pub(super) parked: Parking,
+    /// One sandbox plan made at a time ([`Server::sandbox_plan`]).
+    pub(super) planning: Arc<tokio::sync::Semaphore>,
 }
 
 impl Shared {
@@ -102,18 +104,28 @@ impl Server {
     /// directory service, a user's own FUSE home may take long), and the server's other
     /// requests go on meanwhile (attack 13 L3). `None` when it cannot be made, or not
     /// within the call's `timeout` (a lookup a stalled file system holds; its thread is
-    /// left to finish: attack 14 L4).
+    /// left to finish: attack 14 L4). One plan is made at a time, its thread holding the
+    /// permit: a plan stuck in a stalled lookup fails later calls at their timeout
+    /// without a thread each (600 calls behind one filled the blocking pool, which the
+    /// stdio transport shares, and the server answered nothing more: attack 15 A15-1).
     pub(super) async fn sandbox_plan(
         &self,
         ready: &Ready,
         timeout: std::time::Duration,
     ) -> Option<crate::host::sandbox::Plan> {
         let (shared, prefix) = (self.shared.clone(), ready.discovery.prefix.clone());
-        let plan = tokio::task::spawn_blocking(move || {
-            shared.start.sandbox.get()?.plan(prefix.as_deref())
-        });
+        let plan = async {
+            let permit = shared.planning.clone().acquire_owned().await.ok()?;
+            tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                shared.start.sandbox.get()?.plan(prefix.as_deref())
+            })
+            .await
+            .ok()
+            .flatten()
+        };
         match tokio::time::timeout(timeout, plan).await {
-            Ok(made) => made.ok().flatten(),
+            Ok(made) => made,
             Err(_) => {
                 tracing::error!("the sandbox's plan was not made within the call's timeout");
                 None

@@ -717,3 +717,61 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
         }
     }
 }
+
+/// Attack 15 (A15-2): a home inside another user's home (a lab account's home that holds
+/// its members' homes). The outer home's overlay was mounted after the inner home's and
+/// covered it with the raw directory, so conda read the inner user's own sparse 64 GiB
+/// registry and each listing call failed at the memory limit. Outer homes are overlaid
+/// first now, and the inner home's overlay lands on the outer one. The users exist in a
+/// private `/etc/passwd` of the server's own mount namespace.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_home_inside_another_home_is_read_as_the_servers_copy() {
+    use std::os::unix::fs::PermissionsExt;
+    assert!(
+        support::is_root(),
+        "needs root: two users' homes in /etc/passwd"
+    );
+    let conda = support::real_conda();
+    let (server_home, nest) = (home(), home());
+    let outer = nest.path().join("lab");
+    let inner = outer.join("member");
+    std::fs::create_dir_all(inner.join(".conda")).unwrap();
+    for (dir, uid) in [
+        (&outer, 4243),
+        (&inner, 4242),
+        (&inner.join(".conda"), 4242),
+    ] {
+        std::os::unix::fs::chown(dir, Some(uid), Some(uid)).unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(nest.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let registry = std::fs::File::create(inner.join(".conda/environments.txt")).unwrap();
+    registry.set_len(64 << 30).unwrap();
+    let mut users = std::fs::read_to_string("/etc/passwd").unwrap();
+    users.push_str(&format!(
+        "member:x:4242:4242::{}:/bin/sh\n",
+        inner.display()
+    ));
+    users.push_str(&format!("lab:x:4243:4243::{}:/bin/sh\n", outer.display()));
+    let passwd = server_home.path().join("passwd");
+    std::fs::write(&passwd, users).unwrap();
+    let mut command = std::process::Command::new("unshare");
+    command
+        .args(["-m", "--propagation", "private", "--", "sh", "-c"])
+        .arg(r#"mount --bind "$0" /etc/passwd && exec "$@""#)
+        .arg(&passwd)
+        .arg(env!("CARGO_BIN_EXE_ccm"))
+        .env_remove("CONDA_EXE")
+        .env_remove("CCM_LOG")
+        .arg("--conda-exe")
+        .arg(&conda)
+        .args(["--memory-limit", "1GiB", "--timeout", "120"])
+        .env("HOME", server_home.path());
+    let mut s = Session::spawn_initialized(command);
+    assert!(s.sandboxed(), "this claim is about the read-only sandbox");
+    for tool in ["conda_info", "conda_env_list"] {
+        let result = s.call(tool, json!({"json": true}));
+        assert_eq!(structured(&result)["exit_code"], 0, "{tool}: {result}");
+    }
+}

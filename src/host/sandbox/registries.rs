@@ -338,8 +338,23 @@ impl Registries {
                 own: read.own,
             });
         }
+        outer_first(&mut planned);
         Some(planned)
     }
+}
+
+/// The home overlays (with their fallbacks) in mounting order, outer homes first: an
+/// overlay mounted on a home after the overlay of a home inside it covered that one with
+/// the raw directory (a lab account's home that holds its members' homes), and conda read
+/// the inner user's own registry (attack 15 A15-2). An inner home's overlay then lands on
+/// the outer overlay.
+fn outer_first(planned: &mut Planned) {
+    let homes = std::mem::take(&mut planned.homes);
+    let fallbacks = std::mem::take(&mut planned.registries.fallbacks);
+    let mut paired: Vec<_> = homes.into_iter().zip(fallbacks).collect();
+    let depth = |path: &CString| path.as_bytes().iter().filter(|b| **b == b'/').count();
+    paired.sort_by_key(|(home, _)| depth(&home.target));
+    (planned.homes, planned.registries.fallbacks) = paired.into_iter().unzip();
 }
 
 /// Whether another user's `home` gets a home overlay, and where: its canonical path (a
