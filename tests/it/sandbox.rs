@@ -645,25 +645,8 @@ fn real_conda_a_planted_registry_is_read_as_the_servers_bounded_copy() {
             })
         });
         let start = |extra: &[&str]| {
-            let mut command = std::process::Command::new("unshare");
-            command
-                .args(["-m", "--propagation", "private", "--", "sh", "-c"])
-                .arg(
-                    r#"mount --bind "$0" /etc/passwd &&
-                    { [ -z "$MOUNT_HOME" ] || mount --bind "$MOUNT_HOME" "$MOUNT_HOME"; } &&
-                    { [ -z "$NSS" ] || { mount --bind "$NSS/nsswitch.conf" /etc/nsswitch.conf &&
-                        mount --bind "$NSS/extrausers" /var/lib/extrausers; }; } &&
-                    exec "$@""#,
-                )
-                .arg(&passwd)
-                .arg(env!("CARGO_BIN_EXE_ccm"))
-                .env_remove("CONDA_EXE")
-                .env_remove("CCM_LOG")
-                .arg("--conda-exe")
-                .arg(&conda)
-                .args(["--memory-limit", "1GiB", "--timeout", "120"])
-                .args(extra)
-                .env("HOME", home.path());
+            let mut command = private_passwd_server(&passwd, &conda, home.path());
+            command.args(extra);
             // The planter's home a mount point of its own (a per-user volume), in the
             // server's namespace.
             let own_mount = match planted {
@@ -756,22 +739,39 @@ fn real_conda_a_home_inside_another_home_is_read_as_the_servers_copy() {
     users.push_str(&format!("lab:x:4243:4243::{}:/bin/sh\n", outer.display()));
     let passwd = server_home.path().join("passwd");
     std::fs::write(&passwd, users).unwrap();
-    let mut command = std::process::Command::new("unshare");
-    command
-        .args(["-m", "--propagation", "private", "--", "sh", "-c"])
-        .arg(r#"mount --bind "$0" /etc/passwd && exec "$@""#)
-        .arg(&passwd)
-        .arg(env!("CARGO_BIN_EXE_ccm"))
-        .env_remove("CONDA_EXE")
-        .env_remove("CCM_LOG")
-        .arg("--conda-exe")
-        .arg(&conda)
-        .args(["--memory-limit", "1GiB", "--timeout", "120"])
-        .env("HOME", server_home.path());
+    let command = private_passwd_server(&passwd, &conda, server_home.path());
     let mut s = Session::spawn_initialized(command);
     assert!(s.sandboxed(), "this claim is about the read-only sandbox");
     for tool in ["conda_info", "conda_env_list"] {
         let result = s.call(tool, json!({"json": true}));
         assert_eq!(structured(&result)["exit_code"], 0, "{tool}: {result}");
     }
+}
+
+/// A root server for `conda` (memory limit 1 GiB, timeout 120 s) under `home`, in a mount
+/// namespace of its own whose `/etc/passwd` is `passwd`; with `MOUNT_HOME` set, that
+/// directory made a mount point of its own, and with `NSS` set, `$NSS/nsswitch.conf` and
+/// `$NSS/extrausers` in the places of `/etc/nsswitch.conf` and `/var/lib/extrausers`.
+fn private_passwd_server(passwd: &Path, conda: &Path, home: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new("unshare");
+    command
+        .args(["-m", "--propagation", "private", "--", "sh", "-c"])
+        .arg(
+            r#"mount --bind "$0" /etc/passwd &&
+            { [ -z "$MOUNT_HOME" ] || mount --bind "$MOUNT_HOME" "$MOUNT_HOME"; } &&
+            { [ -z "$NSS" ] || { mount --bind "$NSS/nsswitch.conf" /etc/nsswitch.conf &&
+                mount --bind "$NSS/extrausers" /var/lib/extrausers; }; } &&
+            exec "$@""#,
+        )
+        .arg(passwd)
+        .arg(env!("CARGO_BIN_EXE_ccm"))
+        .env_remove("CONDA_EXE")
+        .env_remove("CCM_LOG")
+        .env_remove("MOUNT_HOME")
+        .env_remove("NSS")
+        .arg("--conda-exe")
+        .arg(conda)
+        .args(["--memory-limit", "1GiB", "--timeout", "120"])
+        .env("HOME", home);
+    command
 }
