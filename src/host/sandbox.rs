@@ -57,6 +57,7 @@ use crate::host::platform;
 use crate::tools::policy::Classification;
 
 mod areas;
+pub(crate) use areas::of_this_namespace;
 pub mod bound;
 mod plan;
 mod probe;

@@ -197,6 +197,10 @@ impl Server {
                 if !path.is_dir() {
                     return Err(invalid_options());
                 }
+                if !crate::host::sandbox::of_this_namespace(&path) {
+                    let text = gates::FOREIGN_WORKDIR;
+                    return Err(Refusal::Arguments(invalid_params(text)));
+                }
                 Some(path)
             }
         };

@@ -33,6 +33,8 @@ mod devices;
 mod discovery;
 /// Agent fit: descriptions that earn their bytes, one form per option (pure).
 mod fit;
+/// A working directory on a mount of another mount namespace is refused (attack 16).
+mod foreign_mounts;
 /// House rules: the layer order of `src/`, files and functions that fit one sitting.
 mod house;
 /// `ccm --http`: authentication, methods and paths, sessions, the Python SDK over HTTP.

@@ -33,6 +33,11 @@ pub fn plain_os_error(error: &std::io::Error) -> String {
             libc::EISDIR => Some("it is a directory"),
             libc::ENOMEM | libc::EAGAIN => Some("the system is out of memory or processes"),
             libc::EMFILE | libc::ENFILE => Some("too many open files"),
+            // mount.rs `working_directory_walled`: the sandbox does not cover the directory.
+            libc::EXDEV => Some(
+                "its working directory lies on a mount the sandbox does not cover (a mount of \
+                 another mount namespace)",
+            ),
             _ => None,
         };
         if let Some(words) = words {

@@ -256,6 +256,28 @@ pub(super) fn mount_points() -> Vec<PathBuf> {
     points(&std::fs::read("/proc/self/mountinfo").unwrap_or_default())
 }
 
+/// Whether the directory `path` leads to is a mount of this process's own mount
+/// namespace: its mount ID (`statx`) is one of `/proc/self/mountinfo`'s (field 1). A
+/// directory reached through `/proc/<pid>/root` of a process in another mount namespace
+/// (a container, a service's private `/tmp`, another call's tmpfs) is not, and no
+/// sandbox made from this namespace covers it (attack 16). `false` when `path` cannot be
+/// looked at; `true` on a kernel without mount IDs (before 5.8: the child's own check,
+/// `mount::working_directory_walled`, still holds).
+pub(crate) fn of_this_namespace(path: &Path) -> bool {
+    use rustix::fs::{AtFlags, CWD, StatxFlags, statx};
+    let Ok(stat) = statx(CWD, path, AtFlags::empty(), StatxFlags::MNT_ID) else {
+        return false;
+    };
+    if !StatxFlags::from_bits_retain(stat.stx_mask).contains(StatxFlags::MNT_ID) {
+        return true;
+    }
+    let id = stat.stx_mnt_id.to_string();
+    let text = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
+    text.split(|b| *b == b'\n')
+        .filter_map(|line| line.split(|b| *b == b' ').next())
+        .any(|field| field == id.as_bytes())
+}
+
 /// The mount points of a mountinfo text.
 pub(super) fn points(text: &[u8]) -> Vec<PathBuf> {
     use std::os::unix::ffi::OsStringExt;

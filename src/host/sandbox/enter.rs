@@ -174,6 +174,7 @@ fn enter(plan: &Prepared, parent: Option<rustix::fd::BorrowedFd<'_>>) -> std::io
         _ => {}
     }
     drop(proc);
+    super::mount::working_directory_walled()?;
     super::dev::detach_terminal();
     drop_privileges()?;
     if let Some(scope) = &plan.scope {

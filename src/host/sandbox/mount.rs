@@ -115,3 +115,20 @@ fn over(source: &CStr, dir: &rustix::fd::OwnedFd, name: &CStr) -> rustix::io::Re
         MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
     )
 }
+
+/// Refuse (`EXDEV`) a working directory that the namespace's recursive read-only
+/// remount did not reach. The child enters its working directory as the server, before
+/// its namespaces exist (`chdir` runs before the `pre_exec` hooks); a directory entered
+/// through `/proc/<pid>/root` of a process in another mount namespace (a container, a
+/// service's private `/tmp`, another call's tmpfs) is a mount of that namespace, which
+/// no remount of this one changes: writable, devices and all. Every mount of the child's
+/// own tree is read-only and `nodev` by now. Only system calls.
+pub(super) fn working_directory_walled() -> std::io::Result<()> {
+    use rustix::fs::StatVfsMountFlags as Flags;
+    let flags = rustix::fs::statvfs(c".")?.f_flag;
+    if flags.contains(Flags::RDONLY | Flags::NODEV) {
+        Ok(())
+    } else {
+        Err(rustix::io::Errno::XDEV.into())
+    }
+}

@@ -172,8 +172,14 @@ pub(super) fn enter(walls: &Walls) -> std::io::Result<()> {
     )?;
     attach(&opened, &mut clones)?;
     drop(opened);
-    if let (Some(cwd), Some(here)) = (&walls.cwd, here) {
-        enter_again(cwd, here);
+    let entered = match (&walls.cwd, here) {
+        (Some(cwd), Some(here)) => enter_again(cwd, here),
+        _ => false,
+    };
+    // Not re-entered through a place: the directory must be one of this tree's mounts,
+    // all read-only now (a directory of another mount namespace is not).
+    if !entered {
+        super::mount::working_directory_walled()?;
     }
     super::dev::detach_terminal();
     super::enter::drop_privileges()
@@ -235,18 +241,17 @@ fn open_place(place: &Place) -> std::io::Result<rustix::fd::OwnedFd> {
 
 /// Enter `cwd` again (without following a symlink) when it is still the directory `here`
 /// (device, inode) the child started in: its path now leads through the writable mount
-/// of a place. Otherwise the child stays where it is (writes there fail). Only system
-/// calls.
-fn enter_again(cwd: &std::ffi::CStr, here: (u64, u64)) {
+/// of a place. Otherwise the child stays where it is (writes there fail). Whether it
+/// entered again. Only system calls.
+fn enter_again(cwd: &std::ffi::CStr, here: (u64, u64)) -> bool {
     use rustix::fs::{CWD, Mode, OFlags, ResolveFlags, openat2};
     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
     let Ok(fd) = openat2(CWD, cwd, flags, Mode::empty(), resolve) else {
-        return;
+        return false;
     };
-    if let Ok(stat) = rustix::fs::fstat(&fd)
-        && (stat.st_dev, stat.st_ino) == here
-    {
-        let _ = rustix::process::fchdir(&fd);
+    match rustix::fs::fstat(&fd) {
+        Ok(stat) if (stat.st_dev, stat.st_ino) == here => rustix::process::fchdir(&fd).is_ok(),
+        _ => false,
     }
 }

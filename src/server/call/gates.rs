@@ -29,6 +29,9 @@ pub(super) const NOT_SELECTED: &str =
 /// client's roots (never the path).
 pub(super) const OUTSIDE_ROOTS: &str =
     "The working directory is not an existing directory inside the client's roots";
+/// The refusal of a working directory on a mount of another mount namespace (never the
+/// path): no sandbox made from the server's namespace would cover it (attack 16).
+pub(crate) const FOREIGN_WORKDIR: &str = "The working directory lies on a mount of another mount namespace (such as one reached through /proc/PID/root); name a directory of the server's own";
 /// The refusal of a path outside `--allow-paths` (never the path).
 pub(super) const OUTSIDE_ALLOWED: &str =
     "Operation names a path outside the allowed directories (see --allow-paths)";
@@ -201,6 +204,12 @@ impl Server {
                 }
             }
         };
+        if resolved
+            .as_deref()
+            .is_some_and(|dir| !crate::host::sandbox::of_this_namespace(dir))
+        {
+            return Err(ErrorData::invalid_params(FOREIGN_WORKDIR, None).into());
+        }
         call.workdir = Workdir::Resolved(resolved);
         Ok(())
     }
