@@ -58,6 +58,9 @@ pub(crate) struct Plan {
     /// The target prefix conda resolved.
     #[serde(default)]
     pub prefix: Option<String>,
+    /// What the target was (`program/plan.py` `_state`): the run stops when it changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_state: Option<String>,
     /// Whether the plan binds the packages (a dry run) or not (inspect).
     #[serde(default)]
     pub packages: bool,

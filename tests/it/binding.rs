@@ -457,6 +457,10 @@ enum Attack {
     Rebuilt,
     /// The other channel prepended to the condarc's channels.
     Condarc,
+    /// `create` over a plain project directory, made an environment while the question
+    /// is open (an empty `conda-meta/history`): conda would delete the directory whole
+    /// before installing (attack 17 A17-3).
+    BecameEnvironment,
 }
 
 impl Attack {
@@ -494,6 +498,17 @@ impl Attack {
                 let what = "package barpkg to install: md5 changed from ".to_owned();
                 ("conda_create", args, what)
             }
+            Attack::BecameEnvironment => {
+                let project = real.path("project");
+                std::fs::write(project.join("keep.txt"), "the agent's sources\n").unwrap();
+                let args = json!({"prefix": project, "packages": ["barpkg"], "yes": true});
+                let what = format!(
+                    "the target {} was a directory that is not an environment when the \
+                     question was asked and is an environment now",
+                    project.display()
+                );
+                ("conda_create", args, what)
+            }
             Attack::Condarc => {
                 let args = json!({"prefix": prefix, "packages": ["barpkg"]});
                 let what = format!(
@@ -519,6 +534,11 @@ impl Attack {
             }
             Attack::Rebuilt => real.channel("conda-forge", "barpkg=1.0", Some("rebuilt\n")),
             Attack::Condarc => real.condarc(&["other", "conda-forge"]),
+            Attack::BecameEnvironment => {
+                let meta = real.path("project/conda-meta");
+                std::fs::create_dir_all(&meta).unwrap();
+                std::fs::write(meta.join("history"), "").unwrap();
+            }
         }
     }
 }
@@ -539,6 +559,7 @@ fn real_conda_a_plan_changed_while_the_question_is_open_installs_nothing() {
             Attack::SpecFile,
             Attack::Rebuilt,
             Attack::Condarc,
+            Attack::BecameEnvironment,
         ] {
             let context = format!("{revision:?} {attack:?}");
             real.condarc(&["conda-forge"]);
@@ -555,6 +576,15 @@ fn real_conda_a_plan_changed_while_the_question_is_open_installs_nothing() {
             assert_changed(&result, &what, &context);
             assert_eq!(real.installed("env"), Vec::<Value>::new(), "{context}");
             assert_eq!(real.marks(), Vec::<String>::new(), "{context}");
+            if let Attack::BecameEnvironment = attack {
+                let kept = real.path("project/keep.txt");
+                assert!(
+                    kept.exists(),
+                    "{context}: the project directory was deleted"
+                );
+                assert_eq!(real.installed("project"), Vec::<Value>::new(), "{context}");
+                std::fs::remove_dir_all(real.path("project/conda-meta")).unwrap();
+            }
         }
     }
 }

@@ -48,6 +48,7 @@ class Preview:
 
         self.document["configuration"] = configuration(context)
         self.document["prefix"] = _target(context)
+        self.document["target_state"] = _state(_target(context))
         self.document["command"] = getattr(args, "func", None)
         written = config_file(args, context)
         self.document["writes"] = written and _real(written)
@@ -129,6 +130,20 @@ def _target(context):
         return None
 
 
+def _state(prefix):
+    """What the target is: an environment (conda's test, `PrefixData.is_environment`:
+    `conda-meta/history` is a file), another directory, another file, or absent. `create`
+    deletes an environment at its target before it installs (conda/cli/main_create.py:
+    198 `rm_rf(context.target_prefix)`), and keeps a plain directory's files (:199)."""
+    if prefix is None:
+        return None
+    if os.path.isfile(os.path.join(prefix, "conda-meta", "history")):
+        return "an environment"
+    if os.path.isdir(prefix):
+        return "a directory that is not an environment"
+    return "another file" if os.path.lexists(prefix) else "absent"
+
+
 def _installed(prefix):
     try:
         from conda.core.prefix_data import PrefixData
@@ -187,6 +202,7 @@ class Run:
                     self.plan.get("prefix"), _target(context)
                 )
             )
+        self.check_target_state(context)
         self.args = args
         self.check_paths(context)
         values, is_list = input_files(args)
@@ -267,6 +283,15 @@ class Run:
         changed = difference(shown[index], now)
         if changed:
             raise Changed(changed)
+
+    def check_target_state(self, context):
+        """The target is what it was when the question was asked: a directory made an
+        environment meanwhile would be deleted whole by `create` (attack 17 A17-3)."""
+        target = _target(context)
+        was, now = self.plan.get("target_state"), _state(target)
+        if was != now:
+            asked = f"{was} when the question was asked"
+            raise Changed(f"the target {target} was {asked} and is {now} now")
 
     def check_paths(self, context):
         """Every path of the call leads where it did at preview time (see check_paths)."""
