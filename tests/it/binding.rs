@@ -363,7 +363,7 @@ impl Real {
     }
 
     /// Build (or rebuild, and index anew) a package in a local channel.
-    fn channel(&self, name: &str, package: &str, payload: Option<&str>) {
+    pub(crate) fn channel(&self, name: &str, package: &str, payload: Option<&str>) {
         let mut command = std::process::Command::new(support::python());
         command
             .arg(support::repo().join("tests/fixtures/make_channel.py"))

@@ -9,6 +9,8 @@ mod argv;
 mod audit;
 /// `--confirm-writes`: the confirmed plan is what runs; the question shows what decides it.
 mod binding;
+/// A confirmed run checks the hash of every package it fetches (attack 17 A17-4).
+mod binding_hashes;
 /// The write bound's walls: metadata, devices, hard links, sockets, signals, TMPDIR (real conda).
 mod bound_walls;
 /// Caches by trust domain: what a sandboxed call writes, no later write trusts (real conda).

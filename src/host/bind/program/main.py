@@ -27,10 +27,12 @@ def install(state):
 
     cls._get_pfe = _get_pfe
     if isinstance(state.mode, Run):
-        # conda checks the hash of what it downloads (conda/gateways/connection/download.py:
-        # 204-230) but copies a package from a file:// channel into the package cache
-        # unchecked (conda/core/path_actions.py:1353-1405, `_execute_local`): the run checks
-        # that copy against its record before it is extracted.
+        # conda checks what it downloads against a hash only where the record carries one
+        # (conda/gateways/connection/download.py:204-230) and copies a package from a
+        # file:// channel into the package cache unchecked (conda/core/path_actions.py:
+        # 1353-1405, `_execute_local`): the run checks every fetched file against its
+        # record before it is extracted, and stops on a record without a hash (an http
+        # package swapped while the question was open installed: attack 17 A17-4).
         from conda.core import path_actions
 
         fetch = path_actions.CacheUrlAction
@@ -38,8 +40,7 @@ def install(state):
 
         def execute(self, *args, **kwargs):
             result = fetched(self, *args, **kwargs)
-            if str(self.url).startswith("file:/"):
-                state.check(lambda: verify_copy(self))
+            state.check(lambda: verify_copy(self))
             return result
 
         fetch.execute = execute
@@ -103,7 +104,8 @@ def _envs_dir_as_outside():
 
 
 def verify_copy(action):
-    """The package file copied from a local channel is the one its record names."""
+    """The package file fetched (downloaded, or copied from a local channel) is the one
+    its record names."""
     algorithm, expected = ("sha256", action.sha256) if action.sha256 else ("md5", action.md5)
     path = action.target_full_path
     if not expected:
