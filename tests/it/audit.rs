@@ -304,7 +304,7 @@ fn query_string_credentials_are_redacted_in_the_log() {
     let argv: Vec<String> = serde_json::from_value(entries[0]["argv"].clone()).unwrap();
     assert!(
         argv.contains(
-            &"--channel=https://[redacted]@h.invalid/c?Access_Token=[redacted]&X-Amz-Signature=[redacted];x-api-key=[redacted]&page=2"
+            &"--channel=https://[redacted]@h.invalid/c?Access_Token=[redacted]&X-Amz-Signature=[redacted]&page=2"
                 .to_owned()
         ),
         "{argv:?}"

@@ -176,12 +176,14 @@ fn parameter_shown(parameter: &str) -> String {
 }
 
 /// The parameters of a query, each with the separator before it (`&` for the first).
+/// Only `&` separates (Python's `parse_qsl` since 3.10, what conda's requests use): a
+/// `;` is part of a value, hidden with it (attack 17 A17-5: `?token=ab;cd` showed `cd`).
 fn parameters(query: &str) -> Vec<(char, &str)> {
     let mut out = Vec::new();
     let mut separator = '&';
     let mut rest = query;
     loop {
-        match rest.find(['&', ';']) {
+        match rest.find('&') {
             Some(at) => {
                 out.push((separator, &rest[..at]));
                 separator = rest[at..].chars().next().unwrap_or('&');
@@ -309,6 +311,13 @@ fn secret_assignment(word: &str) -> Option<&str> {
 /// path segments, query parameters, fragments); a whole `NAME=VALUE` naming a secret hidden after its `=`; an argument of
 /// several words judged word by word ([`words`]).
 fn scrub(token: &str) -> String {
+    // One word naming a secret is one value, whatever it holds (a password with `&`
+    // showed its tail: attack 17 A17-5); several words are judged word by word.
+    if let Some(name) = secret_assignment(token)
+        && !token.contains(char::is_whitespace)
+    {
+        return format!("{name}={REDACTED}");
+    }
     let token = query_secrets(&url::unnamed(token));
     match secret_assignment(&token) {
         Some(name)

@@ -145,14 +145,15 @@ fn query_parameters_named_like_secrets_are_hidden() {
             "https://h.example/c?token=abc123",
             "https://h.example/c?token=[redacted]",
         ),
-        // Any case; prefixes and suffixes; `&` and `;` separators; other parameters stay.
+        // Any case; prefixes and suffixes; `&` separates (a `;` belongs to the value, hidden
+        // with it); other parameters stay.
         (
             "https://s3.example/c/repodata.json?X-Amz-Algorithm=AWS4&X-Amz-Credential=AKIA%2F1&X-Amz-Signature=f00d&X-Amz-Security-Token=zz",
             "https://s3.example/c/repodata.json?X-Amz-Algorithm=AWS4&X-Amz-Credential=[redacted]&X-Amz-Signature=[redacted]&X-Amz-Security-Token=[redacted]",
         ),
         (
             "https://blob.example/c?sv=2020&sig=AbC%3D;se=2030&x-api-key=K1",
-            "https://blob.example/c?sv=2020&sig=[redacted];se=2030&x-api-key=[redacted]",
+            "https://blob.example/c?sv=2020&sig=[redacted]&x-api-key=[redacted]",
         ),
         (
             "https://h/c?API_KEY=1&Access_Token=2&client_secret=3&password=4&auth=5&apikey=6&keep=7",
@@ -195,6 +196,34 @@ fn query_parameters_named_like_secrets_are_hidden() {
     }
     // An empty value stays empty; a name without a value is no secret.
     assert_eq!(one("https://h/c?token=&key"), "https://h/c?token=&key");
+}
+
+/// Attack 17 A17-5: a secret's tail after `&` (a `NAME=VALUE` argument), after the
+/// first `@` of a password (conda splits userinfo at the last), after a `;` in a query
+/// value.
+#[test]
+fn a_secret_with_separators_inside_is_hidden_whole() {
+    for (given, expected) in [
+        ("DB_PASSWORD=Xy7&k9Lm!q", "DB_PASSWORD=[redacted]"),
+        ("MY_TOKEN=a;b|c", "MY_TOKEN=[redacted]"),
+        (
+            "https://bob:p@ss@w0rd@h.example/c",
+            "https://[redacted]@h.example/c",
+        ),
+        (
+            "--channel=https://u:a@b@h/c/t/tk-1/x",
+            "--channel=https://[redacted]@h/c/t/[redacted]/x",
+        ),
+        (
+            "https://h/c?token=ab;cd&page=2",
+            "https://h/c?token=[redacted]&page=2",
+        ),
+        // An `@` after the authority is the path's, not the password's.
+        ("https://h/c/pkg@1.0", "https://h/c/pkg@1.0"),
+    ] {
+        let out = one(given);
+        assert_eq!(out, expected, "{given}");
+    }
 }
 
 #[test]

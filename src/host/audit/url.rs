@@ -115,8 +115,8 @@ fn holds_uuid(text: &str) -> bool {
 pub(super) fn userinfo(token: &str) -> String {
     let mut out = String::with_capacity(token.len());
     let mut rest = token;
-    while let Some(at) = rest.find('@') {
-        let head = &rest[..at];
+    while let Some(first) = rest.find('@') {
+        let head = &rest[..first];
         let start = [
             head.rfind("://").map(|i| i + 3),
             head.rfind([' ', '\t', '/', '"', '\'']).map(|i| i + 1),
@@ -125,8 +125,19 @@ pub(super) fn userinfo(token: &str) -> String {
         .flatten()
         .max()
         .unwrap_or(0);
-        let info = &head[start..];
         let scheme = head[..start].ends_with("://");
+        // After a scheme, the userinfo runs to the authority's last `@` (a password may
+        // hold `@`; conda splits at the last one: attack 17 A17-5).
+        let at = if scheme {
+            let authority = rest[start..]
+                .find(['/', '?', '#', ' ', '\t', '"', '\''])
+                .map_or(rest.len(), |i| start + i);
+            rest[..authority].rfind('@').unwrap_or(first)
+        } else {
+            first
+        };
+        let head = &rest[..at];
+        let info = &head[start..];
         if !info.is_empty() && (scheme || info.contains(':')) {
             out.push_str(&head[..start]);
             out.push_str(REDACTED);
