@@ -311,13 +311,6 @@ fn secret_assignment(word: &str) -> Option<&str> {
 /// path segments, query parameters, fragments); a whole `NAME=VALUE` naming a secret hidden after its `=`; an argument of
 /// several words judged word by word ([`words`]).
 fn scrub(token: &str) -> String {
-    // One word naming a secret is one value, whatever it holds (a password with `&`
-    // showed its tail: attack 17 A17-5); several words are judged word by word.
-    if let Some(name) = secret_assignment(token)
-        && !token.contains(char::is_whitespace)
-    {
-        return format!("{name}={REDACTED}");
-    }
     let token = query_secrets(&url::unnamed(token));
     match secret_assignment(&token) {
         Some(name)

@@ -198,14 +198,17 @@ fn query_parameters_named_like_secrets_are_hidden() {
     assert_eq!(one("https://h/c?token=&key"), "https://h/c?token=&key");
 }
 
-/// Attack 17 A17-5: a secret's tail after `&` (a `NAME=VALUE` argument), after the
-/// first `@` of a password (conda splits userinfo at the last), after a `;` in a query
-/// value.
+/// Attack 17 A17-5: a secret's tail after the first `@` of a password (conda splits
+/// userinfo at the last), after a `;` in a query value. A `NAME=VALUE` word whose value
+/// holds shell punctuation is judged as shell: what follows the punctuation is shown,
+/// as it may be a command (attack 18 A18-5: hiding it whole hid `;echo …` from the log).
 #[test]
 fn a_secret_with_separators_inside_is_hidden_whole() {
     for (given, expected) in [
-        ("DB_PASSWORD=Xy7&k9Lm!q", "DB_PASSWORD=[redacted]"),
-        ("MY_TOKEN=a;b|c", "MY_TOKEN=[redacted]"),
+        (
+            "DB_PASSWORD=x;echo${IFS}HIDDEN",
+            "DB_PASSWORD=[redacted];echo${IFS}HIDDEN",
+        ),
         (
             "https://bob:p@ss@w0rd@h.example/c",
             "https://[redacted]@h.example/c",
