@@ -57,7 +57,7 @@ use crate::host::platform;
 use crate::tools::policy::Classification;
 
 mod areas;
-pub(crate) use areas::of_this_namespace;
+pub(crate) use areas::{of_this_namespace, open_own_directory};
 pub mod bound;
 mod plan;
 mod probe;

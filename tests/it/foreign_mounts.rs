@@ -11,6 +11,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -23,14 +24,19 @@ struct Other(Child);
 
 impl Other {
     fn start() -> Other {
+        Other::running(&["sleep", "600"])
+    }
+
+    /// `program` in a mount namespace of its own.
+    fn running(program: &[&str]) -> Other {
         let flags: &[&str] = if support::is_root() {
             &["-m", "--propagation", "private"]
         } else {
-            &["-Urm"]
+            &["-Urm", "--propagation", "private"]
         };
         let child = Command::new("unshare")
             .args(flags)
-            .args(["sleep", "600"])
+            .args(program)
             .spawn()
             .expect("unshare");
         let other = Other(child);
@@ -147,4 +153,65 @@ fn a_working_directory_in_another_mount_namespace_is_refused() {
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_working_directory_in_another_mount_namespace_is_refused() {
     check(&support::real_conda());
+}
+
+/// The directory a bounded write judged, swapped after the last check (the debug-build
+/// hold) for a symlink to a directory of another mount namespace whose mount is itself
+/// read-only and `nodev` (its `..` climbs that namespace's writable mounts): the child
+/// never starts there (attack 18 A18-1: by path it did, and its link script changed the
+/// mode of a file outside its places).
+#[test]
+fn a_working_directory_swapped_after_the_check_is_not_entered() {
+    let home = home();
+    let (proj, foreign_dir, hold) = (
+        home.path().join("proj"),
+        home.path().join("foreign"),
+        home.path().join("hold"),
+    );
+    for dir in [&proj, &foreign_dir.join("mnt"), &hold] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let mnt = foreign_dir.join("mnt");
+    let script = format!(
+        "mount -t tmpfs -o nodev tmpfs {m} && mkdir {m}/x && mount -o remount,ro,nodev {m} \
+         && touch {ready} && exec sleep 600",
+        m = mnt.display(),
+        ready = foreign_dir.join("ready").display()
+    );
+    let other = Other::running(&["sh", "-c", &script]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !foreign_dir.join("ready").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the other namespace's mount was not made"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let target = other.through(&mnt.join("x"));
+    let allowed = format!("--allow-paths={}", home.path().display());
+    let args = crate::kit::classify::with(&crate::kit::classify::BEHAVE_WRITE, &[&allowed]);
+    let env = [
+        ("HOME", home.path().to_str().unwrap()),
+        ("CCM_TEST_HOLD_BOUNDED_WRITES", hold.to_str().unwrap()),
+    ];
+    let mut s = Session::start_with(&support::fixture().conda, &args, &env);
+    let arguments = json!({"cwd": true, "ccm_cwd": proj});
+    let id = s.send(
+        "tools/call",
+        json!({"name": "conda_behave", "arguments": arguments}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !hold.join("held").exists() {
+        assert!(Instant::now() < deadline, "the call was never held");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::rename(&proj, proj.with_extension("old")).unwrap();
+    std::os::unix::fs::symlink(&target, &proj).unwrap();
+    std::fs::write(hold.join("go"), b"").unwrap();
+    let response = s.wait(id, Duration::from_secs(120)).expect("no response");
+    assert_eq!(response["error"]["code"], -32603, "{response}");
+    assert_eq!(
+        response["error"]["message"], "conda could not be started",
+        "{response}"
+    );
 }

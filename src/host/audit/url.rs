@@ -179,6 +179,25 @@ pub(super) fn unnamed(text: &str) -> String {
 mod tests {
     use super::*;
 
+    /// After a scheme, userinfo runs to the authority's last `@`, as conda splits it
+    /// (attack 17 A17-5: a password holding `@` showed its tail); a path's `@` stays.
+    #[test]
+    fn a_password_holding_an_at_sign_is_hidden_whole() {
+        for (given, expected) in [
+            (
+                "https://bob:p@ss@w0rd@h.example/c",
+                "https://[redacted]@h.example/c",
+            ),
+            (
+                "--channel=https://u:a@b@h/c",
+                "--channel=https://[redacted]@h/c",
+            ),
+            ("https://h/c/pkg@1.0", "https://h/c/pkg@1.0"),
+        ] {
+            assert_eq!(userinfo(given), expected, "{given}");
+        }
+    }
+
     #[test]
     fn the_shape_of_a_credential() {
         for secret in [

@@ -72,6 +72,13 @@ pub(super) fn start(
 ) -> std::io::Result<(Child, Arc<limits::Prepared>)> {
     not_a_script_or_binary(&spec.program)?;
     let spec_uses_terminal = terminal.is_some();
+    // Opened before anything needs undoing (the cgroup below).
+    let own_dir = match &spec.cwd {
+        Some(cwd) if spec.sandbox.is_some() || spec.write_bound.is_some() => {
+            Some(crate::host::sandbox::open_own_directory(cwd)?)
+        }
+        _ => None,
+    };
     let prepared = Arc::new(spec.limits.prepare());
     let mut command = Command::new(&spec.program);
     command
@@ -86,7 +93,7 @@ pub(super) fn start(
         .kill_on_drop(true);
     command.process_group(0);
     if let Some(cwd) = &spec.cwd {
-        command.current_dir(cwd);
+        enter(&mut command, cwd, own_dir);
     }
     for name in &spec.env_remove {
         command.env_remove(name);
@@ -125,6 +132,24 @@ pub(super) fn start(
             }
             Err(error)
         }
+    }
+}
+
+/// Give the child its working directory. A sandboxed or walled child enters `own_dir`,
+/// the directory the server opened and found on a mount of its own namespace
+/// ([`crate::host::sandbox::open_own_directory`]; `fchdir`, first of its hooks; the
+/// namespace then moves it to its copy of that mount): by path, a symlink swapped after
+/// the server's look (to `/proc/<pid>/root/…` of a process in another mount namespace,
+/// whose mounts no sandbox of this one covers) led the child there (attacks 16 A16-1 and
+/// 18 A18-1).
+fn enter(command: &mut Command, cwd: &std::path::Path, own_dir: Option<std::os::fd::OwnedFd>) {
+    let Some(dir) = own_dir else {
+        command.current_dir(cwd);
+        return;
+    };
+    // SAFETY: the hook only calls fchdir(2) on a descriptor opened before the fork.
+    unsafe {
+        command.pre_exec(move || rustix::process::fchdir(&dir).map_err(Into::into));
     }
 }
 

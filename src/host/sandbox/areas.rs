@@ -264,18 +264,33 @@ pub(super) fn mount_points() -> Vec<PathBuf> {
 /// looked at; `true` on a kernel without mount IDs (before 5.8: the child's own check,
 /// `mount::working_directory_walled`, still holds).
 pub(crate) fn of_this_namespace(path: &Path) -> bool {
-    use rustix::fs::{AtFlags, CWD, StatxFlags, statx};
-    let Ok(stat) = statx(CWD, path, AtFlags::empty(), StatxFlags::MNT_ID) else {
-        return false;
-    };
+    open_own_directory(path).is_ok()
+}
+
+/// The directory `path` leads to, opened (`O_PATH`), when it is a mount of this
+/// process's own mount namespace (see [`of_this_namespace`]); `EXDEV` when it is not. A
+/// child that enters its working directory through this descriptor enters what was
+/// judged, whatever the path leads to by then (attack 18 A18-1: a symlink swapped for
+/// one to `/proc/<pid>/root/…` after the server's look).
+pub(crate) fn open_own_directory(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{AtFlags, Mode, OFlags, StatxFlags, open, statx};
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let fd = open(path, flags, Mode::empty())?;
+    let stat = statx(&fd, "", AtFlags::EMPTY_PATH, StatxFlags::MNT_ID)?;
     if !StatxFlags::from_bits_retain(stat.stx_mask).contains(StatxFlags::MNT_ID) {
-        return true;
+        return Ok(fd);
     }
     let id = stat.stx_mnt_id.to_string();
-    let text = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
-    text.split(|b| *b == b'\n')
+    let text = std::fs::read("/proc/self/mountinfo")?;
+    let own = text
+        .split(|b| *b == b'\n')
         .filter_map(|line| line.split(|b| *b == b' ').next())
-        .any(|field| field == id.as_bytes())
+        .any(|field| field == id.as_bytes());
+    if own {
+        Ok(fd)
+    } else {
+        Err(rustix::io::Errno::XDEV.into())
+    }
 }
 
 /// The mount points of a mountinfo text.
