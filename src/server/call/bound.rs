@@ -36,12 +36,6 @@ const UNCHECKED: &str = "Operation may write a place that could not be made free
 /// where the operator's scope does not contain it.
 const ROOT_PREFIX: &str = "Operation would write conda's root prefix or the home directory, \
                            which the operator's scope does not contain";
-/// The refusal of a `--write-envs` write whose new target's parent directory does not
-/// exist: the bound would grant the nearest existing directory whole (attack 17 A17-2:
-/// the home directory, for a scope `HOME/envs/proj` before `envs/` existed).
-const NO_PARENT: &str = "Operation's target environment lies in a directory that does not \
-                         exist yet, which the operator's scope does not contain (make that \
-                         directory first)";
 
 /// The refusal of a bounded write on a kernel that lets anyone hard-link any file they
 /// can name (`fs.protected_hardlinks` off): a link planted during the run could lead it
@@ -176,14 +170,6 @@ impl Server {
         root: Option<&std::path::Path>,
         scoped: bool,
     ) -> Result<(), Refusal> {
-        let parentless = |t: &PathBuf| {
-            std::fs::symlink_metadata(t).is_err()
-                && t.parent()
-                    .is_none_or(|p| !std::fs::metadata(p).is_ok_and(|m| m.is_dir()))
-        };
-        if scoped && call.targets.iter().any(parentless) {
-            return Err(refuse::policy(refuse::Reason::OutsideWriteEnvs, NO_PARENT));
-        }
         let Some(root) = root else {
             return Ok(());
         };
