@@ -30,9 +30,14 @@ struct Setup {
 
 impl Setup {
     fn new() -> Setup {
+        Setup::with_outside("outside")
+    }
+
+    /// The files the link scripts aim at in `outside` (relative to the setup).
+    fn with_outside(outside: &str) -> Setup {
         let real = Real::new();
         let project = std::fs::canonicalize(real.path("project")).unwrap();
-        let outside = real.path("outside");
+        let outside = real.path(outside);
         std::fs::create_dir_all(&outside).unwrap();
         let outside = std::fs::canonicalize(outside).unwrap();
         for name in ["plain", "victim", "bashrc"] {
@@ -195,6 +200,8 @@ fn real_conda_link_scripts_are_walled_in() {
         "link_outside_into_env",
         "signal_outside",
         "unix_connect_outside",
+        "remove_outside",
+        "rename_outside",
     ] {
         assert_ne!(report[attempt], "ok", "{attempt}: {report}");
     }
@@ -220,6 +227,48 @@ fn real_conda_link_scripts_are_walled_in() {
     );
     assert_eq!(report["write_tmpdir"], "ok", "{report}");
     assert!(!tmpdir.exists(), "the run's TMPDIR outlived it: {report}");
+}
+
+/// A new environment's link script writes beside it (attack 17 A17-1, A17-2): under
+/// `--write-envs DIR/envs/proj-x`, the probe's post-link aims at `DIR/envs/other`, an
+/// environment out of the scope beside the new one (the bound granted the new target's
+/// nearest existing directory, `DIR/envs`, whole); under `--write-envs
+/// OUTSIDE/new/envs/proj` before `OUTSIDE/new` existed, at `OUTSIDE` itself (the nearest
+/// existing directory). Each create succeeds, no file there changes (bytes, mode, owner,
+/// time), and nothing beside the new environment can be removed or renamed.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_new_environment_writes_nothing_beside_it() {
+    let setup = Setup::with_outside("project/envs/other");
+    let envs = setup.project.join("envs");
+    let (new, deep) = (envs.join("proj-x"), setup.outside.join("new/envs/proj"));
+    let scope = format!("{},{}", new.display(), deep.display());
+    let before = setup.outside_files();
+    let mut server = setup
+        .real
+        .server_with(REVISION, &["--allow-write", "--write-envs", &scope]);
+    for target in [&new, &deep] {
+        let mut arguments = setup.arguments(&["probe"]);
+        arguments["prefix"] = json!(target);
+        let created = server.unasked("conda_create", arguments);
+        assert_eq!(created["isError"], false, "{created}");
+        let report: Value =
+            serde_json::from_slice(&std::fs::read(target.join("report.json")).unwrap()).unwrap();
+        for attempt in [
+            "write_outside",
+            "chmod_outside",
+            "utime_outside",
+            "remove_outside",
+            "rename_outside",
+        ] {
+            assert_ne!(
+                report[attempt], "ok",
+                "{attempt} beside {target:?}: {report}"
+            );
+        }
+        assert_eq!(setup.outside_files(), before, "beside {target:?}: {report}");
+    }
+    assert!(setup.outside.join("new/envs").is_dir());
 }
 
 /// The agent hard-links its environment's `bin/evilcmd` to a file outside (the user's

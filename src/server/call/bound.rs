@@ -85,6 +85,9 @@ impl Server {
             let reason = refuse::Reason::LinksUnprotected;
             return Err(refuse::policy(reason, LINKS_UNPROTECTED));
         }
+        if scoped {
+            make_parents(call)?;
+        }
         let mut inputs = sandbox::Inputs::from_process();
         let mut setup = match self.shared.start.sandbox.get() {
             Some(sandbox) => sandbox.bound_setup(),
@@ -284,6 +287,29 @@ fn make_envs_dirs(ready: &Ready, call: &Judged, narrow: bool) {
             tracing::debug!(%error, "an envs directory could not be made");
         }
     }
+}
+
+/// Under `--write-envs`, the missing directories above each new target, made right
+/// before the bound (`bound::make_parents`): the bound grants a new target's parent, not
+/// its nearest existing ancestor whole (attack 17 A17-2). A symlink on the way refuses
+/// the call as a changed path; a directory that cannot be made is left to conda, which
+/// fails there itself.
+fn make_parents(call: &Judged) -> Result<(), Refusal> {
+    for target in &call.targets {
+        if std::fs::symlink_metadata(target).is_ok() {
+            continue;
+        }
+        #[cfg(target_os = "linux")]
+        match bound::make_parents(target) {
+            Ok(()) => {}
+            Err(error) if bound::changed(&error) => {
+                let reason = refuse::Reason::OutsideWriteEnvs;
+                return Err(refuse::policy(reason, TARGET_CHANGED));
+            }
+            Err(error) => tracing::debug!(%error, "a new target's parent could not be made"),
+        }
+    }
+    Ok(())
 }
 
 /// The condarc file a bounded `conda config` writes, made empty when it does not exist

@@ -3,6 +3,7 @@
 //! `walls.rs` where mount namespaces work. Reached through `host::platform`.
 
 use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -92,7 +93,7 @@ pub(crate) fn make(abi: i64, writable: &[Writable], setup: Setup) -> Result<Boun
         handled_access_net: 0,
         scoped: scope::scopes(),
     })?;
-    let mut mounts = Vec::new();
+    let (mut mounts, mut whole, mut nearest) = (Vec::new(), Vec::new(), Vec::new());
     for place in writable {
         let opened = if place.judged {
             Some(open_judged(&place.path)?)
@@ -107,15 +108,31 @@ pub(crate) fn make(abi: i64, writable: &[Writable], setup: Setup) -> Result<Boun
             };
             add_rule(&ruleset, &dir, allowed)?;
             let stat = rustix::fs::fstat(&dir)?;
-            mounts.push((at, place.judged, stat.st_dev, stat.st_ino));
+            mounts.push((at.clone(), place.judged, stat.st_dev, stat.st_ino));
+            if at == place.path {
+                whole.push(at);
+            } else {
+                nearest.push((dir, at));
+            }
         }
+    }
+    // The entries beside a new target, in a directory no other place grants whole.
+    let mut beside = Vec::new();
+    if setup.namespaces.is_some() {
+        for (dir, at) in nearest {
+            if !whole.iter().any(|w| at.starts_with(w)) {
+                beside.extend(entries_beside(&dir, &at)?);
+            }
+        }
+        beside.sort();
+        beside.dedup();
     }
     // A place that is `/` (`--allow-paths /`) leaves nothing read-only to wall off,
     // and a clone attached over the root would not be seen below it.
     let everything = mounts.iter().any(|m| m.0 == Path::new("/"));
     let walls = match setup.namespaces.filter(|_| !everything) {
         Some(ids) => Some(
-            walls::Walls::new(ids, &mounts, setup.cwd.as_deref())
+            walls::Walls::new(ids, &mounts, &beside, setup.cwd.as_deref())
                 .ok_or_else(|| std::io::Error::other("too many places to bound"))?,
         ),
         None => None,
@@ -191,6 +208,40 @@ fn open_judged(path: &Path) -> Result<(OwnedFd, bool, PathBuf), std::io::Error> 
             Err(other) => return Err(other.into()),
         }
     }
+}
+
+/// The entries of `dir` (opened at `path`, the nearest existing directory of a new
+/// target) the walls keep read-only: all but symlinks and conda's envs directory test
+/// file (`walls::Walls::writable_beside`), each as (path, judged, device, inode).
+fn entries_beside(
+    dir: &OwnedFd,
+    path: &Path,
+) -> Result<Vec<(PathBuf, bool, u64, u64)>, std::io::Error> {
+    use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, openat, statat};
+    let listed = openat(
+        dir,
+        c".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut found = Vec::new();
+    for entry in Dir::read_from(&listed)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let os_name = std::ffi::OsStr::from_bytes(name.to_bytes());
+        if name == c"." || name == c".." || walls::Walls::writable_beside(os_name) {
+            continue;
+        }
+        let stat = match statat(&listed, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => stat,
+            Err(rustix::io::Errno::NOENT) => continue,
+            Err(error) => return Err(error.into()),
+        };
+        if FileType::from_raw_mode(stat.st_mode) != FileType::Symlink {
+            found.push((path.join(os_name), true, stat.st_dev, stat.st_ino));
+        }
+    }
+    Ok(found)
 }
 
 /// One of the operator's own places, as conda opens it; `None` when missing.
