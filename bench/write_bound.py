@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One write nobody confirms, for whole-process A/B timing of the write bound under farm-bench.
 
-Usage: python3 bench/write_bound.py BINARY CONDA CHANNEL WORKDIR [--twice | --beside N]
+Usage: python3 bench/write_bound.py BINARY CONDA CHANNEL WORKDIR [--twice]
 
 Starts `BINARY --conda-exe CONDA --allow-write --allow-paths RUN,CHANNEL` over stdio
 (protocolVersion 2025-06-18) in a fresh directory RUN under WORKDIR with a HOME, package
@@ -20,11 +20,6 @@ costs (docs/performance.md, "Private package caches"; before it, the second crea
 linked from the packages the first had extracted into the operator's cache; with it,
 each bounded run extracts into its own).
 
-With `--beside N` the server runs with `--write-envs RUN/envs/e` instead of
-`--allow-paths`, and `RUN/envs` holds N other environments (directories with a file
-each) beside the new one, which the bound's walls keep read-only (docs/performance.md,
-"Entries beside a new environment"): `--beside 0` against `--beside 200` is what they cost.
-
 Python 3 standard library only.
 """
 
@@ -38,17 +33,12 @@ import time
 
 binary, conda, channel, workdir = sys.argv[1:5]
 twice = sys.argv[5:] == ["--twice"]
-beside = int(sys.argv[6]) if sys.argv[5:6] == ["--beside"] else None
 os.makedirs(workdir, exist_ok=True)
 run = tempfile.mkdtemp(prefix="run-", dir=workdir)
 for sub in ("home", "pkgs", "envs", "tmp"):
     os.makedirs(os.path.join(run, sub))
 with open(os.path.join(run, "condarc"), "w") as fh:
     fh.write("channels: []\n")
-for n in range(beside or 0):
-    os.makedirs(os.path.join(run, "envs", f"other{n}", "conda-meta"))
-    with open(os.path.join(run, "envs", f"other{n}", "conda-meta", "history"), "w") as fh:
-        fh.write("")
 env = dict(
     os.environ,
     HOME=os.path.join(run, "home"),
@@ -58,12 +48,8 @@ env = dict(
     CONDA_OFFLINE="1",
     CONDA_OVERRIDE_CUDA="",
 )
-if beside is None:
-    grant = ["--allow-paths", f"{run},{channel}"]
-else:
-    grant = ["--write-envs", os.path.join(run, "envs", "e")]
 server = subprocess.Popen(
-    [binary, "--conda-exe", conda, "--allow-write", *grant],
+    [binary, "--conda-exe", conda, "--allow-write", "--allow-paths", f"{run},{channel}"],
     stdin=subprocess.PIPE,
     stdout=subprocess.PIPE,
     stderr=subprocess.DEVNULL,

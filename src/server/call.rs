@@ -29,6 +29,7 @@ use crate::tools::{argv, completion};
 mod bound;
 mod envs_dirs;
 mod gates;
+mod new_targets;
 mod run;
 
 /// A call once validated and compiled: its final argv and how it is to run.

@@ -229,46 +229,117 @@ fn real_conda_link_scripts_are_walled_in() {
     assert!(!tmpdir.exists(), "the run's TMPDIR outlived it: {report}");
 }
 
-/// A new environment's link script writes beside it (attack 17 A17-1, A17-2): under
-/// `--write-envs DIR/envs/proj-x`, the probe's post-link aims at `DIR/envs/other`, an
-/// environment out of the scope beside the new one (the bound granted the new target's
-/// nearest existing directory, `DIR/envs`, whole); under `--write-envs
-/// OUTSIDE/new/envs/proj` before `OUTSIDE/new` existed, at `OUTSIDE` itself (the nearest
-/// existing directory). Each create succeeds, no file there changes (bytes, mode, owner,
-/// time), and nothing beside the new environment can be removed or renamed.
+/// A new environment's link script writes beside it (attack 17 A17-1, A17-2; attack 19
+/// F1-F3): the probe's post-link aims at `DIR/envs/other`, an environment out of the
+/// `--write-envs` scope beside the new `DIR/envs/proj-x` (the bound granted the nearest
+/// existing directory, `DIR/envs`, whole); at `OTHER` itself from `OTHER/new/envs/proj`
+/// before `OTHER/new` existed, from `OTHER/proj`, asked and accepted, and from
+/// `OTHER/upd`, made by `env update` (the new environment's parent, which holds files);
+/// and under `--allow-paths` alone, from `-n proj-x` in the operator's `~/.conda/envs` (a
+/// place then) at `~/.conda/envs/other` beside it. Each run succeeds, no file there
+/// changes (bytes, mode, owner, time; a hard-linked one keeps its inode: the server
+/// copies no file out of the scope), nothing there can be made, removed or renamed. A
+/// `rename` to a new name in the scope (which makes no new target) writes nothing there.
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_new_environment_writes_nothing_beside_it() {
+    use std::os::unix::fs::MetadataExt;
     let setup = Setup::with_outside("project/envs/other");
+    std::fs::hard_link(
+        setup.outside.join("victim"),
+        setup.project.join("victim-link"),
+    )
+    .unwrap();
+    let victim = std::fs::metadata(setup.outside.join("victim"))
+        .unwrap()
+        .ino();
     let envs = setup.project.join("envs");
     let (new, deep) = (envs.join("proj-x"), setup.outside.join("new/envs/proj"));
-    let scope = format!("{},{}", new.display(), deep.display());
+    let (upd, renamed) = (setup.outside.join("upd"), setup.outside.join("renamed"));
+    let scope = [&new, &deep, &upd, &renamed].map(|p| p.display().to_string());
     let before = setup.outside_files();
-    let mut server = setup
-        .real
-        .server_with(REVISION, &["--allow-write", "--write-envs", &scope]);
+    let mut server = setup.real.server_with(
+        REVISION,
+        &["--allow-write", "--write-envs", &scope.join(",")],
+    );
     for target in [&new, &deep] {
         let mut arguments = setup.arguments(&["probe"]);
         arguments["prefix"] = json!(target);
         let created = server.unasked("conda_create", arguments);
         assert_eq!(created["isError"], false, "{created}");
-        let report: Value =
-            serde_json::from_slice(&std::fs::read(target.join("report.json")).unwrap()).unwrap();
-        for attempt in [
-            "write_outside",
-            "chmod_outside",
-            "utime_outside",
-            "remove_outside",
-            "rename_outside",
-        ] {
-            assert_ne!(
-                report[attempt], "ok",
-                "{attempt} beside {target:?}: {report}"
-            );
-        }
-        assert_eq!(setup.outside_files(), before, "beside {target:?}: {report}");
+        nothing_beside(&setup, &before, target);
     }
     assert!(setup.outside.join("new/envs").is_dir());
+    let file = setup.project.join("environment.yml");
+    let yml = format!(
+        "channels:\n  - {}\ndependencies:\n  - probe\n",
+        setup.channel
+    );
+    std::fs::write(&file, yml).unwrap();
+    let arguments = json!({"prefix": upd, "file": file, "ccm_cwd": setup.project});
+    let updated = server.unasked("conda_env_update", arguments);
+    assert_eq!(updated["isError"], false, "{updated}");
+    nothing_beside(&setup, &before, &upd);
+    let arguments = json!({"prefix": new, "destination": renamed, "yes": true});
+    let refused = server.unasked("conda_rename", arguments);
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(
+        !renamed.exists() && new.join("report.json").is_file(),
+        "{refused}"
+    );
+    let beside = setup.outside.join("proj");
+    let scope = beside.display().to_string();
+    let mut asking = setup.real.server_with(
+        REVISION,
+        &["--allow-write", "--write-envs", &scope, "--confirm-writes"],
+    );
+    let mut arguments = setup.arguments(&["probe"]);
+    arguments["prefix"] = json!(beside);
+    let (question, created) = asking.ask("conda_create", arguments, "accept", |_| {});
+    assert_eq!(created["isError"], false, "{question}\n{created}");
+    nothing_beside(&setup, &before, &beside);
+    let now = std::fs::metadata(setup.outside.join("victim")).unwrap();
+    assert_eq!((now.ino(), now.nlink()), (victim, 2));
+
+    let setup = Setup::with_outside("home/.conda/envs/other");
+    let condarc = setup.real.path("condarc");
+    let mut text = std::fs::read_to_string(&condarc).unwrap();
+    let envs = setup.outside.parent().unwrap().display().to_string();
+    text.push_str(&format!("envs_dirs:\n  - {envs}\n"));
+    std::fs::write(&condarc, text).unwrap();
+    let before = setup.outside_files();
+    let mut server = setup.server_paths_only();
+    let mut arguments = setup.arguments(&["probe"]);
+    arguments.as_object_mut().unwrap().remove("prefix");
+    arguments["name"] = json!("proj-x");
+    let created = server.unasked("conda_create", arguments);
+    assert_eq!(created["isError"], false, "{created}");
+    nothing_beside(&setup, &before, &setup.outside.with_file_name("proj-x"));
+}
+
+/// What the probe's post-link in `target` tried beside it failed, and changed nothing.
+fn nothing_beside(
+    setup: &Setup,
+    before: &[(String, u32, u32, i64, Vec<u8>)],
+    target: &std::path::Path,
+) {
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(target.join("report.json")).unwrap()).unwrap();
+    for attempt in [
+        "write_outside",
+        "chmod_outside",
+        "utime_outside",
+        "create_outside",
+        "remove_outside",
+        "rename_outside",
+    ] {
+        assert_ne!(
+            report[attempt], "ok",
+            "{attempt} beside {target:?}: {report}"
+        );
+    }
+    assert_eq!(setup.outside_files(), before, "beside {target:?}: {report}");
+    assert!(!setup.outside.join("created").exists(), "{report}");
 }
 
 /// The agent hard-links its environment's `bin/evilcmd` to a file outside (the user's

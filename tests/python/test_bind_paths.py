@@ -3,6 +3,7 @@
 and the run's check that it still leads there, names that file and no hard link, and is
 not the audit log, on directories built here."""
 
+import json
 import os
 import tempfile
 import unittest
@@ -50,6 +51,26 @@ class BoundPaths(unittest.TestCase):
             bind.check_paths(shown, argv, target, None, None)
         outside = os.path.join(self.root, "outside/e1")
         self.assertIn(f"now leads to {outside}", str(stopped.exception))
+
+    def test_a_new_target_the_server_made_for_the_run_is_still_absent(self):
+        argv = ["create", "-p", "envs/e1"]
+        target = os.path.join(self.root, "project/envs/e1")
+        shown = bind.bound_paths(argv, target, None)
+        self.assertEqual(bind._state(target), "absent")
+        os.mkdir(target)
+        self.assertEqual(bind._state(target), "a directory that is not an environment")
+        os.environ["CCM_NEW_TARGETS"] = json.dumps([target])
+        try:
+            self.assertEqual(bind._state(target), "absent")
+            bind.check_paths(shown, argv, target, None, None)
+            # Written meanwhile (or another directory's): no longer the server's.
+            open(os.path.join(target, "planted"), "w").close()
+            self.assertEqual(bind._state(target), "a directory that is not an environment")
+            os.environ["CCM_NEW_TARGETS"] = json.dumps([target + "x"])
+            os.remove(os.path.join(target, "planted"))
+            self.assertEqual(bind._state(target), "a directory that is not an environment")
+        finally:
+            del os.environ["CCM_NEW_TARGETS"]
 
     def test_an_output_file_swapped_for_a_symlink_stops_the_run(self):
         with open("x.yml", "w") as handle:

@@ -8,7 +8,8 @@ use std::os::fd::OwnedFd;
 use rustix::process::{Pid, PidfdFlags, Signal};
 
 pub(crate) use crate::host::sandbox::bound::landlock::{
-    install as install_write_bound, make as make_write_bound, support as write_bound_support,
+    install as install_write_bound, make as make_write_bound, make_new_target,
+    remove_unused_target, support as write_bound_support,
 };
 pub(crate) use crate::host::sandbox::enter::{
     enter_forked, install as install_sandbox, install_joined,

@@ -92,6 +92,14 @@ pub(crate) fn make_write_bound<Writable, Setup, Bound>(
     Err(io::Error::other("Landlock is Linux's"))
 }
 
+/// No write bound: the server makes no new target (conda does).
+pub(crate) fn make_new_target(_target: &std::path::Path) -> io::Result<bool> {
+    Ok(false)
+}
+
+/// No write bound: no new target was made.
+pub(crate) fn remove_unused_target(_target: &std::path::Path) {}
+
 /// No Landlock: the child is not started.
 pub(crate) fn install_write_bound<Bound>(_command: &mut Command, _bound: &Bound) -> io::Result<()> {
     Err(unsupported("the write bound needs Linux's Landlock"))

@@ -50,7 +50,14 @@ struct Inner {
     /// The child's `CONDA_PKGS_DIRS`: the run's private package cache first, the
     /// operator's caches (read-only to the run) after it.
     pkgs_dirs: Option<std::ffi::OsString>,
+    /// The new targets the server made empty for the run ([`NEW_TARGETS`]).
+    new_targets: Vec<PathBuf>,
 }
+
+/// The child's variable naming (a JSON list) the new targets the server made empty right
+/// before the run: a confirmed run's wrapper takes such a directory, still empty, for
+/// the absent target the question saw (host/bind/program/plan.py `_state`).
+pub const NEW_TARGETS: &str = "CCM_NEW_TARGETS";
 
 /// What a bound is made with besides its places.
 #[derive(Debug, Default)]
@@ -65,6 +72,8 @@ pub struct Setup {
     pub cwd: Option<PathBuf>,
     /// The child's `CONDA_PKGS_DIRS` ([`private_cache`]).
     pub pkgs_dirs: Option<std::ffi::OsString>,
+    /// The new targets made empty for the run ([`make_new_target`]).
+    pub new_targets: Vec<PathBuf>,
 }
 
 /// One place a bounded call may write beneath.
@@ -109,6 +118,24 @@ impl Bound {
     pub fn walled(&self) -> bool {
         self.0.walls.is_some()
     }
+
+    /// The new targets the server made empty for the run.
+    pub fn new_targets(&self) -> &[PathBuf] {
+        &self.0.new_targets
+    }
+}
+
+/// Make the new target `target` (judged, canonical), empty, with the missing directories
+/// above it, as conda's `create` would, never through a symlink: whether it was made here
+/// ([`Changed`] when a symlink is on the way).
+pub fn make_new_target(target: &std::path::Path) -> Result<bool, std::io::Error> {
+    platform::make_new_target(target)
+}
+
+/// Remove `target`, made by [`make_new_target`], when it is still an empty directory,
+/// not through a symlink.
+pub fn remove_unused_target(target: &std::path::Path) {
+    platform::remove_unused_target(target)
 }
 
 /// Whether `error` (from [`Bound::make`]) says a judged path changed.

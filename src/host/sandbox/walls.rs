@@ -21,16 +21,6 @@
 //! (`move_mount` to a descriptor), so a symlink swapped in later never moves a writable
 //! mount elsewhere. Only system calls in the child; everything else is prepared before
 //! the fork.
-//!
-//! A place that is the nearest existing directory of a target that does not exist yet
-//! (the directory conda makes the new environment in) holds other entries: other
-//! environments beside the new one, which a link script of the new one wrote into
-//! (attack 17 A17-1: `activate.d` of an environment out of the `--write-envs` scope).
-//! Each entry that was there when the bound was made (but a symlink, which the run
-//! cannot write through to anywhere outside its places, and conda's own
-//! `.conda_envs_dir_test`) is mounted over itself read-only once the places are attached,
-//! so the run may add entries beside it but cannot write, remove or rename it (a mount
-//! point is `EBUSY`).
 
 /// The run's private `/dev/shm`: at most 64 MiB and 4096 files (attack 4 U8).
 pub(super) const SHM_OPTIONS: &std::ffi::CStr = c"mode=1777,size=64m,nr_inodes=4096";
@@ -40,13 +30,6 @@ use std::path::Path;
 /// Most places a bounded write's namespace makes writable (the child keeps their
 /// descriptors in fixed arrays).
 pub(super) const MAX_PLACES: usize = 24;
-
-/// Most entries beside new targets a bounded write's namespace keeps read-only.
-const MAX_KEPT: usize = 4096;
-
-/// conda's test file of an envs directory (conda/gateways/disk/create.py:486, :510):
-/// opened for appending by `create -n`, which picks another envs directory when it cannot.
-const ENVS_DIR_TEST: &str = ".conda_envs_dir_test";
 
 /// The mount plan of one bounded write.
 #[derive(Debug)]
@@ -61,8 +44,6 @@ pub(crate) struct Walls {
     /// relative paths reach a writable place's new mount rather than the read-only one
     /// below it.
     pub(super) cwd: Option<CString>,
-    /// The entries beside new targets, kept read-only inside their writable place.
-    pub(super) kept: Vec<Place>,
 }
 
 /// One writable place: the path the parent opened and what it found there.
@@ -86,7 +67,6 @@ impl Walls {
     pub(super) fn new(
         ids: (u32, u32),
         places: &[(std::path::PathBuf, bool, u64, u64)],
-        beside: &[(std::path::PathBuf, bool, u64, u64)],
         cwd: Option<&Path>,
     ) -> Option<Walls> {
         let mut kept: Vec<&(std::path::PathBuf, bool, u64, u64)> = Vec::new();
@@ -113,58 +93,23 @@ impl Walls {
                 format!("{gid} {gid} 1\n").into_bytes(),
             )
         });
-        let beside = kept_beside(&kept, places, beside);
-        if beside.len() > MAX_KEPT {
-            return None;
-        }
-        let place = |(path, judged, dev, ino): &(std::path::PathBuf, bool, u64, u64)| {
-            Some(Place {
-                path: CString::new(path.as_os_str().as_encoded_bytes()).ok()?,
-                judged: *judged,
-                dev: *dev,
-                ino: *ino,
+        let places = kept
+            .into_iter()
+            .map(|(path, judged, dev, ino)| {
+                Some(Place {
+                    path: CString::new(path.as_os_str().as_encoded_bytes()).ok()?,
+                    judged: *judged,
+                    dev: *dev,
+                    ino: *ino,
+                })
             })
-        };
-        let places = kept.into_iter().map(place).collect::<Option<Vec<_>>>()?;
-        let kept = beside.into_iter().map(place).collect::<Option<Vec<_>>>()?;
+            .collect::<Option<Vec<_>>>()?;
         let cwd = match cwd {
             Some(cwd) => Some(CString::new(cwd.as_os_str().as_encoded_bytes()).ok()?),
             None => None,
         };
-        Some(Walls {
-            maps,
-            places,
-            cwd,
-            kept,
-        })
+        Some(Walls { maps, places, cwd })
     }
-
-    /// Whether `name`, an entry of a place beside a new target, stays writable: conda's
-    /// test file of an envs directory.
-    pub(super) fn writable_beside(name: &std::ffi::OsStr) -> bool {
-        name == ENVS_DIR_TEST
-    }
-}
-
-/// The entries beside new targets that stay read-only: those whose directory is a place
-/// of its own (not inside another, which grants it whole) and in which no place lies (a
-/// place of conda's own, such as `~/.conda/environments.txt` beside a new target in the
-/// home directory, stays writable).
-fn kept_beside<'a>(
-    kept: &[&(std::path::PathBuf, bool, u64, u64)],
-    places: &[(std::path::PathBuf, bool, u64, u64)],
-    beside: &'a [(std::path::PathBuf, bool, u64, u64)],
-) -> Vec<&'a (std::path::PathBuf, bool, u64, u64)> {
-    beside
-        .iter()
-        .filter(|entry| {
-            entry
-                .0
-                .parent()
-                .is_some_and(|dir| kept.iter().any(|k| k.0 == dir))
-                && !places.iter().any(|p| p.0.starts_with(&entry.0))
-        })
-        .collect()
 }
 
 /// In the child, between fork and exec: the namespace, the mounts, no privilege. Only
@@ -227,7 +172,6 @@ pub(super) fn enter(walls: &Walls) -> std::io::Result<()> {
     )?;
     attach(&opened, &mut clones)?;
     drop(opened);
-    keep_read_only(&walls.kept)?;
     let entered = match (&walls.cwd, here) {
         (Some(cwd), Some(here)) => enter_again(cwd, here),
         _ => false,
@@ -272,43 +216,6 @@ fn attach(
     Ok(())
 }
 
-/// Mount each entry beside a new target over itself read-only (after the places are
-/// attached, so the mount lands on the place's writable one). An entry gone since the
-/// bound was made leaves nothing to keep; one that is another file now fails the start.
-/// Only system calls.
-fn keep_read_only(kept: &[Place]) -> std::io::Result<()> {
-    use super::mount::{MOUNT_ATTR_NODEV, MOUNT_ATTR_RDONLY, mount_setattr};
-    use rustix::fd::AsRawFd;
-    use rustix::mount::{MoveMountFlags, OpenTreeFlags, move_mount, open_tree};
-    let clone_flags = OpenTreeFlags::OPEN_TREE_CLONE
-        | OpenTreeFlags::OPEN_TREE_CLOEXEC
-        | OpenTreeFlags::AT_RECURSIVE
-        | OpenTreeFlags::AT_EMPTY_PATH;
-    for entry in kept {
-        let at = match open_place(entry) {
-            Ok(at) => at,
-            Err(error) if error.raw_os_error() == Some(libc::ENOENT) => continue,
-            Err(error) => return Err(error),
-        };
-        let clone = open_tree(&at, c"", clone_flags)?;
-        mount_setattr(
-            clone.as_raw_fd(),
-            c"",
-            libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
-            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
-            0,
-        )?;
-        move_mount(
-            &clone,
-            c"",
-            &at,
-            c"",
-            MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
-        )?;
-    }
-    Ok(())
-}
-
 /// Open a place again in the child (a judged one without following any symlink) and
 /// check it is the file the parent opened. Only system calls.
 fn open_place(place: &Place) -> std::io::Result<rustix::fd::OwnedFd> {
@@ -346,49 +253,5 @@ fn enter_again(cwd: &std::ffi::CStr, here: (u64, u64)) -> bool {
     match rustix::fs::fstat(&fd) {
         Ok(stat) if (stat.st_dev, stat.st_ino) == here => rustix::process::fchdir(&fd).is_ok(),
         _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::path::PathBuf;
-
-    use super::Walls;
-
-    fn at(path: &str) -> (PathBuf, bool, u64, u64) {
-        (PathBuf::from(path), true, 1, 2)
-    }
-
-    /// Entries beside a new target are kept read-only only inside a place of their own,
-    /// and never one holding another place.
-    #[test]
-    fn entries_beside_a_new_target_are_kept_where_no_place_needs_them() {
-        let places = [
-            at("/t/envs"),
-            at("/h/.conda/environments.txt"),
-            at("/h"),
-            at("/w"),
-            at("/w/sub"),
-        ];
-        let beside = [
-            at("/t/envs/other"),
-            at("/t/envs/.hidden"),
-            at("/h/.bashrc"),
-            at("/h/.conda"),
-            at("/w/sub/x"),
-        ];
-        let walls = Walls::new((0, 0), &places, &beside, None).unwrap();
-        let kept: Vec<_> = walls
-            .kept
-            .iter()
-            .map(|k| k.path.to_str().unwrap())
-            .collect();
-        assert_eq!(kept, ["/t/envs/other", "/t/envs/.hidden", "/h/.bashrc"]);
-        let places: Vec<_> = walls
-            .places
-            .iter()
-            .map(|p| p.path.to_str().unwrap())
-            .collect();
-        assert_eq!(places, ["/t/envs", "/h", "/w"]);
     }
 }

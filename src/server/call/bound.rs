@@ -12,15 +12,11 @@ use super::super::ready::Ready;
 use super::super::refuse::{self, Refusal};
 use super::super::state::Server;
 use super::envs_dirs::{canonical, nearest, operator_envs_dirs};
-use super::gates::OUTSIDE_ALLOWED;
+use super::gates::{OUTSIDE_ALLOWED, TARGET_CHANGED};
+use super::new_targets;
 use crate::host::exec;
 use crate::host::sandbox::{self, bound, shared};
 use crate::host::scratch::Scratch;
-
-/// The refusal of a call one of whose judged targets changed between the last check and
-/// the bound (never the path).
-const TARGET_CHANGED: &str =
-    "Operation targets an environment whose path changed after it was judged";
 
 /// The refusal of a bounded write one of whose places holds a file shared with
 /// something outside it that cannot be made its own (the file named relative to its
@@ -85,9 +81,8 @@ impl Server {
             let reason = refuse::Reason::LinksUnprotected;
             return Err(refuse::policy(reason, LINKS_UNPROTECTED));
         }
-        if scoped {
-            make_parents(call)?;
-        }
+        let (new, ungranted) = new_targets::new_targets(ready, call, scoped);
+        places.retain(|p| !ungranted.contains(&p.path));
         let mut inputs = sandbox::Inputs::from_process();
         let mut setup = match self.shared.start.sandbox.get() {
             Some(sandbox) => sandbox.bound_setup(),
@@ -128,11 +123,20 @@ impl Server {
                 .into_iter()
                 .chain(call.binding().map(|b| b.dir().to_path_buf()))
                 .collect::<Vec<_>>();
-            unshare(judged_places, conda, named, private, scoped).await?;
-            let made = tokio::task::spawn_blocking(move || bound::Bound::make(abi, &places, setup))
-                .await
-                .map_err(|_| ErrorData::internal_error("the write bound failed", None))?;
-            run.write_bound = Some(made_or_refused(made, scoped)?);
+            setup.new_targets = new_targets::make(new, scoped).await?;
+            let made = setup.new_targets.clone();
+            if let Err(refused) = unshare(judged_places, conda, named, private, scoped).await {
+                new_targets::remove_unused(&made);
+                return Err(refused);
+            }
+            let bound =
+                tokio::task::spawn_blocking(move || bound::Bound::make(abi, &places, setup))
+                    .await
+                    .map_err(|_| ErrorData::internal_error("the write bound failed", None))?;
+            if bound.is_err() {
+                new_targets::remove_unused(&made);
+            }
+            run.write_bound = Some(made_or_refused(bound, scoped)?);
         }
         hold_for_tests().await;
         Ok(())
@@ -287,29 +291,6 @@ fn make_envs_dirs(ready: &Ready, call: &Judged, narrow: bool) {
             tracing::debug!(%error, "an envs directory could not be made");
         }
     }
-}
-
-/// Under `--write-envs`, the missing directories above each new target, made right
-/// before the bound (`bound::make_parents`): the bound grants a new target's parent, not
-/// its nearest existing ancestor whole (attack 17 A17-2). A symlink on the way refuses
-/// the call as a changed path; a directory that cannot be made is left to conda, which
-/// fails there itself.
-fn make_parents(call: &Judged) -> Result<(), Refusal> {
-    for target in &call.targets {
-        if std::fs::symlink_metadata(target).is_ok() {
-            continue;
-        }
-        #[cfg(target_os = "linux")]
-        match bound::make_parents(target) {
-            Ok(()) => {}
-            Err(error) if bound::changed(&error) => {
-                let reason = refuse::Reason::OutsideWriteEnvs;
-                return Err(refuse::policy(reason, TARGET_CHANGED));
-            }
-            Err(error) => tracing::debug!(%error, "a new target's parent could not be made"),
-        }
-    }
-    Ok(())
 }
 
 /// The condarc file a bounded `conda config` writes, made empty when it does not exist

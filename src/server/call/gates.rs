@@ -22,6 +22,11 @@ use crate::tools::policy::write_envs::{self, NO_TARGET, Scope};
 use crate::tools::policy::{self, Classification};
 use crate::tools::schema::{Invalid, Keyword};
 
+/// The refusal of a call one of whose judged targets changed between the last check and
+/// the bound (never the path).
+pub(super) const TARGET_CHANGED: &str =
+    "Operation targets an environment whose path changed after it was judged";
+
 /// `conda_execute` with an argv whose command is not a selected tool (never echoes it).
 pub(super) const NOT_SELECTED: &str =
     "Operation names a command whose tool is not selected (see --tools)";

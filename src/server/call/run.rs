@@ -69,6 +69,9 @@ impl Server {
             let succeeded = outcome.exit_code == Some(0) && !outcome.timed_out;
             let inputs = crate::host::sandbox::Inputs::from_process();
             crate::host::sandbox::bound::settle_registry(&inputs, &call.targets, succeeded);
+            if let Some(bound) = &run.write_bound {
+                super::new_targets::remove_unused(bound.new_targets());
+            }
         }
         if outcome.cancelled {
             return Err(Refusal::Cancelled);

@@ -137,11 +137,25 @@ def _state(prefix):
     198 `rm_rf(context.target_prefix)`), and keeps a plain directory's files (:199)."""
     if prefix is None:
         return None
+    if _made_for_the_run(prefix):
+        return "absent"
     if os.path.isfile(os.path.join(prefix, "conda-meta", "history")):
         return "an environment"
     if os.path.isdir(prefix):
         return "a directory that is not an environment"
     return "another file" if os.path.lexists(prefix) else "absent"
+
+
+def _made_for_the_run(prefix):
+    """Whether `prefix` is a new target the server made for the run, still an empty
+    directory (its list in `CCM_NEW_TARGETS`): the bound grants a new environment itself,
+    so the server makes it right before the run (src/server/call/bound.rs `make`)."""
+    try:
+        made = json.loads(os.environ.get("CCM_NEW_TARGETS") or "[]")
+        real = os.path.realpath(prefix)
+        return any(os.path.realpath(m) == real for m in made) and not os.listdir(prefix)
+    except (OSError, ValueError, TypeError):
+        return False
 
 
 def _installed(prefix):

@@ -3,7 +3,6 @@
 //! `walls.rs` where mount namespaces work. Reached through `host::platform`.
 
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -93,7 +92,7 @@ pub(crate) fn make(abi: i64, writable: &[Writable], setup: Setup) -> Result<Boun
         handled_access_net: 0,
         scoped: scope::scopes(),
     })?;
-    let (mut mounts, mut whole, mut nearest) = (Vec::new(), Vec::new(), Vec::new());
+    let mut mounts = Vec::new();
     for place in writable {
         let opened = if place.judged {
             Some(open_judged(&place.path)?)
@@ -107,32 +106,20 @@ pub(crate) fn make(abi: i64, writable: &[Writable], setup: Setup) -> Result<Boun
                 access::file(abi)
             };
             add_rule(&ruleset, &dir, allowed)?;
+            // A new target the server made is gone: its directory is not granted instead.
+            if at != place.path && setup.new_targets.contains(&place.path) {
+                return Err(Changed.into_io());
+            }
             let stat = rustix::fs::fstat(&dir)?;
-            mounts.push((at.clone(), place.judged, stat.st_dev, stat.st_ino));
-            if at == place.path {
-                whole.push(at);
-            } else {
-                nearest.push((dir, at));
-            }
+            mounts.push((at, place.judged, stat.st_dev, stat.st_ino));
         }
-    }
-    // The entries beside a new target, in a directory no other place grants whole.
-    let mut beside = Vec::new();
-    if setup.namespaces.is_some() {
-        for (dir, at) in nearest {
-            if !whole.iter().any(|w| at.starts_with(w)) {
-                beside.extend(entries_beside(&dir, &at)?);
-            }
-        }
-        beside.sort();
-        beside.dedup();
     }
     // A place that is `/` (`--allow-paths /`) leaves nothing read-only to wall off,
     // and a clone attached over the root would not be seen below it.
     let everything = mounts.iter().any(|m| m.0 == Path::new("/"));
     let walls = match setup.namespaces.filter(|_| !everything) {
         Some(ids) => Some(
-            walls::Walls::new(ids, &mounts, &beside, setup.cwd.as_deref())
+            walls::Walls::new(ids, &mounts, setup.cwd.as_deref())
                 .ok_or_else(|| std::io::Error::other("too many places to bound"))?,
         ),
         None => None,
@@ -144,6 +131,7 @@ pub(crate) fn make(abi: i64, writable: &[Writable], setup: Setup) -> Result<Boun
         seccomp: setup.seccomp,
         tmpdir: setup.tmpdir,
         pkgs_dirs: setup.pkgs_dirs,
+        new_targets: setup.new_targets,
     })))
 }
 
@@ -210,38 +198,61 @@ fn open_judged(path: &Path) -> Result<(OwnedFd, bool, PathBuf), std::io::Error> 
     }
 }
 
-/// The entries of `dir` (opened at `path`, the nearest existing directory of a new
-/// target) the walls keep read-only: all but symlinks and conda's envs directory test
-/// file (`walls::Walls::writable_beside`), each as (path, judged, device, inode).
-fn entries_beside(
-    dir: &OwnedFd,
-    path: &Path,
-) -> Result<Vec<(PathBuf, bool, u64, u64)>, std::io::Error> {
-    use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, openat, statat};
-    let listed = openat(
-        dir,
-        c".",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let mut found = Vec::new();
-    for entry in Dir::read_from(&listed)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        let os_name = std::ffi::OsStr::from_bytes(name.to_bytes());
-        if name == c"." || name == c".." || walls::Walls::writable_beside(os_name) {
-            continue;
-        }
-        let stat = match statat(&listed, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(stat) => stat,
-            Err(rustix::io::Errno::NOENT) => continue,
-            Err(error) => return Err(error.into()),
-        };
-        if FileType::from_raw_mode(stat.st_mode) != FileType::Symlink {
-            found.push((path.join(os_name), true, stat.st_dev, stat.st_ino));
+/// Make the new target `target` (judged, canonical), empty, with the missing directories
+/// above it, as conda's `create` would, without following a symlink on the way.
+/// Whether the target was made here; [`super::Changed`] when a symlink is on the way.
+pub(crate) fn make_new_target(target: &Path) -> Result<bool, std::io::Error> {
+    use rustix::fs::{CWD, Mode, OFlags, ResolveFlags, mkdirat, openat2};
+    let mut missing = Vec::new();
+    let mut at = target;
+    loop {
+        match std::fs::symlink_metadata(at) {
+            Ok(meta) if meta.is_dir() => break,
+            Ok(_) => return Err(Changed.into_io()),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                let (Some(name), Some(up)) = (at.file_name(), at.parent()) else {
+                    return Err(error);
+                };
+                missing.push(name);
+                at = up;
+            }
+            Err(error) => return Err(error),
         }
     }
-    Ok(found)
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    let changed = |error: rustix::io::Errno| match error {
+        rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR | rustix::io::Errno::XDEV => {
+            Changed.into_io()
+        }
+        other => other.into(),
+    };
+    let mut dir = openat2(CWD, at, flags, Mode::empty(), resolve).map_err(changed)?;
+    let mut made = false;
+    for name in missing.into_iter().rev() {
+        made = match mkdirat(&dir, name, Mode::from_raw_mode(0o777)) {
+            Ok(()) => true,
+            Err(rustix::io::Errno::EXIST) => false,
+            Err(error) => return Err(error.into()),
+        };
+        dir = openat2(&dir, name, flags, Mode::empty(), resolve).map_err(changed)?;
+    }
+    Ok(made)
+}
+
+/// Remove `target`, a new target [`make_new_target`] made, when it is still an empty
+/// directory (the run failed before conda wrote it), not through a symlink.
+pub(crate) fn remove_unused_target(target: &Path) {
+    use rustix::fs::{AtFlags, CWD, Mode, OFlags, ResolveFlags, openat2, unlinkat};
+    let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else {
+        return;
+    };
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    if let Ok(dir) = openat2(CWD, parent, flags, Mode::empty(), resolve) {
+        // `ENOTEMPTY` when conda wrote it; `ENOTDIR` when it is another file now.
+        let _ = unlinkat(&dir, name, AtFlags::REMOVEDIR);
+    }
 }
 
 /// One of the operator's own places, as conda opens it; `None` when missing.
@@ -269,6 +280,11 @@ pub(crate) fn install(command: &mut tokio::process::Command, bound: &Bound) -> s
     }
     if let Some(pkgs_dirs) = &bound.0.pkgs_dirs {
         command.env(PKGS_DIRS, pkgs_dirs);
+    }
+    if !bound.0.new_targets.is_empty()
+        && let Ok(list) = serde_json::to_string(&bound.0.new_targets)
+    {
+        command.env(super::NEW_TARGETS, list);
     }
     // A confirmed run's wrapper un-shares its targets again before each transaction
     // (host/bind/program/shared.py `unshare`).

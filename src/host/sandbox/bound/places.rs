@@ -19,52 +19,6 @@ pub const USER_CACHE: &str = "cache";
 /// variable's caches come first, before any a condarc file names).
 pub const PKGS_DIRS: &str = "CONDA_PKGS_DIRS";
 
-/// Make the missing directories above the new target `target` (judged, canonical), as
-/// conda's `create` would, without following a symlink on the way: else the bound's
-/// place for it would be their nearest existing ancestor whole (attack 17 A17-2: the home
-/// directory, for a `--write-envs` scope `HOME/envs/proj` before `envs/` existed, where a
-/// link script wrote `~/.bashrc`). [`super::Changed`] when a symlink is on the way.
-#[cfg(target_os = "linux")]
-pub fn make_parents(target: &Path) -> Result<(), std::io::Error> {
-    use rustix::fs::{CWD, Mode, OFlags, ResolveFlags, mkdirat, openat2};
-    let Some(parent) = target.parent() else {
-        return Ok(());
-    };
-    let mut missing = Vec::new();
-    let mut at = parent;
-    loop {
-        match std::fs::symlink_metadata(at) {
-            Ok(meta) if meta.is_dir() => break,
-            Ok(_) => return Err(std::io::Error::other(super::Changed)),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                let (Some(name), Some(up)) = (at.file_name(), at.parent()) else {
-                    return Err(error);
-                };
-                missing.push(name);
-                at = up;
-            }
-            Err(error) => return Err(error),
-        }
-    }
-    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
-    let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-    let changed = |error: rustix::io::Errno| match error {
-        rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR | rustix::io::Errno::XDEV => {
-            std::io::Error::other(super::Changed)
-        }
-        other => other.into(),
-    };
-    let mut dir = openat2(CWD, at, flags, Mode::empty(), resolve).map_err(changed)?;
-    for name in missing.into_iter().rev() {
-        match mkdirat(&dir, name, Mode::from_raw_mode(0o777)) {
-            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-            Err(error) => return Err(error.into()),
-        }
-        dir = openat2(&dir, name, flags, Mode::empty(), resolve).map_err(changed)?;
-    }
-    Ok(())
-}
-
 /// The run's own package cache, `pkgs/` in its temporary directory `tmpdir`, made with
 /// the file by which conda knows a writable cache (`urls.txt`,
 /// conda/core/package_cache_data.py:347-356 `_check_writable`), and the child's
