@@ -236,10 +236,12 @@ fn real_conda_link_scripts_are_walled_in() {
 /// before `OTHER/new` existed, from `OTHER/proj`, asked and accepted, and from
 /// `OTHER/upd`, made by `env update` (the new environment's parent, which holds files);
 /// and under `--allow-paths` alone, from `-n proj-x` in the operator's `~/.conda/envs` (a
-/// place then) at `~/.conda/envs/other` beside it. Each run succeeds, no file there
+/// place then) at `~/.conda/envs/other` beside it. Each create succeeds, no file there
 /// changes (bytes, mode, owner, time; a hard-linked one keeps its inode: the server
 /// copies no file out of the scope), nothing there can be made, removed or renamed. A
-/// `rename` to a new name in the scope (which makes no new target) writes nothing there.
+/// `rename` to a new name in the scope (which makes no new target) writes nothing there,
+/// nor an `env create` naming its environment in its file (attack 20 G1); a create that
+/// fails leaves none of the directories the server made for it (G3).
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_new_environment_writes_nothing_beside_it() {
@@ -256,7 +258,8 @@ fn real_conda_a_new_environment_writes_nothing_beside_it() {
     let envs = setup.project.join("envs");
     let (new, deep) = (envs.join("proj-x"), setup.outside.join("new/envs/proj"));
     let (upd, renamed) = (setup.outside.join("upd"), setup.outside.join("renamed"));
-    let scope = [&new, &deep, &upd, &renamed].map(|p| p.display().to_string());
+    let gone = setup.outside.join("gone/a/b");
+    let scope = [&new, &deep, &upd, &renamed, &gone].map(|p| p.display().to_string());
     let before = setup.outside_files();
     let mut server = setup.real.server_with(
         REVISION,
@@ -287,6 +290,12 @@ fn real_conda_a_new_environment_writes_nothing_beside_it() {
         !renamed.exists() && new.join("report.json").is_file(),
         "{refused}"
     );
+    // A create that fails leaves none of the directories the server made (attack 20 G3).
+    let mut arguments = setup.arguments(&["nosuchpackage"]);
+    arguments["prefix"] = json!(gone);
+    let failed = server.unasked("conda_create", arguments);
+    assert_eq!(failed["isError"], true, "{failed}");
+    assert!(!setup.outside.join("gone").exists(), "{failed}");
     let beside = setup.outside.join("proj");
     let scope = beside.display().to_string();
     let mut asking = setup.real.server_with(
@@ -315,6 +324,21 @@ fn real_conda_a_new_environment_writes_nothing_beside_it() {
     let created = server.unasked("conda_create", arguments);
     assert_eq!(created["isError"], false, "{created}");
     nothing_beside(&setup, &before, &setup.outside.with_file_name("proj-x"));
+    // Its environment named in a file: no target the gate resolved, and no envs directory
+    // granted whole either (attack 20 G1): the create is refused where conda writes it.
+    let file = setup.project.join("environment.yml");
+    let yml = format!(
+        "name: fromfile\nchannels:\n  - {}\ndependencies:\n  - probe\n",
+        setup.channel
+    );
+    std::fs::write(&file, yml).unwrap();
+    let arguments = json!({"file": [file], "yes": true, "ccm_cwd": setup.project});
+    let created = server.unasked("conda_env_create", arguments);
+    assert_eq!(created["isError"], true, "{created}");
+    let fromfile = setup.outside.with_file_name("fromfile");
+    assert!(!fromfile.join("report.json").exists(), "{created}");
+    assert_eq!(setup.outside_files(), before, "{created}");
+    assert!(!setup.outside.join("created").exists(), "{created}");
 }
 
 /// What the probe's post-link in `target` tried beside it failed, and changed nothing.

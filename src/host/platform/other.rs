@@ -93,8 +93,8 @@ pub(crate) fn make_write_bound<Writable, Setup, Bound>(
 }
 
 /// No write bound: the server makes no new target (conda does).
-pub(crate) fn make_new_target(_target: &std::path::Path) -> io::Result<bool> {
-    Ok(false)
+pub(crate) fn make_new_target(_target: &std::path::Path) -> io::Result<Vec<std::path::PathBuf>> {
+    Ok(Vec::new())
 }
 
 /// No write bound: no new target was made.

@@ -52,6 +52,8 @@ struct Inner {
     pkgs_dirs: Option<std::ffi::OsString>,
     /// The new targets the server made empty for the run ([`NEW_TARGETS`]).
     new_targets: Vec<PathBuf>,
+    /// Every directory the server made for the run, outermost first.
+    made: Vec<PathBuf>,
 }
 
 /// The child's variable naming (a JSON list) the new targets the server made empty right
@@ -74,6 +76,8 @@ pub struct Setup {
     pub pkgs_dirs: Option<std::ffi::OsString>,
     /// The new targets made empty for the run ([`make_new_target`]).
     pub new_targets: Vec<PathBuf>,
+    /// Every directory made for the run ([`make_new_target`]), outermost first.
+    pub made: Vec<PathBuf>,
 }
 
 /// One place a bounded call may write beneath.
@@ -119,20 +123,21 @@ impl Bound {
         self.0.walls.is_some()
     }
 
-    /// The new targets the server made empty for the run.
-    pub fn new_targets(&self) -> &[PathBuf] {
-        &self.0.new_targets
+    /// Every directory the server made for the run (new targets and the directories
+    /// above them), outermost first.
+    pub fn made(&self) -> &[PathBuf] {
+        &self.0.made
     }
 }
 
 /// Make the new target `target` (judged, canonical), empty, with the missing directories
-/// above it, as conda's `create` would, never through a symlink: whether it was made here
-/// ([`Changed`] when a symlink is on the way).
-pub fn make_new_target(target: &std::path::Path) -> Result<bool, std::io::Error> {
+/// above it, as conda's `create` would, never through a symlink: the directories made
+/// here, outermost first ([`Changed`] when a symlink is on the way).
+pub fn make_new_target(target: &std::path::Path) -> Result<Vec<PathBuf>, std::io::Error> {
     platform::make_new_target(target)
 }
 
-/// Remove `target`, made by [`make_new_target`], when it is still an empty directory,
+/// Remove `target`, a directory [`make_new_target`] made, when it is still empty,
 /// not through a symlink.
 pub fn remove_unused_target(target: &std::path::Path) {
     platform::remove_unused_target(target)

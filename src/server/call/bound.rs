@@ -123,20 +123,18 @@ impl Server {
                 .into_iter()
                 .chain(call.binding().map(|b| b.dir().to_path_buf()))
                 .collect::<Vec<_>>();
-            setup.new_targets = new_targets::make(new, scoped).await?;
-            let made = setup.new_targets.clone();
-            if let Err(refused) = unshare(judged_places, conda, named, private, scoped).await {
-                new_targets::remove_unused(&made);
-                return Err(refused);
-            }
-            let bound =
-                tokio::task::spawn_blocking(move || bound::Bound::make(abi, &places, setup))
-                    .await
-                    .map_err(|_| ErrorData::internal_error("the write bound failed", None))?;
+            let made = new_targets::make(new, scoped).await?;
+            setup.new_targets = made.targets;
+            setup.made = made.dirs.clone();
+            let shared = unshare(judged_places, conda, named, private, scoped);
+            let bound = match shared.await {
+                Ok(()) => make(abi, places, setup, scoped).await,
+                Err(refused) => Err(refused),
+            };
             if bound.is_err() {
-                new_targets::remove_unused(&made);
+                new_targets::remove_unused(&made.dirs);
             }
-            run.write_bound = Some(made_or_refused(bound, scoped)?);
+            run.write_bound = Some(bound?);
         }
         hold_for_tests().await;
         Ok(())
@@ -148,10 +146,14 @@ impl Server {
     /// places a call names by name are left out. Under `--write-envs` the run writes its
     /// targets only. Under `--allow-paths` alone it writes the allowed directories (what
     /// the call's paths may name; every file there shared with elsewhere is un-shared
-    /// first) and the targets the gate resolved (a missing one: its nearest existing
-    /// directory); the places a call names by name (the envs directories, `~/.condarc`,
-    /// `<root>/.condarc`) only when the command has no targets: then they are what it may
-    /// write, and files shared there are refused.
+    /// first) and the targets the gate resolved (a missing one outside them: made, see
+    /// `new_targets`); the places a call names by name (the envs directories, `~/.condarc`,
+    /// `<root>/.condarc`) only when the command has no targets (`conda config`, `conda
+    /// clean`): then they are what it may write, and files shared there are refused. A
+    /// command that has targets whose gate resolved none (its environment named in a file,
+    /// conda's own refusal of the argv) gets the allowed directories alone: it got every
+    /// envs directory and both condarc files, where the link script of an `env create
+    /// --file` naming its environment wrote other environments (attack 20 G1).
     fn judged_places(&self, ready: &Ready, call: &Judged) -> (Vec<bound::Writable>, bool, bool) {
         let scoped = self.shared.config.write_envs.is_some();
         let places = if scoped {
@@ -162,7 +164,17 @@ impl Server {
                 .chain(judged(&call.targets))
                 .collect()
         };
-        (places, scoped, scoped || !call.targets.is_empty())
+        let root = ready.discovery.catalog.root.as_ref();
+        let path = crate::tools::policy::command_path(root, &call.argv);
+        let has_targets = path
+            .as_deref()
+            .and_then(crate::tools::policy::write_envs::rule)
+            .is_some();
+        (
+            places,
+            scoped,
+            scoped || has_targets || !call.targets.is_empty(),
+        )
     }
 
     /// conda's root prefix as a whole is never a place of a bounded write unless the
@@ -247,6 +259,19 @@ async fn unshare(
             Err(refuse::policy(reason, &text))
         }
     }
+}
+
+/// The bound of `places` and `setup`, made off the async workers.
+async fn make(
+    abi: i64,
+    places: Vec<bound::Writable>,
+    setup: bound::Setup,
+    scoped: bool,
+) -> Result<bound::Bound, Refusal> {
+    let made = tokio::task::spawn_blocking(move || bound::Bound::make(abi, &places, setup))
+        .await
+        .map_err(|_| ErrorData::internal_error("the write bound failed", None))?;
+    made_or_refused(made, scoped)
 }
 
 /// The bound made, or the refusal of a judged path that changed (never the path).

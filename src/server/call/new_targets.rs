@@ -59,18 +59,22 @@ pub(super) fn new_targets(
 /// Make each new target, empty, with the missing directories above it
 /// (`bound::make_new_target`, never through a symlink). A symlink on the way refuses the
 /// call as a changed path; a target that cannot be made fails it.
-pub(super) async fn make(new: Vec<PathBuf>, scoped: bool) -> Result<Vec<PathBuf>, Refusal> {
+pub(super) async fn make(new: Vec<PathBuf>, scoped: bool) -> Result<Made, Refusal> {
     if new.is_empty() {
-        return Ok(new);
+        return Ok(Made::default());
     }
     let made = tokio::task::spawn_blocking(move || {
-        let mut made = Vec::new();
+        let mut made = Made::default();
         for target in &new {
             match bound::make_new_target(target) {
-                Ok(true) => made.push(target.clone()),
-                Ok(false) => {}
+                Ok(dirs) => {
+                    if dirs.last() == Some(target) {
+                        made.targets.push(target.clone());
+                    }
+                    made.dirs.extend(dirs);
+                }
                 Err(error) => {
-                    remove_unused(&made);
+                    remove_unused(&made.dirs);
                     return Err(error);
                 }
             }
@@ -97,7 +101,17 @@ pub(super) async fn make(new: Vec<PathBuf>, scoped: bool) -> Result<Vec<PathBuf>
     }
 }
 
-/// Remove the new targets made for a run that did not start or wrote nothing there.
+/// Remove the directories made for a run that did not start or wrote nothing there,
+/// innermost first, each while empty.
 pub(super) fn remove_unused(made: &[PathBuf]) {
-    made.iter().for_each(|t| bound::remove_unused_target(t));
+    made.iter()
+        .rev()
+        .for_each(|d| bound::remove_unused_target(d));
+}
+
+/// What [`make`] made: the new targets, and every directory (outermost first).
+#[derive(Default)]
+pub(super) struct Made {
+    pub(super) targets: Vec<PathBuf>,
+    pub(super) dirs: Vec<PathBuf>,
 }

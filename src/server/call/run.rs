@@ -70,7 +70,7 @@ impl Server {
             let inputs = crate::host::sandbox::Inputs::from_process();
             crate::host::sandbox::bound::settle_registry(&inputs, &call.targets, succeeded);
             if let Some(bound) = &run.write_bound {
-                super::new_targets::remove_unused(bound.new_targets());
+                super::new_targets::remove_unused(bound.made());
             }
         }
         if outcome.cancelled {

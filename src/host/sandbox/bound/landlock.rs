@@ -132,6 +132,7 @@ pub(crate) fn make(abi: i64, writable: &[Writable], setup: Setup) -> Result<Boun
         tmpdir: setup.tmpdir,
         pkgs_dirs: setup.pkgs_dirs,
         new_targets: setup.new_targets,
+        made: setup.made,
     })))
 }
 
@@ -199,9 +200,10 @@ fn open_judged(path: &Path) -> Result<(OwnedFd, bool, PathBuf), std::io::Error> 
 }
 
 /// Make the new target `target` (judged, canonical), empty, with the missing directories
-/// above it, as conda's `create` would, without following a symlink on the way.
-/// Whether the target was made here; [`super::Changed`] when a symlink is on the way.
-pub(crate) fn make_new_target(target: &Path) -> Result<bool, std::io::Error> {
+/// above it, as conda's `create` would, without following a symlink on the way: the
+/// directories made here, outermost first (the target last when it was made here);
+/// [`super::Changed`] when a symlink is on the way.
+pub(crate) fn make_new_target(target: &Path) -> Result<Vec<PathBuf>, std::io::Error> {
     use rustix::fs::{CWD, Mode, OFlags, ResolveFlags, mkdirat, openat2};
     let mut missing = Vec::new();
     let mut at = target;
@@ -228,19 +230,20 @@ pub(crate) fn make_new_target(target: &Path) -> Result<bool, std::io::Error> {
         other => other.into(),
     };
     let mut dir = openat2(CWD, at, flags, Mode::empty(), resolve).map_err(changed)?;
-    let mut made = false;
+    let (mut made, mut path) = (Vec::new(), at.to_path_buf());
     for name in missing.into_iter().rev() {
-        made = match mkdirat(&dir, name, Mode::from_raw_mode(0o777)) {
-            Ok(()) => true,
-            Err(rustix::io::Errno::EXIST) => false,
+        path.push(name);
+        match mkdirat(&dir, name, Mode::from_raw_mode(0o777)) {
+            Ok(()) => made.push(path.clone()),
+            Err(rustix::io::Errno::EXIST) => {}
             Err(error) => return Err(error.into()),
-        };
+        }
         dir = openat2(&dir, name, flags, Mode::empty(), resolve).map_err(changed)?;
     }
     Ok(made)
 }
 
-/// Remove `target`, a new target [`make_new_target`] made, when it is still an empty
+/// Remove `target`, a directory [`make_new_target`] made, when it is still an empty
 /// directory (the run failed before conda wrote it), not through a symlink.
 pub(crate) fn remove_unused_target(target: &Path) {
     use rustix::fs::{AtFlags, CWD, Mode, OFlags, ResolveFlags, openat2, unlinkat};
