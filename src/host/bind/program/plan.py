@@ -149,7 +149,7 @@ def _state(prefix):
 def _made_for_the_run(prefix):
     """Whether `prefix` is a new target the server made for the run, still an empty
     directory (its list in `CCM_NEW_TARGETS`): the bound grants a new environment itself,
-    so the server makes it right before the run (src/server/call/bound.rs `make`)."""
+    so the server makes it right before the run (src/server/call/new_targets.rs `make`)."""
     try:
         made = json.loads(os.environ.get("CCM_NEW_TARGETS") or "[]")
         real = os.path.realpath(prefix)
