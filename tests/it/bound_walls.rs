@@ -341,6 +341,38 @@ fn real_conda_a_new_environment_writes_nothing_beside_it() {
     assert!(!setup.outside.join("created").exists(), "{created}");
 }
 
+/// `conda doctor --fix` installs into its environment (conda/cli/install.py:78-105
+/// `reinstall_packages`, from the consistency fixer) though the gate's table names no
+/// target for it: under `--allow-paths` alone it got every envs directory and both
+/// condarc files, and the link script of the dependency it installed wrote the
+/// operator's `~/.conda/envs/other` (attack 21 H1). Its environment's record names
+/// `probe` as a dependency of `pkga`; the fix installs `probe`, whose post-link finds
+/// nothing beside it writable.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_doctor_fix_writes_nothing_beside_its_environment() {
+    let setup = Setup::with_outside("home/.conda/envs/other");
+    let envs = setup.outside.parent().unwrap().display().to_string();
+    let condarc = format!("channels:\n  - {}\nenvs_dirs:\n  - {envs}\n", setup.channel);
+    std::fs::write(setup.real.path("condarc"), condarc).unwrap();
+    let before = setup.outside_files();
+    let mut server = setup.server_paths_only();
+    let created = server.unasked("conda_create", setup.arguments(&["pkga"]));
+    assert_eq!(created["isError"], false, "{created}");
+    let record = setup.env().join("conda-meta/pkga-1.0-0.json");
+    let mut json: Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    json["depends"] = json!(["probe"]);
+    std::fs::write(&record, json.to_string()).unwrap();
+    let arguments = json!({"prefix": setup.env(), "fix": true, "yes": true,
+        "checks": ["consistency"], "ccm_cwd": setup.project});
+    let fixed = server.unasked("conda_doctor", arguments);
+    assert!(
+        setup.env().join("report.json").is_file(),
+        "the fix installed nothing: {fixed}"
+    );
+    nothing_beside(&setup, &before, &setup.env());
+}
+
 /// What the probe's post-link in `target` tried beside it failed, and changed nothing.
 fn nothing_beside(
     setup: &Setup,

@@ -148,12 +148,12 @@ impl Server {
     /// the call's paths may name; every file there shared with elsewhere is un-shared
     /// first) and the targets the gate resolved (a missing one outside them: made, see
     /// `new_targets`); the places a call names by name (the envs directories, `~/.condarc`,
-    /// `<root>/.condarc`) only when the command has no targets (`conda config`, `conda
-    /// clean`): then they are what it may write, and files shared there are refused. A
-    /// command that has targets whose gate resolved none (its environment named in a file,
-    /// conda's own refusal of the argv) gets the allowed directories alone: it got every
-    /// envs directory and both condarc files, where the link script of an `env create
-    /// --file` naming its environment wrote other environments (attack 20 G1).
+    /// `<root>/.condarc`) only for `conda config` without targets: then they are what it
+    /// may write, and files shared there are refused. Any other command gets the allowed
+    /// directories alone: one whose gate resolved no target (its environment named in a
+    /// file: attack 20 G1) or that has none in the gate's table but installs into one
+    /// (`doctor --fix`, `check --fix`: attack 21 H1) got every envs directory and both
+    /// condarc files, where its link scripts wrote other environments' `activate.d`.
     fn judged_places(&self, ready: &Ready, call: &Judged) -> (Vec<bound::Writable>, bool, bool) {
         let scoped = self.shared.config.write_envs.is_some();
         let places = if scoped {
@@ -166,14 +166,11 @@ impl Server {
         };
         let root = ready.discovery.catalog.root.as_ref();
         let path = crate::tools::policy::command_path(root, &call.argv);
-        let has_targets = path
-            .as_deref()
-            .and_then(crate::tools::policy::write_envs::rule)
-            .is_some();
+        let config = path.as_deref() == Some(&["config".to_owned()][..]);
         (
             places,
             scoped,
-            scoped || has_targets || !call.targets.is_empty(),
+            scoped || !config || !call.targets.is_empty(),
         )
     }
 
