@@ -16,8 +16,9 @@
 //!   `sandbox/mount.rs`; [`install_sandbox`], [`enter_forked`], [`install_joined`]): a
 //!   read-only call sees the host read-only, with a private tmpfs, `/dev` and IPC
 //!   namespace; where they are missing the sandbox is `Unavailable`.
-//! - Landlock scope (`sandbox/scope.rs`, [`scope_ruleset`]): a sandboxed call's signals
-//!   and abstract unix sockets reach only its own call; write bound
+//! - Landlock scope (`sandbox/scope.rs`, [`scope_ruleset`], [`sandbox_rules_writes`]): a
+//!   sandboxed call's signals and abstract unix sockets reach only its own call, and it
+//!   opens for writing only files of its own mounts (no host FIFO); write bound
 //!   (`sandbox/bound/landlock.rs` and the [`Walls`] of `sandbox/walls.rs`;
 //!   [`write_bound_support`], [`make_write_bound`], [`install_write_bound`]): an
 //!   unsandboxed write may write only beneath the places it was judged to.

@@ -47,7 +47,7 @@
 //! Linux ≥ 5.12 (`mount_setattr`); overlays in user namespaces need Linux ≥ 5.11.
 
 use std::ffi::{CString, OsString};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -84,13 +84,15 @@ pub(crate) mod walls;
 pub use probe::Unavailable;
 
 /// The size of a sandboxed call's tmpfs (its `TMPDIR`, the upper layers of its overlays)
-/// and of each entry a union adds (`enter::UNION_TMPFS`): at most 2 GiB and 262 144
-/// files. The kernel's default, half the memory, let one call (`conda run` of a program
-/// that fills `TMPDIR`) pin 12 GiB of a 24 GiB host, outside any process's limits, for
-/// its whole run (attack 5 V1). 2 GiB holds a large channel's repodata written into the
+/// and of each entry a union adds (`mount::tmpfs`): at most 2 GiB and 262 144 files.
+/// The kernel's default, half the memory, let one call (`conda run` of a program that
+/// fills `TMPDIR`) pin 12 GiB of a 24 GiB host, outside any process's limits, for its
+/// whole run (attack 5 V1). 2 GiB holds a large channel's repodata written into the
 /// repodata cache's overlay (conda-forge's `linux-64` is about 300 MB) several times over.
 /// Only one execution runs at a time, so this bounds the sandbox's memory server-wide.
-pub(crate) const CALL_TMPFS: &str = "size=2g,nr_inodes=262144";
+pub(crate) const CALL_TMPFS_SIZE: &std::ffi::CStr = c"2g";
+/// The number of files of a call's tmpfs (see [`CALL_TMPFS_SIZE`]).
+pub(crate) const CALL_TMPFS_INODES: &std::ffi::CStr = c"262144";
 
 /// Most overlays a union carries over (those inside the directory it goes on).
 const MAX_KEEPS: usize = 8;
@@ -136,6 +138,9 @@ struct Facts {
     /// The Landlock ruleset that scopes a call's signals and abstract unix sockets to the
     /// call (`None`: the kernel has no Landlock scoping, ABI < 6).
     scope: Option<Arc<OwnedFd>>,
+    /// Whether each call's own Landlock ruleset rules which files it opens for writing
+    /// (the kernel has Landlock): only those of its own mounts.
+    rules_writes: bool,
     /// The unix-socket filter every child installs last (`None`: it could not be built).
     seccomp: Option<Arc<platform::SeccompFilter>>,
     home: Option<PathBuf>,
@@ -224,13 +229,19 @@ struct Prepared {
     /// namespace with a new mount namespace in it (copies of the mounts, locked). Else
     /// the user namespace comes first and the mounts are made inside it.
     mounts_first: bool,
-    /// The Landlock ruleset each child restricts itself with (a domain of its own).
+    /// The Landlock ruleset that scopes signals and abstract sockets (a child with no
+    /// ruleset of its own restricts itself with it: the read zygote).
     scope: Option<Arc<OwnedFd>>,
+    /// Whether the child's own ruleset (`scope::call_ruleset`) rules which files it opens
+    /// for writing.
+    rules_writes: bool,
+    /// Debug builds only: a FIFO the tests read, granted too (`scope::test_report`).
+    test_report: Option<CString>,
     /// The unix-socket filter, installed last.
     seccomp: Option<Arc<platform::SeccompFilter>>,
     base: CString,
-    /// tmpfs options of the base.
-    base_options: CString,
+    /// The mode of the base's tmpfs.
+    base_mode: CString,
     /// Directories to make in the tmpfs, parents first.
     mkdirs: Vec<CString>,
     tmpdir: PathBuf,
@@ -253,11 +264,11 @@ pub(super) struct Overlay {
     /// The lower layers above the directory, each followed by `:` (a home's registry
     /// copy, `registries.rs`), or nothing.
     above: CString,
-    /// The options after the lower layers: `,upperdir=…,workdir=…`, or nothing (a
-    /// read-only overlay).
-    rest: CString,
-    /// The same with `,userxattr` (needed for overlays inside a user namespace).
-    rest_userxattr: CString,
+    /// The upper and work directories (a copy-on-write overlay, whose files the call
+    /// may open for writing), or none (a read-only overlay).
+    layers: Option<(CString, CString)>,
+    /// `index=off` (a home's read-only overlay, `registries.rs`).
+    index_off: bool,
 }
 
 /// A read-only union that adds missing entries to an existing directory.
@@ -287,9 +298,11 @@ impl Plan {
             maps: p.maps.clone(),
             mounts_first: p.mounts_first,
             scope: p.scope.clone(),
+            rules_writes: p.rules_writes,
+            test_report: p.test_report.clone(),
             seccomp: p.seccomp.clone(),
             base: p.base.clone(),
-            base_options: p.base_options.clone(),
+            base_mode: p.base_mode.clone(),
             mkdirs: p.mkdirs.iter().take(1).cloned().collect(),
             tmpdir: p.tmpdir.clone(),
             overlays: Vec::new(),
@@ -307,11 +320,6 @@ impl Plan {
     /// Whether the sandbox includes a user namespace of the call's own.
     pub fn user_namespace(&self) -> bool {
         self.0.maps.is_some()
-    }
-
-    /// The Landlock ruleset a child restricts itself with, when signals are scoped.
-    pub fn scope(&self) -> Option<BorrowedFd<'_>> {
-        self.0.scope.as_deref().map(AsFd::as_fd)
     }
 
     /// The memfd holding the unix-socket filter a warm child installs last.
@@ -425,6 +433,7 @@ impl Sandbox {
             "abstract_unix_sockets": if facts.scope.is_some() { "scoped" } else { "shared" },
             "unix_sockets": if filtered { "refused" } else { "open" },
             "devices": "minimal",
+            "fifos": if facts.rules_writes { "refused" } else { "open" },
         });
         if let Some(reason) = &facts.shared_user_namespace {
             isolation["user_namespace_refused"] = json!(reason);

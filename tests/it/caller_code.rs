@@ -3,9 +3,10 @@
 //!
 //! Every name of the target interpreter's `sys.stdlib_module_names` is planted, as a
 //! module (`NAME.py`) in one directory and as a package (`NAME/__init__.py`) in another.
-//! A planted file that runs writes one line into a FIFO the test holds open: opening a
-//! FIFO for writing works on a read-only mount, so the sandbox does not hide a planted
-//! run from the test. conda's CUDA probe (and the fixture's copy of it) starts a
+//! A planted file that runs writes one line into a FIFO the test holds open, which the
+//! servers' sandboxed children may open for writing (`CCM_TEST_REPORT_FIFO`, a
+//! debug-build grant: no other host FIFO opens in the sandbox), so the sandbox does not
+//! hide a planted run from the test. conda's CUDA probe (and the fixture's copy of it) starts a
 //! `multiprocessing` *spawn* child, `python -c 'from multiprocessing.spawn import …'`,
 //! whose `sys.path[0]` is the working directory until `spawn.prepare()` runs.
 
@@ -165,6 +166,7 @@ fn fixture_server(cwd: &Path, home: &Path, planted: &Planted, warm: bool) -> Ses
         .current_dir(cwd)
         .env("HOME", home)
         .env("CCM_FIXTURE_PROBE_REPORT", planted.fifo())
+        .env("CCM_TEST_REPORT_FIFO", planted.fifo())
         .env_remove("CONDA_OVERRIDE_CUDA");
     let mut session = Session::spawn_initialized(command);
     if warm {
@@ -223,8 +225,9 @@ fn planted_modules_never_run_in_the_fixtures_spawn_child() {
 }
 
 /// A real-conda server in `cwd` with the side-effect test's private world (HOME,
-/// package cache, a local channel) — but the CUDA probe on (no `CONDA_OVERRIDE_CUDA`).
-fn real_server(world: &World, cwd: &Path, flags: &[&str]) -> Session {
+/// package cache, a local channel) — but the CUDA probe on (no `CONDA_OVERRIDE_CUDA`) —
+/// whose sandboxed children may report to `planted`'s FIFO.
+fn real_server(world: &World, cwd: &Path, planted: &Planted, flags: &[&str]) -> Session {
     let mut command = support::ccm();
     command
         .arg("--conda-exe")
@@ -239,6 +242,7 @@ fn real_server(world: &World, cwd: &Path, flags: &[&str]) -> Session {
                 .into_iter()
                 .filter(|(k, _)| k != "CONDA_OVERRIDE_CUDA"),
         )
+        .env("CCM_TEST_REPORT_FIFO", planted.fifo())
         .current_dir(cwd);
     let mut session = Session::spawn_initialized(command);
     if flags.contains(&"--warm") {
@@ -336,7 +340,7 @@ fn real_conda_planted_modules_never_run_in_read_only_calls() {
     }
 
     // The control: detection works from inside the sandbox.
-    let mut exec = real_server(&world, &modules, &["--allow-exec"]);
+    let mut exec = real_server(&world, &modules, &planted, &["--allow-exec"]);
     let control = exec.call(
         "conda_run",
         json!({"prefix": prefix, "executable_call":
@@ -349,8 +353,8 @@ fn real_conda_planted_modules_never_run_in_read_only_calls() {
     );
     drop(exec);
 
-    let mut cold = real_server(&world, &modules, &["--no-warm"]);
-    let mut warm = real_server(&world, &packages, &["--warm"]);
+    let mut cold = real_server(&world, &modules, &planted, &["--no-warm"]);
+    let mut warm = real_server(&world, &packages, &planted, &["--warm"]);
     assert!(
         planted_runs(&planted.lines()).is_empty(),
         "planted code ran while the servers started"

@@ -1,16 +1,18 @@
-//! A sandboxed child reaches nothing outside its call through device nodes or unix
-//! sockets: the host's device nodes are absent, a device node elsewhere does not open (`/dev/loop-control`, `/dev/kmsg`
+//! A sandboxed child reaches nothing outside its call through device nodes, unix sockets
+//! or FIFOs: the host's device nodes are absent, a device node elsewhere does not open (`/dev/loop-control`, `/dev/kmsg`
 //! cannot be opened), a unix socket the test's own listener serves, by path and by
-//! abstract name, cannot be connected to (the listener sees nothing), a datagram
+//! abstract name, cannot be connected to (the listener sees nothing), a FIFO the test
+//! reads (mode `0666`, as a host service's) does not open for writing, a datagram
 //! socket pair, io_uring and the user's kernel keyring (`add_key`, `keyctl`) and another process's resource limits and tracing (`ptrace`) are refused; `/dev/null`, `/dev/urandom` and a connected
 //! stream pair keep working; the controlling terminal of a server started from one does
-//! not open (`/dev/tty`). A sandboxed `conda run` of `tests/fixtures/devices.py`, as
+//! not open (`/dev/tty`); a FIFO of the call's own, a file in its temporary directory and
+//! in `/dev/shm` are written. A sandboxed `conda run` of `tests/fixtures/devices.py`, as
 //! root and as `nobody`, cold and `--warm`, with the kernel's Landlock scope and without
 //! it (a debug-build switch), on the fixture and on a real conda.
 
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read};
 use std::os::linux::net::SocketAddrExt;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{SocketAddr, UnixListener};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -30,6 +32,10 @@ struct Listeners {
     /// A copy of the host's `/dev/kmsg` node outside `/dev` (made when root; else a
     /// path that does not exist).
     node: PathBuf,
+    /// A FIFO anyone may write (as `/run/initctl` of a host service), and the test's
+    /// reading end of it.
+    fifo: PathBuf,
+    fifo_reader: std::fs::File,
 }
 
 impl Listeners {
@@ -60,23 +66,44 @@ impl Listeners {
         }
         by_path.set_nonblocking(true).unwrap();
         abstract_.set_nonblocking(true).unwrap();
+        let fifo = dir.path().join("initctl");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::from_raw_mode(0o666),
+        )
+        .unwrap();
+        std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let fifo_reader = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap();
         Listeners {
             _dir: dir,
             path,
             name,
             node,
+            fifo,
+            fifo_reader,
             by_path,
             abstract_,
         }
     }
 
-    /// Neither listener has seen a connection.
+    /// Neither listener has seen a connection, nothing was written into the FIFO.
     fn untouched(&self, what: &str) {
         for (listener, which) in [(&self.by_path, "path"), (&self.abstract_, "abstract")] {
             match listener.accept() {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {}
                 other => panic!("{what}: the {which} listener was reached: {other:?}"),
             }
+        }
+        let mut read = [0u8; 64];
+        match (&self.fifo_reader).read(&mut read) {
+            Ok(0) => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            other => panic!("{what}: the FIFO was written: {other:?} {read:?}"),
         }
     }
 }
@@ -142,6 +169,7 @@ fn probe(s: &mut Session, prefix: &Path, listeners: &Listeners) -> Value {
         listeners.node.display().to_string(),
         // A process outside the call: the test's own.
         std::process::id().to_string(),
+        listeners.fifo.display().to_string(),
     ];
     let result = s.call(
         "conda_run",
@@ -182,6 +210,7 @@ fn check(launch: &dyn Fn() -> Command, conda: &Path, prefix: &Path, home: &Path,
             for key in [
                 "unix_path",
                 "unix_abstract",
+                "fifo_host",
                 "dgram_pair",
                 "io_uring",
                 "add_key",
@@ -191,7 +220,15 @@ fn check(launch: &dyn Fn() -> Command, conda: &Path, prefix: &Path, home: &Path,
             ] {
                 assert_eq!(out[key], "EACCES", "{what}: {key} {out}");
             }
-            for key in ["null", "urandom", "stream_pair", "prlimit_self"] {
+            for key in [
+                "null",
+                "urandom",
+                "stream_pair",
+                "prlimit_self",
+                "fifo_own",
+                "tmp_file",
+                "shm_file",
+            ] {
                 assert_eq!(out[key], "ok", "{what}: {key} {out}");
             }
             let expected = [
@@ -202,6 +239,7 @@ fn check(launch: &dyn Fn() -> Command, conda: &Path, prefix: &Path, home: &Path,
             let isolation = s.capabilities()["sandbox"]["isolation"].clone();
             assert_eq!(isolation["unix_sockets"], "refused", "{what}: {isolation}");
             assert_eq!(isolation["devices"], "minimal", "{what}: {isolation}");
+            assert_eq!(isolation["fifos"], "refused", "{what}: {isolation}");
             if warm {
                 assert_eq!(s.capabilities()["warm"]["warm_calls"], 1, "{what}");
             }

@@ -233,11 +233,17 @@ fn pairs_once(
     home: &Path,
     who: &str,
 ) {
+    let mut meeting = Meeting::new();
+    // The victim reports its pid through the meeting's FIFO, which the servers' sandboxed
+    // children may open (a debug-build grant: no other host FIFO opens in the sandbox).
     let mut servers: Vec<Server> = [false, false, true, true]
         .into_iter()
-        .map(|warm| server(launch(), conda, home, warm))
+        .map(|warm| {
+            let mut command = launch();
+            command.env("CCM_TEST_REPORT_FIFO", meeting.fifo());
+            server(command, conda, home, warm)
+        })
         .collect();
-    let mut meeting = Meeting::new();
     // (victim, attacker): cold-cold, cold-warm, warm-cold, warm-warm.
     for (n, (v, a)) in [(0, 1), (0, 2), (2, 1), (2, 3)].into_iter().enumerate() {
         let (victim, attacker) = two(&mut servers, v, a);
@@ -279,7 +285,7 @@ fn pairs_once(
         servers[0].session.capabilities()["sandbox"]["isolation"],
         json!({"user_namespace": "per_call", "ipc_namespace": "per_call",
                "signals": scope, "abstract_unix_sockets": unix,
-               "unix_sockets": "refused", "devices": "minimal"}),
+               "unix_sockets": "refused", "devices": "minimal", "fifos": "refused"}),
         "{who}"
     );
 }

@@ -345,9 +345,11 @@ fn warm_sandboxed_children_of_an_unprivileged_server_hold_what_cold_ones_hold() 
 fn a_warm_forked_orphan_without_exec_or_cgroup_does_not_survive_the_call() {
     let unprivileged = crate::kit::nobody::Unprivileged::new();
     // A FIFO: the call runs in the read-only sandbox (warm reads are sandboxed calls),
-    // where a FIFO is the one thing it can write that the test reads. Beside HOME, not in
-    // it: a HOME without `.conda` is seen through a union in the sandbox, and a FIFO
-    // opened through an overlay is not the one the test reads.
+    // where it writes nothing the test reads but this FIFO, which the server's sandboxed
+    // children may open (`CCM_TEST_REPORT_FIFO`, a debug-build grant: no other host FIFO
+    // opens there). Beside HOME, not in it: a HOME without `.conda` is seen through a
+    // union in the sandbox, and a FIFO opened through an overlay is not the one the test
+    // reads.
     let pids = unprivileged.home().parent().unwrap().join("pids");
     let c_path = std::ffi::CString::new(pids.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: mkfifo on a NUL-terminated path this test owns.
@@ -370,7 +372,7 @@ fn a_warm_forked_orphan_without_exec_or_cgroup_does_not_survive_the_call() {
                 recorded
             })
         };
-        let mut s = unprivileged.server(&flags);
+        let mut s = unprivileged.server_with(&flags, &[("CCM_TEST_REPORT_FIFO", &pids)]);
         let warm = !flags.contains(&"--no-warm");
         if warm {
             wait_ready(&mut s);

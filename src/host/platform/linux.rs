@@ -14,7 +14,9 @@ pub(crate) use crate::host::sandbox::bound::landlock::{
 pub(crate) use crate::host::sandbox::enter::{
     enter_forked, install as install_sandbox, install_joined,
 };
-pub(crate) use crate::host::sandbox::scope::ruleset as scope_ruleset;
+pub(crate) use crate::host::sandbox::scope::{
+    rules_writes as sandbox_rules_writes, ruleset as scope_ruleset,
+};
 pub(crate) use crate::host::sandbox::seccomp::Filter as SeccompFilter;
 pub(crate) use crate::host::sandbox::walls::Walls;
 

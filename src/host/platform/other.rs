@@ -53,6 +53,11 @@ pub(crate) fn scope_ruleset() -> Option<OwnedFd> {
     None
 }
 
+/// No Landlock: a sandboxed call's writes are not ruled (there is no sandboxed call).
+pub(crate) fn sandbox_rules_writes() -> bool {
+    false
+}
+
 /// No read-only sandbox: the child is not started.
 pub(crate) fn install_sandbox<Plan>(_command: &mut Command, _plan: &Plan) -> io::Result<()> {
     Err(unsupported(
@@ -61,7 +66,10 @@ pub(crate) fn install_sandbox<Plan>(_command: &mut Command, _plan: &Plan) -> io:
 }
 
 /// No sandbox to build in a forked holder.
-pub(crate) fn enter_forked<Plan>(_plan: &Plan, _parent: Option<BorrowedFd<'_>>) -> io::Result<()> {
+pub(crate) fn enter_forked<Plan>(
+    _plan: &Plan,
+    _parent: Option<BorrowedFd<'_>>,
+) -> io::Result<Option<OwnedFd>> {
     Err(unsupported(
         "the read-only sandbox needs Linux's namespaces",
     ))

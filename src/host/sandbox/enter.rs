@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::mount::{MOUNT_ATTR_NODEV, MOUNT_ATTR_RDONLY, mount_setattr};
-use super::{Joined, MAX_KEEPS, Overlay, Plan, Prepared, TMPDIR, UnionMount};
+use super::{Joined, Plan, Prepared, TMPDIR};
 
 /// Put the child of `command` into the sandbox of `plan` (sets `TMPDIR`, and a
 /// `pre_exec` hook that builds the namespace). Fails only where there is no sandbox
@@ -16,7 +16,8 @@ pub(crate) fn install(command: &mut tokio::process::Command, plan: &Plan) -> std
     // before the fork, as required between fork and exec.
     unsafe {
         command.pre_exec(move || {
-            enter(&prepared, None)?;
+            // The child's ruleset: it restricts itself in `enter`, and exec closes it.
+            drop(enter(&prepared, None)?);
             // Last: the unix-socket filter (`seccomp.rs`).
             match &prepared.seccomp {
                 Some(filter) => filter.install(),
@@ -32,11 +33,12 @@ pub(crate) fn install(command: &mut tokio::process::Command, plan: &Plan) -> std
 /// user namespace is made inside that user namespace (the read zygote's, which the
 /// server's user owns), so that the zygote's children, which hold no capability, may
 /// join it: the owner of a user namespace, in its parent, holds every capability in it.
-/// Only system calls.
+/// Returns the call's own Landlock ruleset (its mounts granted), which a process that
+/// joins the namespaces restricts itself with. Only system calls.
 pub(crate) fn enter_forked(
     plan: &Plan,
     parent: Option<rustix::fd::BorrowedFd<'_>>,
-) -> std::io::Result<()> {
+) -> std::io::Result<Option<rustix::fd::OwnedFd>> {
     enter(&plan.0, parent)
 }
 
@@ -103,17 +105,22 @@ fn write_file(
 /// sandboxed child is alone in a user namespace of its own: another call's child, in a
 /// sibling, holds no capability over it, so the kernel refuses `ptrace` and
 /// `/proc/<pid>/root`, `mem`, `fd` between them. Then every privilege goes, and the
-/// Landlock scope (where the kernel has one) keeps signals within the call.
+/// call's own Landlock ruleset (`scope.rs`), made first and granting each writable mount
+/// as it is made, keeps signals within the call and opens for writing only files of its
+/// mounts.
 ///
 /// With `parent` (a user namespace the server's user owns), the call's user namespace is
 /// made inside it: joined right before the call's own is unshared, after a root server's
-/// mounts (made as root).
-fn enter(plan: &Prepared, parent: Option<rustix::fd::BorrowedFd<'_>>) -> std::io::Result<()> {
-    use rustix::fs::{Mode, mkdir};
-    use rustix::mount::{MountFlags, MountPropagationFlags, mount, mount_change};
+/// mounts (made as root). Returns the call's ruleset.
+fn enter(
+    plan: &Prepared,
+    parent: Option<rustix::fd::BorrowedFd<'_>>,
+) -> std::io::Result<Option<rustix::fd::OwnedFd>> {
+    use rustix::fd::AsFd;
     use rustix::thread::UnshareFlags;
 
     let calls_own = UnshareFlags::NEWUSER | UnshareFlags::NEWNS | UnshareFlags::NEWIPC;
+    let rules = super::scope::call_ruleset(plan.rules_writes, plan.scope.is_some())?;
     // Where the maps are written: `/proc`, or (root) a detached copy of its mount, which
     // the read-only remount below does not reach (the maps are written after it).
     let proc = match &plan.maps {
@@ -138,6 +145,35 @@ fn enter(plan: &Prepared, parent: Option<rustix::fd::BorrowedFd<'_>>) -> std::io
         }
         _ => unshare(UnshareFlags::NEWNS)?,
     }
+    mount_tree(plan, rules.as_ref().map(AsFd::as_fd))?;
+    match (&plan.maps, &proc, plan.mounts_first) {
+        (Some(maps), Some(proc), true) => {
+            join_parent()?;
+            user_namespace(calls_own, maps, proc)?
+        }
+        // A root server whose kernel refused a user namespace: an IPC namespace alone.
+        (None, _, _) => unshare(UnshareFlags::NEWIPC)?,
+        _ => {}
+    }
+    super::mount::grant_mqueue(rules.as_ref().map(AsFd::as_fd));
+    drop(proc);
+    super::mount::working_directory_walled()?;
+    super::dev::detach_terminal();
+    drop_privileges()?;
+    // The scopes are the call's ruleset's too (none only on a kernel without Landlock).
+    if let Some(rules) = &rules {
+        super::scope::restrict(rules.as_fd())?;
+    }
+    Ok(rules)
+}
+
+/// The child's mount tree, in its new mount namespace: everything read-only and
+/// `nodev`, `/dev` and the tmpfs the call's own, then its overlays, unions and registry
+/// copies; each writable mount granted in `rules` as it is made. Only system calls.
+fn mount_tree(plan: &Prepared, rules: Option<rustix::fd::BorrowedFd<'_>>) -> std::io::Result<()> {
+    use rustix::fd::AsFd;
+    use rustix::fs::{CWD, Mode, OFlags, mkdir, openat};
+    use rustix::mount::{MountFlags, MountPropagationFlags, mount_change};
     mount_change(
         c"/",
         MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
@@ -152,54 +188,52 @@ fn enter(plan: &Prepared, parent: Option<rustix::fd::BorrowedFd<'_>>) -> std::io
         0,
     )?;
     super::dev::build(nodes)?;
-    let private = MountFlags::NOSUID | MountFlags::NODEV;
-    mount(
-        c"tmpfs",
-        &*plan.base,
-        c"tmpfs",
-        private,
-        &*plan.base_options,
+    // `/dev` is the call's tmpfs now (in a namespace of the child's own, under the root's
+    // own `/`): its devices, pseudo-terminals and `shm`.
+    let dev = openat(
+        CWD,
+        c"/dev",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
     )?;
+    super::scope::grant(rules, dev.as_fd())?;
+    let base = super::mount::tmpfs(&plan.base_mode)?;
+    super::mount::attach(&base, &plan.base)?;
+    super::scope::grant(rules, base.as_fd())?;
+    if let Some(report) = &plan.test_report {
+        let flags = OFlags::PATH | OFlags::CLOEXEC;
+        let fifo = openat(CWD, &**report, flags, Mode::empty())?;
+        super::scope::grant(rules, fifo.as_fd())?;
+    }
     for dir in &plan.mkdirs {
         mkdir(&**dir, Mode::from_raw_mode(0o700))?;
     }
-    mount_areas(plan, private);
-    match (&plan.maps, &proc, plan.mounts_first) {
-        (Some(maps), Some(proc), true) => {
-            join_parent()?;
-            user_namespace(calls_own, maps, proc)?
-        }
-        // A root server whose kernel refused a user namespace: an IPC namespace alone.
-        (None, _, _) => unshare(UnshareFlags::NEWIPC)?,
-        _ => {}
-    }
-    drop(proc);
-    super::mount::working_directory_walled()?;
-    super::dev::detach_terminal();
-    drop_privileges()?;
-    if let Some(scope) = &plan.scope {
-        use std::os::fd::AsFd;
-        super::scope::restrict(scope.as_fd())?;
-    }
+    mount_areas(plan, MountFlags::NOSUID | MountFlags::NODEV, rules);
     Ok(())
 }
 
 /// The call's overlays, unions and registry copies (best effort). Only system calls.
-fn mount_areas(plan: &Prepared, private: rustix::mount::MountFlags) {
+fn mount_areas(
+    plan: &Prepared,
+    private: rustix::mount::MountFlags,
+    rules: Option<rustix::fd::BorrowedFd<'_>>,
+) {
+    use super::mount::{attach_copies, attach_copy, grant_copies, overlay, union, write_copies};
     let user = plan.maps.is_some() && !plan.mounts_first;
-    super::mount::write_copies(&plan.registries);
+    write_copies(&plan.registries);
+    grant_copies(&plan.registries, rules);
     for (home, fallback) in plan.homes.iter().zip(&plan.registries.fallbacks) {
-        if !mount_overlay(home, user, private) {
-            super::mount::attach_copy(&plan.registries, fallback);
+        if !overlay(home, user, rules) {
+            attach_copy(&plan.registries, fallback);
         }
     }
-    for overlay in &plan.overlays {
-        mount_overlay(overlay, user, private);
+    for each in &plan.overlays {
+        overlay(each, user, rules);
     }
-    for union in &plan.unions {
-        mount_union(union, user, private);
+    for each in &plan.unions {
+        union(each, user, private, rules);
     }
-    super::mount::attach_copies(&plan.registries);
+    attach_copies(&plan.registries);
 }
 
 /// A directory descriptor of `/proc` (close-on-exec). `detached`: of a copy of its mount
@@ -259,115 +293,6 @@ pub(super) fn user_namespace(
     }
     written
 }
-
-/// One overlay (best effort; whether it was mounted): its directory opened once, not through a
-/// symlink, and that descriptor used as the mount point and the lower layer alike. Only
-/// system calls (the options are assembled on the stack).
-fn mount_overlay(overlay: &Overlay, user: bool, private: rustix::mount::MountFlags) -> bool {
-    use rustix::fs::{CWD, Mode, OFlags, openat};
-    use rustix::mount::mount;
-
-    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let Ok(dir) = openat(CWD, &*overlay.target, flags, Mode::empty()) else {
-        return false;
-    };
-    let mut at = [0u8; 32];
-    let Some(target) = fd_path(&mut at, &dir) else {
-        return false;
-    };
-    let (first, second) = if user {
-        (&overlay.rest_userxattr, &overlay.rest)
-    } else {
-        (&overlay.rest, &overlay.rest_userxattr)
-    };
-    for rest in [first, second] {
-        let mut options = [0u8; 3 * 4096];
-        let Some(options) = joined(
-            &mut options,
-            &[
-                b"lowerdir=",
-                overlay.above.to_bytes(),
-                target.to_bytes(),
-                rest.to_bytes(),
-            ],
-        ) else {
-            return false;
-        };
-        if mount(c"overlay", target, c"overlay", private, options).is_ok() {
-            return true;
-        }
-    }
-    false
-}
-
-/// `/proc/self/fd/<fd>` written into `buffer` (no allocation).
-fn fd_path<'a>(buffer: &'a mut [u8; 32], fd: &rustix::fd::OwnedFd) -> Option<&'a std::ffi::CStr> {
-    use std::os::fd::AsRawFd;
-    let mut digits = [0u8; 10];
-    let mut n = u32::try_from(fd.as_raw_fd()).ok()?;
-    let mut len = 0;
-    loop {
-        digits[len] = b'0' + (n % 10) as u8;
-        len += 1;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    digits[..len].reverse();
-    joined(buffer, &[b"/proc/self/fd/", &digits[..len]])
-}
-
-/// `parts` one after the other in `buffer`, NUL-terminated; `None` when they do not fit
-/// (no allocation).
-fn joined<'a>(buffer: &'a mut [u8], parts: &[&[u8]]) -> Option<&'a std::ffi::CStr> {
-    let mut at = 0;
-    for part in parts {
-        buffer.get_mut(at..at + part.len())?.copy_from_slice(part);
-        at += part.len();
-    }
-    *buffer.get_mut(at)? = 0;
-    std::ffi::CStr::from_bytes_with_nul(&buffer[..=at]).ok()
-}
-
-/// One read-only union with its new entries (best effort): the overlays inside its target
-/// are cloned first and attached again over it, then each new entry gets a tmpfs. Only
-/// system calls.
-fn mount_union(union: &UnionMount, user: bool, private: rustix::mount::MountFlags) {
-    use rustix::mount::{MoveMountFlags, OpenTreeFlags, mount, move_mount, open_tree};
-
-    let mut kept: [Option<rustix::fd::OwnedFd>; MAX_KEEPS] = [const { None }; MAX_KEEPS];
-    for (slot, keep) in kept.iter_mut().zip(&union.keeps) {
-        // A symlink put in the directory's place is not followed (the clone then fails).
-        let flags = OpenTreeFlags::OPEN_TREE_CLONE
-            | OpenTreeFlags::OPEN_TREE_CLOEXEC
-            | OpenTreeFlags::AT_SYMLINK_NOFOLLOW;
-        *slot = open_tree(rustix::fs::CWD, &**keep, flags).ok();
-    }
-    let (first, second) = if user {
-        (&union.options_userxattr, &union.options)
-    } else {
-        (&union.options, &union.options_userxattr)
-    };
-    let mounted = mount(c"overlay", &*union.target, c"overlay", private, &**first)
-        .or_else(|_| mount(c"overlay", &*union.target, c"overlay", private, &**second));
-    if mounted.is_err() {
-        return;
-    }
-    for (slot, keep) in kept.iter_mut().zip(&union.keeps) {
-        if let Some(fd) = slot.take() {
-            let flags = MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH;
-            let _ = move_mount(&fd, c"", rustix::fs::CWD, &**keep, flags);
-        }
-    }
-    for entry in &union.created {
-        let _ = mount(c"tmpfs", &**entry, c"tmpfs", private, UNION_TMPFS);
-    }
-}
-
-/// The options of a tmpfs a union adds (what conda creates there, a package cache with its
-/// repodata cache): bounded as the call's own ([`super::CALL_TMPFS`]).
-pub(super) const UNION_TMPFS: &std::ffi::CStr = c"mode=0755,size=2g,nr_inodes=262144";
 
 /// Give up every privilege, for good, for this process and everything it starts. A root
 /// child would keep root's capabilities across `exec`, and a child in a new user namespace

@@ -53,14 +53,15 @@ impl Sandbox {
             Base::Shm => "1777",
             Base::Dir(_) => "0700",
         };
-        let base_options = std::ffi::CString::new(format!("mode={mode},{}", super::CALL_TMPFS));
         Some(Plan(Arc::new(Prepared {
             maps,
             mounts_first: uid == 0,
             scope: facts.scope.clone(),
+            rules_writes: facts.rules_writes,
+            test_report: test_report(),
             seccomp: facts.seccomp.clone(),
             base: cstring(&base)?,
-            base_options: base_options.ok()?,
+            base_mode: CString::new(mode).ok()?,
             mkdirs,
             tmpdir,
             overlays,
@@ -69,6 +70,19 @@ impl Sandbox {
             homes: planned.homes,
         })))
     }
+}
+
+/// Debug builds only: `CCM_TEST_REPORT_FIFO=PATH` names a FIFO every sandboxed child may
+/// also open for writing, the channel through which a test's program inside the sandbox
+/// reports to the test (a planted module that ran, a victim's pid): the call's ruleset
+/// grants opening files for writing only beneath its own mounts, so no other FIFO opens.
+/// Release builds ignore the variable.
+fn test_report() -> Option<CString> {
+    if !cfg!(debug_assertions) {
+        return None;
+    }
+    let path = std::env::var_os("CCM_TEST_REPORT_FIFO")?;
+    CString::new(path.into_encoded_bytes()).ok()
 }
 
 fn cstring(path: &Path) -> Option<CString> {
@@ -89,14 +103,13 @@ fn overlays(areas: &Areas, base: &Path, mkdirs: &mut Vec<CString>) -> Option<Vec
             continue;
         }
         let layer = base.join(format!("o{index}"));
-        let (upper, work) = (layer.join("u"), layer.join("w"));
-        let rest = format!(",upperdir={},workdir={}", upper.display(), work.display());
-        mkdirs.extend([cstring(&layer)?, cstring(&upper)?, cstring(&work)?]);
+        let (upper, work) = (cstring(&layer.join("u"))?, cstring(&layer.join("w"))?);
+        mkdirs.extend([cstring(&layer)?, upper.clone(), work.clone()]);
         overlays.push(Overlay {
             target: cstring(target)?,
             above: CString::default(),
-            rest_userxattr: CString::new(format!("{rest},userxattr")).ok()?,
-            rest: CString::new(rest).ok()?,
+            layers: Some((upper, work)),
+            index_off: false,
         });
     }
     Some(overlays)

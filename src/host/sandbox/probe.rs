@@ -135,6 +135,7 @@ impl Facts {
             ids: (uid, gid),
             shared_user_namespace: None,
             scope: crate::host::platform::scope_ruleset().map(std::sync::Arc::new),
+            rules_writes: crate::host::platform::sandbox_rules_writes(),
             seccomp: crate::host::platform::SeccompFilter::new().map(std::sync::Arc::new),
             home: inputs.home.clone(),
             pkgs_dirs: inputs.conda_pkgs_dirs.iter().flat_map(split).collect(),

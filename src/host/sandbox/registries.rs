@@ -317,8 +317,8 @@ impl Registries {
                     // No index: with it, a lower layer in use by another overlay (one its
                     // user may mount on their home in a namespace of their own) refuses the
                     // mount (attack 12 A12-5).
-                    rest: c",index=off".to_owned(),
-                    rest_userxattr: c",index=off,userxattr".to_owned(),
+                    layers: None,
+                    index_off: true,
                 });
                 continue;
             }

@@ -1,5 +1,6 @@
 //! Landlock scoping: a sandboxed call may signal, and connect to abstract unix sockets
-//! of, only processes of its own call.
+//! of, only processes of its own call; and it opens for writing only files of its own
+//! mounts.
 //!
 //! Permission to signal goes by user id, so a sandboxed child (root, or the server's
 //! user) could signal the server, its zygote, another call and every other process of
@@ -14,8 +15,20 @@
 //!
 //! The ruleset is made once in the server (`ruleset`); the child restricts itself with
 //! one system call between `fork` and `exec` (`restrict`), after `no_new_privs`.
-//! Hand-written (three system calls, a struct of three integers): the restriction must
-//! be a raw system call in the forked child, which no Landlock crate offers.
+//!
+//! A sandboxed call's own ruleset ([`call_ruleset`], made in the child before its mounts,
+//! Landlock ABI 1) also handles opening a file for writing, granted beneath each writable
+//! mount of the call as it is made ([`grant`]: its tmpfs, `/dev`, the copy-on-write
+//! overlays, the tmpfs of a union's new entries, the registry copies, the call's
+//! POSIX message queues): every other mount
+//! of the child's tree is read-only, where a regular file does not open for writing
+//! anyway (`EROFS`) and a device node does not open at all (`nodev`), but a FIFO does.
+//! A host service's FIFO (`/run/initctl`) was written from a read-only call (attack 16
+//! A16-3); now it does not open (`EACCES`). A FIFO seen through an overlay is the
+//! overlay's own, which no host process reads.
+//!
+//! Hand-written (four system calls, structs of integers): the restriction must be a raw
+//! system call in the forked child, which no Landlock crate offers.
 
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
@@ -26,6 +39,19 @@ struct RulesetAttr {
     handled_access_net: u64,
     scoped: u64,
 }
+
+/// `struct landlock_path_beneath_attr` (packed).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// `LANDLOCK_RULE_PATH_BENEATH`.
+const RULE_PATH_BENEATH: u32 = 1;
+
+/// `LANDLOCK_ACCESS_FS_WRITE_FILE` (ABI 1): open a file for writing.
+pub(super) const WRITE_FILE: u64 = 1 << 1;
 
 /// `LANDLOCK_CREATE_RULESET_VERSION`: ask for the ABI version.
 const CREATE_RULESET_VERSION: u32 = 1;
@@ -62,6 +88,71 @@ pub(crate) fn ruleset() -> Option<OwnedFd> {
         scoped: SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET,
     };
     create(&attr).ok()
+}
+
+/// Whether a sandboxed call's ruleset can rule which files it opens for writing (the
+/// kernel has Landlock).
+pub(crate) fn rules_writes() -> bool {
+    abi() >= 1
+}
+
+/// A sandboxed call's own ruleset, made in the child before its mounts (only system
+/// calls): opening a file for writing handled when `writes` (granted by [`grant`]), the
+/// signal and abstract-socket scopes when `scoped`; `None` when it would handle nothing.
+pub(super) fn call_ruleset(writes: bool, scoped: bool) -> std::io::Result<Option<OwnedFd>> {
+    if !writes && !scoped {
+        return Ok(None);
+    }
+    // Kernels before ABI 6 take the larger attribute as long as what they do not know
+    // is zero.
+    let attr = RulesetAttr {
+        handled_access_fs: if writes { WRITE_FILE } else { 0 },
+        handled_access_net: 0,
+        scoped: if scoped {
+            SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET
+        } else {
+            0
+        },
+    };
+    create(&attr).map(Some)
+}
+
+/// Grant opening files for writing beneath `place` (a mount root of the call's, or a
+/// file) in `rules`, a ruleset of [`call_ruleset`] (none: nothing to do). Only a system
+/// call.
+pub(super) fn grant(rules: Option<BorrowedFd<'_>>, place: BorrowedFd<'_>) -> std::io::Result<()> {
+    match rules {
+        Some(rules) => add_rule(rules, place, WRITE_FILE),
+        None => Ok(()),
+    }
+}
+
+/// One path-beneath rule: `allowed` beneath `place` (a directory, or a file for the
+/// accesses that apply to one). Only a system call.
+pub(super) fn add_rule(
+    ruleset: BorrowedFd<'_>,
+    place: BorrowedFd<'_>,
+    allowed: u64,
+) -> std::io::Result<()> {
+    let attr = PathBeneathAttr {
+        allowed_access: allowed,
+        parent_fd: place.as_raw_fd(),
+    };
+    // SAFETY: valid descriptors and a valid attribute of the rule type given.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0u32,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// The scopes a ruleset of this kernel can carry: signals and abstract unix sockets

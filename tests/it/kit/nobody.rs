@@ -77,6 +77,11 @@ impl Unprivileged {
 
     /// A server on its fixture conda with `args`, initialized.
     pub(crate) fn server(&self, args: &[&str]) -> Session {
+        self.server_with(args, &[])
+    }
+
+    /// The same with `envs` set for the server.
+    pub(crate) fn server_with(&self, args: &[&str], envs: &[(&str, &std::path::Path)]) -> Session {
         let mut command = if self.root {
             self.nobody.launcher()()
         } else {
@@ -88,7 +93,8 @@ impl Unprivileged {
             .args(args)
             .env_remove("CONDA_EXE")
             .env_remove("CCM_LOG")
-            .env("HOME", self.home());
+            .env("HOME", self.home())
+            .envs(envs.iter().copied());
         Session::spawn_initialized(command)
     }
 }

@@ -89,12 +89,13 @@ fn fields(spec: &Spec, marker: &str, ns: &str) -> Result<Vec<Vec<u8>>, Unfit> {
 }
 
 /// The kinds of the descriptors that follow stdio, in order (see `zygote/start.py`): the
-/// call's user, mount and IPC namespaces and the Landlock ruleset where signals are
-/// scoped. The unix-socket filter is not sent: the zygote installed it before `exec`, and
-/// its children inherit it.
-fn kinds(plan: &crate::host::sandbox::Plan) -> String {
+/// call's user, mount and IPC namespaces and the call's own Landlock ruleset, made by
+/// the holder with the mounts it grants (where the kernel has Landlock). The unix-socket
+/// filter is not sent: the zygote installed it before `exec`, and its children inherit
+/// it.
+fn kinds(namespaces: &super::holder::Namespaces) -> String {
     let mut kinds = vec!["user", "mnt", "ipc"];
-    if plan.scope().is_some() {
+    if namespaces.ruleset.is_some() {
         kinds.push("landlock");
     }
     kinds.join(",")
@@ -117,7 +118,7 @@ pub(super) async fn start(
         let zygote = slot.as_ref().ok_or(Unfit::Starting)?;
         super::holder::build(plan, Some(zygote.user_ns.as_fd())).map_err(|_| Unfit::Sandbox)?
     };
-    let ns = kinds(plan);
+    let ns = kinds(&namespaces);
     let fields = fields(spec, marker, &ns)?;
     let (stdin_child, stdin_ours) = match spec.stdin {
         Some(_) => {
@@ -140,7 +141,7 @@ pub(super) async fn start(
     fds.push(user.as_fd());
     fds.push(namespaces.mount.as_fd());
     fds.push(namespaces.ipc.as_fd());
-    fds.extend(plan.scope());
+    fds.extend(namespaces.ruleset.as_ref().map(AsFd::as_fd));
     fds.extend(prepared.join_fds());
     let zygote = slot.as_mut().ok_or(Unfit::Starting)?;
     let field_refs: Vec<&[u8]> = fields.iter().map(Vec::as_slice).collect();

@@ -1,6 +1,7 @@
 //! The sandbox of a warm call: a short-lived child forked from the server builds the
 //! call's sandbox with the cold path's own code (only system calls after `fork`), sends
-//! back descriptors of its user, mount and IPC namespaces, and exits. The warm child joins
+//! back descriptors of its user, mount and IPC namespaces and of the call's Landlock
+//! ruleset (its mounts granted), and exits. The warm child joins
 //! those namespaces with `setns`, so the sandbox is built by one implementation for both
 //! paths. Namespace descriptors (not a pidfd of the holder) are used because joining by
 //! pidfd needs ptrace access to the holder, which an undumpable process does not give a
@@ -14,15 +15,18 @@ use super::rights;
 use crate::host::sandbox::Plan;
 
 /// The namespaces of one call's sandbox: its user namespace (absent only on a root
-/// server whose kernel refused one), its mount and its IPC namespace.
+/// server whose kernel refused one), its mount and its IPC namespace; and the call's own
+/// Landlock ruleset, which grants opening files for writing beneath the writable mounts
+/// of that mount namespace alone (absent where the kernel has no Landlock).
 pub(super) struct Namespaces {
     pub(super) user: Option<OwnedFd>,
     pub(super) mount: OwnedFd,
     pub(super) ipc: OwnedFd,
+    pub(super) ruleset: Option<OwnedFd>,
 }
 
-/// Room for three descriptors in one control message.
-const FDS: usize = 3;
+/// Room for four descriptors in one control message.
+const FDS: usize = 4;
 
 /// Build `plan`'s sandbox in a forked child and return its namespaces; with `parent`,
 /// the call's user namespace is made inside that one (the read zygote's: its children
@@ -77,7 +81,12 @@ pub(super) fn build(plan: &Plan, parent: Option<BorrowedFd<'_>>) -> std::io::Res
     if plan.user_namespace() && user.is_none() {
         return Err(std::io::Error::other("no user namespace"));
     }
-    Ok(Namespaces { user, mount, ipc })
+    Ok(Namespaces {
+        user,
+        mount,
+        ipc,
+        ruleset: fds.next(),
+    })
 }
 
 /// In the forked child: build the sandbox, send its namespaces (status 0) or a failure
@@ -86,8 +95,9 @@ pub(super) fn build(plan: &Plan, parent: Option<BorrowedFd<'_>>) -> std::io::Res
 fn in_child(plan: &Plan, parent: Option<BorrowedFd<'_>>, user: bool, socket: BorrowedFd<'_>) -> ! {
     use rustix::fs::{Mode, OFlags, open};
     let open = |path: &std::ffi::CStr| open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty());
-    let entered = crate::host::platform::enter_forked(plan, parent).is_ok();
-    let namespaces = match (entered, user) {
+    let entered = crate::host::platform::enter_forked(plan, parent);
+    let ruleset = entered.as_ref().ok().and_then(Option::as_ref);
+    let namespaces = match (entered.is_ok(), user) {
         (false, _) => None,
         (true, true) => open(c"/proc/self/ns/user").ok().map(Some),
         (true, false) => Some(None),
@@ -100,16 +110,21 @@ fn in_child(plan: &Plan, parent: Option<BorrowedFd<'_>>, user: bool, socket: Bor
         None => (None, None),
     };
     let mut control = [MaybeUninit::uninit(); rights::space(FDS)];
-    let _ = match (&namespaces, &mount, &ipc) {
-        (Some(Some(u)), Some(m), Some(i)) => {
-            let fds = [u.as_fd(), m.as_fd(), i.as_fd()];
-            rights::send(socket, &[0], &fds, &mut control)
+    // On the stack: the namespaces, then the ruleset when there is one.
+    let mut fds = [socket; FDS];
+    let mut n = 0;
+    let status = match (&namespaces, &mount, &ipc) {
+        (Some(u), Some(m), Some(i)) => {
+            let held = [u.as_ref(), Some(m), Some(i), ruleset];
+            for fd in held.into_iter().flatten() {
+                fds[n] = fd.as_fd();
+                n += 1;
+            }
+            0
         }
-        (Some(None), Some(m), Some(i)) => {
-            rights::send(socket, &[0], &[m.as_fd(), i.as_fd()], &mut control)
-        }
-        _ => rights::send(socket, &[1], &[], &mut control),
+        _ => 1,
     };
+    let _ = rights::send(socket, &[status], &fds[..n], &mut control);
     // SAFETY: `_exit` ends this forked child at once, running no handler and flushing no
     // buffer of the parent's.
     unsafe { libc::_exit(0) }

@@ -2,7 +2,7 @@
 //! ([`make`]) and the `pre_exec` hook that enters it ([`install`]), with the walls of
 //! `walls.rs` where mount namespaces work. Reached through `host::platform`.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -15,7 +15,7 @@ use crate::host::sandbox::{TMPDIR, enter, scope, walls};
 /// symlink (ABI 1), reparenting (`REFER`, ABI 2), truncating (ABI 3). Reading and
 /// executing are not handled, so they stay allowed everywhere.
 mod access {
-    pub(super) const WRITE_FILE: u64 = 1 << 1;
+    pub(super) use crate::host::sandbox::scope::WRITE_FILE;
     pub(super) const REMOVE_DIR: u64 = 1 << 4;
     pub(super) const REMOVE_FILE: u64 = 1 << 5;
     pub(super) const MAKE_CHAR: u64 = 1 << 6;
@@ -64,16 +64,6 @@ struct RulesetAttr {
     scoped: u64,
 }
 
-/// `struct landlock_path_beneath_attr` (packed).
-#[repr(C, packed)]
-struct PathBeneathAttr {
-    allowed_access: u64,
-    parent_fd: i32,
-}
-
-/// `LANDLOCK_RULE_PATH_BENEATH`.
-const RULE_PATH_BENEATH: u32 = 1;
-
 /// Whether the kernel can bound writes (its Landlock ABI), or why not.
 pub(crate) fn support() -> Result<i64, String> {
     match scope::abi() {
@@ -105,7 +95,7 @@ pub(crate) fn make(abi: i64, writable: &[Writable], setup: Setup) -> Result<Boun
             } else {
                 access::file(abi)
             };
-            add_rule(&ruleset, &dir, allowed)?;
+            scope::add_rule(ruleset.as_fd(), dir.as_fd(), allowed)?;
             // A new target the server made is gone: its directory is not granted instead.
             if at != place.path && setup.new_targets.contains(&place.path) {
                 return Err(Changed.into_io());
@@ -134,30 +124,6 @@ pub(crate) fn make(abi: i64, writable: &[Writable], setup: Setup) -> Result<Boun
         new_targets: setup.new_targets,
         made: setup.made,
     })))
-}
-
-/// One path-beneath rule.
-fn add_rule(ruleset: &OwnedFd, place: &OwnedFd, allowed: u64) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let attr = PathBeneathAttr {
-        allowed_access: allowed,
-        parent_fd: place.as_raw_fd(),
-    };
-    // SAFETY: valid descriptors and a valid attribute of the rule type given.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_add_rule,
-            ruleset.as_raw_fd(),
-            RULE_PATH_BENEATH,
-            &attr as *const PathBeneathAttr,
-            0u32,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
 }
 
 /// A judged (canonical) place, opened without following any symlink on the way; one that
@@ -311,7 +277,7 @@ pub(crate) fn install(command: &mut tokio::process::Command, bound: &Bound) -> s
                             | rustix::fs::OFlags::CLOEXEC,
                         rustix::fs::Mode::empty(),
                     )?;
-                    add_rule(&inner.ruleset, &shm, access::all(inner.abi))?;
+                    scope::add_rule(inner.ruleset.as_fd(), shm.as_fd(), access::all(inner.abi))?;
                 }
                 None if rustix::process::getuid().is_root() => {
                     enter::drop_privileges()?;
