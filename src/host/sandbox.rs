@@ -322,6 +322,13 @@ impl Plan {
         self.0.maps.is_some()
     }
 
+    /// Whether the call's child restricts itself with a Landlock ruleset of the call's
+    /// own (`scope::call_ruleset`: it rules which files the child opens for writing, or
+    /// carries the scopes). A warm child whose holder sent none is not run.
+    pub fn has_own_ruleset(&self) -> bool {
+        self.0.rules_writes || self.0.scope.is_some()
+    }
+
     /// The memfd holding the unix-socket filter a warm child installs last.
     pub fn seccomp(&self) -> Option<BorrowedFd<'_>> {
         self.0

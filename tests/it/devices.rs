@@ -252,6 +252,28 @@ fn sandboxed_children_reach_no_device_and_no_unix_socket() {
     crate::kit::users::fixture_as_each_user(check);
 }
 
+/// A warm call whose holder's ruleset went missing (a lost descriptor, made so by a
+/// debug-build hook) is not forked without it: it runs cold, where the child makes its own
+/// ruleset, and the host FIFO stays refused.
+#[test]
+fn a_warm_call_without_its_ruleset_runs_cold() {
+    crate::kit::users::fixture_as_each_user(|launch, conda, prefix, home, who| {
+        let listeners = Listeners::new();
+        let mut launch = launch();
+        launch.env("CCM_TEST_HOLDER_RULESET_LOST", "1");
+        let mut s = server(launch, conda, home, true, true);
+        let out = probe(&mut s, prefix, &listeners);
+        listeners.untouched(who);
+        assert_eq!(out["fifo_host"], "EACCES", "{who}: {out}");
+        assert_eq!(out["tmp_file"], "ok", "{who}: {out}");
+        let warm = s.capabilities()["warm"].clone();
+        assert_eq!(
+            warm["warm_calls"], 0,
+            "{who}: forked without its ruleset: {warm}"
+        );
+    });
+}
+
 /// A real conda as the tests' user (root in CI): its `conda run` (activation, a shell
 /// wrapper) starts the probe.
 #[test]

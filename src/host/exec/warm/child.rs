@@ -118,6 +118,12 @@ pub(super) async fn start(
         let zygote = slot.as_ref().ok_or(Unfit::Starting)?;
         super::holder::build(plan, Some(zygote.user_ns.as_fd())).map_err(|_| Unfit::Sandbox)?
     };
+    // The holder fails when it cannot make the call's ruleset; a ruleset missing all the
+    // same (the holder's answer lost a descriptor) would leave the child's writes
+    // unruled, so the call runs cold instead, where the child makes its own.
+    if plan.has_own_ruleset() && namespaces.ruleset.is_none() {
+        return Err(Unfit::Sandbox);
+    }
     let ns = kinds(&namespaces);
     let fields = fields(spec, marker, &ns)?;
     let (stdin_child, stdin_ours) = match spec.stdin {

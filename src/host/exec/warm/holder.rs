@@ -85,8 +85,16 @@ pub(super) fn build(plan: &Plan, parent: Option<BorrowedFd<'_>>) -> std::io::Res
         user,
         mount,
         ipc,
-        ruleset: fds.next(),
+        ruleset: fds.next().filter(|_| !ruleset_lost_for_tests()),
     })
+}
+
+/// Debug builds only: `CCM_TEST_HOLDER_RULESET_LOST=1` drops the ruleset the holder sent,
+/// as a lost descriptor would, so that tests prove a warm call then runs cold (with the
+/// ruleset its cold child makes). Release builds ignore the variable.
+fn ruleset_lost_for_tests() -> bool {
+    cfg!(debug_assertions)
+        && std::env::var_os("CCM_TEST_HOLDER_RULESET_LOST").is_some_and(|v| v == "1")
 }
 
 /// In the forked child: build the sandbox, send its namespaces (status 0) or a failure
