@@ -155,10 +155,15 @@ fn unmasked(response: &Value) -> Value {
 /// cache hits that depend on it: two cold runs of one call differ there (seen with
 /// `create --dry-run -vvv`: the virtual packages listed in another order, one more
 /// "Retrieving packages" block). For such calls stderr is not compared; everything else is.
+/// The level counts every `-v` of the argv: `verbose`, and `verbose_2` for those given
+/// before the subcommand (seen: `verbose_2: 3` alone logged DEBUG, and the repodata
+/// fetch's `Elapsed:` line differed).
 fn logs_debug(input: &Value) -> bool {
-    input["verbose"].as_u64().is_some_and(|v| v >= 3)
-        || input["debug"] == json!(true)
-        || input["trace"] == json!(true)
+    let level: u64 = ["verbose", "verbose_2"]
+        .iter()
+        .filter_map(|name| input[name].as_u64())
+        .sum();
+    level >= 3 || input["debug"] == json!(true) || input["trace"] == json!(true)
 }
 
 /// `masked(response)`, less stderr when `input` turns the DEBUG log on.
