@@ -632,10 +632,14 @@ fn planted_registry_case(planted: &str) {
         support::ccm()
     };
     let allowed = format!("{},{}", project.display(), plain_channel(&real).display());
+    // conda reads the sparse registry until the memory limit stops it: 1 GiB (enough for
+    // its runs, as in the sandbox's registry tests) gets there four times sooner than
+    // the default 4 GiB.
     command
         .arg("--conda-exe")
         .arg(support::real_conda())
         .args(["--allow-write", "--allow-paths", &allowed])
+        .args(["--memory-limit", "1GiB"])
         .envs(real.env())
         .env_remove("CONDA_EXE")
         .env_remove("CCM_LOG");
