@@ -47,17 +47,8 @@ impl Planted {
         };
         open(dir.path());
         let fifo_path = dir.path().join("report.fifo");
-        let c_path = std::ffi::CString::new(fifo_path.to_str().unwrap()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o666) }, 0);
-        std::fs::set_permissions(&fifo_path, std::fs::Permissions::from_mode(0o666)).unwrap();
-        // Held open for reading (without blocking) for the whole test: writers can open it.
-        use std::os::unix::fs::OpenOptionsExt;
-        let fifo = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(&fifo_path)
-            .unwrap();
+        // Held open for reading for the whole test: writers can open it.
+        let fifo = crate::kit::fifo::with_reader(&fifo_path);
         let names = stdlib_names(python);
         assert!(names.len() > 200, "too few names: {}", names.len());
         for (sub, form) in [("modules", Form::Module), ("packages", Form::Package)] {

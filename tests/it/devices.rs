@@ -12,7 +12,7 @@
 
 use std::io::{ErrorKind, Read};
 use std::os::linux::net::SocketAddrExt;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{SocketAddr, UnixListener};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -67,18 +67,7 @@ impl Listeners {
         by_path.set_nonblocking(true).unwrap();
         abstract_.set_nonblocking(true).unwrap();
         let fifo = dir.path().join("initctl");
-        rustix::fs::mkfifoat(
-            rustix::fs::CWD,
-            &fifo,
-            rustix::fs::Mode::from_raw_mode(0o666),
-        )
-        .unwrap();
-        std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o666)).unwrap();
-        let fifo_reader = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(&fifo)
-            .unwrap();
+        let fifo_reader = crate::kit::fifo::with_reader(&fifo);
         Listeners {
             _dir: dir,
             path,

@@ -16,7 +16,7 @@
 //! checks the server says so.
 
 use std::io::Read;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -60,17 +60,8 @@ impl Meeting {
             .tempdir()
             .unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let fifo = dir.path().join("ready.fifo");
-        let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o666) }, 0);
-        std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o666)).unwrap();
-        // Held open for reading without blocking: the victim can open it for writing.
-        let ready = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(&fifo)
-            .unwrap();
+        // Held open for reading: the victim can open it for writing.
+        let ready = crate::kit::fifo::with_reader(&dir.path().join("ready.fifo"));
         Meeting { dir, ready }
     }
 
