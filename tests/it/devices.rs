@@ -260,6 +260,12 @@ fn a_warm_call_without_its_ruleset_runs_cold() {
             warm["warm_calls"], 0,
             "{who}: forked without its ruleset: {warm}"
         );
+        // Cold for that reason, not another (a zygote still starting, a busy one).
+        assert_eq!(warm["cold_calls"], 1, "{who}: {warm}");
+        assert_eq!(
+            warm["last_cold_reason"], "the call's sandbox could not be prepared for a warm child",
+            "{who}: {warm}"
+        );
     });
 }
 
