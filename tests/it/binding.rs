@@ -31,6 +31,15 @@ pub(crate) const ASKING: [Revision; 3] = [
     Revision::SessionLess,
 ];
 
+/// The revisions the real-conda tests ask over: each way of asking once. The handshake
+/// revisions ask alike (`elicitation/create` in a stdio session; the server tells them
+/// apart only in how it returns invalid arguments, `Caller::arguments_as_results`), so
+/// the real-conda tests take the newest, 2025-11-25; the fixture tests ask over every
+/// revision of [`ASKING`]. What conda does with an answer does not depend on how it was
+/// asked.
+pub(crate) const REAL_ASKING: [Revision; 2] =
+    [Revision::Handshake("2025-11-25"), Revision::SessionLess];
+
 /// A server that asks, over the revision's transport.
 pub(crate) enum Asking {
     Stdio(Box<Session>),
@@ -551,7 +560,7 @@ impl Attack {
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_plan_changed_while_the_question_is_open_installs_nothing() {
-    for revision in ASKING {
+    for revision in REAL_ASKING {
         let real = Real::new();
         let mut server = real.server(revision);
         for attack in [
@@ -597,7 +606,7 @@ fn real_conda_a_plan_changed_while_the_question_is_open_installs_nothing() {
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_an_unchanged_plan_installs_exactly_what_was_shown() {
-    for revision in ASKING {
+    for revision in REAL_ASKING {
         let context = format!("{revision:?}");
         let real = Real::new();
         let mut server = real.server(revision);
@@ -783,7 +792,7 @@ fn real_conda_removing_an_environment_names_it_and_its_packages() {
     };
     create("full", &["barpkg", "pkga"]);
     create("empty", &[]);
-    for revision in ASKING {
+    for revision in REAL_ASKING {
         let mut server = real.server(revision);
         for (tool, env, all, packages) in [
             ("conda_env_remove", "full", false, "2 packages"),
@@ -841,7 +850,7 @@ fn real_conda_a_plan_conda_cannot_preview_is_not_asked() {
         .unwrap();
     assert!(status.success());
     let env = real.path("env").display().to_string();
-    for revision in ASKING {
+    for revision in REAL_ASKING {
         let mut server = real.server(revision);
         for (tool, arguments, what) in [
             (
@@ -883,7 +892,7 @@ fn real_conda_a_plan_conda_cannot_preview_is_not_asked() {
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_named_environment_is_created_where_the_question_says() {
-    for revision in ASKING {
+    for revision in REAL_ASKING {
         let context = format!("{revision:?}");
         let real = Real::new();
         // In the working directory: a condarc there is the agent's to write under the
@@ -931,7 +940,7 @@ fn real_conda_a_named_environment_is_created_where_the_question_says() {
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_env_update_reads_the_file_that_was_shown() {
-    for revision in ASKING {
+    for revision in REAL_ASKING {
         let context = format!("{revision:?}");
         let real = Real::new();
         real.channel("conda-forge", "pkga=1.0", None);
@@ -1029,7 +1038,7 @@ fn look_alike_names_are_escaped_in_the_question() {
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_look_alike_channel_and_environment_names_are_escaped() {
-    for revision in ASKING {
+    for revision in REAL_ASKING {
         let context = format!("{revision:?}");
         let real = Real::new();
         real.channel("c\u{43e}nda-forge", "barpkg=1.0", None);
