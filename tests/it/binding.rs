@@ -3,8 +3,9 @@
 //! the run with `plan_changed`, under every revision that can ask (handshake elicitation,
 //! and the session-less revision's parked plans); the question shows what decides the run
 //! (stdin, the working directory, the environment, full channel URLs, deletions). The
-//! fixture conda proves the mechanics offline; `real_conda_*` prove them on conda 26.7
-//! with local channels whose packages run a post-link script.
+//! fixture conda proves the mechanics offline under every such revision; `real_conda_*`
+//! prove them on conda 26.7, over each way of asking, with local channels whose packages
+//! run a post-link script.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -553,8 +554,8 @@ impl Attack {
 }
 
 /// On a real conda, each attack while the question is open: nothing is installed, no
-/// post-link script runs, and the result is `plan_changed` naming the change; under
-/// every revision that can ask. One setup and one server per revision (on the plugin
+/// post-link script runs, and the result is `plan_changed` naming the change; over each
+/// way of asking ([`REAL_ASKING`]). One setup and one server per revision (on the plugin
 /// conda every server start is a live discovery: docs/performance.md); each attack
 /// starts from the setup's condarc, and the one before it installed nothing.
 #[test]
