@@ -3,8 +3,12 @@
 //! cannot be opened), a unix socket the test's own listener serves, by path and by
 //! abstract name, cannot be connected to (the listener sees nothing), a FIFO the test
 //! reads (mode `0666`, as a host service's) does not open for writing, a datagram
-//! socket pair, io_uring and the user's kernel keyring (`add_key`, `keyctl`) and another process's resource limits and tracing (`ptrace`) are refused; `/dev/null`, `/dev/urandom` and a connected
-//! stream pair keep working; the controlling terminal of a server started from one does
+//! socket pair (`SOCK_DGRAM`, or `SOCK_RAW`, sent to the test's own datagram socket),
+//! io_uring and the user's kernel keyring (`add_key`, `keyctl`) and another process's
+//! resource limits, tracing (`ptrace`) and scheduling (nice value, CPUs, policy, I/O
+//! priority; after the child made a user namespace of its own) are refused;
+//! `/dev/null`, `/dev/urandom`, connected stream and seqpacket pairs and the child's own
+//! scheduling keep working; the controlling terminal of a server started from one does
 //! not open (`/dev/tty`); a FIFO of the call's own, a file in its temporary directory and
 //! in `/dev/shm` are written. A sandboxed `conda run` of `tests/fixtures/devices.py`, as
 //! root and as `nobody`, cold and `--warm`, with the kernel's Landlock scope and without
@@ -29,6 +33,9 @@ struct Listeners {
     name: String,
     by_path: UnixListener,
     abstract_: UnixListener,
+    /// A datagram socket beside `path` (`dgram.sock`, as `/dev/log` or journald's), which
+    /// anyone may send to.
+    dgram: std::os::unix::net::UnixDatagram,
     /// A copy of the host's `/dev/kmsg` node outside `/dev` (made when root; else a
     /// path that does not exist).
     node: PathBuf,
@@ -66,6 +73,10 @@ impl Listeners {
         }
         by_path.set_nonblocking(true).unwrap();
         abstract_.set_nonblocking(true).unwrap();
+        let dgram_path = dir.path().join("dgram.sock");
+        let dgram = std::os::unix::net::UnixDatagram::bind(&dgram_path).unwrap();
+        std::fs::set_permissions(&dgram_path, std::fs::Permissions::from_mode(0o777)).unwrap();
+        dgram.set_nonblocking(true).unwrap();
         let fifo = dir.path().join("initctl");
         let fifo_reader = crate::kit::fifo::with_reader(&fifo);
         Listeners {
@@ -77,6 +88,7 @@ impl Listeners {
             fifo_reader,
             by_path,
             abstract_,
+            dgram,
         }
     }
 
@@ -89,6 +101,10 @@ impl Listeners {
             }
         }
         let mut read = [0u8; 64];
+        match self.dgram.recv(&mut read) {
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            other => panic!("{what}: the datagram socket was sent to: {other:?} {read:?}"),
+        }
         match (&self.fifo_reader).read(&mut read) {
             Ok(0) => {}
             Err(e) if e.kind() == ErrorKind::WouldBlock => {}
@@ -174,6 +190,16 @@ fn probe(s: &mut Session, prefix: &Path, listeners: &Listeners) -> Value {
     serde_json::from_str(line).unwrap_or_else(|_| panic!("no outcome in {result}"))
 }
 
+/// What the probe does to another process's scheduling, and to its own.
+const SCHEDULING: [&str; 6] = [
+    "renice",
+    "pin",
+    "reschedule",
+    "reparam",
+    "sched_attr",
+    "io_priority",
+];
+
 /// Cold and warm, scoped and not: every reach refused, every need met.
 fn check(launch: &dyn Fn() -> Command, conda: &Path, prefix: &Path, home: &Path, who: &str) {
     for warm in [false, true] {
@@ -201,6 +227,7 @@ fn check(launch: &dyn Fn() -> Command, conda: &Path, prefix: &Path, home: &Path,
                 "unix_abstract",
                 "fifo_host",
                 "dgram_pair",
+                "raw_pair",
                 "io_uring",
                 "add_key",
                 "keyctl",
@@ -213,12 +240,20 @@ fn check(launch: &dyn Fn() -> Command, conda: &Path, prefix: &Path, home: &Path,
                 "null",
                 "urandom",
                 "stream_pair",
+                "seqpacket_pair",
                 "prlimit_self",
                 "fifo_own",
                 "tmp_file",
                 "shm_file",
             ] {
                 assert_eq!(out[key], "ok", "{what}: {key} {out}");
+            }
+            // Another process's scheduling, after the child made a user namespace of its
+            // own (all capabilities there; `unshare_user` says whether the kernel let
+            // it): refused. Its own: kept.
+            for key in SCHEDULING {
+                assert_eq!(out[format!("{key}_other")], "EACCES", "{what}: {key} {out}");
+                assert_eq!(out[format!("{key}_self")], "ok", "{what}: {key} {out}");
             }
             let expected = [
                 "fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout",

@@ -6,17 +6,21 @@
 //! calls share the host's network namespace, so a child could otherwise ask any host
 //! service listening on a unix socket (the system D-Bus, systemd, docker, an X server,
 //! an ssh agent) to act for it outside every namespace. The filter makes
-//! `socket(AF_UNIX, …)` fail with `EACCES`, and `socketpair(AF_UNIX, SOCK_DGRAM, …)`
-//! too (a datagram socket of a pair can be connected again, or `sendto` any address);
-//! connected stream and seqpacket pairs stay allowed (multiprocessing's `Pipe`,
-//! asyncio's self-pipe). `io_uring_setup` fails with `EACCES` (io_uring creates sockets
+//! `socket(AF_UNIX, …)` fail with `EACCES`, and `socketpair(AF_UNIX, …)` of every type
+//! but a stream or seqpacket pair too (a datagram socket of a pair, which `SOCK_RAW`
+//! also makes, can be connected again, or `sendto` any address); connected stream and
+//! seqpacket pairs stay allowed (multiprocessing's `Pipe`, asyncio's self-pipe). `io_uring_setup` fails with `EACCES` (io_uring creates sockets
 //! and connects them without the `socket`/`connect` system calls). `add_key`, `keyctl`
 //! and `request_key` fail with `EACCES`: the kernel's keyrings belong to the user (for a
 //! root server's children, which make no user namespace, to the host's root), so a key
 //! added, read or revoked there would outlive the call and reach every other process of
 //! that user. `prlimit64` on another process than the caller fails with `EACCES` (a
 //! root server's bounded child shares the host's PID namespace: it could set any root
-//! process's limits, the server's included). `ptrace`, `process_vm_readv`,
+//! process's limits, the server's included), and so do `setpriority`, `ioprio_set`,
+//! `sched_setaffinity`, `sched_setscheduler`, `sched_setparam` and `sched_setattr` on
+//! another process (the kernel lets a child that made a user namespace of its own
+//! change a root process's scheduling: see `program`); a process's own (pid 0) stay,
+//! and a thread that names itself by its id is refused. `ptrace`, `process_vm_readv`,
 //! `process_vm_writev` and `pidfd_getfd` fail with `EACCES`: a child of the call could
 //! otherwise drive another process of the same user that shares its domain (a confirmed
 //! run's wrapper, which reports whether the plan changed), and no conda command traces
@@ -39,6 +43,9 @@ pub(crate) struct Filter {
     memfd: OwnedFd,
 }
 
+/// `ioprio_set`'s `which` for one process (include/uapi/linux/ioprio.h).
+const IOPRIO_WHO_PROCESS: u64 = 1;
+
 /// The x32 ABI's system call numbers: x86_64's with this bit.
 #[cfg(target_arch = "x86_64")]
 const X32: i64 = 0x4000_0000;
@@ -55,18 +62,50 @@ fn program() -> Option<seccompiler::BpfProgram> {
         conds.extend(extra);
         SeccompRule::new(conds).ok()
     };
-    // socketpair's type without SOCK_NONBLOCK / SOCK_CLOEXEC (the low four bits).
-    let dgram = Cond::new(1, Len::Dword, Op::MaskedEq(0xf), libc::SOCK_DGRAM as u64).ok()?;
-    let other_process = SeccompRule::new(vec![Cond::new(0, Len::Dword, Op::Ne, 0).ok()?]).ok();
+    // socketpair's type without SOCK_NONBLOCK / SOCK_CLOEXEC (the low four bits,
+    // SOCK_TYPE_MASK): every type but a connected stream or seqpacket pair. The kernel
+    // makes SOCK_RAW a datagram pair (net/unix/af_unix.c, `unix_create`: "Believe it or
+    // not BSD has AF_UNIX, SOCK_RAW though nothing uses it"), which can `sendto` any
+    // datagram socket by path (attack 23 F2).
+    let mut pairs = Vec::new();
+    for kind in 0..=0xf_u64 {
+        if kind != libc::SOCK_STREAM as u64 && kind != libc::SOCK_SEQPACKET as u64 {
+            pairs.push(unix(Some(
+                Cond::new(1, Len::Dword, Op::MaskedEq(0xf), kind).ok()?,
+            ))?);
+        }
+    }
+    // The first argument another process than the caller's own (0).
+    let other_process = || SeccompRule::new(vec![Cond::new(0, Len::Dword, Op::Ne, 0).ok()?]).ok();
+    // `which` is not the caller's own process (`value`) or `who` is not 0 (the caller).
+    let not_self = |value: u64| -> Option<Vec<SeccompRule>> {
+        Some(vec![
+            SeccompRule::new(vec![Cond::new(0, Len::Dword, Op::Ne, value).ok()?]).ok()?,
+            SeccompRule::new(vec![Cond::new(1, Len::Dword, Op::Ne, 0).ok()?]).ok()?,
+        ])
+    };
     let mut rules = std::collections::BTreeMap::new();
     let calls = [
         (libc::SYS_socket, vec![unix(None)?]),
-        (libc::SYS_socketpair, vec![unix(Some(dgram))?]),
+        (libc::SYS_socketpair, pairs),
         // No condition: every call.
         (libc::SYS_io_uring_setup, vec![]),
         // Another process's resource limits (a root child could lower the server's or any
         // root process's, which no namespace of a bounded write separates); its own stay.
-        (libc::SYS_prlimit64, vec![other_process?]),
+        (libc::SYS_prlimit64, vec![other_process()?]),
+        // Another process's scheduling: its nice value, CPUs, policy and I/O priority. The
+        // kernel allows them to a process of the same user whose permitted capabilities
+        // hold the target's (security/commoncap.c `cap_safe_nice`: `cap_issubset`, which
+        // compares the sets across user namespaces); a child that makes a user namespace
+        // of its own holds them all there, and so could make the server, or any root
+        // process of the host, idle for good (attack 23 F4). Its own stay: `which`
+        // PRIO_PROCESS / IOPRIO_WHO_PROCESS and `who` 0, or pid 0.
+        (libc::SYS_setpriority, not_self(libc::PRIO_PROCESS as u64)?),
+        (libc::SYS_ioprio_set, not_self(IOPRIO_WHO_PROCESS)?),
+        (libc::SYS_sched_setaffinity, vec![other_process()?]),
+        (libc::SYS_sched_setscheduler, vec![other_process()?]),
+        (libc::SYS_sched_setparam, vec![other_process()?]),
+        (libc::SYS_sched_setattr, vec![other_process()?]),
         (libc::SYS_add_key, vec![]),
         (libc::SYS_keyctl, vec![]),
         (libc::SYS_request_key, vec![]),
