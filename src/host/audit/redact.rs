@@ -24,7 +24,8 @@
 //! 6. the value of every URL query parameter that names a secret (`?token=…`,
 //!    `X-Amz-Signature=…`, `?pw=…`), with `&` or `;` between parameters and the `=`
 //!    possibly percent-encoded (`sig%3D…`), wherever a `?` starts one in a token; and a
-//!    URL's fragment whole (`https://h/c#…` → `#[redacted]`);
+//!    URL's fragment whole (`https://h/c#…` → `#[redacted]`); likewise the value of a
+//!    URL's path parameter that names a secret (`https://h/c;jsessionid=…`);
 //! 7. the value of a `NAME=VALUE` argument that names a secret (`AWS_SECRET_ACCESS_KEY=…`,
 //!    `DB_PWD=…`), whole.
 //!
@@ -147,6 +148,36 @@ fn query_secrets(token: &str) -> String {
             out.push_str(&parameter_shown(parameter));
         }
         rest = &query[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Every path parameter of a URL (`;NAME=VALUE` after `scheme://`, as servlet containers'
+/// `;jsessionid=…`) whose name names a secret: its value hidden, up to the next `/`, `;`,
+/// `&` or where a query would end ([`query_end`]; attack 23 F3).
+fn path_parameter_secrets(token: &str) -> String {
+    let mut out = String::with_capacity(token.len());
+    let mut rest = token;
+    while let Some(at) = rest.find(';') {
+        out.push_str(&rest[..=at]);
+        rest = &rest[at + 1..];
+        let word_start = out.rfind(char::is_whitespace).map_or(0, |i| i + 1);
+        if !out[word_start..].contains("://") {
+            continue;
+        }
+        let end = rest
+            .find(|c: char| query_end(c) || matches!(c, '/' | ';' | '&'))
+            .unwrap_or(rest.len());
+        if let Some((name, value)) = rest[..end].split_once('=')
+            && !value.is_empty()
+            && secret_name(name)
+        {
+            out.push_str(name);
+            out.push('=');
+            out.push_str(REDACTED);
+            rest = &rest[end..];
+        }
     }
     out.push_str(rest);
     out
@@ -311,7 +342,7 @@ fn secret_assignment(word: &str) -> Option<&str> {
 /// path segments, query parameters, fragments); a whole `NAME=VALUE` naming a secret hidden after its `=`; an argument of
 /// several words judged word by word ([`words`]).
 fn scrub(token: &str) -> String {
-    let token = query_secrets(&url::unnamed(token));
+    let token = query_secrets(&path_parameter_secrets(&url::unnamed(token)));
     match secret_assignment(&token) {
         Some(name)
             if !token[name.len() + 1..]
@@ -350,7 +381,7 @@ pub fn redact_quoted(text: &str, withheld: &[String]) -> String {
             }
         })
         .collect();
-    query_secrets(&words)
+    query_secrets(&path_parameter_secrets(&words))
 }
 
 /// What the word before asks of the next word of a shell string.
