@@ -31,6 +31,7 @@ use super::exec;
 pub(crate) const SOURCE: &str = concat!(
     include_str!("bind/program/records.py"),
     include_str!("bind/program/shared.py"),
+    include_str!("bind/program/target.py"),
     include_str!("bind/program/plan.py"),
     include_str!("bind/program/main.py"),
 );
@@ -151,6 +152,10 @@ pub(crate) struct Record {
     pub md5: Option<String>,
     pub sha256: Option<String>,
     pub size: Option<u64>,
+    /// A record to remove: the sha256 of the paths it lists (what removing it deletes;
+    /// the record is a file of the target, bound like the rest of the plan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<String>,
 }
 
 /// Why a plan cannot be bound (the call is refused; nothing ran).

@@ -93,6 +93,8 @@ mod special_files;
 mod startup;
 /// The operator's tool surface: hidden tools, overrides, collisions.
 mod surface;
+/// A confirmed write runs and deletes only what the target's packages put there.
+mod target_code;
 /// Tool names, schemas, annotations and validation (pure), with golden tool lists.
 mod tools;
 /// Toolsets (`--tools`), folded commands and tools left out of the listing.

@@ -41,8 +41,8 @@
 //!
 //! The rule errs on the side of hiding: a flag named like a secret hides the token after it.
 
-use super::url;
 pub use super::url::REDACTED;
+use super::url::{self, query_end};
 
 /// Name fragments that mark a secret (any case, with any prefix or suffix). Each covers
 /// its longer spellings: `pass` (password, passphrase), `pw` (pwd), `tok` (token), `key`
@@ -116,11 +116,6 @@ fn percent_decoded(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Where a query or fragment ends: whitespace, a quote, `]` (a match spec's bracket).
-fn query_end(c: char) -> bool {
-    c.is_whitespace() || matches!(c, '"' | '\'' | ']' | '?' | '#')
-}
-
 /// Every query parameter that names a secret: its value hidden; a URL's fragment hidden
 /// whole. A query starts at `?`, a fragment at `#` after a `scheme://` in the same word;
 /// either ends at [`query_end`]; parameters are separated by `&` or `;`.
@@ -148,36 +143,6 @@ fn query_secrets(token: &str) -> String {
             out.push_str(&parameter_shown(parameter));
         }
         rest = &query[end..];
-    }
-    out.push_str(rest);
-    out
-}
-
-/// Every path parameter of a URL (`;NAME=VALUE` after `scheme://`, as servlet containers'
-/// `;jsessionid=…`) whose name names a secret: its value hidden, up to the next `/`, `;`,
-/// `&` or where a query would end ([`query_end`]; attack 23 F3).
-fn path_parameter_secrets(token: &str) -> String {
-    let mut out = String::with_capacity(token.len());
-    let mut rest = token;
-    while let Some(at) = rest.find(';') {
-        out.push_str(&rest[..=at]);
-        rest = &rest[at + 1..];
-        let word_start = out.rfind(char::is_whitespace).map_or(0, |i| i + 1);
-        if !out[word_start..].contains("://") {
-            continue;
-        }
-        let end = rest
-            .find(|c: char| query_end(c) || matches!(c, '/' | ';' | '&'))
-            .unwrap_or(rest.len());
-        if let Some((name, value)) = rest[..end].split_once('=')
-            && !value.is_empty()
-            && secret_name(name)
-        {
-            out.push_str(name);
-            out.push('=');
-            out.push_str(REDACTED);
-            rest = &rest[end..];
-        }
     }
     out.push_str(rest);
     out
@@ -342,7 +307,10 @@ fn secret_assignment(word: &str) -> Option<&str> {
 /// path segments, query parameters, fragments); a whole `NAME=VALUE` naming a secret hidden after its `=`; an argument of
 /// several words judged word by word ([`words`]).
 fn scrub(token: &str) -> String {
-    let token = query_secrets(&path_parameter_secrets(&url::unnamed(token)));
+    let token = query_secrets(&url::path_parameter_secrets(
+        &url::unnamed(token),
+        secret_name,
+    ));
     match secret_assignment(&token) {
         Some(name)
             if !token[name.len() + 1..]
@@ -381,7 +349,7 @@ pub fn redact_quoted(text: &str, withheld: &[String]) -> String {
             }
         })
         .collect();
-    query_secrets(&path_parameter_secrets(&words))
+    query_secrets(&url::path_parameter_secrets(&words, secret_name))
 }
 
 /// What the word before asks of the next word of a shell string.

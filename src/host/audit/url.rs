@@ -175,9 +175,59 @@ pub(super) fn unnamed(text: &str) -> String {
     channel_tokens(&userinfo(&path_segments(text)))
 }
 
+/// Where a query or fragment ends: whitespace, a quote, `]` (a match spec's bracket).
+pub(super) fn query_end(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '"' | '\'' | ']' | '?' | '#')
+}
+
+/// Every path parameter of a URL (`;NAME=VALUE` after `scheme://`: `;jsessionid=…`) whose
+/// name names a secret: its value hidden up to `/`, `;`, `&` or [`query_end`] (attack 23 F3).
+pub(super) fn path_parameter_secrets(token: &str, secret_name: fn(&str) -> bool) -> String {
+    let mut out = String::with_capacity(token.len());
+    let mut rest = token;
+    while let Some(at) = rest.find(';') {
+        out.push_str(&rest[..=at]);
+        rest = &rest[at + 1..];
+        let word_start = out.rfind(char::is_whitespace).map_or(0, |i| i + 1);
+        let end = rest
+            .find(|c: char| query_end(c) || matches!(c, '/' | ';' | '&'))
+            .unwrap_or(rest.len());
+        if let Some((name, value)) = rest[..end].split_once('=')
+            && out[word_start..].contains("://")
+            && !value.is_empty()
+            && secret_name(name)
+        {
+            out.push_str(&format!("{name}={REDACTED}"));
+            rest = &rest[end..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn path_parameters_named_like_secrets_are_hidden() {
+        for (given, expected) in [
+            (
+                "https://h/c;jsessionid=S3CR3T/x;v=1;Session=2?q=1",
+                "https://h/c;jsessionid=[redacted]/x;v=1;Session=[redacted]?q=1",
+            ),
+            ("file:///p/c;auth=x", "file:///p/c;auth=[redacted]"),
+            // Outside a URL's word a `;` starts nothing.
+            ("a;token=x https://h/c", "a;token=x https://h/c"),
+        ] {
+            let secret = |name: &str| {
+                ["session", "auth", "tok"]
+                    .iter()
+                    .any(|w| name.to_ascii_lowercase().contains(w))
+            };
+            assert_eq!(path_parameter_secrets(given, secret), expected, "{given}");
+        }
+    }
 
     /// After a scheme, userinfo runs to the authority's last `@`, as conda splits it
     /// (attack 17 A17-5: a password holding `@` showed its tail); a path's `@` stays.

@@ -29,6 +29,8 @@ if False:  # Names from the other parts of this program (one namespace; see reco
         transaction,
     )
 
+    from target import check_target_code
+
 
 class Preview:
     """What the preview records (see the module's doc)."""
@@ -108,6 +110,7 @@ class Preview:
     def transaction(self, txn):
         for prefix in txn.prefix_setups:
             check_in_place(prefix, foreign=False)
+        check_target_code(txn)
         self.document["transactions"].append(transaction(txn))
 
     def finish(self, out, nonce, code):
@@ -282,6 +285,7 @@ class Run:
         self.check_paths(context)
         for prefix in txn.prefix_setups:
             check_in_place(prefix)
+        check_target_code(txn)
         if not self.plan.get("packages"):
             return
         shown = self.plan.get("transactions", [])

@@ -43,6 +43,8 @@ import stat
 if False:  # Names from the other parts of this program (one namespace; see above).
     from shared import BOUND_VAR, foreign_link, unshare
 
+    from target import _files_digest
+
 PROTOCOL = 1
 CHANGED_EXIT = 87
 # Most bytes of one input file, and of all of them, a plan carries.
@@ -173,7 +175,7 @@ def transaction(txn):
             {
                 "prefix": str(prefix),
                 "real": _real(str(prefix)),
-                "unlink": [record(p) for p in setup.unlink_precs],
+                "unlink": [dict(record(p), files=_files_digest(p)) for p in setup.unlink_precs],
                 "link": [record(p) for p in setup.link_precs],
             }
         )
@@ -209,6 +211,11 @@ def difference(shown, now):
                 if name not in new:
                     return f"conda would no longer {verb} {_describe(old[name])}"
                 for field, value in old[name].items():
+                    if field == "files" and new[name].get(field) != value:
+                        return (
+                            f"package {name} to {verb}: the files its record in the target "
+                            "lists changed"
+                        )
                     if new[name].get(field) != value:
                         return (
                             f"package {name} to {verb}: {field} changed from {value} "

@@ -1,0 +1,173 @@
+//! A confirmed write runs and deletes only what the target's packages put there (attack 23
+//! F1): an environment in the agent's project is a directory the agent's other tools may
+//! write, and conda runs `bin/.<name>-pre-unlink.sh`, `…-post-unlink.sh` and
+//! `…-post-link.sh` from the target whenever such a file exists, and deletes whatever an
+//! installed record lists. A script planted there, before the question or while it is
+//! open, never runs; a record edited to list a path outside the environment deletes
+//! nothing; the packages' own scripts still run. On real conda, with local channels.
+
+use serde_json::{Value, json};
+
+use crate::binding::{Asking, REAL_ASKING, Real, assert_changed, text};
+use crate::support;
+
+/// A script that, if conda ever ran it, would leave `marks/planted`.
+fn plant(real: &Real, script: &str) {
+    let path = real.path("project/env/bin").join(script);
+    let mark = real.path("marks/planted");
+    std::fs::write(&path, format!("#!/bin/sh\ntouch '{}'\n", mark.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The installed record of `name` in the project's environment.
+fn record_path(real: &Real, name: &str) -> std::path::PathBuf {
+    std::fs::read_dir(real.path("project/env/conda-meta"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&format!("{name}-")) && n.ends_with(".json"))
+        })
+        .unwrap_or_else(|| panic!("no record of {name}"))
+}
+
+fn installed(real: &Real) -> Vec<String> {
+    let mut names: Vec<String> = real
+        .installed("project/env")
+        .iter()
+        .map(|r| r["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// An environment in the project (`project/env`, where the agent's file tools write),
+/// made by the operator's conda: pkga (no scripts) and pkgd (its own pre-unlink script).
+fn setup() -> Real {
+    let real = Real::new();
+    real.channel("conda-forge", "pkga=1.0", None);
+    real.channel("conda-forge", "pkgc=1.0", None);
+    let status = std::process::Command::new(support::python())
+        .arg(support::repo().join("tests/fixtures/make_channel.py"))
+        .arg("--pre-unlink")
+        .arg(real.path("marks"))
+        .arg(real.path("conda-forge"))
+        .arg("pkgd=1.0")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // pkga and pkgc carry post-link scripts (`Real::channel`); pkgd a pre-unlink one.
+    let status = std::process::Command::new(support::real_conda())
+        .args(["create", "-y", "--json", "-p"])
+        .arg(real.path("project/env"))
+        .args(["pkga", "pkgd"])
+        .envs(real.env())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::remove_dir_all(real.path("marks")).unwrap();
+    std::fs::create_dir(real.path("marks")).unwrap();
+    real
+}
+
+/// On a real conda: the planted scripts and the edited record stop the call (before the
+/// question, or at the run when planted while it is open) and nothing of theirs runs; the
+/// packages' own scripts run, and the environment is what the person agreed to. One way
+/// of asking: the checks are made by the preview and the run, whichever way the person
+/// was asked (the revisions are proven by `binding::`).
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_code_planted_in_the_target_never_runs_in_a_confirmed_write() {
+    let real = setup();
+    let env = real.path("project/env").display().to_string();
+    let victim = real.path("victim.txt");
+    std::fs::write(&victim, "keep me").unwrap();
+    let mut server: Asking =
+        real.server_with(REAL_ASKING[0], &["--allow-write", "--confirm-writes"]);
+    let remove_pkga = json!({"prefix": env, "package_names": ["pkga"]});
+
+    // Planted before the question: the preview refuses, nobody is asked.
+    plant(&real, ".pkga-pre-unlink.sh");
+    let result = server.unasked("conda_remove", remove_pkga.clone());
+    let said = text(&result);
+    assert!(
+        said.starts_with("confirmation_unavailable: the plan cannot be bound")
+            && said
+                .contains("pre-unlink script of pkga, and its package did not install that file"),
+        "{result}"
+    );
+    std::fs::remove_file(real.path("project/env/bin/.pkga-pre-unlink.sh")).unwrap();
+
+    // A post-link script waiting for a package to be installed.
+    plant(&real, ".pkgc-post-link.sh");
+    let result = server.unasked(
+        "conda_install",
+        json!({"prefix": env, "packages": ["pkgc"]}),
+    );
+    let said = text(&result);
+    assert!(
+        said.starts_with("confirmation_unavailable: the plan cannot be bound")
+            && said.contains(".pkgc-post-link.sh is in the target before pkgc is installed"),
+        "{result}"
+    );
+    std::fs::remove_file(real.path("project/env/bin/.pkgc-post-link.sh")).unwrap();
+
+    // Planted while the question is open: the run stops before the transaction.
+    for (script, what) in [
+        (".pkga-pre-unlink.sh", "pre-unlink script of pkga"),
+        (".pkga-post-unlink.sh", "post-unlink script of pkga"),
+    ] {
+        let (_, result) = server.ask("conda_remove", remove_pkga.clone(), "accept", |_| {
+            plant(&real, script)
+        });
+        assert_changed(&result, what, script);
+        std::fs::remove_file(real.path("project/env/bin").join(script)).unwrap();
+    }
+
+    // The record of pkga edited while the question is open: a path outside the
+    // environment added to what removing it deletes.
+    let record = record_path(&real, "pkga");
+    let original = std::fs::read(&record).unwrap();
+    let (_, result) = server.ask("conda_remove", remove_pkga.clone(), "accept", |_| {
+        let mut edited: Value = serde_json::from_slice(&original).unwrap();
+        edited["files"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!("../../victim.txt"));
+        std::fs::write(&record, edited.to_string()).unwrap();
+    });
+    assert_changed(
+        &result,
+        "'../../victim.txt', a path outside the environment",
+        "record",
+    );
+    std::fs::write(&record, &original).unwrap();
+
+    assert!(!real.path("marks/planted").exists(), "a planted script ran");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    assert_eq!(installed(&real), ["pkga", "pkgd"]);
+
+    // The packages' own: pkgd's pre-unlink script (checked against the package cache)
+    // runs, pkgc's post-link script too; pkga's removal deletes its own files.
+    let (_, result) = server.ask(
+        "conda_remove",
+        json!({"prefix": env, "package_names": ["pkga", "pkgd"]}),
+        "accept",
+        |_| {},
+    );
+    assert_eq!(result["isError"], false, "{result}");
+    let (_, result) = server.ask(
+        "conda_install",
+        json!({"prefix": env, "packages": ["pkgc"]}),
+        "accept",
+        |_| {},
+    );
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(installed(&real), ["pkgc"]);
+    assert_eq!(real.marks(), ["pkgc-1.0", "pkgd-1.0-pre-unlink"]);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+}
