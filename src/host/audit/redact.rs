@@ -25,7 +25,8 @@
 //!    `X-Amz-Signature=…`, `?pw=…`), with `&` or `;` between parameters and the `=`
 //!    possibly percent-encoded (`sig%3D…`), wherever a `?` starts one in a token; and a
 //!    URL's fragment whole (`https://h/c#…` → `#[redacted]`); likewise the value of a
-//!    URL's path parameter that names a secret (`https://h/c;jsessionid=…`);
+//!    path parameter that names a secret (`https://h/c;jsessionid=…`, in any word: a
+//!    channel name conda makes a URL of too, `h.example/c;jsessionid=…`);
 //! 7. the value of a `NAME=VALUE` argument that names a secret (`AWS_SECRET_ACCESS_KEY=…`,
 //!    `DB_PWD=…`), whole.
 //!
@@ -307,10 +308,7 @@ fn secret_assignment(word: &str) -> Option<&str> {
 /// path segments, query parameters, fragments); a whole `NAME=VALUE` naming a secret hidden after its `=`; an argument of
 /// several words judged word by word ([`words`]).
 fn scrub(token: &str) -> String {
-    let token = query_secrets(&url::path_parameter_secrets(
-        &url::unnamed(token),
-        secret_name,
-    ));
+    let token = url::path_parameter_secrets(&query_secrets(&url::unnamed(token)), secret_name);
     match secret_assignment(&token) {
         Some(name)
             if !token[name.len() + 1..]
@@ -349,7 +347,7 @@ pub fn redact_quoted(text: &str, withheld: &[String]) -> String {
             }
         })
         .collect();
-    query_secrets(&url::path_parameter_secrets(&words, secret_name))
+    url::path_parameter_secrets(&query_secrets(&words), secret_name)
 }
 
 /// What the word before asks of the next word of a shell string.

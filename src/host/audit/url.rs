@@ -180,20 +180,20 @@ pub(super) fn query_end(c: char) -> bool {
     c.is_whitespace() || matches!(c, '"' | '\'' | ']' | '?' | '#')
 }
 
-/// Every path parameter of a URL (`;NAME=VALUE` after `scheme://`: `;jsessionid=…`) whose
-/// name names a secret: its value hidden up to `/`, `;`, `&` or [`query_end`] (attack 23 F3).
+/// Every path parameter (`;NAME=VALUE`: `;jsessionid=…`) whose name names a secret, in any
+/// word (a channel name conda makes a URL of, `h.example/c;jsessionid=…`, attack 24 B7):
+/// its value hidden up to `/`, `;`, `&` or [`query_end`] (attack 23 F3). Run after the
+/// query's rule, which hides a parameter's value with the `;` it holds.
 pub(super) fn path_parameter_secrets(token: &str, secret_name: fn(&str) -> bool) -> String {
     let mut out = String::with_capacity(token.len());
     let mut rest = token;
     while let Some(at) = rest.find(';') {
         out.push_str(&rest[..=at]);
         rest = &rest[at + 1..];
-        let word_start = out.rfind(char::is_whitespace).map_or(0, |i| i + 1);
         let end = rest
             .find(|c: char| query_end(c) || matches!(c, '/' | ';' | '&'))
             .unwrap_or(rest.len());
         if let Some((name, value)) = rest[..end].split_once('=')
-            && out[word_start..].contains("://")
             && !value.is_empty()
             && secret_name(name)
         {
@@ -217,8 +217,15 @@ mod tests {
                 "https://h/c;jsessionid=[redacted]/x;v=1;Session=[redacted]?q=1",
             ),
             ("file:///p/c;auth=x", "file:///p/c;auth=[redacted]"),
-            // Outside a URL's word a `;` starts nothing.
-            ("a;token=x https://h/c", "a;token=x https://h/c"),
+            // Any word: a channel name conda makes a URL of (attack 24 B7).
+            (
+                "h.example/c;jsessionid=S/x",
+                "h.example/c;jsessionid=[redacted]/x",
+            ),
+            (
+                "https:/h/c;jsessionid=S",
+                "https:/h/c;jsessionid=[redacted]",
+            ),
         ] {
             let secret = |name: &str| {
                 ["session", "auth", "tok"]
