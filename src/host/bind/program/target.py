@@ -62,12 +62,10 @@ def _cached_package(prec):
                 cached = json.loads(handle.read(FILE_LIMIT))
         except (OSError, ValueError):
             continue
-        same = [
-            key
+        if any(
+            getattr(prec, key, None) and cached.get(key) == getattr(prec, key)
             for key in ("sha256", "md5")
-            if getattr(prec, key, None) and cached.get(key) == getattr(prec, key)
-        ]
-        if same:
+        ):
             return extracted
     return None
 
@@ -100,7 +98,9 @@ def check_target_code(txn):
         removed = {}
         for prec in setup.unlink_precs:
             paths = _installed_paths(prec)
-            removed[str(prec.name)] = set(paths)
+            # What unlinking deletes is `files` alone (conda/core/path_actions.py:1237):
+            # a path in `paths_data` only would stay, and with it a planted script.
+            removed[str(prec.name)] = {str(f) for f in (getattr(prec, "files", None) or ())}
             for path in paths:
                 if os.path.isabs(path) or ".." in path.replace("\\", "/").split("/"):
                     raise Changed(
