@@ -6,7 +6,8 @@
 //! call that needs no `--allow-exec`, conda's entry point runs first through the binding
 //! wrapper ([`crate::host::bind`]) — as conda's `--dry-run --json` where it can, else only
 //! as far as conda's parse — and the question lists the input files conda reads, the
-//! target (and whether it is deleted), and each package with its full channel URL
+//! target (whether it is deleted, and a caution when it lies where the agent or another
+//! user can change files: [`exposed`]), and each package with its full channel URL
 //! (credentials redacted) and hash ([`plan`]). Accept runs the argv that was shown through
 //! the same wrapper, bound to that plan: the input files are read from the copies the
 //! preview read, and if the configuration, the target, an input file or any package
@@ -41,8 +42,10 @@ use super::refuse::Refusal;
 use super::state::Server;
 use super::trail;
 use crate::host::exec;
+use crate::host::sandbox::bound;
 use crate::tools::policy;
 
+mod exposed;
 mod parked;
 mod plan;
 mod preview;
@@ -107,6 +110,10 @@ impl Server {
         let spec = call.spec(config, self.shared.host.exec.limits());
         let previewed = self.preview(ready, &spec, call, caller).await?;
         let here = std::env::current_dir().unwrap_or_default();
+        let cautions = match previewed.binding.as_ref() {
+            Some(binding) => self.cautions(ready, call, caller, &binding.plan).await,
+            None => Vec::new(),
+        };
         let shown = plan::Shown {
             command: &command,
             cwd: &here.join(spec.cwd.as_deref().unwrap_or(&here)),
@@ -115,6 +122,7 @@ impl Server {
             withheld: &self.shared.host.audit.withheld(),
             dry: previewed.dry.as_ref(),
             plan: previewed.binding.as_ref().map(|b| &b.plan),
+            cautions: &cautions,
         };
         let Ok(message) = plan::message(&shown) else {
             audit.confirmation("unavailable");
@@ -151,6 +159,26 @@ impl Server {
             call.confirmation = Confirmation::Accepted(binding);
         }
         result
+    }
+}
+
+impl Server {
+    /// The caution for each of the plan's targets that lies where the agent or another
+    /// user can change files ([`exposed`]).
+    async fn cautions(
+        &self,
+        ready: &Ready,
+        call: &Judged,
+        caller: &Caller,
+        plan: &crate::host::bind::Plan,
+    ) -> Vec<(String, String)> {
+        let roots = self.roots.get(caller.roots_peer.as_ref()).await;
+        let bounded = self.bounded(ready, call) && bound::support().is_ok();
+        let places = exposed::Places::new(&roots, bounded);
+        plan::targets(plan)
+            .into_iter()
+            .filter_map(|t| Some((t.to_owned(), places.caution(t)?)))
+            .collect()
     }
 }
 

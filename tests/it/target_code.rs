@@ -5,11 +5,96 @@
 //! installed record lists. A script planted there, before the question or while it is
 //! open, never runs; a record edited to list a path outside the environment deletes
 //! nothing; the packages' own scripts still run. On real conda, with local channels.
+//!
+//! What the checks cannot cover — the environment's activation scripts, programs and
+//! interpreter, which conda runs too — the question names: a target in the server's
+//! working directory (or a client's root, or beneath a directory another user can
+//! change) gets a caution under its line, under every revision that asks.
+
+use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::binding::{Asking, REAL_ASKING, Real, assert_changed, text};
+use crate::binding::{ASKING, Asking, REAL_ASKING, Real, Revision, assert_changed, text};
 use crate::support;
+
+/// The start of the caution under a target in the server's working directory `dir`.
+fn caution(dir: &Path) -> String {
+    format!(
+        "\n  Caution: this environment lies inside the server's working directory {}, where \
+         the agent can change files. Its own programs and scripts (bin/, etc/conda/activate.d/, \
+         its Python) run as ",
+        dir.display()
+    )
+}
+
+/// A server's working directory, flags and environment, and the end of the caution it
+/// shows (`None`: no caution).
+type Case<'a> = (
+    &'a Path,
+    &'a [&'a str],
+    &'a [(&'a str, &'a str)],
+    Option<&'a str>,
+);
+
+/// On the fixture conda, under every revision that asks: the environment conda changes
+/// (`t1` in the fixture's own prefix) is named with the caution by a server working in
+/// the directory that holds it, and without by one working elsewhere; the caution says
+/// whether the run's writes are bound (`--allow-paths`, where the kernel has Landlock).
+#[test]
+fn the_question_names_a_target_the_agent_can_change() {
+    let conda = &support::fixture().conda;
+    // The fixture's prefix (`<prefix>/bin/conda`).
+    let prefix = std::fs::canonicalize(conda.parent().unwrap().parent().unwrap()).unwrap();
+    let holder = prefix.parent().unwrap();
+    let allowed = holder.display().to_string();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let elsewhere = std::fs::canonicalize(elsewhere.path()).unwrap();
+    const FREE: &str = "nothing limits what they read or write.\n";
+    const BOUND: &str = "their writes stay within the places this call may write.\n";
+    let landlock = ccm::host::sandbox::bound::support().is_ok();
+    let bounded = if landlock { BOUND } else { FREE };
+    for revision in ASKING {
+        // Over HTTP the working directory is the default scope (`--allow-paths`).
+        let http = matches!(revision, Revision::SessionLess);
+        let cases: [Case; 4] = [
+            (holder, &[], &[], Some(if http { bounded } else { FREE })),
+            (&elsewhere, &[], &[], None),
+            (holder, &["--allow-paths", &allowed], &[], Some(bounded)),
+            (
+                holder,
+                &["--allow-paths", &allowed],
+                &[("CCM_TEST_NO_WRITE_BOUND", "1")],
+                Some(FREE),
+            ),
+        ];
+        for (cwd, flags, env, expected) in cases {
+            let context = format!("{revision:?} in {} {flags:?} {env:?}", cwd.display());
+            let mut args = vec!["--allow-write", "--confirm-writes"];
+            args.extend(flags);
+            let mut server = Asking::start_in(revision, conda, &args, env, Some(cwd));
+            let arguments = json!({"name": "t1", "packages": ["fixture-pkg"]});
+            let (question, result) = server.ask("conda_install", arguments, "decline", |_| {});
+            let env = prefix.join("envs/t1");
+            let line = format!("\nTarget environment: {}\n", env.display());
+            assert!(question.contains(&line), "{context}: {question}");
+            let shown = format!("{line}{}", &caution(holder)[1..]);
+            match expected {
+                Some(limit) => {
+                    let start = question.find(&shown).map(|at| at + line.len());
+                    let caution = &question[start.expect(&context)..];
+                    let caution = &caution[..=caution.find('\n').unwrap()];
+                    assert!(caution.ends_with(limit), "{context}: {caution}");
+                }
+                None => assert!(!question.contains("Caution"), "{context}: {question}"),
+            }
+            assert!(
+                text(&result).starts_with("declined_by_user"),
+                "{context}: {result}"
+            );
+        }
+    }
+}
 
 /// A script that, if conda ever ran it, would leave `marks/planted`.
 fn plant(real: &Real, script: &str) {
@@ -152,14 +237,18 @@ fn real_conda_code_planted_in_the_target_never_runs_in_a_confirmed_write() {
     assert_eq!(installed(&real), ["pkga", "pkgd"]);
 
     // The packages' own: pkgd's pre-unlink script (checked against the package cache)
-    // runs, pkgc's post-link script too; pkga's removal deletes its own files.
-    let (_, result) = server.ask(
+    // runs, pkgc's post-link script too; pkga's removal deletes its own files. The
+    // question says whose directory the environment lies in.
+    let (question, result) = server.ask(
         "conda_remove",
         json!({"prefix": env, "package_names": ["pkga", "pkgd"]}),
         "accept",
         |_| {},
     );
     assert_eq!(result["isError"], false, "{result}");
+    let setup = std::fs::canonicalize(real.path("")).unwrap();
+    let shown = format!("\nTarget environment: {env}{}", caution(&setup));
+    assert!(question.contains(&shown), "{question}");
     let (_, result) = server.ask(
         "conda_install",
         json!({"prefix": env, "packages": ["pkgc"]}),

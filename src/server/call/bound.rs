@@ -50,7 +50,7 @@ impl Server {
     /// no program of the caller's (`--allow-exec` calls are not confined: they can run
     /// anything), on a server that confines writes (`--allow-paths` or `--write-envs`).
     /// Confirmed runs included: the bound holds past the plan's last check.
-    pub(super) fn bounded(&self, ready: &Ready, call: &Judged) -> bool {
+    pub(in crate::server) fn bounded(&self, ready: &Ready, call: &Judged) -> bool {
         let config = &self.shared.config;
         call.sandbox.is_none()
             && call.class.requires_write

@@ -1,11 +1,13 @@
 //! The question shown to the person (pure): the exact command, the working directory, how
 //! the child's environment differs from the server's, `conda_execute`'s stdin, and the
-//! bound plan when there is one (the input files conda reads, the target and whether it is
-//! deleted, each package with its full channel URL and hash, the download size from
-//! conda's dry run). Every piece of text that comes from the call, a file or conda is
-//! escaped (control and bidi characters, and every other non-ASCII character), URLs have their credentials redacted, and
-//! contents and package lists are shown whole and quoted: a plan too long to show whole
-//! is not asked about at all ([`TooLong`]), never shown in part or by a digest.
+//! bound plan when there is one (the input files conda reads, the target, a caution when
+//! it lies where the agent can change files, whether it is deleted, each package with its
+//! full channel URL and hash, the download size from conda's dry run). Every piece of
+//! text that comes from the call, a file or conda is escaped (control and bidi
+//! characters, and every other non-ASCII character), URLs have their credentials
+//! redacted, and contents and package lists are shown whole and quoted: a plan too long
+//! to show whole is not asked about at all ([`TooLong`]), never shown in part or by a
+//! digest.
 
 use std::path::Path;
 
@@ -95,6 +97,9 @@ pub(super) struct Shown<'a> {
     pub plan: Option<&'a Plan>,
     /// Values never shown (the audit log's withheld values).
     pub withheld: &'a [String],
+    /// A caution line per target environment that lies where the agent or another user
+    /// can change files (`exposed`), shown under its line.
+    pub cautions: &'a [(String, String)],
 }
 
 /// Whether the plan comes from a dry run: the command has `--dry-run` and the argv has
@@ -133,7 +138,7 @@ pub(super) fn message(shown: &Shown) -> Result<String, TooLong> {
         lines.extend(content("Standard input", stdin, shown.withheld)?);
     }
     match shown.plan {
-        Some(plan) => lines.extend(plan_lines(plan, shown.dry, shown.withheld)?),
+        Some(plan) => lines.extend(plan_lines(plan, shown.dry, shown.withheld, shown.cautions)?),
         None => lines.push(NO_PREVIEW.to_owned()),
     }
     Ok(lines.join("\n"))
@@ -263,17 +268,13 @@ fn content(title: &str, bytes: &[u8], withheld: &[String]) -> Result<Vec<String>
     Ok(lines)
 }
 
-fn plan_lines(
-    plan: &Plan,
-    dry: Option<&Value>,
-    withheld: &[String],
-) -> Result<Vec<String>, TooLong> {
-    let mut lines = Vec::new();
-    for file in &plan.files {
-        lines.extend(input_file(file, withheld)?);
+/// The environments the plan changes, as the question names them: those the transactions
+/// change (an environment file may name its own), else the one conda resolved from the
+/// command line; none for `conda config`, which changes a configuration file instead.
+pub(super) fn targets(plan: &Plan) -> Vec<&str> {
+    if plan.writes.is_some() {
+        return Vec::new();
     }
-    // The environments the transactions change (an environment file may name its own),
-    // else the one conda resolved from the command line.
     let mut targets: Vec<&str> = plan
         .transactions
         .iter()
@@ -281,14 +282,33 @@ fn plan_lines(
         .map(|s| s.prefix.as_str())
         .collect();
     targets.dedup();
-    if let Some(written) = &plan.writes {
-        // `conda config` changes a configuration file, not the environment conda resolved.
-        lines.push(format!("Configuration file: {}", shown_long(written)));
-    } else if targets.is_empty() {
+    if targets.is_empty() {
         targets.extend(plan.prefix.as_deref());
     }
-    for target in targets {
+    targets
+}
+
+fn plan_lines(
+    plan: &Plan,
+    dry: Option<&Value>,
+    withheld: &[String],
+    cautions: &[(String, String)],
+) -> Result<Vec<String>, TooLong> {
+    let mut lines = Vec::new();
+    for file in &plan.files {
+        lines.extend(input_file(file, withheld)?);
+    }
+    if let Some(written) = &plan.writes {
+        lines.push(format!("Configuration file: {}", shown_long(written)));
+    }
+    for target in targets(plan) {
         lines.push(format!("Target environment: {}", shown_long(target)));
+        lines.extend(
+            cautions
+                .iter()
+                .find(|(t, _)| t == target)
+                .map(|(_, c)| c.clone()),
+        );
     }
     if plan.deletes_prefix == Some(true) {
         let prefix = plan.prefix.as_deref().unwrap_or("?");

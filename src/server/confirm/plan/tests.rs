@@ -23,6 +23,7 @@ fn shown<'a>(command: &'a str, cwd: &'a Path, plan: Option<&'a Plan>) -> Shown<'
         dry: None,
         plan,
         withheld: &[],
+        cautions: &[],
     }
 }
 
