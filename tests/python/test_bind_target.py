@@ -1,0 +1,136 @@
+"""The plan binding's check of what conda would run or delete from the target itself
+(bind/program/target.py `check_target_code`), on prefixes and package caches built here,
+with conda's context stood in for (the check reads only `context.pkgs_dirs`)."""
+
+import json
+import os
+import sys
+import tempfile
+import types
+import unittest
+
+import programs
+
+bind = programs.load("bind")
+
+
+def record(name, files=(), paths_data=(), md5="0" * 32):
+    """An installed record as conda's `PrefixRecord` offers it to the check."""
+    data = types.SimpleNamespace(paths=[types.SimpleNamespace(path=p) for p in paths_data])
+    return types.SimpleNamespace(
+        name=name,
+        fn=f"{name}-1.0-0.conda",
+        md5=md5,
+        sha256=None,
+        files=list(files),
+        paths_data=data,
+    )
+
+
+class TargetCode(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        root = os.path.realpath(self.dir.name)
+        self.prefix = os.path.join(root, "env")
+        self.pkgs = os.path.join(root, "pkgs")
+        os.makedirs(os.path.join(self.prefix, "bin"))
+        os.makedirs(self.pkgs)
+        # conda's context, as far as the check reads it.
+        context = types.SimpleNamespace(pkgs_dirs=(self.pkgs,))
+        self.saved = {k: sys.modules.get(k) for k in ("conda", "conda.base", "conda.base.context")}
+        conda = types.ModuleType("conda")
+        base = types.ModuleType("conda.base")
+        module = types.ModuleType("conda.base.context")
+        module.context = context
+        conda.base, base.context = base, module
+        sys.modules.update({"conda": conda, "conda.base": base, "conda.base.context": module})
+
+    def tearDown(self):
+        for key, value in self.saved.items():
+            if value is None:
+                sys.modules.pop(key, None)
+            else:
+                sys.modules[key] = value
+        self.dir.cleanup()
+
+    def write(self, path, text):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as handle:
+            handle.write(text)
+
+    def script(self, name, action):
+        return os.path.join(self.prefix, "bin", f".{name}-{action}.sh")
+
+    def cache(self, prec, scripts):
+        """`prec`'s package extracted in the package cache, with these scripts."""
+        extracted = os.path.join(self.pkgs, prec.fn[: -len(".conda")])
+        self.write(
+            os.path.join(extracted, "info", "repodata_record.json"), json.dumps({"md5": prec.md5})
+        )
+        for file_name, text in scripts.items():
+            self.write(os.path.join(extracted, "bin", file_name), text)
+
+    def check(self, unlink=(), link=()):
+        setup = types.SimpleNamespace(unlink_precs=list(unlink), link_precs=list(link))
+        bind.check_target_code(types.SimpleNamespace(prefix_setups={self.prefix: setup}))
+
+    def refused(self, expected, **txn):
+        with self.assertRaises(bind.Changed) as caught:
+            self.check(**txn)
+        self.assertIn(expected, str(caught.exception))
+
+    def test_a_post_link_script_is_deleted_first_only_when_the_removed_record_files_list_it(self):
+        self.write(self.script("pkga", "post-link"), "echo old\n")
+        new = record("pkga")
+        # An update: the older record lists the script in `files`, which unlinking deletes.
+        self.check(unlink=[record("pkga", files=["bin/.pkga-post-link.sh"])], link=[new])
+        # In `paths_data` alone (an edited record): conda unlinks `files` only, so the
+        # script would stay and run as the new version's.
+        older = record("pkga", paths_data=["bin/.pkga-post-link.sh"])
+        self.refused("is in the target before pkga is installed", unlink=[older], link=[new])
+        # Another package's record listing it deletes nothing of pkga's.
+        other = record("pkgb", files=["bin/.pkga-post-link.sh"])
+        self.refused("is in the target before pkga is installed", unlink=[other], link=[new])
+        # Nothing in the target: nothing to check.
+        os.remove(self.script("pkga", "post-link"))
+        self.check(link=[new])
+
+    def test_a_record_to_remove_lists_only_paths_inside_the_environment(self):
+        for files, data in (
+            (["lib/ok", "../../victim.txt"], []),
+            (["lib/ok"], ["share/../../../victim.txt"]),
+            (["/etc/passwd"], []),
+        ):
+            with self.subTest(files=files, data=data):
+                self.refused(
+                    "a path outside the environment",
+                    unlink=[record("pkga", files=files, paths_data=data)],
+                )
+        self.check(unlink=[record("pkga", files=["lib/ok", "share/a..b"])])
+
+    def test_an_unlink_script_in_the_target_is_the_cached_package_copy(self):
+        prec = record("pkga", files=["bin/.pkga-pre-unlink.sh"])
+        self.write(self.script("pkga", "pre-unlink"), "echo mine\n")
+        # No package cache holds the package: it cannot be checked.
+        self.refused("its package is in no package cache", unlink=[prec])
+        # A cached copy of another hash is not the package's.
+        self.cache(record("pkga", md5="1" * 32), {".pkga-pre-unlink.sh": "echo mine\n"})
+        self.refused("its package is in no package cache", unlink=[prec])
+        # The package's copy, other bytes; then the same bytes.
+        self.cache(prec, {".pkga-pre-unlink.sh": "echo shipped\n"})
+        self.refused("its package did not install that file", unlink=[prec])
+        self.write(self.script("pkga", "pre-unlink"), "echo shipped\n")
+        self.check(unlink=[prec])
+        # A post-unlink script the package does not ship.
+        self.write(self.script("pkga", "post-unlink"), "echo planted\n")
+        self.refused("as the post-unlink script of pkga", unlink=[prec])
+        os.remove(self.script("pkga", "post-unlink"))
+        # The right bytes through a symlink (which could be turned elsewhere) are refused.
+        shipped = os.path.join(self.pkgs, "pkga-1.0-0", "bin", ".pkga-pre-unlink.sh")
+        os.remove(self.script("pkga", "pre-unlink"))
+        os.symlink(shipped, self.script("pkga", "pre-unlink"))
+        self.refused("its package did not install that file", unlink=[prec])
+
+
+if __name__ == "__main__":
+    unittest.main()
