@@ -13,9 +13,12 @@
 
 use std::path::Path;
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 
 use crate::binding::{ASKING, Asking, REAL_ASKING, Real, Revision, assert_changed, text};
+use crate::mcp::Session;
 use crate::support;
 
 /// The start of the caution under a target in the server's working directory `dir`.
@@ -93,6 +96,93 @@ fn the_question_names_a_target_the_agent_can_change() {
                 "{context}: {result}"
             );
         }
+    }
+}
+
+/// A stdio session of a client that declares roots and can be asked, of a server on the
+/// fixture conda working in `cwd`.
+fn with_roots(cwd: &Path) -> Session {
+    let mut command = support::ccm();
+    command.current_dir(cwd);
+    command.arg("--conda-exe").arg(&support::fixture().conda);
+    command.args(["--allow-write", "--confirm-writes"]);
+    let mut s = Session::spawn(command);
+    s.initialize = s.request(
+        "initialize",
+        json!({"protocolVersion": "2025-11-25",
+            "capabilities": {"roots": {}, "elicitation": {"form": {}}},
+            "clientInfo": {"name": "ccm-tests", "version": "1"}}),
+    );
+    s.notify("notifications/initialized", json!({}));
+    s
+}
+
+/// Call `tool`, answering `roots/list` with `roots` and declining the question: the
+/// question's text.
+fn question_with_roots(s: &mut Session, tool: &str, arguments: Value, roots: &[&Path]) -> String {
+    let id = s.send("tools/call", json!({"name": tool, "arguments": arguments}));
+    let roots: Vec<Value> = roots
+        .iter()
+        .map(|r| json!({"uri": format!("file://{}", r.display())}))
+        .collect();
+    let mut question = None;
+    loop {
+        let message = s
+            .next(Duration::from_secs(60))
+            .expect("the call's messages");
+        let result = match message["method"].as_str() {
+            Some("roots/list") => json!({"roots": roots}),
+            Some("elicitation/create") => {
+                question = message["params"]["message"].as_str().map(str::to_owned);
+                json!({"action": "decline", "content": {}})
+            }
+            _ if message["id"] == id => break,
+            _ => continue,
+        };
+        let reply = json!({"jsonrpc": "2.0", "id": message["id"], "result": result});
+        s.write_raw(format!("{reply}\n").as_bytes());
+    }
+    question.expect("a question")
+}
+
+/// On the fixture conda, a client that declares roots (a handshake session; the
+/// session-less revision has none): a target inside one of them is named with the
+/// caution, the root named; a target outside them and the server's working directory is
+/// not. (The server works elsewhere, so the working directory does not decide.)
+#[test]
+fn the_question_names_a_target_in_the_clients_roots() {
+    let conda = &support::fixture().conda;
+    let prefix = std::fs::canonicalize(conda.parent().unwrap().parent().unwrap()).unwrap();
+    let holder = prefix.parent().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let elsewhere = std::fs::canonicalize(elsewhere.path()).unwrap();
+    let line = format!(
+        "\nTarget environment: {}\n",
+        prefix.join("envs/t1").display()
+    );
+    let install = json!({"name": "t1", "packages": ["fixture-pkg"]});
+    for (roots, cautioned) in [
+        (vec![elsewhere.as_path(), holder], true),
+        (vec![&elsewhere], false),
+    ] {
+        let mut s = with_roots(&elsewhere);
+        let question = question_with_roots(&mut s, "conda_install", install.clone(), &roots);
+        assert!(question.contains(&line), "{roots:?}: {question}");
+        let caution = format!(
+            "{line}  Caution: this environment lies inside the client's root {}, where the agent \
+             can change files. ",
+            holder.display()
+        );
+        assert_eq!(
+            question.contains(&caution),
+            cautioned,
+            "{roots:?}: {question}"
+        );
+        assert_eq!(
+            question.contains("Caution"),
+            cautioned,
+            "{roots:?}: {question}"
+        );
     }
 }
 
