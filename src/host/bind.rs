@@ -331,6 +331,10 @@ impl Binding {
             Some(&self.digest),
             &spec.args,
         );
+        // The wrapper's test hold (`program/main.py` `_hold_for_tests`): debug builds only.
+        if !cfg!(debug_assertions) {
+            run.env_remove.push("CCM_TEST_HOLD_FETCHED");
+        }
         run
     }
 

@@ -350,3 +350,77 @@ fn real_conda_code_planted_in_the_target_never_runs_in_a_confirmed_write() {
     assert_eq!(real.marks(), ["pkgc-1.0", "pkgd-1.0-pre-unlink"]);
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
 }
+
+/// On a real conda: a post-link script planted once the packages are fetched — after the
+/// transaction's first check, before its first script (a large package's download is
+/// seconds: attack 24 B5) — stops the run before anything is linked; without a plant the
+/// same install runs. The run waits after the fetch (`CCM_TEST_HOLD_FETCHED`, debug
+/// builds) while the test plants.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_script_planted_after_the_fetch_never_runs() {
+    let real = setup();
+    // pkge: no script of its own.
+    let status = std::process::Command::new(support::python())
+        .arg(support::repo().join("tests/fixtures/make_channel.py"))
+        .arg(real.path("conda-forge"))
+        .arg("pkge=1.0")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let hold = real.path("hold");
+    std::fs::create_dir(&hold).unwrap();
+    let mut env = real.env();
+    env.push(("CCM_TEST_HOLD_FETCHED".into(), hold.display().to_string()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut server = Asking::start_in(
+        REAL_ASKING[0],
+        &support::real_conda(),
+        &["--allow-write", "--confirm-writes"],
+        &env,
+        Some(&real.path("")),
+    );
+    let env_dir = real.path("project/env").display().to_string();
+    let install = json!({"prefix": env_dir, "packages": ["pkge"]});
+    let planter = {
+        let (hold, script) = (hold.clone(), ".pkge-post-link.sh");
+        let real_path = real.path("project/env/bin").join(script);
+        let mark = real.path("marks/planted");
+        std::thread::spawn(move || {
+            let fetched = hold.join("fetched");
+            for _ in 0..2400 {
+                if fetched.exists() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            assert!(fetched.exists(), "the run never fetched");
+            std::fs::write(
+                &real_path,
+                format!("#!/bin/sh\ntouch '{}'\n", mark.display()),
+            )
+            .unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&real_path, std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::fs::write(hold.join("go"), "").unwrap();
+        })
+    };
+    let (_, result) = server.ask("conda_install", install.clone(), "accept", |_| {});
+    planter.join().unwrap();
+    assert_changed(
+        &result,
+        ".pkge-post-link.sh is in the target before pkge is installed",
+        "planted after the fetch",
+    );
+    assert!(
+        !real.path("marks/planted").exists(),
+        "the planted script ran"
+    );
+    assert_eq!(installed(&real), ["pkga", "pkgd"]);
+    // Without the plant (the package is cached now: no fetch, no hold), it installs.
+    std::fs::remove_file(real.path("project/env/bin/.pkge-post-link.sh")).unwrap();
+    let (_, result) = server.ask("conda_install", install, "accept", |_| {});
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(installed(&real), ["pkga", "pkgd", "pkge"]);
+}

@@ -9,6 +9,8 @@ if False:  # Names from the other parts of this program (one namespace; see reco
     from plan import Preview, Run
     from records import Changed, Done
 
+    from target import check_target_code
+
 
 def install(state):
     """Wrap the first step of every transaction (see the module's doc); in a preview, also
@@ -41,9 +43,21 @@ def install(state):
         def execute(self, *args, **kwargs):
             result = fetched(self, *args, **kwargs)
             state.check(lambda: verify_copy(self))
+            _hold_for_tests()
             return result
 
         fetch.execute = execute
+        # The target is checked again once every package is fetched and extracted, right
+        # before the first script, unlink or link (conda/core/link.py:361-377 `execute`
+        # -> `_execute`): a script planted while a large package downloaded, after the
+        # check at the transaction's first step, ran (attack 24 B5).
+        executed = cls._execute
+
+        def _execute(self, *args, **kwargs):
+            state.check(lambda: check_target_code(self))
+            return executed(self, *args, **kwargs)
+
+        cls._execute = _execute
     if isinstance(state.mode, Preview):
         _envs_dir_as_outside()
         # conda/misc.py:206-215 (explicit package files and URLs, explicit environment
@@ -51,6 +65,24 @@ def install(state):
         # `rename`: DryRunExit before the clone's transaction).
         _note("get_package_records_from_explicit", "explicit package files or URLs", state)
         _note("clone_env", "a clone of an environment", state)
+
+
+def _hold_for_tests():
+    """`CCM_TEST_HOLD_FETCHED=DIR` (debug builds of the server only: a release build
+    removes it from the run's environment) makes the run wait after it fetched a package,
+    until `DIR/go` exists (`DIR/fetched` says it waits; at most two minutes), so that a
+    test can change the target between the transaction's first check and its execution."""
+    import time
+
+    hold = os.environ.get("CCM_TEST_HOLD_FETCHED")
+    if not hold:
+        return
+    with open(os.path.join(hold, "fetched"), "w"):
+        pass
+    for _ in range(2400):
+        if os.path.exists(os.path.join(hold, "go")):
+            return
+        time.sleep(0.05)
 
 
 def _writable_outside(path):
