@@ -322,6 +322,62 @@ fn real_conda_code_planted_in_the_target_never_runs_in_a_confirmed_write() {
     );
     std::fs::write(&record, &original).unwrap();
 
+    // A menu file planted and listed in the record (menuinst would delete the shortcuts
+    // it names, wherever: attack 24 B6): not in pkga's package, so not asked.
+    let mut edited: Value = serde_json::from_slice(&original).unwrap();
+    edited["files"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("Menu/pkga.json"));
+    std::fs::write(&record, edited.to_string()).unwrap();
+    std::fs::create_dir_all(real.path("project/env/Menu")).unwrap();
+    std::fs::write(real.path("project/env/Menu/pkga.json"), "{}").unwrap();
+    let result = server.unasked("conda_remove", remove_pkga.clone());
+    let said = text(&result);
+    assert!(
+        said.starts_with("confirmation_unavailable: the plan cannot be bound")
+            && said.contains("as the menu file of pkga, and its package did not install"),
+        "{result}"
+    );
+    std::fs::write(&record, &original).unwrap();
+    std::fs::remove_dir_all(real.path("project/env/Menu")).unwrap();
+
+    // A directory of the environment made a symlink to one outside (attack 24 B1): the
+    // removal is not asked (its record's paths are known), the install stops when its
+    // paths are (right before the transaction's first link), before anything is written.
+    let outside = real.path("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("data.txt"), "keep me").unwrap();
+    let share = real.path("project/env/share");
+    std::fs::rename(share.join("pkga"), share.join("pkga.moved")).unwrap();
+    std::os::unix::fs::symlink(&outside, share.join("pkga")).unwrap();
+    let result = server.unasked("conda_remove", remove_pkga.clone());
+    let said = text(&result);
+    assert!(
+        said.starts_with("confirmation_unavailable: the plan cannot be bound")
+            && said.contains("whose directory leads outside the environment"),
+        "{result}"
+    );
+    std::fs::remove_file(share.join("pkga")).unwrap();
+    std::fs::rename(share.join("pkga.moved"), share.join("pkga")).unwrap();
+    std::os::unix::fs::symlink(&outside, share.join("pkgc")).unwrap();
+    let (_, result) = server.ask(
+        "conda_install",
+        json!({"prefix": env, "packages": ["pkgc"]}),
+        "accept",
+        |_| {},
+    );
+    assert_changed(
+        &result,
+        "whose directory leads outside the environment",
+        "install",
+    );
+    std::fs::remove_file(share.join("pkgc")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(outside.join("data.txt")).unwrap(),
+        "keep me"
+    );
+
     assert!(!real.path("marks/planted").exists(), "a planted script ran");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
     assert_eq!(installed(&real), ["pkga", "pkgd"]);

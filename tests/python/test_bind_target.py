@@ -131,6 +131,68 @@ class TargetCode(unittest.TestCase):
         os.symlink(shipped, self.script("pkga", "pre-unlink"))
         self.refused("its package did not install that file", unlink=[prec])
 
+    def test_a_menu_file_removing_a_package_hands_to_menuinst_is_the_cached_copy(self):
+        prec = record("pkga", files=["Menu/pkga.json", "share/pkga/data.txt"])
+        self.write(os.path.join(self.prefix, "Menu", "pkga.json"), '{"menu_items": []}')
+        self.refused("the menu file of pkga, which cannot be checked", unlink=[prec])
+        self.cache(prec, {})
+        self.write(os.path.join(self.pkgs, "pkga-1.0-0", "Menu", "pkga.json"), '{"x": 1}')
+        self.refused("as the menu file of pkga, and its package did not install", unlink=[prec])
+        self.write(os.path.join(self.prefix, "Menu", "pkga.json"), '{"x": 1}')
+        self.check(unlink=[prec])
+        # Listed but absent: nothing for menuinst to read.
+        os.remove(os.path.join(self.prefix, "Menu", "pkga.json"))
+        self.check(unlink=[record("pkga", files=["menu/other.JSON"])])
+
+    def test_a_path_to_remove_through_a_directory_leading_outside_stops_the_run(self):
+        outside = os.path.join(os.path.dirname(self.prefix), "outside")
+        os.makedirs(outside)
+        os.makedirs(os.path.join(self.prefix, "share", "inner"))
+        prec = record("pkga", files=["share/pkga/data.txt"])
+        self.check(unlink=[prec])
+        # A directory of the target made a symlink to one outside; one inside is fine.
+        os.symlink(outside, os.path.join(self.prefix, "share", "pkga"))
+        self.refused("whose directory leads outside the environment", unlink=[prec])
+        os.remove(os.path.join(self.prefix, "share", "pkga"))
+        os.symlink("inner", os.path.join(self.prefix, "share", "pkga"))
+        self.check(unlink=[prec])
+
+    def test_the_actions_paths_lie_inside_the_target_when_they_run(self):
+        outside = os.path.join(os.path.dirname(self.prefix), "outside")
+        os.makedirs(outside)
+
+        def action(short, prefix=self.prefix, many=False):
+            if many:
+                return types.SimpleNamespace(target_prefix=prefix, target_short_paths=short)
+            return types.SimpleNamespace(target_prefix=prefix, target_short_path=short)
+
+        def txn(*actions):
+            group = types.SimpleNamespace(actions=list(actions))
+            # A prefix's action groups: a tuple of fields, each a tuple of groups.
+            groups = ((group,), (), None)
+            return types.SimpleNamespace(prefix_action_groups={self.prefix: groups})
+
+        fine = txn(
+            action("share/pkgc/data.txt"),
+            action(["lib/a.pyc", "lib/b.pyc"], many=True),
+            action(None),
+            # The package cache's and the registry's actions name no prefix.
+            types.SimpleNamespace(target_prefix=None, target_short_path="/elsewhere/x"),
+        )
+        bind.check_target_paths(fine)
+        os.symlink(outside, os.path.join(self.prefix, "share"))
+        with self.assertRaises(bind.Changed) as caught:
+            bind.check_target_paths(fine)
+        self.assertIn(
+            f"share/pkgc/data.txt, whose directory leads outside the environment "
+            f"{self.prefix} (to {os.path.join(outside, 'pkgc')})",
+            str(caught.exception),
+        )
+        os.remove(os.path.join(self.prefix, "share"))
+        os.symlink(outside, os.path.join(self.prefix, "lib"))
+        with self.assertRaises(bind.Changed):
+            bind.check_target_paths(txn(action(["lib/a.pyc"], many=True)))
+
 
 if __name__ == "__main__":
     unittest.main()

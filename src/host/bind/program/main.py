@@ -9,7 +9,7 @@ if False:  # Names from the other parts of this program (one namespace; see reco
     from plan import Preview, Run
     from records import Changed, Done
 
-    from target import check_target_code
+    from target import check_target_code, check_target_paths
 
 
 def install(state):
@@ -55,6 +55,7 @@ def install(state):
 
         def _execute(self, *args, **kwargs):
             state.check(lambda: check_target_code(self))
+            state.check(lambda: check_target_paths(self))
             return executed(self, *args, **kwargs)
 
         cls._execute = _execute

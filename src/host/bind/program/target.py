@@ -81,21 +81,59 @@ def _regular_bytes(path):
         return None
 
 
+# The menu files removing a package hands to menuinst, which deletes the shortcuts they
+# describe wherever they say (conda/core/path_actions.py:84 `_MENU_RE`, :1232-1251
+# `RemoveMenuAction`, made for every listed match whatever `context.shortcuts` says): a
+# `Menu/*.json` an edited record listed removed a `.desktop` file of the host (attack 24 B6).
+MENU_PREFIX = "menu/"
+
+
+def _menus(prec):
+    return [
+        f
+        for f in (str(f) for f in (getattr(prec, "files", None) or ()))
+        if f.lower().startswith(MENU_PREFIX) and f.lower().endswith(".json")
+    ]
+
+
+def _shipped(prec, prefix, relative, what):
+    """Stop unless the target's `relative` (a file conda would run, or hand to menuinst, as
+    `what`) is byte for byte the copy in `prec`'s package in a package cache."""
+    path = os.path.join(str(prefix), relative)
+    if not os.path.lexists(path):
+        return
+    cached = _cached_package(prec)
+    if cached is None:
+        raise Changed(
+            f"conda would use {path}, the {what} of {prec.name}, which cannot be checked: "
+            "its package is in no package cache"
+        )
+    shipped = _regular_bytes(os.path.join(cached, relative))
+    if shipped is None or _regular_bytes(path) != shipped:
+        raise Changed(
+            f"conda would use {path} as the {what} of {prec.name}, and its package did not "
+            "install that file"
+        )
+
+
 def check_target_code(txn):
     """What conda would run or delete from a target prefix is its packages' own (attack 23
     F1: a target the agent may write — an environment in its project — held a planted
     `bin/.pkga-pre-unlink.sh`, which the confirmed removal of pkga ran as the server's
     user, and a record to remove whose `files` named `../../victim.txt`, which it
     deleted):
-    - a record to remove lists only paths inside the prefix (relative, no `..`);
-    - a script conda would run from the target when it removes a package is byte for byte
-      the one that package's extracted copy in a package cache holds (a package not in a
-      cache cannot be checked, and stops the run);
+    - a record to remove lists only paths inside the prefix (relative, no `..`, in a
+      directory that resolves inside the prefix: not through a symlink leading out);
+    - a script conda would run from the target when it removes a package, and a menu
+      file it would hand to menuinst, is byte for byte the one that package's extracted
+      copy in a package cache holds (a package not in a cache cannot be checked, and
+      stops the run);
     - no script conda would run after linking a package sits in the target before the
       transaction, unless a record this transaction removes lists it (unlinking deletes
       it first: an update's older version)."""
     for prefix, setup in txn.prefix_setups.items():
         removed = {}
+        root, checked = os.path.realpath(str(prefix)), set()
         for prec in setup.unlink_precs:
             paths = _installed_paths(prec)
             # What unlinking deletes is `files` alone (conda/core/path_actions.py:1237):
@@ -107,22 +145,21 @@ def check_target_code(txn):
                         f"the record of {prec.name} to remove lists {path!r}, a path outside "
                         f"the environment {prefix}"
                     )
-            for action in UNLINK_SCRIPTS:
-                script = _script(prefix, prec.name, action)
-                if not os.path.lexists(script):
+                parent = os.path.dirname(os.path.join(str(prefix), path))
+                if parent in checked:
                     continue
-                cached = _cached_package(prec)
-                if cached is None:
+                checked.add(parent)
+                leads = os.path.realpath(parent)
+                if not _inside(root, leads):
                     raise Changed(
-                        f"conda would run {script}, the {action} script of {prec.name}, which "
-                        "cannot be checked: its package is in no package cache"
+                        f"the record of {prec.name} to remove lists {path!r}, whose directory "
+                        f"leads outside the environment {prefix} (to {leads})"
                     )
-                shipped = _regular_bytes(os.path.join(cached, "bin", os.path.basename(script)))
-                if shipped is None or _regular_bytes(script) != shipped:
-                    raise Changed(
-                        f"conda would run {script} as the {action} script of {prec.name}, "
-                        "and its package did not install that file"
-                    )
+            for action in UNLINK_SCRIPTS:
+                script = os.path.relpath(_script(prefix, prec.name, action), str(prefix))
+                _shipped(prec, prefix, script, f"{action} script")
+            for menu in _menus(prec):
+                _shipped(prec, prefix, menu, "menu file")
         for prec in setup.link_precs:
             for action in LINK_SCRIPTS:
                 script = _script(prefix, prec.name, action)
@@ -132,3 +169,50 @@ def check_target_code(txn):
                         f"{script} is in the target before {prec.name} is installed: conda "
                         f"would run it as the package's {action} script"
                     )
+
+
+def _inside(root, path):
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _action_paths(groups):
+    """The full paths the actions of a target's action groups name by prefix and short
+    path (`PrefixPathAction.target_full_path`, `MultiPathAction.target_full_paths`)."""
+    for field in groups:
+        for group in field or ():
+            for action in getattr(group, "actions", None) or ():
+                prefix = getattr(action, "target_prefix", None)
+                if prefix is None:
+                    continue
+                shorts = getattr(action, "target_short_paths", None)
+                if shorts is None:
+                    shorts = (getattr(action, "target_short_path", None),)
+                for short in shorts:
+                    if short is not None:
+                        yield os.path.join(str(prefix), str(short))
+
+
+def check_target_paths(txn):
+    """Every path the transaction creates or deletes in a target lies inside it through
+    whatever its directories are now (attack 24 B1: a directory of the target made a
+    symlink to one outside led the approved removal to delete, and an install to
+    overwrite, a file there). Made when the actions exist, right before the first of them
+    (conda/core/link.py `_execute`): every `PrefixPathAction` and `MultiPathAction`
+    (conda/core/path_actions.py:181-218) of every action group names its files by prefix
+    and short path, and the directory holding each must resolve inside the prefix.
+    Actions outside the prefix by design (the package cache's, `environments.txt`) name
+    no prefix and are not looked at."""
+    for prefix, groups in (getattr(txn, "prefix_action_groups", None) or {}).items():
+        root = os.path.realpath(str(prefix))
+        seen = set()
+        for path in _action_paths(groups):
+            parent = os.path.dirname(path)
+            if parent in seen:
+                continue
+            seen.add(parent)
+            leads = os.path.realpath(parent)
+            if not _inside(root, leads):
+                raise Changed(
+                    f"conda would create or delete {path}, whose directory leads outside "
+                    f"the environment {prefix} (to {leads})"
+                )
