@@ -65,11 +65,26 @@ impl Roots {
     }
 }
 
-/// The canonical directory of a `file://` root URI (local host only); `None` otherwise.
+/// The canonical directory of a `file:` root URI (RFC 8089: the scheme and the host
+/// `localhost` in any case, an empty host, or none — `file:/path`); `None` otherwise
+/// (another host, a relative path, a query or fragment, not an existing directory).
 pub(super) fn directory(uri: &str) -> Option<PathBuf> {
-    let rest = uri.strip_prefix("file://")?;
-    let path = rest.strip_prefix("localhost").unwrap_or(rest);
-    if !path.starts_with('/') || path.contains(['?', '#']) {
+    let (scheme, rest) = uri.split_at_checked(5)?;
+    if !scheme.eq_ignore_ascii_case("file:") {
+        return None;
+    }
+    let path = match rest.strip_prefix("//") {
+        Some(authority) => {
+            let host_end = authority.find('/').unwrap_or(authority.len());
+            let host = &authority[..host_end];
+            if !(host.is_empty() || host.eq_ignore_ascii_case("localhost")) {
+                return None;
+            }
+            &authority[host_end..]
+        }
+        None => rest,
+    };
+    if !path.starts_with('/') || path.starts_with("//") || path.contains(['?', '#']) {
         return None;
     }
     let bytes: Vec<u8> = percent_encoding::percent_decode_str(path).collect();
@@ -90,11 +105,21 @@ mod tests {
         let canonical = std::fs::canonicalize(&spaced).unwrap();
         let encoded = format!("file://{}", canonical.to_str().unwrap().replace(' ', "%20"));
         assert_eq!(directory(&encoded), Some(canonical.clone()));
-        let local = format!("file://localhost{}", canonical.to_str().unwrap());
-        assert_eq!(directory(&local), Some(canonical));
+        let shown = canonical.to_str().unwrap();
+        for local in [
+            format!("file://localhost{shown}"),
+            format!("FILE://LocalHost{shown}"),
+            format!("File://{shown}"),
+            format!("file:{shown}"),
+        ] {
+            assert_eq!(directory(&local), Some(canonical.clone()), "{local}");
+        }
         for refused in [
             "https://example.com/x",
             "file://otherhost/tmp",
+            "file://127.0.0.1/tmp",
+            "file:////tmp",
+            "file:",
             "file:relative",
             "file:///does/not/exist/at/all",
             "/tmp",

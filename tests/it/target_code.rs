@@ -342,6 +342,22 @@ fn real_conda_code_planted_in_the_target_never_runs_in_a_confirmed_write() {
     std::fs::write(&record, &original).unwrap();
     std::fs::remove_dir_all(real.path("project/env/Menu")).unwrap();
 
+    // `env update` of a file that names its environment, without --name or --prefix: the
+    // target is the file's, known to conda only after the preview (attack 25 F1: the
+    // question named the root prefix, the run changed the agent's environment). Not asked.
+    let file = real.path("project/environment.yml");
+    std::fs::write(&file, "name: victim\ndependencies:\n  - pkga\n").unwrap();
+    let result = server.unasked(
+        "conda_env_update",
+        json!({"file": file.display().to_string()}),
+    );
+    let said = text(&result);
+    assert!(
+        said.starts_with("confirmation_unavailable: the plan cannot be bound")
+            && said.contains("`env update` without --name or --prefix updates the environment"),
+        "{result}"
+    );
+
     // A directory of the environment made a symlink to one outside (attack 24 B1): the
     // removal is not asked (its record's paths are known), the install stops when its
     // paths are (right before the transaction's first link), before anything is written.
@@ -479,4 +495,62 @@ fn real_conda_a_script_planted_after_the_fetch_never_runs() {
     let (_, result) = server.ask("conda_install", install, "accept", |_| {});
     assert_eq!(result["isError"], false, "{result}");
     assert_eq!(installed(&real), ["pkga", "pkgd", "pkge"]);
+
+    // The target named through a symlink the agent turns to its own environment once the
+    // packages are fetched (attack 25 F2): the run stops before anything is linked.
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(real.path("project/env"))
+        .arg(real.path("project/evil"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let link = real.path("project/lnk");
+    std::os::unix::fs::symlink(real.path("project/env"), &link).unwrap();
+    std::fs::remove_file(hold.join("fetched")).unwrap();
+    let swapper = {
+        let (hold, link, evil) = (hold.clone(), link.clone(), real.path("project/evil"));
+        std::thread::spawn(move || {
+            let fetched = hold.join("fetched");
+            for _ in 0..2400 {
+                if fetched.exists() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            assert!(fetched.exists(), "the run never fetched");
+            let turned = link.with_file_name("lnk.new");
+            std::os::unix::fs::symlink(&evil, &turned).unwrap();
+            std::fs::rename(&turned, &link).unwrap();
+            std::fs::write(hold.join("go"), "").unwrap();
+        })
+    };
+    let through = json!({"prefix": link.display().to_string(), "packages": ["pkgc"]});
+    let (question, result) = server.ask("conda_install", through, "accept", |_| {});
+    swapper.join().unwrap();
+    assert!(
+        question.contains("\n  Caution: this environment lies inside"),
+        "{question}"
+    );
+    assert_changed(
+        &result,
+        &format!("the path {} now leads to ", link.display()),
+        "target turned after the fetch",
+    );
+    let names = |env: &str| -> Vec<String> {
+        let mut names: Vec<String> = real
+            .installed(env)
+            .iter()
+            .map(|r| r["name"].as_str().unwrap().to_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names("project/evil"), ["pkga", "pkgd", "pkge"]);
+    assert_eq!(installed(&real), ["pkga", "pkgd", "pkge"]);
+    assert!(
+        !real.marks().contains(&"pkgc-1.0".to_owned()),
+        "{:?}",
+        real.marks()
+    );
 }

@@ -1,32 +1,56 @@
 //! Whether a confirmed write's target environment lies where the agent, or another user,
-//! can change files (attacks 23 and 24): inside one of the client's roots, inside the
-//! server's working directory (the project a stdio server is started in; not `/`), or
-//! beneath a directory that a user other than the server's (and root) owns or that
-//! others may write.
+//! can change files (attacks 23 to 25): inside one of the client's roots, inside the
+//! server's working directory (the project a stdio server is started in; not `/`) — by
+//! path or as the same directory reached another way (a bind mount) —, beneath a
+//! directory that a user other than the server's (and root) owns or that others may
+//! write (mode bits or an access ACL), or holding such a directory or file where conda
+//! finds code (`bin/`, `etc/conda/activate.d/`, its Python's `lib/`). The target is
+//! judged both as named (a symlink in the project that leads to an environment elsewhere
+//! is the agent's to turn) and as it resolves.
 //!
 //! conda runs such an environment's own code while it changes it — its activation
 //! scripts, the programs in its `bin/` (first on the link scripts' `PATH`), its Python
 //! (to compile `noarch: python` packages) — and the binding program checks only its
-//! packages' link scripts and records (docs/security.md, "What is not bound"). The
-//! question says so on the line after the target, so that the person does not read
-//! "install pkga from conda-forge" as the only code that runs.
+//! packages' link scripts, menu files, records and paths (docs/security.md, "What is
+//! not bound"). The question says so on the line after the target, so that the person
+//! does not read "install pkga from conda-forge" as the only code that runs.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use super::plan::shown_long;
 
+/// A directory the agent can change files in: its path (canonical), its device and
+/// inode (the same directory reached another way), and what it is.
+struct Place {
+    path: PathBuf,
+    id: Option<(u64, u64)>,
+    what: &'static str,
+}
+
 /// Where the agent can change files, and who runs what is found there.
 pub(super) struct Places {
-    /// The client's roots, canonical.
-    roots: Vec<PathBuf>,
-    /// The server's working directory, canonical (`None` when it is `/`).
-    workdir: Option<PathBuf>,
+    /// The client's roots, then the server's working directory (not `/`).
+    places: Vec<Place>,
     uid: u32,
     gid: u32,
     /// The run is held to its write bound (`--allow-paths`/`--write-envs` with Landlock).
     bounded: bool,
 }
+
+/// The directories of a target where conda finds code to run, whose entries count too
+/// when `true`: its programs and activation scripts (conda/core/link.py `run_script`,
+/// `activate=True`), its records, and its Python's library (`lib/python3.*`, searched
+/// below).
+const CODE_DIRS: &[(&str, bool)] = &[
+    ("bin", true),
+    ("etc", false),
+    ("etc/conda", false),
+    ("etc/conda/activate.d", true),
+    ("etc/conda/deactivate.d", true),
+    ("conda-meta", false),
+    ("lib", false),
+];
 
 impl Places {
     /// The places of this server and call: the client's `roots`, the server's working
@@ -36,9 +60,17 @@ impl Places {
             .and_then(std::fs::canonicalize)
             .ok()
             .filter(|dir| dir.parent().is_some());
+        let roots = roots.iter().map(|r| (r.clone(), "the client's root"));
+        let places = roots
+            .chain(workdir.map(|d| (d, "the server's working directory")))
+            .map(|(path, what)| Place {
+                id: identity(&path),
+                path,
+                what,
+            })
+            .collect();
         Places {
-            roots: roots.to_vec(),
-            workdir,
+            places,
             uid: rustix::process::geteuid().as_raw(),
             gid: rustix::process::getegid().as_raw(),
             bounded,
@@ -48,20 +80,14 @@ impl Places {
     /// The caution shown under `target`'s line, when the target lies where the agent or
     /// another user can change files.
     pub(super) fn caution(&self, target: &str) -> Option<String> {
-        let (path, missing) = resolved(Path::new(target))?;
-        let place = if let Some(root) = self.roots.iter().find(|r| path.starts_with(r)) {
-            format!(
-                "lies inside the client's root {}, where the agent can change files",
-                shown_long(&root.to_string_lossy())
-            )
-        } else if let Some(dir) = self.workdir.as_ref().filter(|d| path.starts_with(d)) {
-            format!(
-                "lies inside the server's working directory {}, where the agent can change files",
-                shown_long(&dir.to_string_lossy())
-            )
-        } else {
-            self.others(&path, missing)?
-        };
+        let named = Path::new(target);
+        let (path, missing) = resolved(named)?;
+        let place = self
+            .agents(named)
+            .or_else(|| self.agents(&path))
+            .or_else(|| self.others(named, missing))
+            .or_else(|| self.others(&path, missing))
+            .or_else(|| self.code(&path))?;
         let user = match self.uid {
             0 => "root".to_owned(),
             uid => format!("uid {uid}, the server's user"),
@@ -78,36 +104,136 @@ impl Places {
         ))
     }
 
+    /// The agent's place `path` lies in: a place, or a directory above `path` that is
+    /// the same directory as a place (device and inode).
+    fn agents(&self, path: &Path) -> Option<String> {
+        let place = self.places.iter().find(|place| {
+            path.starts_with(&place.path)
+                || path
+                    .ancestors()
+                    .any(|dir| place.id.is_some() && identity(dir) == place.id)
+        })?;
+        Some(format!(
+            "lies inside {} {}, where the agent can change files",
+            place.what,
+            shown_long(&place.path.to_string_lossy())
+        ))
+    }
+
     /// The first directory from `path` up to `/` that a user other than the server's
-    /// (or root) can change: one such a user owns, one every user may write without
-    /// the sticky bit, one the server's group is not the group of that its group may
-    /// write. The nearest existing directory of a target that does not exist yet
-    /// (`missing`) counts even with the sticky bit: anyone may make the target first.
+    /// (or root) can change ([`Places::writer`]). The nearest existing directory of a
+    /// target that does not exist yet (`missing`) counts even with the sticky bit:
+    /// anyone may make the target first.
     fn others(&self, path: &Path, missing: bool) -> Option<String> {
         let mut nearest = missing;
         for dir in path.ancestors() {
             let Ok(meta) = std::fs::metadata(dir) else {
                 continue;
             };
-            let mode = meta.permissions().mode();
-            let sticky = mode & 0o1000 != 0 && !nearest;
+            let sticky_counts = !nearest;
             nearest = false;
-            let shown = shown_long(&dir.to_string_lossy());
-            if meta.uid() != self.uid && meta.uid() != 0 {
-                return Some(format!("lies in {shown}, which uid {} owns", meta.uid()));
-            }
-            if mode & 0o002 != 0 && !sticky {
-                return Some(format!("lies in {shown}, which every user may write"));
-            }
-            if mode & 0o020 != 0 && !sticky && meta.gid() != self.gid && meta.gid() != 0 {
+            if let Some(who) = self.writer(dir, &meta, sticky_counts) {
                 return Some(format!(
-                    "lies in {shown}, which group {} may write",
-                    meta.gid()
+                    "lies in {}, {who}",
+                    shown_long(&dir.to_string_lossy())
                 ));
             }
         }
         None
     }
+
+    /// A directory or file of the target where conda finds code ([`CODE_DIRS`], and
+    /// `lib/python3.*` with its `site-packages`) that another user can change.
+    fn code(&self, target: &Path) -> Option<String> {
+        let mut dirs: Vec<(PathBuf, bool)> = CODE_DIRS
+            .iter()
+            .map(|(dir, entries)| (target.join(dir), *entries))
+            .collect();
+        let pythons = std::fs::read_dir(target.join("lib")).into_iter().flatten();
+        for entry in pythons.flatten() {
+            if entry.file_name().to_string_lossy().starts_with("python3") {
+                dirs.push((entry.path(), false));
+                dirs.push((entry.path().join("site-packages"), true));
+            }
+        }
+        for (dir, entries) in dirs {
+            // Through symlinks: what a link leads to is what runs.
+            let Ok(meta) = std::fs::metadata(&dir) else {
+                continue;
+            };
+            let mut found = vec![(dir.clone(), meta)];
+            if entries {
+                let listed = std::fs::read_dir(&dir).into_iter().flatten().flatten();
+                found.extend(listed.filter_map(|e| {
+                    let path = e.path();
+                    let meta = std::fs::metadata(&path).ok()?;
+                    Some((path, meta))
+                }));
+            }
+            for (path, meta) in found {
+                if let Some(who) = self.writer(&path, &meta, true) {
+                    return Some(format!(
+                        "holds {}, {who}",
+                        shown_long(&path.to_string_lossy())
+                    ));
+                }
+            }
+        }
+        None
+    }
+
+    /// Who other than the server's user (and root) can change `path` (`meta`, its
+    /// metadata): its owner; every user, by its mode (a directory's sticky bit keeps
+    /// others from replacing what they do not own, where `sticky_counts`); a group
+    /// other than the server's, by its mode; a user or group its access ACL names.
+    fn writer(&self, path: &Path, meta: &std::fs::Metadata, sticky_counts: bool) -> Option<String> {
+        let mode = meta.permissions().mode();
+        let sticky = meta.is_dir() && mode & 0o1000 != 0 && sticky_counts;
+        if meta.uid() != self.uid && meta.uid() != 0 {
+            return Some(format!("which uid {} owns", meta.uid()));
+        }
+        if mode & 0o002 != 0 && !sticky {
+            return Some("which every user may write".to_owned());
+        }
+        if mode & 0o020 != 0 && !sticky && meta.gid() != self.gid {
+            return Some(format!("which group {} may write", meta.gid()));
+        }
+        if sticky {
+            return None;
+        }
+        acl_writer(path, self.uid, self.gid).map(|who| format!("which {who} may write (an ACL)"))
+    }
+}
+
+/// A directory's device and inode (through symlinks).
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.dev(), meta.ino()))
+}
+
+/// A user or group other than `uid`/`gid` (and root) that `path`'s access ACL
+/// (`system.posix_acl_access`: a version, then entries of tag, permissions and id, each
+/// little-endian) lets write, where its mask allows writing.
+fn acl_writer(path: &Path, uid: u32, gid: u32) -> Option<String> {
+    let mut buf = [0u8; 4096];
+    let length = rustix::fs::getxattr(path, "system.posix_acl_access", &mut buf[..]).ok()?;
+    let entries = buf.get(4..length)?;
+    let mut mask_writes = true;
+    let mut writer = None;
+    for entry in entries.chunks_exact(8) {
+        let tag = u16::from_le_bytes([entry[0], entry[1]]);
+        let writes = u16::from_le_bytes([entry[2], entry[3]]) & 2 != 0;
+        let id = u32::from_le_bytes([entry[4], entry[5], entry[6], entry[7]]);
+        match tag {
+            0x10 => mask_writes = writes,
+            0x02 if writes && id != uid && id != 0 => writer = writer.or(Some(format!("uid {id}"))),
+            0x08 if writes && id != gid && id != 0 => {
+                writer = writer.or(Some(format!("group {id}")));
+            }
+            _ => {}
+        }
+    }
+    writer.filter(|_| mask_writes)
 }
 
 /// `target` as the run will meet it: its nearest existing directory canonical, with the

@@ -9,8 +9,6 @@ if False:  # Names from the other parts of this program (one namespace; see reco
     from plan import Preview, Run
     from records import Changed, Done
 
-    from target import check_target_code, check_target_paths
-
 
 def install(state):
     """Wrap the first step of every transaction (see the module's doc); in a preview, also
@@ -47,15 +45,13 @@ def install(state):
             return result
 
         fetch.execute = execute
-        # The target is checked again once every package is fetched and extracted, right
-        # before the first script, unlink or link (conda/core/link.py:361-377 `execute`
-        # -> `_execute`): a script planted while a large package downloaded, after the
-        # check at the transaction's first step, ran (attack 24 B5).
+        # The paths and the target are checked again once every package is fetched and
+        # extracted, right before the first script, unlink or link (conda/core/link.py:
+        # 361-377 `execute` -> `_execute`; `Run.before_execute`).
         executed = cls._execute
 
         def _execute(self, *args, **kwargs):
-            state.check(lambda: check_target_code(self))
-            state.check(lambda: check_target_paths(self))
+            state.check(lambda: state.mode.before_execute(self))
             return executed(self, *args, **kwargs)
 
         cls._execute = _execute

@@ -7,6 +7,7 @@ import sys
 if False:  # Names from the other parts of this program (one namespace; see records.py).
     from records import (
         CHANGED_EXIT,
+        ENV_UPDATE,
         FILE_LIMIT,
         FILES_LIMIT,
         PROTOCOL,
@@ -29,7 +30,7 @@ if False:  # Names from the other parts of this program (one namespace; see reco
         transaction,
     )
 
-    from target import check_target_code
+    from target import check_target_code, check_target_paths
 
 
 class Preview:
@@ -56,6 +57,14 @@ class Preview:
         self.document["writes"] = written and _real(written)
         self.document["paths"] = bound_paths(sys.argv[1:], _target(context), written)
         check_links(self.document["paths"], _target(context))
+        if getattr(args, "func", None) == ENV_UPDATE and not (
+            getattr(args, "name", None) or getattr(args, "prefix", None)
+        ):
+            raise Changed(
+                "`env update` without --name or --prefix updates the environment its file "
+                "names, which conda reads only after the preview; name the environment with "
+                "--name or --prefix"
+            )
         if getattr(args, "func", None) == RENAME:
             self.document["unpreviewed"] = "a rename (a clone of the environment)"
         if getattr(args, "func", None) == REMOVE and getattr(args, "all", False):
@@ -301,6 +310,19 @@ class Run:
         changed = difference(shown[index], now)
         if changed:
             raise Changed(changed)
+
+    def before_execute(self, txn):
+        """Right before the transaction's first script, unlink or link, once every package
+        is fetched and extracted (a large download is seconds after the transaction's
+        first check): every path of the call still leads where it did (attack 25 F2: a
+        target named through a symlink the agent turned elsewhere once the packages were
+        fetched), and what conda runs or deletes from the target, and where it writes, is
+        still the packages' own (attack 24 B1, B5)."""
+        from conda.base.context import context
+
+        self.check_paths(context)
+        check_target_code(txn)
+        check_target_paths(txn)
 
     def check_target_state(self, context):
         """The target is what it was when the question was asked: a directory made an

@@ -69,6 +69,11 @@ REMOVE = "conda.cli.main_remove.execute"
 # conda/cli/main_rename.py:107-128: the rename clones the environment (conda/cli/install.py
 # `clone` → conda/misc.py `clone_env`), which its dry run only describes in words.
 RENAME = "conda.cli.main_rename.execute"
+# conda/cli/main_env_update.py:105-130: without --name or --prefix, the environment file's
+# `name:` becomes the target after the parse (`args.name = env.name`), where the preview
+# (conda's parse, no dry run) cannot see it (attack 25 F1: the question named the root
+# prefix and the run changed an environment the agent had made).
+ENV_UPDATE = "conda.cli.main_env_update.execute"
 # Keys of the command line source that differ between the preview and the run by design.
 PREVIEW_KEYS = ("dry_run", "json")
 # URL schemes conda fetches input files from (conda/cli/common.py:329-333).

@@ -1,9 +1,17 @@
 use super::*;
 
 fn places(roots: &[&Path], workdir: Option<&Path>, bounded: bool) -> Places {
+    let roots = roots.iter().map(|r| (r.to_path_buf(), "the client's root"));
+    let workdir = workdir.map(|d| (d.to_path_buf(), "the server's working directory"));
     Places {
-        roots: roots.iter().map(|r| r.to_path_buf()).collect(),
-        workdir: workdir.map(Path::to_path_buf),
+        places: roots
+            .chain(workdir)
+            .map(|(path, what)| Place {
+                id: identity(&path),
+                path,
+                what,
+            })
+            .collect(),
         uid: rustix::process::geteuid().as_raw(),
         gid: rustix::process::getegid().as_raw(),
         bounded,
@@ -136,4 +144,143 @@ fn an_environment_another_user_can_change_is_named_with_the_directory() {
         )),
         "{caution}"
     );
+}
+
+/// A project, and an environment of the operator's elsewhere (with the directories conda
+/// finds code in); the server working in the project.
+struct Layout {
+    _dir: tempfile::TempDir,
+    base: PathBuf,
+    project: PathBuf,
+    operator: PathBuf,
+    server: Places,
+}
+
+fn layout() -> Layout {
+    let dir = private_dir();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let project = base.join("project");
+    let operator = base.join("operator/env");
+    std::fs::create_dir_all(&project).unwrap();
+    for sub in [
+        "bin",
+        "etc/conda/activate.d",
+        "lib/python3.12/site-packages",
+    ] {
+        std::fs::create_dir_all(operator.join(sub)).unwrap();
+    }
+    let server = places(&[], Some(&project), false);
+    assert_eq!(server.caution(&named(&operator)), None);
+    Layout {
+        _dir: dir,
+        base,
+        project,
+        operator,
+        server,
+    }
+}
+
+fn named(path: &Path) -> String {
+    path.display().to_string()
+}
+
+#[test]
+fn a_target_named_through_the_agents_place_is_cautioned() {
+    let Layout {
+        _dir,
+        base,
+        project,
+        operator,
+        server,
+    } = layout();
+    // Named through a symlink in the project (the agent may turn it elsewhere).
+    std::os::unix::fs::symlink(&operator, project.join("lnk")).unwrap();
+    let caution = server.caution(&named(&project.join("lnk"))).unwrap();
+    assert!(
+        caution.contains(&format!(
+            "lies inside the server's working directory {}, where",
+            project.display()
+        )),
+        "{caution}"
+    );
+    // The project reached another way (a link to it elsewhere; a bind mount alike): the
+    // same directory by device and inode.
+    std::os::unix::fs::symlink(&project, base.join("alias")).unwrap();
+    let caution = server.caution(&named(&base.join("alias/env"))).unwrap();
+    assert!(
+        caution.contains("lies inside the server's working directory"),
+        "{caution}"
+    );
+}
+
+#[test]
+fn a_target_holding_code_others_can_change_is_cautioned() {
+    let Layout {
+        _dir,
+        operator,
+        server,
+        ..
+    } = layout();
+    let python = operator.join("bin/python3.12");
+    std::fs::write(&python, "").unwrap();
+    for (path, mode) in [
+        (operator.join("etc/conda/activate.d"), 0o777),
+        (operator.join("lib/python3.12/site-packages"), 0o777),
+        (operator.join("bin"), 0o777),
+        (python.clone(), 0o666),
+    ] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        let caution = server.caution(&named(&operator)).unwrap();
+        assert!(
+            caution.contains(&format!(
+                "holds {}, which every user may write.",
+                path.display()
+            )),
+            "{caution}"
+        );
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    assert_eq!(server.caution(&named(&operator)), None);
+}
+
+/// An access ACL (`system.posix_acl_access`) granting `user` write, with a mask that
+/// lets it.
+fn acl(user: u32) -> Vec<u8> {
+    let mut bytes = 2u32.to_le_bytes().to_vec();
+    for (tag, perm, id) in [
+        (0x01u16, 7u16, u32::MAX),
+        (0x02, 7, user),
+        (0x04, 5, u32::MAX),
+        (0x10, 7, u32::MAX),
+        (0x20, 5, u32::MAX),
+    ] {
+        bytes.extend(tag.to_le_bytes());
+        bytes.extend(perm.to_le_bytes());
+        bytes.extend(id.to_le_bytes());
+    }
+    bytes
+}
+
+#[test]
+fn a_directory_an_acl_lets_another_user_write_is_named() {
+    let Layout {
+        _dir,
+        base,
+        operator,
+        server,
+        ..
+    } = layout();
+    let holder = base.join("operator");
+    let flags = rustix::fs::XattrFlags::empty();
+    rustix::fs::setxattr(&holder, "system.posix_acl_access", &acl(4242), flags).unwrap();
+    let caution = server.caution(&named(&operator)).unwrap();
+    assert!(
+        caution.contains(&format!(
+            "lies in {}, which uid 4242 may write (an ACL).",
+            holder.display()
+        )),
+        "{caution}"
+    );
+    rustix::fs::removexattr(&holder, "system.posix_acl_access").unwrap();
+    assert_eq!(server.caution(&named(&operator)), None);
 }
