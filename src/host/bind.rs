@@ -31,6 +31,7 @@ use super::exec;
 pub(crate) const SOURCE: &str = concat!(
     include_str!("bind/program/records.py"),
     include_str!("bind/program/shared.py"),
+    include_str!("bind/program/cache.py"),
     include_str!("bind/program/target.py"),
     include_str!("bind/program/plan.py"),
     include_str!("bind/program/main.py"),

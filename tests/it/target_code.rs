@@ -342,6 +342,64 @@ fn real_conda_code_planted_in_the_target_never_runs_in_a_confirmed_write() {
     std::fs::write(&record, &original).unwrap();
     std::fs::remove_dir_all(real.path("project/env/Menu")).unwrap();
 
+    // conda hard-links the package cache's files into the environment: rewritten in
+    // place there, the cache's copy changes with it (attack 26 G1, G2). pkgd's own
+    // pre-unlink script rewritten: the removal is not asked (the package's record of the
+    // file says otherwise); pkga's post-link script rewritten: a confirmed install of
+    // pkga elsewhere (outside the project) stops before it links the cache's copy.
+    let rewrite = |script: &str, text: &str| -> Vec<u8> {
+        let path = real.path("project/env/bin").join(script);
+        use std::os::unix::fs::MetadataExt;
+        assert!(
+            std::fs::metadata(&path).unwrap().nlink() > 1,
+            "{script} is not linked"
+        );
+        let before = std::fs::read(&path).unwrap();
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut file, text.as_bytes()).unwrap();
+        before
+    };
+    let planted = format!(
+        "#!/bin/sh\ntouch '{}'\n",
+        real.path("marks/planted").display()
+    );
+    let shipped = rewrite(".pkgd-pre-unlink.sh", &planted);
+    let remove_pkgd = json!({"prefix": env, "package_names": ["pkgd"]});
+    let result = server.unasked("conda_remove", remove_pkgd);
+    let said = text(&result);
+    assert!(
+        said.starts_with("confirmation_unavailable: the plan cannot be bound")
+            && said.contains("pre-unlink script of pkgd, and its package did not install"),
+        "{result}"
+    );
+    rewrite(
+        ".pkgd-pre-unlink.sh",
+        std::str::from_utf8(&shipped).unwrap(),
+    );
+    let shipped = rewrite(".pkga-post-link.sh", &planted);
+    let prod = real.path("home/prod").display().to_string();
+    let (_, result) = server.ask(
+        "conda_create",
+        json!({"prefix": prod, "packages": ["pkga"]}),
+        "accept",
+        |_| {},
+    );
+    assert_changed(
+        &result,
+        "the package cache's copy of pkga changed since it was extracted: \
+         bin/.pkga-post-link.sh is not the file the package holds",
+        "cache rewritten through the environment",
+    );
+    rewrite(".pkga-post-link.sh", std::str::from_utf8(&shipped).unwrap());
+    assert!(
+        !real.path("marks/planted").exists(),
+        "a rewritten script ran"
+    );
+
     // `env update` of a file that names its environment, without --name or --prefix: the
     // target is the file's, known to conda only after the preview (attack 25 F1: the
     // question named the root prefix, the run changed the agent's environment). Not asked.
@@ -383,10 +441,10 @@ fn real_conda_code_planted_in_the_target_never_runs_in_a_confirmed_write() {
         "accept",
         |_| {},
     );
-    assert_changed(
-        &result,
-        "whose directory leads outside the environment",
-        "install",
+    assert_changed(&result, "/share/pkgc", "install");
+    assert!(
+        text(&result).contains(&format!("outside the environment {env}")),
+        "{result}"
     );
     std::fs::remove_file(share.join("pkgc")).unwrap();
     assert_eq!(
@@ -423,14 +481,39 @@ fn real_conda_code_planted_in_the_target_never_runs_in_a_confirmed_write() {
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
 }
 
+/// What the agent does while a confirmed run waits (`CCM_TEST_HOLD_FETCHED`, debug builds:
+/// the run holds at `point` until the test is done): wait for the hold, do `change`, let
+/// the run go on.
+fn meanwhile(
+    hold: &Path,
+    point: &str,
+    change: impl FnOnce() + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    let (held, go) = (hold.join(point), hold.join("go"));
+    let _ = std::fs::remove_file(&held);
+    std::thread::spawn(move || {
+        for _ in 0..2400 {
+            if held.exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(held.exists(), "the run never reached {}", held.display());
+        change();
+        std::fs::write(go, "").unwrap();
+    })
+}
+
 /// On a real conda: a post-link script planted once the packages are fetched — after the
 /// transaction's first check, before its first script (a large package's download is
 /// seconds: attack 24 B5) — stops the run before anything is linked; without a plant the
-/// same install runs. The run waits after the fetch (`CCM_TEST_HOLD_FETCHED`, debug
-/// builds) while the test plants.
+/// same install runs. So does a target named through a symlink turned once the packages
+/// are fetched (attack 25 F2), and a directory above a target turned into a symlink once
+/// `remove --all` has removed its packages, before conda deletes the target whole
+/// (attack 26 G3).
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
-fn real_conda_a_script_planted_after_the_fetch_never_runs() {
+fn real_conda_a_change_after_the_fetch_or_before_the_deletion_stops_the_run() {
     let real = setup();
     // pkge: no script of its own.
     let status = std::process::Command::new(support::python())
@@ -456,26 +539,12 @@ fn real_conda_a_script_planted_after_the_fetch_never_runs() {
     let env_dir = real.path("project/env").display().to_string();
     let install = json!({"prefix": env_dir, "packages": ["pkge"]});
     let planter = {
-        let (hold, script) = (hold.clone(), ".pkge-post-link.sh");
-        let real_path = real.path("project/env/bin").join(script);
+        let script = real.path("project/env/bin/.pkge-post-link.sh");
         let mark = real.path("marks/planted");
-        std::thread::spawn(move || {
-            let fetched = hold.join("fetched");
-            for _ in 0..2400 {
-                if fetched.exists() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            assert!(fetched.exists(), "the run never fetched");
-            std::fs::write(
-                &real_path,
-                format!("#!/bin/sh\ntouch '{}'\n", mark.display()),
-            )
-            .unwrap();
+        meanwhile(&hold, "fetched", move || {
+            std::fs::write(&script, format!("#!/bin/sh\ntouch '{}'\n", mark.display())).unwrap();
             use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&real_path, std::fs::Permissions::from_mode(0o755)).unwrap();
-            std::fs::write(hold.join("go"), "").unwrap();
+            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
         })
     };
     let (_, result) = server.ask("conda_install", install.clone(), "accept", |_| {});
@@ -507,22 +576,12 @@ fn real_conda_a_script_planted_after_the_fetch_never_runs() {
     assert!(status.success());
     let link = real.path("project/lnk");
     std::os::unix::fs::symlink(real.path("project/env"), &link).unwrap();
-    std::fs::remove_file(hold.join("fetched")).unwrap();
     let swapper = {
-        let (hold, link, evil) = (hold.clone(), link.clone(), real.path("project/evil"));
-        std::thread::spawn(move || {
-            let fetched = hold.join("fetched");
-            for _ in 0..2400 {
-                if fetched.exists() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            assert!(fetched.exists(), "the run never fetched");
+        let (link, evil) = (link.clone(), real.path("project/evil"));
+        meanwhile(&hold, "fetched", move || {
             let turned = link.with_file_name("lnk.new");
             std::os::unix::fs::symlink(&evil, &turned).unwrap();
             std::fs::rename(&turned, &link).unwrap();
-            std::fs::write(hold.join("go"), "").unwrap();
         })
     };
     let through = json!({"prefix": link.display().to_string(), "packages": ["pkgc"]});
@@ -552,5 +611,38 @@ fn real_conda_a_script_planted_after_the_fetch_never_runs() {
         !real.marks().contains(&"pkgc-1.0".to_owned()),
         "{:?}",
         real.marks()
+    );
+
+    // `remove --all` of `project/a/gone`: once its packages are removed, `project/a` is
+    // made a symlink to `victim`, which holds a `gone` of its own; conda would delete
+    // `victim/gone` whole.
+    let gone = real.path("project/a/gone");
+    let (_, made) = server.ask(
+        "conda_create",
+        json!({"prefix": gone.display().to_string(), "packages": ["pkge"]}),
+        "accept",
+        |_| {},
+    );
+    assert_eq!(made["isError"], false, "{made}");
+    std::fs::create_dir_all(real.path("victim/gone")).unwrap();
+    std::fs::write(real.path("victim/gone/keep.txt"), "keep me").unwrap();
+    let turner = {
+        let (a, victim) = (real.path("project/a"), real.path("victim"));
+        meanwhile(&hold, "deleting", move || {
+            std::fs::rename(&a, a.with_file_name("a.moved")).unwrap();
+            std::os::unix::fs::symlink(&victim, &a).unwrap();
+        })
+    };
+    let all = json!({"prefix": gone.display().to_string(), "all": true, "yes": true});
+    let (_, result) = server.ask("conda_remove", all, "accept", |_| {});
+    turner.join().unwrap();
+    assert_changed(
+        &result,
+        &format!("the path {} now leads to ", gone.display()),
+        "a directory above the target turned before the deletion",
+    );
+    assert_eq!(
+        std::fs::read_to_string(real.path("victim/gone/keep.txt")).unwrap(),
+        "keep me"
     );
 }

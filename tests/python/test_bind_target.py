@@ -2,6 +2,7 @@
 (bind/program/target.py `check_target_code`), on prefixes and package caches built here,
 with conda's context stood in for (the check reads only `context.pkgs_dirs`)."""
 
+import hashlib
 import json
 import os
 import sys
@@ -12,6 +13,10 @@ import unittest
 import programs
 
 bind = programs.load("bind")
+
+
+def sha256(text):
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def record(name, files=(), paths_data=(), md5="0" * 32):
@@ -61,14 +66,27 @@ class TargetCode(unittest.TestCase):
     def script(self, name, action):
         return os.path.join(self.prefix, "bin", f".{name}-{action}.sh")
 
-    def cache(self, prec, scripts):
-        """`prec`'s package extracted in the package cache, with these scripts."""
+    def cache(self, prec, scripts, files=None, entries=None):
+        """`prec`'s package extracted in the package cache, with these scripts (in `bin/`)
+        and files (path in the package: text), and `info/paths.json` recording each with
+        its sha256 (`entries`: path -> extra fields of its entry)."""
         extracted = os.path.join(self.pkgs, prec.fn[: -len(".conda")])
         self.write(
             os.path.join(extracted, "info", "repodata_record.json"), json.dumps({"md5": prec.md5})
         )
-        for file_name, text in scripts.items():
-            self.write(os.path.join(extracted, "bin", file_name), text)
+        held = {os.path.join("bin", name): text for name, text in scripts.items()}
+        held.update(files or {})
+        paths = []
+        for path, text in held.items():
+            self.write(os.path.join(extracted, path), text)
+            entry = {"_path": path, "path_type": "hardlink", "sha256": sha256(text)}
+            entry.update((entries or {}).get(path, {}))
+            paths.append(entry)
+        self.write(
+            os.path.join(extracted, "info", "paths.json"),
+            json.dumps({"paths": paths, "paths_version": 1}),
+        )
+        return extracted
 
     def check(self, unlink=(), link=()):
         setup = types.SimpleNamespace(unlink_precs=list(unlink), link_precs=list(link))
@@ -112,10 +130,10 @@ class TargetCode(unittest.TestCase):
         prec = record("pkga", files=["bin/.pkga-pre-unlink.sh"])
         self.write(self.script("pkga", "pre-unlink"), "echo mine\n")
         # No package cache holds the package: it cannot be checked.
-        self.refused("its package is in no package cache", unlink=[prec])
+        self.refused("its package is in no package cache, or records no sha256", unlink=[prec])
         # A cached copy of another hash is not the package's.
         self.cache(record("pkga", md5="1" * 32), {".pkga-pre-unlink.sh": "echo mine\n"})
-        self.refused("its package is in no package cache", unlink=[prec])
+        self.refused("its package is in no package cache, or records no sha256", unlink=[prec])
         # The package's copy, other bytes; then the same bytes.
         self.cache(prec, {".pkga-pre-unlink.sh": "echo shipped\n"})
         self.refused("its package did not install that file", unlink=[prec])
@@ -135,8 +153,7 @@ class TargetCode(unittest.TestCase):
         prec = record("pkga", files=["Menu/pkga.json", "share/pkga/data.txt"])
         self.write(os.path.join(self.prefix, "Menu", "pkga.json"), '{"menu_items": []}')
         self.refused("the menu file of pkga, which cannot be checked", unlink=[prec])
-        self.cache(prec, {})
-        self.write(os.path.join(self.pkgs, "pkga-1.0-0", "Menu", "pkga.json"), '{"x": 1}')
+        self.cache(prec, {}, files={"Menu/pkga.json": '{"x": 1}'})
         self.refused("as the menu file of pkga, and its package did not install", unlink=[prec])
         self.write(os.path.join(self.prefix, "Menu", "pkga.json"), '{"x": 1}')
         self.check(unlink=[prec])
@@ -192,6 +209,76 @@ class TargetCode(unittest.TestCase):
         os.symlink(outside, os.path.join(self.prefix, "lib"))
         with self.assertRaises(bind.Changed):
             bind.check_target_paths(txn(action(["lib/a.pyc"], many=True)))
+        os.remove(os.path.join(self.prefix, "lib"))
+        # The file itself a symlink leading outside: written through, it stops the run
+        # (an entry point, `conda-meta/history`: attack 26 G4); removed, it is the link.
+        os.symlink(os.path.join(outside, "victim"), os.path.join(self.prefix, "bin", "tool"))
+        with self.assertRaises(bind.Changed) as caught:
+            bind.check_target_paths(txn(action("bin/tool")))
+        self.assertIn("a symlink leading outside the environment", str(caught.exception))
+
+        class UnlinkPathAction(types.SimpleNamespace):
+            pass
+
+        removal = UnlinkPathAction(target_prefix=self.prefix, target_short_path="bin/tool")
+        bind.check_target_paths(txn(removal))
+
+    def test_a_file_rewritten_through_its_hard_link_to_the_cache_is_not_the_packages(self):
+        prec = record("pkga", files=["bin/.pkga-pre-unlink.sh"])
+        extracted = self.cache(prec, {".pkga-pre-unlink.sh": "echo shipped\n"})
+        cached = os.path.join(extracted, "bin", ".pkga-pre-unlink.sh")
+        os.link(cached, self.script("pkga", "pre-unlink"))
+        self.check(unlink=[prec])
+        # Rewritten in place: the cache's copy is the same file, so equal to it; the
+        # package's record of it says otherwise (attack 26 G1).
+        with open(self.script("pkga", "pre-unlink"), "w") as handle:
+            handle.write("cat /etc/shadow\n")
+        self.refused("and its package did not install that file", unlink=[prec])
+
+    def test_a_script_whose_prefix_placeholder_conda_replaced_is_the_packages(self):
+        placeholder = "/opt/anaconda1anaconda2anaconda3"
+        prec = record("pkga", files=["bin/.pkga-pre-unlink.sh"])
+        text = f"echo {placeholder}/bin\n"
+        entries = {"bin/.pkga-pre-unlink.sh": {"prefix_placeholder": placeholder}}
+        self.cache(prec, {".pkga-pre-unlink.sh": text}, entries=entries)
+        self.write(self.script("pkga", "pre-unlink"), text.replace(placeholder, self.prefix))
+        self.check(unlink=[prec])
+        self.write(self.script("pkga", "pre-unlink"), text.replace(placeholder, "/elsewhere"))
+        self.refused("and its package did not install that file", unlink=[prec])
+
+    def test_a_cached_package_to_link_holds_what_its_package_holds_where_linked(self):
+        prec = record("pkgb")
+        extracted = self.cache(prec, {".pkgb-post-link.sh": "echo shipped\n"})
+        script = os.path.join(extracted, "bin", ".pkgb-post-link.sh")
+        txn = types.SimpleNamespace(
+            prefix_setups={"/other": types.SimpleNamespace(unlink_precs=[], link_precs=[prec])}
+        )
+        bind.check_cached_packages(txn)
+        # Rewritten with a single link: the cache's own file, not looked at.
+        with open(script, "w") as handle:
+            handle.write("echo cache only\n")
+        bind.check_cached_packages(txn)
+        # Linked into an environment the agent may write, and rewritten there (G2).
+        with open(script, "w") as handle:
+            handle.write("echo shipped\n")
+        os.link(script, os.path.join(self.prefix, "bin", "linked"))
+        bind.check_cached_packages(txn)
+        with open(os.path.join(self.prefix, "bin", "linked"), "w") as handle:
+            handle.write("id > /tmp/pwned\n")
+        with self.assertRaises(bind.Changed) as caught:
+            bind.check_cached_packages(txn)
+        self.assertIn(
+            "the package cache's copy of pkgb changed since it was extracted: "
+            "bin/.pkgb-post-link.sh is not the file the package holds",
+            str(caught.exception),
+        )
+        # Without the record of its files, or in no cache: not checked, stopped.
+        os.remove(os.path.join(extracted, "info", "paths.json"))
+        with self.assertRaises(bind.Changed):
+            bind.check_cached_packages(txn)
+        missing = types.SimpleNamespace(unlink_precs=[], link_precs=[record("pkgz")])
+        with self.assertRaises(bind.Changed):
+            bind.check_cached_packages(types.SimpleNamespace(prefix_setups={"/o": missing}))
 
 
 if __name__ == "__main__":

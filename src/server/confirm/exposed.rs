@@ -40,16 +40,20 @@ pub(super) struct Places {
 
 /// The directories of a target where conda finds code to run, whose entries count too
 /// when `true`: its programs and activation scripts (conda/core/link.py `run_script`,
-/// `activate=True`), its records, and its Python's library (`lib/python3.*`, searched
-/// below).
+/// `activate=True`), the variables activation sets, its records, its libraries, and its
+/// Python's library (`lib/python3.*`, searched below).
 const CODE_DIRS: &[(&str, bool)] = &[
     ("bin", true),
     ("etc", false),
     ("etc/conda", false),
     ("etc/conda/activate.d", true),
     ("etc/conda/deactivate.d", true),
-    ("conda-meta", false),
-    ("lib", false),
+    // Variables activation exports as written (`conda-meta/state`, `env_vars.d`: a
+    // value that closes its quote runs as code, attack 26 G5), and the records.
+    ("etc/conda/env_vars.d", true),
+    ("conda-meta", true),
+    // Shared libraries the target's programs load.
+    ("lib", true),
 ];
 
 impl Places {

@@ -6,7 +6,7 @@ import os
 import sys
 
 if False:  # Names from the other parts of this program (one namespace; see records.py).
-    from plan import Preview, Run
+    from plan import Preview, Run, _target
     from records import Changed, Done
 
 
@@ -41,7 +41,7 @@ def install(state):
         def execute(self, *args, **kwargs):
             result = fetched(self, *args, **kwargs)
             state.check(lambda: verify_copy(self))
-            _hold_for_tests()
+            _hold_for_tests("fetched")
             return result
 
         fetch.execute = execute
@@ -55,6 +55,7 @@ def install(state):
             return executed(self, *args, **kwargs)
 
         cls._execute = _execute
+        _recheck_before_deleting(state)
     if isinstance(state.mode, Preview):
         _envs_dir_as_outside()
         # conda/misc.py:206-215 (explicit package files and URLs, explicit environment
@@ -64,20 +65,44 @@ def install(state):
         _note("clone_env", "a clone of an environment", state)
 
 
-def _hold_for_tests():
+def _recheck_before_deleting(state):
+    """`remove --all` and `env remove` delete the target whole after the transaction
+    (conda/cli/main_remove.py:218 `rm_rf(prefix)`): right before, every path of the call
+    still leads where it did (attack 26 G3: a directory above the target made a symlink
+    once the records were gone led the deletion to another directory, deleted whole)."""
+    from conda.gateways.disk import delete
+
+    removes = delete.rm_rf
+
+    def rm_rf(path, *args, **kwargs):
+        from conda.base.context import context
+
+        target = _target(context)
+        if target is not None and os.path.abspath(str(path)) == os.path.abspath(target):
+            _hold_for_tests("deleting")
+            state.check(lambda: state.mode.check_paths(context))
+        return removes(path, *args, **kwargs)
+
+    delete.rm_rf = rm_rf
+
+
+def _hold_for_tests(point):
     """`CCM_TEST_HOLD_FETCHED=DIR` (debug builds of the server only: a release build
-    removes it from the run's environment) makes the run wait after it fetched a package,
-    until `DIR/go` exists (`DIR/fetched` says it waits; at most two minutes), so that a
-    test can change the target between the transaction's first check and its execution."""
+    removes it from the run's environment) makes the run wait at `point` — after it
+    fetched a package (`fetched`), before it deletes the target whole (`deleting`) —
+    until `DIR/go` exists (`DIR/<point>` says it waits; at most two minutes; `go` is
+    taken), so that a test can change the target between the run's checks."""
     import time
 
     hold = os.environ.get("CCM_TEST_HOLD_FETCHED")
     if not hold:
         return
-    with open(os.path.join(hold, "fetched"), "w"):
+    with open(os.path.join(hold, point), "w"):
         pass
+    go = os.path.join(hold, "go")
     for _ in range(2400):
-        if os.path.exists(os.path.join(hold, "go")):
+        if os.path.exists(go):
+            os.remove(go)
             return
         time.sleep(0.05)
 

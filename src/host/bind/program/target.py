@@ -4,9 +4,9 @@
 # pkga ran as the server's user, and a record whose `files` named `../../victim.txt`,
 # which the removal deleted).
 import os
-import stat
 
 if False:  # Names from the other parts of this program (one namespace; see records.py).
+    from cache import _cached_package, declared, file_bytes
     from records import FILE_LIMIT, Changed, _sha256
 
 
@@ -42,45 +42,6 @@ def _script(prefix, name, action):
     return os.path.join(str(prefix), "bin", f".{name}-{action}.sh")
 
 
-def _cached_package(prec):
-    """The extracted directory of an installed record's package in a package cache (the
-    operator's: a sandboxed call writes none), matched by file name and hash; or None."""
-    import json
-
-    from conda.base.context import context
-
-    fn = str(getattr(prec, "fn", "") or "")
-    for ending in (".tar.bz2", ".conda"):
-        if fn.endswith(ending):
-            fn = fn[: -len(ending)]
-    if not fn or "/" in fn or fn in (".", ".."):
-        return None
-    for pkgs_dir in context.pkgs_dirs:
-        extracted = os.path.join(str(pkgs_dir), fn)
-        try:
-            with open(os.path.join(extracted, "info", "repodata_record.json"), "rb") as handle:
-                cached = json.loads(handle.read(FILE_LIMIT))
-        except (OSError, ValueError):
-            continue
-        if any(
-            getattr(prec, key, None) and cached.get(key) == getattr(prec, key)
-            for key in ("sha256", "md5")
-        ):
-            return extracted
-    return None
-
-
-def _regular_bytes(path):
-    """A regular file's bytes (not through a symlink), or None."""
-    try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            return None
-        with open(path, "rb") as handle:
-            return handle.read(FILE_LIMIT + 1)
-    except OSError:
-        return None
-
-
 # The menu files removing a package hands to menuinst, which deletes the shortcuts they
 # describe wherever they say (conda/core/path_actions.py:84 `_MENU_RE`, :1232-1251
 # `RemoveMenuAction`, made for every listed match whatever `context.shortcuts` says): a
@@ -98,18 +59,31 @@ def _menus(prec):
 
 def _shipped(prec, prefix, relative, what):
     """Stop unless the target's `relative` (a file conda would run, or hand to menuinst, as
-    `what`) is byte for byte the copy in `prec`'s package in a package cache."""
+    `what`) is what `prec`'s package holds: the sha256 its `info/paths.json` in a package
+    cache records (not the cache's bytes, which a hard link from the target may have
+    rewritten: attack 26 G1); for a file whose prefix placeholder conda replaced (text
+    mode), the cache's copy, itself as recorded, with the placeholder replaced."""
     path = os.path.join(str(prefix), relative)
     if not os.path.lexists(path):
         return
     cached = _cached_package(prec)
-    if cached is None:
+    entries = declared(cached) if cached is not None else None
+    entry = (entries or {}).get(relative, {})
+    if entries is None or (entry and not entry.get("sha256")):
         raise Changed(
             f"conda would use {path}, the {what} of {prec.name}, which cannot be checked: "
-            "its package is in no package cache"
+            "its package is in no package cache, or records no sha256 for it"
         )
-    shipped = _regular_bytes(os.path.join(cached, relative))
-    if shipped is None or _regular_bytes(path) != shipped:
+    found = file_bytes(path, FILE_LIMIT) if entry else None
+    placeholder = entry.get("prefix_placeholder")
+    if placeholder and entry.get("file_mode", "text") == "text":
+        shipped = file_bytes(os.path.join(cached, relative), FILE_LIMIT)
+        good = shipped is not None and _sha256(shipped) == entry["sha256"]
+        expected = shipped.replace(placeholder.encode(), str(prefix).encode()) if good else None
+        same = found is not None and found == expected
+    else:
+        same = found is not None and _sha256(found) == entry["sha256"]
+    if not same:
         raise Changed(
             f"conda would use {path} as the {what} of {prec.name}, and its package did not "
             "install that file"
@@ -177,19 +151,23 @@ def _inside(root, path):
 
 def _action_paths(groups):
     """The full paths the actions of a target's action groups name by prefix and short
-    path (`PrefixPathAction.target_full_path`, `MultiPathAction.target_full_paths`)."""
+    path (`PrefixPathAction.target_full_path`, `MultiPathAction.target_full_paths`), each
+    with whether the action creates or writes it (every action but those that remove,
+    conda/core/path_actions.py:1178 `RemoveFromPrefixPathAction`, whose names say so)."""
     for field in groups:
         for group in field or ():
             for action in getattr(group, "actions", None) or ():
                 prefix = getattr(action, "target_prefix", None)
                 if prefix is None:
                     continue
+                name = type(action).__name__
+                writes = not any(word in name for word in ("Unlink", "Remove", "Unregister"))
                 shorts = getattr(action, "target_short_paths", None)
                 if shorts is None:
                     shorts = (getattr(action, "target_short_path", None),)
                 for short in shorts:
                     if short is not None:
-                        yield os.path.join(str(prefix), str(short))
+                        yield os.path.join(str(prefix), str(short)), writes
 
 
 def check_target_paths(txn):
@@ -205,7 +183,19 @@ def check_target_paths(txn):
     for prefix, groups in (getattr(txn, "prefix_action_groups", None) or {}).items():
         root = os.path.realpath(str(prefix))
         seen = set()
-        for path in _action_paths(groups):
+        actions = list(_action_paths(groups))
+        removed = {path for path, writes in actions if not writes}
+        for path, writes in actions:
+            # A symlink conda would write through (an entry point, `conda-meta/history`
+            # appended to) leading outside (attack 26 G4); removing one removes the link,
+            # and the transaction's removals come before its links (an update).
+            if writes and path not in removed and os.path.islink(path):
+                leads = os.path.realpath(path)
+                if not _inside(root, leads):
+                    raise Changed(
+                        f"conda would write {path}, a symlink leading outside the "
+                        f"environment {prefix} (to {leads})"
+                    )
             parent = os.path.dirname(path)
             if parent in seen:
                 continue
