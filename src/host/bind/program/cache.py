@@ -55,28 +55,35 @@ def declared(cached):
     return {str(e["_path"]): e for e in entries if isinstance(e, dict) and e.get("_path")}
 
 
-def file_bytes(path, limit):
-    """A regular file's bytes (opened without following a symlink, without blocking on a
-    FIFO), at most `limit` + 1 of them; or None."""
+def _regular(path):
+    """A regular file opened for reading (without following a symlink, without blocking
+    on a FIFO), or None."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return None
+    handle = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        handle.close()
+        return None
+    return handle
+
+
+def file_bytes(path, limit):
+    """A regular file's bytes (`_regular`), at most `limit` + 1 of them; or None."""
+    handle = _regular(path)
+    if handle is None:
+        return None
+    with handle:
         return handle.read(limit + 1)
 
 
 def _file_sha256(path):
-    """The sha256 of a regular file (not through a symlink), or None."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+    """The sha256 of a regular file (`_regular`), or None."""
+    handle = _regular(path)
+    if handle is None:
         return None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return None
+    with handle:
         digest = hashlib.sha256()
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)

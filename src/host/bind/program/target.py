@@ -119,12 +119,8 @@ def check_target_code(txn):
                         f"the record of {prec.name} to remove lists {path!r}, a path outside "
                         f"the environment {prefix}"
                     )
-                parent = os.path.dirname(os.path.join(str(prefix), path))
-                if parent in checked:
-                    continue
-                checked.add(parent)
-                leads = os.path.realpath(parent)
-                if not _inside(root, leads):
+                leads = _parent_outside(root, os.path.join(str(prefix), path), checked)
+                if leads is not None:
                     raise Changed(
                         f"the record of {prec.name} to remove lists {path!r}, whose directory "
                         f"leads outside the environment {prefix} (to {leads})"
@@ -147,6 +143,17 @@ def check_target_code(txn):
 
 def _inside(root, path):
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _parent_outside(root, path, seen):
+    """Where the directory holding `path` leads when that is outside `root` (resolved);
+    None when inside, or when that directory is in `seen` (added to it)."""
+    parent = os.path.dirname(path)
+    if parent in seen:
+        return None
+    seen.add(parent)
+    leads = os.path.realpath(parent)
+    return None if _inside(root, leads) else leads
 
 
 def _action_paths(groups):
@@ -196,12 +203,8 @@ def check_target_paths(txn):
                         f"conda would write {path}, a symlink leading outside the "
                         f"environment {prefix} (to {leads})"
                     )
-            parent = os.path.dirname(path)
-            if parent in seen:
-                continue
-            seen.add(parent)
-            leads = os.path.realpath(parent)
-            if not _inside(root, leads):
+            leads = _parent_outside(root, path, seen)
+            if leads is not None:
                 raise Changed(
                     f"conda would create or delete {path}, whose directory leads outside "
                     f"the environment {prefix} (to {leads})"
