@@ -400,6 +400,29 @@ fn real_conda_code_planted_in_the_target_never_runs_in_a_confirmed_write() {
         "a rewritten script ran"
     );
 
+    // `conda-meta/state` made a symlink to a file outside: `env config vars set` would
+    // rewrite that file (attack 27 H4). Not asked.
+    let outside_state = real.path("outside-state.json");
+    std::fs::write(&outside_state, "{\"keep\": \"me\"}").unwrap();
+    let state = real.path("project/env/conda-meta/state");
+    let _ = std::fs::remove_file(&state);
+    std::os::unix::fs::symlink(&outside_state, &state).unwrap();
+    let result = server.unasked(
+        "conda_env_config_vars_set",
+        json!({"prefix": env, "vars": ["A=1"]}),
+    );
+    let said = text(&result);
+    assert!(
+        said.starts_with("confirmation_unavailable: the plan cannot be bound")
+            && said.contains("conda-meta/state is a symlink: conda would write through it"),
+        "{result}"
+    );
+    std::fs::remove_file(&state).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&outside_state).unwrap(),
+        "{\"keep\": \"me\"}"
+    );
+
     // `env update` of a file that names its environment, without --name or --prefix: the
     // target is the file's, known to conda only after the preview (attack 25 F1: the
     // question named the root prefix, the run changed the agent's environment). Not asked.

@@ -280,6 +280,34 @@ class TargetCode(unittest.TestCase):
         with self.assertRaises(bind.Changed):
             bind.check_cached_packages(types.SimpleNamespace(prefix_setups={"/o": missing}))
 
+    def test_the_target_is_deleted_whole_through_descriptors_never_through_a_symlink(self):
+        outside = os.path.join(os.path.dirname(self.prefix), "outside")
+        self.write(os.path.join(outside, "keep.txt"), "keep me")
+        parent = os.path.join(os.path.dirname(self.prefix), "a")
+        target = os.path.join(parent, "env")
+        self.write(os.path.join(target, "share", "data.txt"), "data")
+        # A symlink inside the tree is removed, not followed.
+        os.symlink(outside, os.path.join(target, "share", "out"))
+        self.assertTrue(bind._remove_tree(target))
+        self.assertFalse(os.path.lexists(target))
+        self.assertTrue(os.path.exists(os.path.join(outside, "keep.txt")))
+        # A directory above turned into a symlink (attack 27 H3): nothing is deleted.
+        self.write(os.path.join(outside, "env", "keep.txt"), "keep me")
+        os.rmdir(parent)
+        os.symlink(outside, parent)
+        self.assertFalse(bind._remove_tree(target))
+        self.assertTrue(os.path.exists(os.path.join(outside, "env", "keep.txt")))
+
+    def test_metadata_conda_writes_by_path_is_no_symlink(self):
+        bind.check_written_metadata(self.prefix)
+        outside = os.path.join(os.path.dirname(self.prefix), "state.json")
+        self.write(outside, "{}")
+        os.makedirs(os.path.join(self.prefix, "conda-meta"), exist_ok=True)
+        os.symlink(outside, os.path.join(self.prefix, "conda-meta", "state"))
+        with self.assertRaises(bind.Changed) as caught:
+            bind.check_written_metadata(self.prefix)
+        self.assertIn("conda-meta/state is a symlink", str(caught.exception))
+
 
 if __name__ == "__main__":
     unittest.main()

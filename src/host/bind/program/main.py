@@ -81,9 +81,37 @@ def _recheck_before_deleting(state):
         if target is not None and os.path.abspath(str(path)) == os.path.abspath(target):
             _hold_for_tests("deleting")
             state.check(lambda: state.mode.check_paths(context))
+            return _remove_tree(os.path.realpath(target))
         return removes(path, *args, **kwargs)
 
     delete.rm_rf = rm_rf
+
+
+def _remove_tree(real):
+    """Delete the directory `real` (just checked to be where the target led) whole through
+    file descriptors: each directory above it opened without following a symlink, and the
+    tree removed below that descriptor (`shutil.rmtree` with `dir_fd`, which follows no
+    symlink). conda's `rm_rf` works by path and, when a removal fails, walks the path
+    again, so a directory above the target turned into a symlink while it deleted led it
+    to delete another directory's files (attack 27 H3). A directory turned meanwhile
+    stops the deletion (what is left stays); so does any error. True when deleted."""
+    import shutil
+    import sys
+
+    parent, name = os.path.split(real)
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in (p for p in parent.split(os.sep) if p):
+            opened = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = opened
+        shutil.rmtree(name, dir_fd=fd)
+        return True
+    except (OSError, TypeError) as error:
+        print(f"ccm: the environment {real} was not deleted whole: {error}", file=sys.stderr)
+        return False
+    finally:
+        os.close(fd)
 
 
 def _hold_for_tests(point):

@@ -31,7 +31,7 @@ if False:  # Names from the other parts of this program (one namespace; see reco
         transaction,
     )
 
-    from target import check_target_code, check_target_paths
+    from target import check_target_code, check_target_paths, check_written_metadata
 
 
 class Preview:
@@ -53,6 +53,7 @@ class Preview:
         self.document["configuration"] = configuration(context)
         self.document["prefix"] = _target(context)
         self.document["target_state"] = _state(_target(context))
+        check_written_metadata(_target(context))
         self.document["command"] = getattr(args, "func", None)
         written = config_file(args, context)
         self.document["writes"] = written and _real(written)
@@ -329,8 +330,10 @@ class Run:
 
     def check_target_state(self, context):
         """The target is what it was when the question was asked: a directory made an
-        environment meanwhile would be deleted whole by `create` (attack 17 A17-3)."""
+        environment meanwhile would be deleted whole by `create` (attack 17 A17-3); and
+        none of the metadata conda writes by path is a symlink."""
         target = _target(context)
+        check_written_metadata(target)
         was, now = self.plan.get("target_state"), _state(target)
         if was != now:
             asked = f"{was} when the question was asked"

@@ -209,3 +209,21 @@ def check_target_paths(txn):
                     f"conda would create or delete {path}, whose directory leads outside "
                     f"the environment {prefix} (to {leads})"
                 )
+
+
+# Files of a target's `conda-meta` that conda writes by path outside a transaction (`env
+# config vars set`/`unset` rewrite `state`, conda/core/prefix_data.py `_write_environment_
+# state_file`), and the history every change appends to.
+WRITTEN_METADATA = ("conda-meta/state", "conda-meta/history")
+
+
+def check_written_metadata(prefix):
+    """None of `WRITTEN_METADATA` in the target is a symlink: conda would write through it
+    (attack 27 H4: a `conda-meta/state` symlink led `env config vars set` to rewrite a file
+    outside the environment)."""
+    if not prefix:
+        return
+    for name in WRITTEN_METADATA:
+        path = os.path.join(str(prefix), name)
+        if os.path.islink(path):
+            raise Changed(f"{path} is a symlink: conda would write through it")
