@@ -394,6 +394,24 @@ fn real_conda_code_planted_in_the_target_never_runs_in_a_confirmed_write() {
          bin/.pkga-post-link.sh is not the file the package holds",
         "cache rewritten through the environment",
     );
+    // Rewritten, then its link in the environment removed: the cache's copy is the
+    // rewritten file alone (attack 27 H1); the same install stops again.
+    let linked = real.path("project/env/bin/.pkga-post-link.sh");
+    let cached = real.path("pkgs/pkga-1.0-0/bin/.pkga-post-link.sh");
+    std::fs::remove_file(&linked).unwrap();
+    let prod = real.path("home/prod2").display().to_string();
+    let (_, result) = server.ask(
+        "conda_create",
+        json!({"prefix": prod, "packages": ["pkga"]}),
+        "accept",
+        |_| {},
+    );
+    assert_changed(
+        &result,
+        "bin/.pkga-post-link.sh is not the file the package holds",
+        "cache rewritten, its link removed",
+    );
+    std::fs::hard_link(&cached, &linked).unwrap();
     rewrite(".pkga-post-link.sh", std::str::from_utf8(&shipped).unwrap());
     assert!(
         !real.path("marks/planted").exists(),

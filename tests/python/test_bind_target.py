@@ -254,16 +254,11 @@ class TargetCode(unittest.TestCase):
             prefix_setups={"/other": types.SimpleNamespace(unlink_precs=[], link_precs=[prec])}
         )
         bind.check_cached_packages(txn)
-        # Rewritten with a single link: the cache's own file, not looked at.
-        with open(script, "w") as handle:
-            handle.write("echo cache only\n")
-        bind.check_cached_packages(txn)
         # Linked into an environment the agent may write, and rewritten there (G2).
-        with open(script, "w") as handle:
-            handle.write("echo shipped\n")
-        os.link(script, os.path.join(self.prefix, "bin", "linked"))
+        linked = os.path.join(self.prefix, "bin", "linked")
+        os.link(script, linked)
         bind.check_cached_packages(txn)
-        with open(os.path.join(self.prefix, "bin", "linked"), "w") as handle:
+        with open(linked, "w") as handle:
             handle.write("id > /tmp/pwned\n")
         with self.assertRaises(bind.Changed) as caught:
             bind.check_cached_packages(txn)
@@ -272,6 +267,22 @@ class TargetCode(unittest.TestCase):
             "bin/.pkgb-post-link.sh is not the file the package holds",
             str(caught.exception),
         )
+        # And its link removed, the rewritten file the cache's alone (attack 27 H1).
+        os.remove(linked)
+        with self.assertRaises(bind.Changed):
+            bind.check_cached_packages(txn)
+        # A file without a recorded sha256: let through with a single link (old
+        # packages), refused with other links.
+        with open(script, "w") as handle:
+            handle.write("echo shipped\n")
+        entries = {"bin/.pkgb-post-link.sh": {"sha256": None}}
+        self.cache(prec, {".pkgb-post-link.sh": "echo shipped\n"}, entries=entries)
+        bind.check_cached_packages(txn)
+        os.link(script, linked)
+        with self.assertRaises(bind.Changed) as caught:
+            bind.check_cached_packages(txn)
+        self.assertIn("records no sha256", str(caught.exception))
+        os.remove(linked)
         # Without the record of its files, or in no cache: not checked, stopped.
         os.remove(os.path.join(extracted, "info", "paths.json"))
         with self.assertRaises(bind.Changed):

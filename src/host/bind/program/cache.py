@@ -91,12 +91,14 @@ def _file_sha256(path):
 
 
 def check_cached_packages(txn):
-    """Every file of a package to link whose extracted copy in the package cache has
-    other links (a target's hard link, through which whoever may write that target may
-    rewrite it) holds what the package's `info/paths.json` records (sha256); a file with
-    a single link is the cache's alone. Made right before the transaction's first link.
-    A package in no cache, or without the record of its files, or a linked file without
-    a recorded sha256, cannot be checked and stops the run."""
+    """Every file of a package to link holds, in its extracted copy in the package cache,
+    what the package's `info/paths.json` records (sha256): conda hard-links those copies
+    into targets, through which whoever may write a target may rewrite them — and then
+    remove its own link, leaving the rewritten file the cache's alone (attack 27 H1).
+    Made right before the transaction's first link. A package in no cache, or without
+    the record of its files, cannot be checked and stops the run; so does a file without
+    a recorded sha256 that has other links (one with a single link is let through: old
+    packages record none)."""
     for setup in txn.prefix_setups.values():
         for prec in setup.link_precs:
             cached = _cached_package(prec)
@@ -115,13 +117,14 @@ def check_cached_packages(txn):
                 if entry.get("path_type", "hardlink") != "hardlink":
                     continue
                 full = os.path.join(cached, path)
-                try:
-                    if os.lstat(full).st_nlink < 2:
-                        continue
-                except OSError:
-                    continue
                 want = entry.get("sha256")
                 if not want:
+                    try:
+                        linked = os.lstat(full).st_nlink > 1
+                    except OSError:
+                        linked = False
+                    if not linked:
+                        continue
                     raise Changed(
                         f"the package cache's copy of {prec.name} records no sha256 for "
                         f"{path}, which has other links, so it cannot be checked"
