@@ -174,11 +174,27 @@ impl Server {
     ) -> Vec<(String, String)> {
         let roots = self.roots.get(caller.roots_peer.as_ref()).await;
         let bounded = self.bounded(ready, call) && bound::support().is_ok();
-        let places = exposed::Places::new(&roots, bounded);
-        plan::targets(plan)
-            .into_iter()
-            .filter_map(|t| Some((t.to_owned(), places.caution(t)?)))
-            .collect()
+        let targets: Vec<String> = plan::targets(plan).into_iter().map(str::to_owned).collect();
+        let judging = targets.clone();
+        // Stats and directory listings of the targets: off the runtime's threads.
+        let judged = tokio::task::spawn_blocking(move || {
+            let places = exposed::Places::new(&roots, bounded);
+            judging
+                .into_iter()
+                .filter_map(|t| {
+                    let caution = places.caution(&t)?;
+                    Some((t, caution))
+                })
+                .collect()
+        });
+        judged.await.unwrap_or_else(|error| {
+            // Fail closed: a target that could not be judged is named as such.
+            tracing::error!(%error, "the targets could not be judged for the question");
+            targets
+                .into_iter()
+                .map(|t| (t, exposed::UNJUDGED.to_owned()))
+                .collect()
+        })
     }
 }
 

@@ -20,6 +20,11 @@ use std::path::{Component, Path, PathBuf};
 
 use super::plan::shown_long;
 
+/// The caution under a target that could not be judged (fail closed).
+pub(super) const UNJUDGED: &str = "  Caution: whether the agent or another user can change \
+    this environment's files could not be judged; its own programs and scripts run as the \
+    server's user during this change.";
+
 /// A directory the agent can change files in: its path (canonical), its device and
 /// inode (the same directory reached another way), and what it is.
 struct Place {
