@@ -381,36 +381,29 @@ fn real_conda_code_planted_in_the_target_never_runs_in_a_confirmed_write() {
         std::str::from_utf8(&shipped).unwrap(),
     );
     let shipped = rewrite(".pkga-post-link.sh", &planted);
-    let prod = real.path("home/prod").display().to_string();
-    let (_, result) = server.ask(
-        "conda_create",
-        json!({"prefix": prod, "packages": ["pkga"]}),
-        "accept",
-        |_| {},
-    );
-    assert_changed(
-        &result,
-        "the package cache's copy of pkga changed since it was extracted: \
-         bin/.pkga-post-link.sh is not the file the package holds",
-        "cache rewritten through the environment",
-    );
+    // A confirmed install of pkga into a new environment outside the project: stopped.
+    let mut install_elsewhere = |name: &str, context: &str| {
+        let prod = real.path("home").join(name).display().to_string();
+        let (_, result) = server.ask(
+            "conda_create",
+            json!({"prefix": prod, "packages": ["pkga"]}),
+            "accept",
+            |_| {},
+        );
+        assert_changed(
+            &result,
+            "the package cache's copy of pkga changed since it was extracted: \
+             bin/.pkga-post-link.sh is not the file the package holds",
+            context,
+        );
+    };
+    install_elsewhere("prod", "cache rewritten through the environment");
     // Rewritten, then its link in the environment removed: the cache's copy is the
     // rewritten file alone (attack 27 H1); the same install stops again.
     let linked = real.path("project/env/bin/.pkga-post-link.sh");
     let cached = real.path("pkgs/pkga-1.0-0/bin/.pkga-post-link.sh");
     std::fs::remove_file(&linked).unwrap();
-    let prod = real.path("home/prod2").display().to_string();
-    let (_, result) = server.ask(
-        "conda_create",
-        json!({"prefix": prod, "packages": ["pkga"]}),
-        "accept",
-        |_| {},
-    );
-    assert_changed(
-        &result,
-        "bin/.pkga-post-link.sh is not the file the package holds",
-        "cache rewritten, its link removed",
-    );
+    install_elsewhere("prod2", "cache rewritten, its link removed");
     std::fs::hard_link(&cached, &linked).unwrap();
     rewrite(".pkga-post-link.sh", std::str::from_utf8(&shipped).unwrap());
     assert!(
