@@ -525,6 +525,7 @@ fn meanwhile(
 ) -> std::thread::JoinHandle<()> {
     let (held, go) = (hold.join(point), hold.join("go"));
     let _ = std::fs::remove_file(&held);
+    std::fs::write(hold.join(format!("{point}.wanted")), "").unwrap();
     std::thread::spawn(move || {
         for _ in 0..2400 {
             if held.exists() {
@@ -544,7 +545,8 @@ fn meanwhile(
 /// same install runs. So does a target named through a symlink turned once the packages
 /// are fetched (attack 25 F2), and a directory above a target turned into a symlink once
 /// `remove --all` has removed its packages, before conda deletes the target whole
-/// (attack 26 G3).
+/// (attack 26 G3). A package's file rewritten in the cache after the run's last check,
+/// before the first link (attack 27 H2), changes nothing the run installs.
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_change_after_the_fetch_or_before_the_deletion_stops_the_run() {
@@ -679,4 +681,44 @@ fn real_conda_a_change_after_the_fetch_or_before_the_deletion_stops_the_run() {
         std::fs::read_to_string(real.path("victim/gone/keep.txt")).unwrap(),
         "keep me"
     );
+
+    // pkga's post-link script in the package cache, rewritten through the link the
+    // project's environment keeps to it after the run's last check, right before the
+    // first link (attack 27 H2: the agent sees the check read it by its access time). The
+    // run links its own copies, checked as they were made: the package's own script
+    // runs, and the environment made holds no link to the cache.
+    let linked = real.path("project/env/bin/.pkga-post-link.sh");
+    use std::os::unix::fs::MetadataExt;
+    assert!(std::fs::metadata(&linked).unwrap().nlink() > 1, "not linked");
+    let shipped = std::fs::read(&linked).unwrap();
+    let rewriter = {
+        let (linked, mark) = (linked.clone(), real.path("marks/planted"));
+        meanwhile(&hold, "linking", move || {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(&linked)
+                .unwrap();
+            let text = format!("#!/bin/sh\ntouch '{}'\n", mark.display());
+            std::io::Write::write_all(&mut file, text.as_bytes()).unwrap();
+        })
+    };
+    let prod = real.path("home/prod");
+    let create = json!({"prefix": prod.display().to_string(), "packages": ["pkga"]});
+    let (_, result) = server.ask("conda_create", create, "accept", |_| {});
+    rewriter.join().unwrap();
+    assert_eq!(result["isError"], false, "{result}");
+    assert!(
+        !real.path("marks/planted").exists(),
+        "the script rewritten in the cache ran"
+    );
+    assert!(
+        real.marks().contains(&"pkga-1.0".to_owned()),
+        "{:?}",
+        real.marks()
+    );
+    let script = prod.join("bin/.pkga-post-link.sh");
+    assert_eq!(std::fs::read(&script).unwrap(), shipped);
+    assert_eq!(std::fs::metadata(&script).unwrap().nlink(), 1);
+    assert!(!prod.join(".condatmp").exists(), "the run's copies are left");
 }

@@ -2,9 +2,11 @@
 (bind/program/target.py `check_target_code`), on prefixes and package caches built here,
 with conda's context stood in for (the check reads only `context.pkgs_dirs`)."""
 
+import enum
 import hashlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 import types
@@ -17,6 +19,36 @@ bind = programs.load("bind")
 
 def sha256(text):
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+class LinkType(enum.Enum):
+    """conda's `LinkType` (conda/models/enums.py)."""
+
+    hardlink = 1
+    softlink = 2
+    copy = 3
+    directory = 4
+
+
+class PathType(enum.Enum):
+    """conda's `PathType`, as far as the check reads it."""
+
+    hardlink = "hardlink"
+    softlink = "softlink"
+    directory = "directory"
+
+
+class Action(types.SimpleNamespace):
+    """A conda action as the staging reads it (conda/core/path_actions.py:250)."""
+
+    @property
+    def source_full_path(self):
+        return os.path.join(self.source_prefix, self.source_short_path)
+
+
+def read(path):
+    with open(path) as handle:
+        return handle.read()
 
 
 def record(name, files=(), paths_data=(), md5="0" * 32):
@@ -246,50 +278,141 @@ class TargetCode(unittest.TestCase):
         self.write(self.script("pkga", "pre-unlink"), text.replace(placeholder, "/elsewhere"))
         self.refused("and its package did not install that file", unlink=[prec])
 
-    def test_a_cached_package_to_link_holds_what_its_package_holds_where_linked(self):
+    def link_group(self, prec, extracted, link_type="hardlink", **kinds):
+        """conda's link action group of `prec`'s package as `stage_cached_packages` reads it:
+        a `LinkPathAction` for each file of its `info/paths.json` (`kinds`: path -> the
+        action's class name, for the other actions), the package's info beside it."""
+        with open(os.path.join(extracted, "info", "paths.json")) as handle:
+            entries = json.load(handle)["paths"]
+        actions = []
+        for entry in entries:
+            data = types.SimpleNamespace(
+                path_type=PathType[entry["path_type"]], sha256=entry.get("sha256")
+            )
+            kind = type(kinds.get(entry["_path"], "LinkPathAction"), (Action,), {})
+            actions.append(
+                kind(
+                    source_prefix=extracted,
+                    source_short_path=entry["_path"],
+                    link_type=LinkType[link_type],
+                    source_path_data=data,
+                )
+            )
+        pkg = types.SimpleNamespace(
+            extracted_package_dir=extracted, repodata_record=types.SimpleNamespace(name=prec.name)
+        )
+        return types.SimpleNamespace(pkg_data=pkg, actions=actions)
+
+    def stage(self, *groups):
+        txn = types.SimpleNamespace(
+            prefix_action_groups={
+                self.prefix: types.SimpleNamespace(link_action_groups=list(groups))
+            }
+        )
+        bind.stage_cached_packages(txn)
+
+    def staging(self):
+        temp = os.path.join(self.prefix, ".condatmp")
+        return os.listdir(temp) if os.path.isdir(temp) else []
+
+    def test_the_files_conda_links_are_the_runs_own_copies_checked_as_copied(self):
+        prec = record("pkgb")
+        shipped = "echo shipped\n"
+        extracted = self.cache(prec, {".pkgb-post-link.sh": shipped}, files={"lib/b.py": "b\n"})
+        script = os.path.join(extracted, "bin", ".pkgb-post-link.sh")
+        os.chmod(script, 0o755)
+        os.utime(script, ns=(1_000_000_000, 2_000_000_000))
+        group = self.link_group(prec, extracted)
+        self.stage(group)
+        # Each action now links a copy of its own, in conda's transaction directory of
+        # the target, with the file's bytes, permission bits and times.
+        for action in group.actions:
+            self.assertTrue(
+                action.source_prefix.startswith(os.path.join(self.prefix, ".condatmp", "")),
+                action.source_prefix,
+            )
+            self.assertNotEqual(
+                os.stat(action.source_full_path).st_ino,
+                os.stat(os.path.join(extracted, action.source_short_path)).st_ino,
+            )
+        copy = group.actions[0].source_full_path
+        self.assertEqual(read(copy), shipped)
+        self.assertEqual(os.stat(copy).st_mode & 0o777, 0o755)
+        self.assertEqual(os.stat(copy).st_mtime_ns, 2_000_000_000)
+        self.assertEqual(bind.STAGED[extracted], group.actions[0].source_prefix)
+        # The cache's file rewritten after the copy, through a link the agent kept to it
+        # from an environment conda linked from the same cache (attack 27 H2): the copy
+        # conda links is not.
+        linked = os.path.join(self.prefix, "bin", "linked")
+        os.link(script, linked)
+        with open(linked, "w") as handle:
+            handle.write("id > /tmp/pwned\n")
+        self.assertEqual(read(copy), shipped)
+
+    def test_a_cached_file_that_is_not_the_packages_stops_the_run(self):
         prec = record("pkgb")
         extracted = self.cache(prec, {".pkgb-post-link.sh": "echo shipped\n"})
         script = os.path.join(extracted, "bin", ".pkgb-post-link.sh")
-        txn = types.SimpleNamespace(
-            prefix_setups={"/other": types.SimpleNamespace(unlink_precs=[], link_precs=[prec])}
-        )
-        bind.check_cached_packages(txn)
-        # Linked into an environment the agent may write, and rewritten there (G2).
+        # Rewritten in place through a link from the agent's environment (G2), and that
+        # link then removed, leaving the rewritten file the cache's alone (attack 27 H1).
         linked = os.path.join(self.prefix, "bin", "linked")
         os.link(script, linked)
-        bind.check_cached_packages(txn)
         with open(linked, "w") as handle:
             handle.write("id > /tmp/pwned\n")
+        os.remove(linked)
+        group = self.link_group(prec, extracted)
         with self.assertRaises(bind.Changed) as caught:
-            bind.check_cached_packages(txn)
+            self.stage(group)
         self.assertIn(
             "the package cache's copy of pkgb changed since it was extracted: "
             "bin/.pkgb-post-link.sh is not the file the package holds",
             str(caught.exception),
         )
-        # And its link removed, the rewritten file the cache's alone (attack 27 H1).
-        os.remove(linked)
+        self.assertEqual(group.actions[0].source_prefix, extracted)
+        self.assertEqual(self.staging(), [], "the copies made are removed")
+        # Not a regular file (a symlink in the cache): the same.
+        os.remove(script)
+        os.symlink("/etc/hostname", script)
         with self.assertRaises(bind.Changed):
-            bind.check_cached_packages(txn)
-        # A file without a recorded sha256: let through with a single link (old
-        # packages), refused with other links.
-        with open(script, "w") as handle:
-            handle.write("echo shipped\n")
+            self.stage(self.link_group(prec, extracted))
+
+    def test_a_cached_file_without_a_sha256_is_copied_only_with_no_other_link(self):
+        prec = record("pkgb")
         entries = {"bin/.pkgb-post-link.sh": {"sha256": None}}
-        self.cache(prec, {".pkgb-post-link.sh": "echo shipped\n"}, entries=entries)
-        bind.check_cached_packages(txn)
-        os.link(script, linked)
+        extracted = self.cache(prec, {".pkgb-post-link.sh": "echo old\n"}, entries=entries)
+        group = self.link_group(prec, extracted)
+        self.stage(group)
+        self.assertEqual(read(group.actions[0].source_full_path), "echo old\n")
+        os.link(
+            os.path.join(extracted, "bin", ".pkgb-post-link.sh"),
+            os.path.join(self.prefix, "bin", "linked"),
+        )
         with self.assertRaises(bind.Changed) as caught:
-            bind.check_cached_packages(txn)
-        self.assertIn("records no sha256", str(caught.exception))
-        os.remove(linked)
-        # Without the record of its files, or in no cache: not checked, stopped.
-        os.remove(os.path.join(extracted, "info", "paths.json"))
-        with self.assertRaises(bind.Changed):
-            bind.check_cached_packages(txn)
-        missing = types.SimpleNamespace(unlink_precs=[], link_precs=[record("pkgz")])
-        with self.assertRaises(bind.Changed):
-            bind.check_cached_packages(types.SimpleNamespace(prefix_setups={"/o": missing}))
+            self.stage(self.link_group(prec, extracted))
+        self.assertIn("records no sha256 for bin/.pkgb-post-link.sh", str(caught.exception))
+
+    def test_only_the_package_files_conda_would_read_are_copied(self):
+        prec = record("pkgb")
+        extracted = self.cache(prec, {}, files={"a": "a\n", "b": "b\n", "c": "c\n"})
+        kinds = {"b": "PrefixReplaceLinkAction", "c": "CreatePythonEntryPointAction"}
+        # Soft links asked for (a cache on another file system): the copy is hard-linked.
+        group = self.link_group(prec, extracted, link_type="softlink", **kinds)
+        self.stage(group)
+        copied, replaced, other = group.actions
+        self.assertNotEqual(copied.source_prefix, extracted)
+        self.assertIs(copied.link_type, LinkType.hardlink)
+        for action in (replaced, other):
+            self.assertEqual(action.source_prefix, extracted)
+            self.assertIs(action.link_type, LinkType.softlink)
+        # conda's transaction directory made a symlink leading elsewhere: not used.
+        for name in self.staging():
+            shutil.rmtree(os.path.join(self.prefix, ".condatmp", name))
+        os.rmdir(os.path.join(self.prefix, ".condatmp"))
+        os.symlink(self.pkgs, os.path.join(self.prefix, ".condatmp"))
+        with self.assertRaises(bind.Changed) as caught:
+            self.stage(self.link_group(prec, extracted))
+        self.assertIn("is not a directory", str(caught.exception))
+        self.assertEqual(sorted(os.listdir(self.pkgs)), ["pkgb-1.0-0"])
 
     def test_the_target_is_deleted_whole_through_descriptors_never_through_a_symlink(self):
         outside = os.path.join(os.path.dirname(self.prefix), "outside")

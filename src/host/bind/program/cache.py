@@ -5,6 +5,8 @@
 # copy and ran it as root, and a check that compared the target's script with the
 # cache's copy found the two equal). What a package holds is what its `info/paths.json`
 # records: a file of the package's own metadata, which conda never links into a target.
+# A confirmed run links no file from the cache at all: it links its own copies, checked
+# as they are made (`stage_cached_packages`; attack 27 H2).
 import hashlib
 import json
 import os
@@ -78,60 +80,131 @@ def file_bytes(path, limit):
         return handle.read(limit + 1)
 
 
-def _file_sha256(path):
-    """The sha256 of a regular file (`_regular`), or None."""
-    handle = _regular(path)
-    if handle is None:
+def _copy_verified(source, copy):
+    """Copy a regular file (opened without following a symlink, without blocking on a
+    FIFO) to `copy`, a new file, keeping its permission bits and times; return the sha256
+    of the bytes written and the source's link count, or None when the source is not a
+    regular file. The hash is of the copy's own bytes: nothing written to the source
+    after it was read changes the copy."""
+    try:
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
         return None
-    with handle:
-        digest = hashlib.sha256()
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        out = os.open(copy, flags, stat.S_IMODE(info.st_mode) & 0o700 | 0o600)
+        try:
+            digest = hashlib.sha256()
+            for chunk in iter(lambda: os.read(fd, 1 << 20), b""):
+                digest.update(chunk)
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(out, view) :]
+            os.fchmod(out, stat.S_IMODE(info.st_mode) & 0o777)
+            os.utime(out, ns=(info.st_atime_ns, info.st_mtime_ns))
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
+    return digest.hexdigest(), info.st_nlink
 
 
-def check_cached_packages(txn):
-    """Every file of a package to link holds, in its extracted copy in the package cache,
-    what the package's `info/paths.json` records (sha256): conda hard-links those copies
-    into targets, through which whoever may write a target may rewrite them — and then
-    remove its own link, leaving the rewritten file the cache's alone (attack 27 H1).
-    Made right before the transaction's first link. A package in no cache, or without
-    the record of its files, cannot be checked and stops the run; so does a file without
-    a recorded sha256 that has other links (one with a single link is let through: old
-    packages record none)."""
-    for setup in txn.prefix_setups.values():
-        for prec in setup.link_precs:
-            cached = _cached_package(prec)
-            if cached is None:
-                raise Changed(
-                    f"package {prec.name} to install is in no package cache, so its files "
-                    "cannot be checked"
-                )
-            entries = declared(cached)
-            if entries is None:
-                raise Changed(
-                    f"the package cache's copy of {prec.name} has no readable "
-                    "info/paths.json, so its files cannot be checked"
-                )
-            for path, entry in entries.items():
-                if entry.get("path_type", "hardlink") != "hardlink":
-                    continue
-                full = os.path.join(cached, path)
-                want = entry.get("sha256")
-                if not want:
-                    try:
-                        linked = os.lstat(full).st_nlink > 1
-                    except OSError:
-                        linked = False
-                    if not linked:
-                        continue
-                    raise Changed(
-                        f"the package cache's copy of {prec.name} records no sha256 for "
-                        f"{path}, which has other links, so it cannot be checked"
-                    )
-                if _file_sha256(full) != want:
-                    raise Changed(
-                        f"the package cache's copy of {prec.name} changed since it was "
-                        f"extracted: {path} is not the file the package holds (a hard link "
-                        "to it was written)"
-                    )
+# A package's extracted directory in the package cache -> the run's verified copy of it
+# (`stage_cached_packages`), where its pre-link script runs from.
+STAGED = {}
+
+
+def _staging_root(prefix):
+    """A new private directory in conda's own transaction directory of the target
+    (`.condatmp`, conda/core/link.py:453; conda deletes it once the transaction ends,
+    :377 `rm_rf(temp_dir)`): on the target's file system, so that conda's hard link from
+    it into the target is a link, and the target ends holding the only name of each file."""
+    import tempfile
+
+    temp = os.path.join(str(prefix), ".condatmp")
+    os.makedirs(temp, exist_ok=True)
+    if os.path.islink(temp) or not os.path.isdir(temp):
+        raise Changed(f"{temp}, conda's own directory in the environment, is not a directory")
+    return tempfile.mkdtemp(prefix="ccm-verified-", dir=temp)
+
+
+def _name(group):
+    pkg = getattr(group, "pkg_data", None)
+    record = getattr(pkg, "repodata_record", None) or pkg
+    return getattr(record, "name", None) or "a package"
+
+
+def _stage(group, root):
+    """One package's files that conda links (`LinkPathAction` with a file of the package,
+    conda/core/path_actions.py:250-532) copied into a private directory under `root` and
+    each checked against its sha256 in the package's `info/paths.json` (conda's
+    `source_path_data`); the actions then link the copies. A file replaced by its
+    prefix (`PrefixReplaceLinkAction`) is already a private copy (:564-617, made in the
+    target's `.condatmp`); a symlink of the package is copied as a link, never read
+    through; a directory is made, not read."""
+    name = _name(group)
+    staged, made = None, set()
+    for action in getattr(group, "actions", None) or ():
+        if type(action).__name__ != "LinkPathAction":
+            continue
+        link_type = getattr(action.link_type, "name", str(action.link_type))
+        data = action.source_path_data
+        if link_type == "directory" or getattr(data.path_type, "name", "") != "hardlink":
+            continue
+        if staged is None:
+            import tempfile
+
+            staged = tempfile.mkdtemp(dir=root)
+            STAGED[str(getattr(group.pkg_data, "extracted_package_dir", ""))] = staged
+        short = str(action.source_short_path)
+        copy = os.path.join(staged, short)
+        parent = os.path.dirname(copy)
+        if parent not in made:
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+            made.add(parent)
+        copied = _copy_verified(action.source_full_path, copy)
+        want = getattr(data, "sha256", None)
+        if copied is None or (want and copied[0] != want):
+            raise Changed(
+                f"the package cache's copy of {name} changed since it was extracted: "
+                f"{short} is not the file the package holds (a hard link to it was written)"
+            )
+        if not want and copied[1] > 1:
+            raise Changed(
+                f"the package cache's copy of {name} records no sha256 for {short}, "
+                "which has other links, so it cannot be checked"
+            )
+        action.source_prefix = staged
+        if link_type == "softlink":
+            # A link into the cache would lead to the copy conda deletes: link the copy.
+            action.link_type = type(action.link_type)["hardlink"]
+
+
+def stage_cached_packages(txn):
+    """Every file conda links into a target comes from the run's own copy, checked
+    against what the package's `info/paths.json` records (sha256) as it is copied,
+    never from the package cache (attack 27 H2: an agent that keeps a hard link to a
+    cached file, from an environment in its project that conda linked from the same
+    cache, can watch the file's access time change when a check reads it and rewrite it
+    before conda links that inode; attack 26 G2 and 27 H1 before it: a script rewritten
+    in place, and the agent's own link then removed). Made right before the
+    transaction's first step, once every package is fetched and extracted. The target
+    ends holding files of its own, not links to the cache that any other environment
+    linked from it could write through. A file without a recorded sha256 (old packages)
+    is copied unchecked with a single link and stops the run with other links."""
+    for prefix, groups in (getattr(txn, "prefix_action_groups", None) or {}).items():
+        link_groups = list(getattr(groups, "link_action_groups", None) or ())
+        if not link_groups:
+            continue
+        root = _staging_root(prefix)
+        try:
+            for group in link_groups:
+                _stage(group, root)
+        except BaseException:
+            import shutil
+
+            shutil.rmtree(root, ignore_errors=True)
+            raise

@@ -6,6 +6,7 @@ import os
 import sys
 
 if False:  # Names from the other parts of this program (one namespace; see records.py).
+    from cache import STAGED
     from plan import Preview, Run, _target
     from records import Changed, Done
 
@@ -52,9 +53,21 @@ def install(state):
 
         def _execute(self, *args, **kwargs):
             state.check(lambda: state.mode.before_execute(self))
+            _hold_for_tests("linking")
             return executed(self, *args, **kwargs)
 
         cls._execute = _execute
+        # A pre-link script runs from the package's directory (conda/core/link.py:975-981
+        # `run_script(prec.extracted_package_dir, …, "pre-link")`): from the run's
+        # verified copy of it instead (`stage_cached_packages`).
+        ran = link.run_script
+
+        def run_script(prefix, prec, action="post-link", *args, **kwargs):
+            if action == "pre-link":
+                prefix = STAGED.get(str(prefix), prefix)
+            return ran(prefix, prec, action, *args, **kwargs)
+
+        link.run_script = run_script
         _recheck_before_deleting(state)
     if isinstance(state.mode, Preview):
         _envs_dir_as_outside()
@@ -117,13 +130,19 @@ def _remove_tree(real):
 def _hold_for_tests(point):
     """`CCM_TEST_HOLD_FETCHED=DIR` (debug builds of the server only: a release build
     removes it from the run's environment) makes the run wait at `point` — after it
-    fetched a package (`fetched`), before it deletes the target whole (`deleting`) —
-    until `DIR/go` exists (`DIR/<point>` says it waits; at most two minutes; `go` is
-    taken), so that a test can change the target between the run's checks."""
+    fetched a package (`fetched`), after its last checks before the first link
+    (`linking`), before it deletes the target whole (`deleting`) — when the test asked
+    for that point (`DIR/<point>.wanted`, taken), until `DIR/go` exists (`DIR/<point>`
+    says it waits; at most two minutes; `go` is taken), so that a test can change the
+    target between the run's checks."""
     import time
 
     hold = os.environ.get("CCM_TEST_HOLD_FETCHED")
     if not hold:
+        return
+    try:
+        os.remove(os.path.join(hold, f"{point}.wanted"))
+    except OSError:
         return
     with open(os.path.join(hold, point), "w"):
         pass

@@ -5,7 +5,7 @@ import os
 import sys
 
 if False:  # Names from the other parts of this program (one namespace; see records.py).
-    from cache import check_cached_packages
+    from cache import stage_cached_packages
     from records import (
         CHANGED_EXIT,
         ENV_UPDATE,
@@ -319,14 +319,15 @@ class Run:
         first check): every path of the call still leads where it did (attack 25 F2: a
         target named through a symlink the agent turned elsewhere once the packages were
         fetched), what conda runs or deletes from the target, and where it writes, is
-        still the packages' own (attack 24 B1, B5), and the cache's copies of the
-        packages to link hold what the packages hold (attack 26 G2)."""
+        still the packages' own (attack 24 B1, B5); then the files to link are copied
+        from the cache, each checked as it is copied, and conda links the copies (attack
+        26 G2, 27 H1, H2)."""
         from conda.base.context import context
 
         self.check_paths(context)
         check_target_code(txn)
         check_target_paths(txn)
-        check_cached_packages(txn)
+        stage_cached_packages(txn)
 
     def check_target_state(self, context):
         """The target is what it was when the question was asked: a directory made an
