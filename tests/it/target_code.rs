@@ -689,7 +689,10 @@ fn real_conda_a_change_after_the_fetch_or_before_the_deletion_stops_the_run() {
     // runs, and the environment made holds no link to the cache.
     let linked = real.path("project/env/bin/.pkga-post-link.sh");
     use std::os::unix::fs::MetadataExt;
-    assert!(std::fs::metadata(&linked).unwrap().nlink() > 1, "not linked");
+    assert!(
+        std::fs::metadata(&linked).unwrap().nlink() > 1,
+        "not linked"
+    );
     let shipped = std::fs::read(&linked).unwrap();
     let rewriter = {
         let (linked, mark) = (linked.clone(), real.path("marks/planted"));
@@ -720,5 +723,8 @@ fn real_conda_a_change_after_the_fetch_or_before_the_deletion_stops_the_run() {
     let script = prod.join("bin/.pkga-post-link.sh");
     assert_eq!(std::fs::read(&script).unwrap(), shipped);
     assert_eq!(std::fs::metadata(&script).unwrap().nlink(), 1);
-    assert!(!prod.join(".condatmp").exists(), "the run's copies are left");
+    assert!(
+        !prod.join(".condatmp").exists(),
+        "the run's copies are left"
+    );
 }
