@@ -341,14 +341,16 @@ impl Binding {
 
     /// What changed, when the run (which ended with `exit_code`) stopped because it would
     /// differ from the plan: only the wrapper's own exit status says so, `changed.json`
-    /// only says what.
-    pub(crate) fn changed(&self, exit_code: Option<i32>) -> Option<String> {
+    /// only says what, and how far the run got.
+    pub(crate) fn changed(&self, exit_code: Option<i32>) -> Option<Stopped> {
         if exit_code != Some(CHANGED_EXIT) {
             return None;
         }
         #[derive(Deserialize)]
         struct Changed {
             changed: String,
+            #[serde(default)]
+            reached: Option<String>,
         }
         // The plan's directory is a place of the run's write bound: a link script could
         // have put a FIFO or a link to `/dev/zero` there first (attack 8).
@@ -356,8 +358,64 @@ impl Binding {
         let text = crate::host::files::read(&file, 64 << 10).unwrap_or_default();
         let changed: Changed = serde_json::from_slice(&text).unwrap_or(Changed {
             changed: "the run stopped before it began".into(),
+            reached: None,
         });
-        Some(changed.changed)
+        let reached = match changed.reached.as_deref() {
+            None => Reached::Nothing,
+            Some("fetched") => Reached::Fetched,
+            Some("extracted") => Reached::Extracted,
+            Some("removed") => Reached::Removed,
+            // Not the wrapper's word: say the least that is sure.
+            Some(_) => Reached::Unknown,
+        };
+        Some(Stopped {
+            why: changed.changed,
+            reached,
+        })
+    }
+}
+
+/// A confirmed run that stopped because it would differ from its plan.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Stopped {
+    /// What changed, in the wrapper's words.
+    pub(crate) why: String,
+    pub(crate) reached: Reached,
+}
+
+/// How far a stopped run got (`program/plan.py` `Run.reached`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Reached {
+    /// Before anything was fetched.
+    Nothing,
+    /// A package was fetched into the package cache.
+    Fetched,
+    /// Every package was fetched and extracted; nothing linked, removed or run.
+    Extracted,
+    /// The transaction ran; the target was about to be deleted whole.
+    Removed,
+    /// `changed.json` says something the wrapper does not write.
+    Unknown,
+}
+
+impl Reached {
+    /// What the stopped run did and did not do, for its result.
+    pub(crate) fn done(self) -> &'static str {
+        match self {
+            Reached::Nothing => "nothing was fetched, installed or run",
+            Reached::Fetched => {
+                "nothing was installed or run; what was fetched is in the package cache"
+            }
+            Reached::Extracted => {
+                "nothing in the environment was linked, removed or run; the packages were \
+                 fetched into the package cache"
+            }
+            Reached::Removed => {
+                "the transaction ran, its packages' scripts included; the environment's \
+                 directory was not deleted"
+            }
+            Reached::Unknown => "the run stopped before its next step",
+        }
     }
 }
 

@@ -202,17 +202,23 @@ impl Server {
 /// was shown (`why` from the wrapper, escaped and with credentials redacted).
 pub(super) fn plan_changed(
     log: &crate::host::audit::Audit,
-    why: &str,
+    stopped: &crate::host::bind::Stopped,
     audit: &trail::Record,
 ) -> CallToolResult {
     audit.refused(PLAN_CHANGED);
     let redacted = log
-        .redacted(&why.split(' ').map(str::to_owned).collect::<Vec<_>>())
+        .redacted(
+            &stopped
+                .why
+                .split(' ')
+                .map(str::to_owned)
+                .collect::<Vec<_>>(),
+        )
         .join(" ");
     let text = format!(
-        "{PLAN_CHANGED}: {}; nothing was fetched, installed or run. Call again to ask the user \
-         about the new plan.",
-        plan::shown_long(&redacted)
+        "{PLAN_CHANGED}: {}; {}. Call again to ask the user about the new plan.",
+        plan::shown_long(&redacted),
+        stopped.reached.done()
     );
     CallToolResult::error(vec![ContentBlock::text(text)])
 }

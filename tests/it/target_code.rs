@@ -591,6 +591,13 @@ fn real_conda_a_change_after_the_fetch_or_before_the_deletion_stops_the_run() {
         "planted after the fetch",
     );
     assert!(
+        text(&result).contains(
+            "; nothing in the environment was linked, removed or run; the packages were \
+             fetched into the package cache."
+        ),
+        "{result}"
+    );
+    assert!(
         !real.path("marks/planted").exists(),
         "the planted script ran"
     );
@@ -676,6 +683,14 @@ fn real_conda_a_change_after_the_fetch_or_before_the_deletion_stops_the_run() {
         &result,
         &format!("the path {} now leads to ", gone.display()),
         "a directory above the target turned before the deletion",
+    );
+    // The packages were removed by then: the result says so (attack 27 H6).
+    assert!(
+        text(&result).contains(
+            "; the transaction ran, its packages' scripts included; the environment's \
+             directory was not deleted."
+        ),
+        "{result}"
     );
     assert_eq!(
         std::fs::read_to_string(real.path("victim/gone/keep.txt")).unwrap(),

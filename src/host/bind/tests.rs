@@ -133,8 +133,11 @@ fn the_run_is_the_shown_argv_behind_the_wrapper_and_only_its_exit_says_it_stoppe
         ]
     );
     assert_eq!(
-        binding.changed(Some(CHANGED_EXIT)).as_deref(),
-        Some("the run stopped before it began")
+        binding.changed(Some(CHANGED_EXIT)),
+        Some(Stopped {
+            why: "the run stopped before it began".into(),
+            reached: Reached::Nothing
+        })
     );
     std::fs::write(
         dir.join("changed.json"),
@@ -144,7 +147,24 @@ fn the_run_is_the_shown_argv_behind_the_wrapper_and_only_its_exit_says_it_stoppe
     // Only the wrapper's exit status says the run stopped; the file only says why.
     assert_eq!(binding.changed(Some(0)), None);
     assert_eq!(
-        binding.changed(Some(CHANGED_EXIT)).as_deref(),
-        Some("the configuration changed")
+        binding.changed(Some(CHANGED_EXIT)),
+        Some(Stopped {
+            why: "the configuration changed".into(),
+            reached: Reached::Nothing
+        })
     );
+    // How far the run got, as the wrapper says it; anything else, the least that is sure.
+    for (reached, said) in [
+        ("null", Reached::Nothing),
+        ("\"fetched\"", Reached::Fetched),
+        ("\"extracted\"", Reached::Extracted),
+        ("\"removed\"", Reached::Removed),
+        ("\"linked\"", Reached::Unknown),
+    ] {
+        std::fs::remove_file(dir.join("changed.json")).unwrap();
+        let text = format!(r#"{{"changed":"x","reached":{reached}}}"#);
+        std::fs::write(dir.join("changed.json"), text).unwrap();
+        let stopped = binding.changed(Some(CHANGED_EXIT)).unwrap();
+        assert_eq!(stopped.reached, said, "{reached}");
+    }
 }

@@ -41,6 +41,7 @@ def install(state):
 
         def execute(self, *args, **kwargs):
             result = fetched(self, *args, **kwargs)
+            state.mode.reached = state.mode.reached or "fetched"
             state.check(lambda: verify_copy(self))
             _hold_for_tests("fetched")
             return result
@@ -52,6 +53,7 @@ def install(state):
         executed = cls._execute
 
         def _execute(self, *args, **kwargs):
+            state.mode.reached = "extracted"
             state.check(lambda: state.mode.before_execute(self))
             _hold_for_tests("linking")
             return executed(self, *args, **kwargs)
@@ -92,6 +94,7 @@ def _recheck_before_deleting(state):
 
         target = _target(context)
         if target is not None and os.path.abspath(str(path)) == os.path.abspath(target):
+            state.mode.reached = "removed"
             _hold_for_tests("deleting")
             state.check(lambda: state.mode.check_paths(context))
             return _remove_tree(os.path.realpath(target))

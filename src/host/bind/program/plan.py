@@ -217,6 +217,11 @@ class Run:
         self.plan = json.loads(data)
         self.seen = 0
         self.args = None
+        # How far the run got when it stops (`changed.json`'s `reached`, which the result
+        # says): None before anything is fetched; `fetched`, a package fetched into the
+        # package cache; `extracted`, every package fetched, nothing linked or run in the
+        # target; `removed`, the transaction done, the target about to be deleted whole.
+        self.reached = None
 
     def post_parse(self, args, parser):
         from conda.base.context import context
@@ -353,15 +358,15 @@ class Run:
 
     def changed(self, why):
         """Write why and stop here: nothing after this runs."""
-        Run.stop_unread(self.directory, why)
+        Run.stop_unread(self.directory, why, self.reached)
 
     @staticmethod
-    def stop_unread(directory, why):
+    def stop_unread(directory, why, reached=None):
         try:
             path = os.path.join(directory, "changed.json")
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as handle:
-                json.dump({"changed": why}, handle)
+                json.dump({"changed": why, "reached": reached}, handle)
         finally:
             try:
                 sys.stdout.flush()
