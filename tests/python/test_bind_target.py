@@ -442,6 +442,27 @@ class TargetCode(unittest.TestCase):
             bind.check_written_metadata(self.prefix)
         self.assertIn("conda-meta/state is a symlink", str(caught.exception))
 
+    def test_a_record_conda_would_wait_reading_is_refused(self):
+        meta = os.path.join(self.prefix, "conda-meta")
+        os.makedirs(meta)
+        self.write(os.path.join(meta, "pkga-1.0-0.json"), "{}")
+        os.mkfifo(os.path.join(meta, "notes.txt"))  # not a record: conda does not read it
+        bind.check_written_metadata(self.prefix)
+        # A FIFO as a record (attack 26 G8), or a symlink to one.
+        for planted in ("pkgf-1.0-0.json", "pkgl-1.0-0.json"):
+            fifo = os.path.join(os.path.dirname(self.prefix), "fifo")
+            if not os.path.exists(fifo):
+                os.mkfifo(fifo)
+            path = os.path.join(meta, planted)
+            if planted.startswith("pkgf"):
+                os.mkfifo(path)
+            else:
+                os.symlink(fifo, path)
+            with self.assertRaises(bind.Changed) as caught:
+                bind.check_written_metadata(self.prefix)
+            self.assertIn(f"{planted} is not a regular file", str(caught.exception))
+            os.remove(path)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -4,6 +4,7 @@
 # pkga ran as the server's user, and a record whose `files` named `../../victim.txt`,
 # which the removal deleted).
 import os
+import stat
 
 if False:  # Names from the other parts of this program (one namespace; see records.py).
     from cache import _cached_package, declared, file_bytes
@@ -227,3 +228,24 @@ def check_written_metadata(prefix):
         path = os.path.join(str(prefix), name)
         if os.path.islink(path):
             raise Changed(f"{path} is a symlink: conda would write through it")
+    _check_records_readable(prefix)
+
+
+def _check_records_readable(prefix):
+    """Every record conda reads from the target's `conda-meta` (conda/core/prefix_data.py
+    `load`: each `*.json`, opened and read whole) is, through any symlink, a regular file
+    or nothing: a FIFO there made conda's own read wait until the call's timeout
+    (attack 26 G8)."""
+    try:
+        entries = list(os.scandir(os.path.join(str(prefix), "conda-meta")))
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.endswith(".json"):
+            continue
+        try:
+            mode = os.stat(entry.path).st_mode
+        except OSError:
+            continue
+        if not stat.S_ISREG(mode):
+            raise Changed(f"{entry.path} is not a regular file: conda would wait reading it")
