@@ -551,9 +551,10 @@ fn meanwhile(
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_change_after_the_fetch_or_before_the_deletion_stops_the_run() {
     let real = setup();
-    // pkge: no script of its own.
+    // pkge: no script of its own; a file whose prefix conda replaces.
     let status = std::process::Command::new(support::python())
         .arg(support::repo().join("tests/fixtures/make_channel.py"))
+        .args(["--prefix-file", "yes"])
         .arg(real.path("conda-forge"))
         .arg("pkge=1.0")
         .stdout(std::process::Stdio::null())
@@ -607,6 +608,11 @@ fn real_conda_a_change_after_the_fetch_or_before_the_deletion_stops_the_run() {
     let (_, result) = server.ask("conda_install", install, "accept", |_| {});
     assert_eq!(result["isError"], false, "{result}");
     assert_eq!(installed(&real), ["pkga", "pkgd", "pkge"]);
+    // Its prefix replaced in the run's checked copy (`stage_cached_packages`).
+    assert_eq!(
+        std::fs::read_to_string(real.path("project/env/etc/pkge.conf")).unwrap(),
+        format!("prefix={}\n", real.path("project/env").display())
+    );
 
     // The target named through a symlink the agent turns to its own environment once the
     // packages are fetched (attack 25 F2): the run stops before anything is linked.

@@ -46,6 +46,15 @@ class Action(types.SimpleNamespace):
         return os.path.join(self.source_prefix, self.source_short_path)
 
 
+class PrefixReplaceLinkAction(Action):
+    """conda's action for a file whose prefix it replaces: `verify` makes the replaced
+    copy (the intermediate) from `source_full_path` (conda/core/path_actions.py:564)."""
+
+    def verify(self):
+        self.intermediate = read(self.source_full_path)
+        return getattr(self, "error", None)
+
+
 def read(path):
     with open(path) as handle:
         return handle.read()
@@ -289,7 +298,11 @@ class TargetCode(unittest.TestCase):
             data = types.SimpleNamespace(
                 path_type=PathType[entry["path_type"]], sha256=entry.get("sha256")
             )
-            kind = type(kinds.get(entry["_path"], "LinkPathAction"), (Action,), {})
+            kind = kinds.get(entry["_path"], "LinkPathAction")
+            if kind != "PrefixReplaceLinkAction":
+                kind = type(kind, (Action,), {})
+            else:
+                kind = PrefixReplaceLinkAction
             actions.append(
                 kind(
                     source_prefix=extracted,
@@ -401,9 +414,27 @@ class TargetCode(unittest.TestCase):
         copied, replaced, other = group.actions
         self.assertNotEqual(copied.source_prefix, extracted)
         self.assertIs(copied.link_type, LinkType.hardlink)
-        for action in (replaced, other):
-            self.assertEqual(action.source_prefix, extracted)
-            self.assertIs(action.link_type, LinkType.softlink)
+        self.assertEqual(other.source_prefix, extracted)
+        self.assertIs(other.link_type, LinkType.softlink)
+        # The file whose prefix conda replaces: its replacement is made again, from the
+        # checked copy (conda made the first from the cache's file, before the check).
+        self.assertNotEqual(replaced.source_prefix, extracted)
+        self.assertEqual(replaced.intermediate, "b\n")
+        self.assertIs(replaced.link_type, LinkType.softlink)
+        with open(os.path.join(extracted, "b"), "w") as handle:
+            handle.write("rewritten\n")
+        with self.assertRaises(bind.Changed) as caught:
+            self.stage(self.link_group(prec, extracted, **kinds))
+        self.assertIn("b is not the file the package holds", str(caught.exception))
+        with open(os.path.join(extracted, "b"), "w") as handle:
+            handle.write("b\n")
+        group = self.link_group(prec, extracted, **kinds)
+        group.actions[1].error = RuntimeError("padding")
+        with self.assertRaises(bind.Changed) as caught:
+            self.stage(group)
+        self.assertIn(
+            "the checked copy of b of pkgb cannot be linked: padding", str(caught.exception)
+        )
         # conda's transaction directory made a symlink leading elsewhere: not used.
         for name in self.staging():
             shutil.rmtree(os.path.join(self.prefix, ".condatmp", name))

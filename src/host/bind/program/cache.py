@@ -141,14 +141,16 @@ def _stage(group, root):
     """One package's files that conda links (`LinkPathAction` with a file of the package,
     conda/core/path_actions.py:250-532) copied into a private directory under `root` and
     each checked against its sha256 in the package's `info/paths.json` (conda's
-    `source_path_data`); the actions then link the copies. A file replaced by its
-    prefix (`PrefixReplaceLinkAction`) is already a private copy (:564-617, made in the
-    target's `.condatmp`); a symlink of the package is copied as a link, never read
+    `source_path_data`); the actions then link the copies. A file whose prefix conda
+    replaces (`PrefixReplaceLinkAction`, :534-625) was copied from the cache by conda's
+    verify, before this: it is copied and checked the same way, and its replacement made
+    again from the checked copy. A symlink of the package is copied as a link, never read
     through; a directory is made, not read."""
     name = _name(group)
     staged, made = None, set()
     for action in getattr(group, "actions", None) or ():
-        if type(action).__name__ != "LinkPathAction":
+        kind = type(action).__name__
+        if kind not in ("LinkPathAction", "PrefixReplaceLinkAction"):
             continue
         link_type = getattr(action.link_type, "name", str(action.link_type))
         data = action.source_path_data
@@ -178,7 +180,11 @@ def _stage(group, root):
                 "which has other links, so it cannot be checked"
             )
         action.source_prefix = staged
-        if link_type == "softlink":
+        if kind == "PrefixReplaceLinkAction":
+            error = action.verify()
+            if error is not None:
+                raise Changed(f"the checked copy of {short} of {name} cannot be linked: {error}")
+        elif link_type == "softlink":
             # A link into the cache would lead to the copy conda deletes: link the copy.
             action.link_type = type(action.link_type)["hardlink"]
 
