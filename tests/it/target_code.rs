@@ -604,10 +604,29 @@ fn real_conda_a_change_after_the_fetch_or_before_the_deletion_stops_the_run() {
     );
     assert_eq!(installed(&real), ["pkga", "pkgd"]);
     // Without the plant (the package is cached now: no fetch, no hold), it installs.
+    // conda's transaction directory in the environment, `.condatmp`, is a symlink to a
+    // directory outside: conda's verify wrote the file whose prefix it replaces there,
+    // and its end-of-transaction deletion walks it (attack 28 I2, I3). The run uses a
+    // transaction directory of its own: nothing is written or deleted there.
     std::fs::remove_file(real.path("project/env/bin/.pkge-post-link.sh")).unwrap();
+    let elsewhere = real.path("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("keep.txt"), "keep me").unwrap();
+    let condatmp = real.path("project/env/.condatmp");
+    assert!(
+        !condatmp.exists(),
+        "conda made its transaction directory in the environment"
+    );
+    std::os::unix::fs::symlink(&elsewhere, &condatmp).unwrap();
     let (_, result) = server.ask("conda_install", install, "accept", |_| {});
     assert_eq!(result["isError"], false, "{result}");
     assert_eq!(installed(&real), ["pkga", "pkgd", "pkge"]);
+    let left: Vec<_> = std::fs::read_dir(&elsewhere)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["keep.txt"], "written or deleted through .condatmp");
+    std::fs::remove_file(&condatmp).unwrap();
     // Its prefix replaced in the run's checked copy (`stage_cached_packages`).
     assert_eq!(
         std::fs::read_to_string(real.path("project/env/etc/pkge.conf")).unwrap(),
@@ -702,6 +721,34 @@ fn real_conda_a_change_after_the_fetch_or_before_the_deletion_stops_the_run() {
         std::fs::read_to_string(real.path("victim/gone/keep.txt")).unwrap(),
         "keep me"
     );
+
+    // `conda-meta/state` swapped for a symlink to another environment's state right when
+    // conda reads it, after the run's checks (attack 28 I4: `env config vars set` then
+    // rewrote that file, whose values that environment's activation runs): the run
+    // stops; the other environment's state is untouched.
+    let victim = real.path("prod-state/conda-meta/state");
+    std::fs::create_dir_all(victim.parent().unwrap()).unwrap();
+    std::fs::write(&victim, "{\"env_vars\": {\"KEEP\": \"me\"}}").unwrap();
+    let swapper = {
+        let (state, victim) = (real.path("project/env/conda-meta/state"), victim.clone());
+        meanwhile(&hold, "state", move || {
+            let _ = std::fs::remove_file(&state);
+            std::os::unix::fs::symlink(&victim, &state).unwrap();
+        })
+    };
+    let set = json!({"prefix": env_dir, "vars": ["B=2"]});
+    let (_, result) = server.ask("conda_env_config_vars_set", set, "accept", |_| {});
+    swapper.join().unwrap();
+    assert_changed(
+        &result,
+        "conda-meta/state or a directory above it is a symlink now",
+        "state swapped after the checks",
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "{\"env_vars\": {\"KEEP\": \"me\"}}"
+    );
+    std::fs::remove_file(real.path("project/env/conda-meta/state")).unwrap();
 
     // pkga's post-link script in the package cache, rewritten through the link the
     // project's environment keeps to it after the run's last check, right before the

@@ -317,16 +317,31 @@ class TargetCode(unittest.TestCase):
         return types.SimpleNamespace(pkg_data=pkg, actions=actions)
 
     def stage(self, *groups):
+        """`stage_cached_packages` over a transaction linking `groups` into the target,
+        its transaction directory `self.temp` (as `private_temp_dir` leaves it)."""
         txn = types.SimpleNamespace(
             prefix_action_groups={
                 self.prefix: types.SimpleNamespace(link_action_groups=list(groups))
-            }
+            },
+            transaction_context={"temp_dir": self.temp},
         )
         bind.stage_cached_packages(txn)
 
+    @property
+    def temp(self):
+        return os.path.join(os.path.dirname(self.prefix), "txn")
+
     def staging(self):
-        temp = os.path.join(self.prefix, ".condatmp")
-        return os.listdir(temp) if os.path.isdir(temp) else []
+        return os.listdir(self.temp) if os.path.isdir(self.temp) else []
+
+    def test_conda_s_transaction_directory_is_the_run_s_own_not_the_target_s(self):
+        txn = types.SimpleNamespace(transaction_context={"temp_dir": "/x/.condatmp"})
+        bind.private_temp_dir(txn)
+        temp = txn.transaction_context["temp_dir"]
+        self.addCleanup(shutil.rmtree, temp, ignore_errors=True)
+        self.assertTrue(os.path.isdir(temp) and not os.path.islink(temp), temp)
+        self.assertEqual(os.stat(temp).st_mode & 0o777, 0o700)
+        self.assertFalse(temp.startswith(self.prefix), temp)
 
     def test_the_files_conda_links_are_the_runs_own_copies_checked_as_copied(self):
         prec = record("pkgb")
@@ -337,11 +352,11 @@ class TargetCode(unittest.TestCase):
         os.utime(script, ns=(1_000_000_000, 2_000_000_000))
         group = self.link_group(prec, extracted)
         self.stage(group)
-        # Each action now links a copy of its own, in conda's transaction directory of
-        # the target, with the file's bytes, permission bits and times.
+        # Each action now links a copy of its own, in the run's transaction directory,
+        # with the file's bytes, permission bits and times.
         for action in group.actions:
             self.assertTrue(
-                action.source_prefix.startswith(os.path.join(self.prefix, ".condatmp", "")),
+                action.source_prefix.startswith(os.path.join(self.temp, "")),
                 action.source_prefix,
             )
             self.assertNotEqual(
@@ -389,20 +404,19 @@ class TargetCode(unittest.TestCase):
         with self.assertRaises(bind.Changed):
             self.stage(self.link_group(prec, extracted))
 
-    def test_a_cached_file_without_a_sha256_is_copied_only_with_no_other_link(self):
+    def test_a_cached_file_without_a_sha256_stops_the_run(self):
+        # Its link count cannot vouch for it: rewritten through a link, the link then
+        # removed, it has one (attack 28 I1).
         prec = record("pkgb")
         entries = {"bin/.pkgb-post-link.sh": {"sha256": None}}
         extracted = self.cache(prec, {".pkgb-post-link.sh": "echo old\n"}, entries=entries)
-        group = self.link_group(prec, extracted)
-        self.stage(group)
-        self.assertEqual(read(group.actions[0].source_full_path), "echo old\n")
-        os.link(
-            os.path.join(extracted, "bin", ".pkgb-post-link.sh"),
-            os.path.join(self.prefix, "bin", "linked"),
-        )
         with self.assertRaises(bind.Changed) as caught:
             self.stage(self.link_group(prec, extracted))
-        self.assertIn("records no sha256 for bin/.pkgb-post-link.sh", str(caught.exception))
+        self.assertIn(
+            "the package pkgb records no sha256 for bin/.pkgb-post-link.sh",
+            str(caught.exception),
+        )
+        self.assertEqual(self.staging(), [], "the copies made are removed")
 
     def test_only_the_package_files_conda_would_read_are_copied(self):
         prec = record("pkgb")
@@ -435,11 +449,9 @@ class TargetCode(unittest.TestCase):
         self.assertIn(
             "the checked copy of b of pkgb cannot be linked: padding", str(caught.exception)
         )
-        # conda's transaction directory made a symlink leading elsewhere: not used.
-        for name in self.staging():
-            shutil.rmtree(os.path.join(self.prefix, ".condatmp", name))
-        os.rmdir(os.path.join(self.prefix, ".condatmp"))
-        os.symlink(self.pkgs, os.path.join(self.prefix, ".condatmp"))
+        # The transaction directory a symlink leading elsewhere: not used.
+        shutil.rmtree(self.temp)
+        os.symlink(self.pkgs, self.temp)
         with self.assertRaises(bind.Changed) as caught:
             self.stage(self.link_group(prec, extracted))
         self.assertIn("is not a directory", str(caught.exception))
@@ -493,6 +505,102 @@ class TargetCode(unittest.TestCase):
                 bind.check_written_metadata(self.prefix)
             self.assertIn(f"{planted} is not a regular file", str(caught.exception))
             os.remove(path)
+
+
+FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "conda", "site-packages")
+
+
+class MetadataWrites(unittest.TestCase):
+    """`guard_metadata` and `guard_history_hold` over the fixture conda's mirrors of
+    conda's `PrefixData` state file, `History` and `path_actions.copy`."""
+
+    def setUp(self):
+        import importlib.util
+
+        self.dir = tempfile.TemporaryDirectory()
+        root = os.path.realpath(self.dir.name)
+        self.target = os.path.join(root, "env")
+        os.makedirs(os.path.join(self.target, "conda-meta"))
+        # Another environment's state, which the agent would have conda rewrite.
+        self.outside = os.path.join(root, "prod", "conda-meta", "state")
+        os.makedirs(os.path.dirname(self.outside))
+        with open(self.outside, "w") as handle:
+            handle.write('{"env_vars": {"KEEP": "me"}}')
+        names = ("conda", "conda.core", "conda.core.prefix_data", "conda.history")
+        names += ("conda.core.path_actions",)
+        self.saved = {k: sys.modules.get(k) for k in names}
+        conda, core = types.ModuleType("conda"), types.ModuleType("conda.core")
+        sys.modules.update({"conda": conda, "conda.core": core})
+        conda.core = core
+        for name in names[2:]:
+            path = os.path.join(FIXTURE, *name.split(".")) + ".py"
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            sys.modules[name] = module
+            setattr(core if name.startswith("conda.core.") else conda, name.split(".")[-1], module)
+        self.modules = sys.modules
+        state = types.SimpleNamespace(check=lambda step: step())
+        bind.guard_metadata(state, lambda: self.target, lambda: self.target)
+        bind.guard_history_hold(lambda: self.target, lambda: self.target)
+
+    def tearDown(self):
+        for key, value in self.saved.items():
+            if value is None:
+                sys.modules.pop(key, None)
+            else:
+                sys.modules[key] = value
+        self.dir.cleanup()
+
+    def test_the_state_file_is_read_and_written_in_the_target_only(self):
+        data = self.modules["conda.core.prefix_data"].PrefixData(self.target)
+        self.assertEqual(data._get_environment_state_file(), {})
+        data._write_environment_state_file({"env_vars": {"A": "1"}})
+        self.assertEqual(data._get_environment_state_file(), {"env_vars": {"A": "1"}})
+        state = os.path.join(self.target, "conda-meta", "state")
+        # Swapped for a symlink to another environment's state once checked (attack 28
+        # I4), or the directory above it swapped: neither read nor written through.
+        os.remove(state)
+        os.symlink(self.outside, state)
+        for step in (
+            data._get_environment_state_file,
+            lambda: data._write_environment_state_file({"env_vars": {"EVIL": "'"}}),
+        ):
+            with self.assertRaises(bind.Changed) as caught:
+                step()
+            self.assertIn(
+                "conda-meta/state or a directory above it is a symlink", str(caught.exception)
+            )
+        os.remove(state)
+        meta = os.path.join(self.target, "conda-meta")
+        os.rename(meta, meta + ".old")
+        os.symlink(os.path.dirname(self.outside), meta)
+        with self.assertRaises(bind.Changed):
+            data._write_environment_state_file({"env_vars": {"EVIL": "'"}})
+        self.assertEqual(read(self.outside), '{"env_vars": {"KEEP": "me"}}')
+        # Another environment's state is conda's own business.
+        prod = os.path.dirname(os.path.dirname(self.outside))
+        other = self.modules["conda.core.prefix_data"].PrefixData(prod)
+        self.assertEqual(other._get_environment_state_file(), {"env_vars": {"KEEP": "me"}})
+
+    def test_the_history_and_its_copy_are_written_in_the_target_only(self):
+        history = os.path.join(self.target, "conda-meta", "history")
+        self.modules["conda.history"].History(self.target).write_specs(["a"])
+        self.assertEqual(read(history), "# update specs: ['a']\n")
+        copy = self.modules["conda.core.path_actions"].copy
+        copy(history, history + ".c~")
+        self.assertEqual(read(history + ".c~"), "# update specs: ['a']\n")
+        # The copy aside planted as a symlink: not written through.
+        os.remove(history + ".c~")
+        os.symlink(self.outside, history + ".c~")
+        with self.assertRaises(OSError):
+            copy(history, history + ".c~")
+        # The history itself swapped for a symlink: not appended to through it.
+        os.remove(history)
+        os.symlink(self.outside, history)
+        with self.assertRaises(bind.Changed):
+            self.modules["conda.history"].History(self.target).write_specs(["b"])
+        self.assertEqual(read(self.outside), '{"env_vars": {"KEEP": "me"}}')
 
 
 if __name__ == "__main__":

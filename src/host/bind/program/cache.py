@@ -83,9 +83,9 @@ def file_bytes(path, limit):
 def _copy_verified(source, copy):
     """Copy a regular file (opened without following a symlink, without blocking on a
     FIFO) to `copy`, a new file, keeping its permission bits and times; return the sha256
-    of the bytes written and the source's link count, or None when the source is not a
-    regular file. The hash is of the copy's own bytes: nothing written to the source
-    after it was read changes the copy."""
+    of the bytes written, or None when the source is not a regular file. The hash is of
+    the copy's own bytes: nothing written to the source after it was read changes the
+    copy."""
     try:
         fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -109,7 +109,7 @@ def _copy_verified(source, copy):
             os.close(out)
     finally:
         os.close(fd)
-    return digest.hexdigest(), info.st_nlink
+    return digest.hexdigest()
 
 
 # A package's extracted directory in the package cache -> the run's verified copy of it
@@ -117,17 +117,36 @@ def _copy_verified(source, copy):
 STAGED = {}
 
 
-def _staging_root(prefix):
-    """A new private directory in conda's own transaction directory of the target
-    (`.condatmp`, conda/core/link.py:453; conda deletes it once the transaction ends,
-    :377 `rm_rf(temp_dir)`): on the target's file system, so that conda's hard link from
-    it into the target is a link, and the target ends holding the only name of each file."""
+def private_temp_dir(txn):
+    """Point conda's transaction directory (`temp_dir`, conda/core/link.py:453: the
+    target's `.condatmp`) at a new private directory in the first writable package cache,
+    on the file system conda links from (or, without one, the run's temporary directory).
+    conda's verify writes each file whose prefix it replaces there (conda/core/path_actions
+    .py:580-589) and conda deletes it by path once the transaction ends (link.py:377), so
+    in a target the agent may write, a `.condatmp` made a symlink led the first to write a
+    package file into any directory and the second to delete another directory's files
+    (attack 28 I2, I3); the run's own copies are made there too (I5). The target's
+    `.condatmp` is then neither written nor deleted."""
     import tempfile
 
-    temp = os.path.join(str(prefix), ".condatmp")
+    try:
+        from conda.core.package_cache_data import PackageCacheData
+
+        where = str(PackageCacheData.first_writable().pkgs_dir)
+        temp = tempfile.mkdtemp(prefix=".ccm-transaction-", dir=where)
+    except Exception:
+        temp = tempfile.mkdtemp(prefix="ccm-transaction-")
+    txn.transaction_context["temp_dir"] = temp
+
+
+def _staging_root(txn):
+    """A new private directory in the run's transaction directory (`private_temp_dir`)."""
+    import tempfile
+
+    temp = str(txn.transaction_context["temp_dir"])
     os.makedirs(temp, exist_ok=True)
     if os.path.islink(temp) or not os.path.isdir(temp):
-        raise Changed(f"{temp}, conda's own directory in the environment, is not a directory")
+        raise Changed(f"{temp}, the run's transaction directory, is not a directory")
     return tempfile.mkdtemp(prefix="ccm-verified-", dir=temp)
 
 
@@ -167,17 +186,18 @@ def _stage(group, root):
         if parent not in made:
             os.makedirs(parent, mode=0o700, exist_ok=True)
             made.add(parent)
-        copied = _copy_verified(action.source_full_path, copy)
         want = getattr(data, "sha256", None)
-        if copied is None or (want and copied[0] != want):
+        if not want:
+            # Its link count cannot vouch for it: the agent may have rewritten it through
+            # a link and removed that link (attack 28 I1).
+            raise Changed(
+                f"the package {name} records no sha256 for {short} (info/paths.json), so "
+                "its file in the package cache cannot be checked"
+            )
+        if _copy_verified(action.source_full_path, copy) != want:
             raise Changed(
                 f"the package cache's copy of {name} changed since it was extracted: "
                 f"{short} is not the file the package holds (a hard link to it was written)"
-            )
-        if not want and copied[1] > 1:
-            raise Changed(
-                f"the package cache's copy of {name} records no sha256 for {short}, "
-                "which has other links, so it cannot be checked"
             )
         action.source_prefix = staged
         if kind == "PrefixReplaceLinkAction":
@@ -200,12 +220,12 @@ def stage_cached_packages(txn):
     transaction's first step, once every package is fetched and extracted. The target
     ends holding files of its own, not links to the cache that any other environment
     linked from it could write through. A file without a recorded sha256 (old packages)
-    is copied unchecked with a single link and stops the run with other links."""
-    for prefix, groups in (getattr(txn, "prefix_action_groups", None) or {}).items():
+    stops the run."""
+    for groups in (getattr(txn, "prefix_action_groups", None) or {}).values():
         link_groups = list(getattr(groups, "link_action_groups", None) or ())
         if not link_groups:
             continue
-        root = _staging_root(prefix)
+        root = _staging_root(txn)
         try:
             for group in link_groups:
                 _stage(group, root)

@@ -6,9 +6,11 @@ import os
 import sys
 
 if False:  # Names from the other parts of this program (one namespace; see records.py).
-    from cache import STAGED
+    from cache import STAGED, private_temp_dir
     from plan import Preview, Run, _target
     from records import Changed, Done
+
+    from target import guard_history_hold, guard_metadata, open_dir
 
 
 def install(state):
@@ -50,6 +52,18 @@ def install(state):
         # The paths and the target are checked again once every package is fetched and
         # extracted, right before the first script, unlink or link (conda/core/link.py:
         # 361-377 `execute` -> `_execute`; `Run.before_execute`).
+        # conda/core/link.py:268-298 `prepare` makes the transaction's context and its
+        # actions, before any action's verify or execute (`private_temp_dir`).
+        prepared = cls.prepare
+
+        def prepare(self, *args, **kwargs):
+            result = prepared(self, *args, **kwargs)
+            if not getattr(self, "_ccm_temp_dir", False):
+                state.check(lambda: private_temp_dir(self))
+                self._ccm_temp_dir = True
+            return result
+
+        cls.prepare = prepare
         executed = cls._execute
 
         def _execute(self, *args, **kwargs):
@@ -70,6 +84,16 @@ def install(state):
             return ran(prefix, prec, action, *args, **kwargs)
 
         link.run_script = run_script
+        from conda.base.context import context
+
+        def named():
+            return _target(context)
+
+        def real():
+            return state.mode.real_target(_target(context))
+
+        state.check(lambda: guard_metadata(state, named, real))
+        guard_history_hold(named, real)
         _recheck_before_deleting(state)
     if isinstance(state.mode, Preview):
         _envs_dir_as_outside()
@@ -97,7 +121,7 @@ def _recheck_before_deleting(state):
             state.mode.reached = "removed"
             _hold_for_tests("deleting")
             state.check(lambda: state.mode.check_paths(context))
-            return _remove_tree(os.path.realpath(target))
+            return _remove_tree(state.mode.real_target(target))
         return removes(path, *args, **kwargs)
 
     delete.rm_rf = rm_rf
@@ -115,12 +139,12 @@ def _remove_tree(real):
     import sys
 
     parent, name = os.path.split(real)
-    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
     try:
-        for part in (p for p in parent.split(os.sep) if p):
-            opened = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            os.close(fd)
-            fd = opened
+        fd = open_dir(parent)
+    except OSError as error:
+        print(f"ccm: the environment {real} was not deleted whole: {error}", file=sys.stderr)
+        return False
+    try:
         shutil.rmtree(name, dir_fd=fd)
         return True
     except (OSError, TypeError) as error:
@@ -134,7 +158,8 @@ def _hold_for_tests(point):
     """`CCM_TEST_HOLD_FETCHED=DIR` (debug builds of the server only: a release build
     removes it from the run's environment) makes the run wait at `point` — after it
     fetched a package (`fetched`), after its last checks before the first link
-    (`linking`), before it deletes the target whole (`deleting`) — when the test asked
+    (`linking`), before it reads the target's `conda-meta/state` (`state`), before it
+    deletes the target whole (`deleting`) — when the test asked
     for that point (`DIR/<point>.wanted`, taken), until `DIR/go` exists (`DIR/<point>`
     says it waits; at most two minutes; `go` is taken), so that a test can change the
     target between the run's checks."""

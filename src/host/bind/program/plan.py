@@ -345,6 +345,17 @@ class Run:
             asked = f"{was} when the question was asked"
             raise Changed(f"the target {target} was {asked} and is {now} now")
 
+    def real_target(self, named):
+        """The real path of the target `named` as the question showed it (the preview's),
+        or, for a target named anew after the parse (an environment file's name, whose
+        setups the transaction checks compare), where it leads now; None without one."""
+        if not named:
+            return None
+        entry = (self.plan.get("paths") or {}).get("target")
+        if entry and len(entry) > 1 and entry[0] == named and entry[1]:
+            return str(entry[1])
+        return os.path.realpath(named)
+
     def check_paths(self, context):
         """Every path of the call leads where it did at preview time (see check_paths)."""
         written = config_file(self.args, context) if self.args is not None else None
