@@ -603,6 +603,7 @@ fn real_conda_a_change_after_the_fetch_or_before_the_deletion_stops_the_run() {
         "the planted script ran"
     );
     assert_eq!(installed(&real), ["pkga", "pkgd"]);
+    no_transaction_directory_left(&real);
     // Without the plant (the package is cached now: no fetch, no hold), it installs.
     // conda's transaction directory in the environment, `.condatmp`, is a symlink to a
     // directory outside: conda's verify wrote the file whose prefix it replaces there,
@@ -722,6 +723,36 @@ fn real_conda_a_change_after_the_fetch_or_before_the_deletion_stops_the_run() {
         "keep me"
     );
 
+    // A directory of the environment swapped for a symlink to a directory elsewhere
+    // after the run's last checks, where conda deletes what is in the way of a file it
+    // links (attack 29 J5; J2 and J4 reach the same deletion through the history's copy
+    // and the rollback): conda's deletion by path followed it and deleted the files
+    // there. The run deletes through descriptors: nothing there is deleted.
+    let in_the_way = real.path("project/env/share/pkgc/data.txt");
+    std::fs::create_dir_all(&in_the_way).unwrap();
+    std::fs::write(in_the_way.join("junk"), "junk").unwrap();
+    let victim_dir = real.path("victim2/data.txt");
+    std::fs::create_dir_all(&victim_dir).unwrap();
+    std::fs::write(victim_dir.join("keep.txt"), "keep me").unwrap();
+    let swapper = {
+        let (dir, victim) = (real.path("project/env/share/pkgc"), real.path("victim2"));
+        meanwhile(&hold, "linking", move || {
+            std::fs::rename(&dir, dir.with_file_name("pkgc.old")).unwrap();
+            std::os::unix::fs::symlink(&victim, &dir).unwrap();
+        })
+    };
+    let install_pkgc = json!({"prefix": env_dir, "packages": ["pkgc"]});
+    let (_, result) = server.ask("conda_install", install_pkgc, "accept", |_| {});
+    swapper.join().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(victim_dir.join("keep.txt"))
+            .ok()
+            .as_deref(),
+        Some("keep me"),
+        "deleted through the swapped directory: {result}"
+    );
+    std::fs::remove_file(real.path("project/env/share/pkgc")).unwrap();
+
     // `conda-meta/state` swapped for a symlink to another environment's state right when
     // conda reads it, after the run's checks (attack 28 I4: `env config vars set` then
     // rewrote that file, whose values that environment's activation runs): the run
@@ -741,7 +772,7 @@ fn real_conda_a_change_after_the_fetch_or_before_the_deletion_stops_the_run() {
     swapper.join().unwrap();
     assert_changed(
         &result,
-        "conda-meta/state or a directory above it is a symlink now",
+        "conda-meta/state, or a directory above it, is a symlink or a file with other links now",
         "state swapped after the checks",
     );
     assert_eq!(
@@ -795,4 +826,16 @@ fn real_conda_a_change_after_the_fetch_or_before_the_deletion_stops_the_run() {
         !prod.join(".condatmp").exists(),
         "the run's copies are left"
     );
+    no_transaction_directory_left(&real);
+}
+
+/// The runs' own transaction directories (in the package cache) are gone, whether the
+/// run ended or stopped.
+fn no_transaction_directory_left(real: &Real) {
+    let left: Vec<_> = std::fs::read_dir(real.path("pkgs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(".ccm-transaction-"))
+        .collect();
+    assert!(left.is_empty(), "left in the package cache: {left:?}");
 }

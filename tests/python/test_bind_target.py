@@ -526,23 +526,90 @@ class MetadataWrites(unittest.TestCase):
         os.makedirs(os.path.dirname(self.outside))
         with open(self.outside, "w") as handle:
             handle.write('{"env_vars": {"KEEP": "me"}}')
-        names = ("conda", "conda.core", "conda.core.prefix_data", "conda.history")
-        names += ("conda.core.path_actions",)
-        self.saved = {k: sys.modules.get(k) for k in names}
-        conda, core = types.ModuleType("conda"), types.ModuleType("conda.core")
-        sys.modules.update({"conda": conda, "conda.core": core})
-        conda.core = core
-        for name in names[2:]:
+        packages = ("conda", "conda.core", "conda.gateways", "conda.gateways.disk")
+        names = ("conda.core.prefix_data", "conda.history", "conda.core.path_actions")
+        names += ("conda.gateways.disk.delete",)
+        self.saved = {k: sys.modules.get(k) for k in packages + names}
+        for name in packages:
+            sys.modules[name] = types.ModuleType(name)
+        for name in packages[1:] + names:
             path = os.path.join(FIXTURE, *name.split(".")) + ".py"
-            spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            sys.modules[name] = module
-            setattr(core if name.startswith("conda.core.") else conda, name.split(".")[-1], module)
+            if name in names:
+                spec = importlib.util.spec_from_file_location(name, path)
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                sys.modules[name] = module
+            parent, _, leaf = name.rpartition(".")
+            setattr(sys.modules[parent], leaf, sys.modules[name])
         self.modules = sys.modules
         state = types.SimpleNamespace(check=lambda step: step())
         bind.guard_metadata(state, lambda: self.target, lambda: self.target)
         bind.guard_history_hold(lambda: self.target, lambda: self.target)
+        bind.guard_deletions(lambda: self.target, lambda: self.target)
+        self.victim = os.path.join(root, "victim")
+        os.makedirs(os.path.join(self.victim, "sub"))
+        for name in ("keep.txt", os.path.join("sub", "keep.txt")):
+            with open(os.path.join(self.victim, name), "w") as handle:
+                handle.write("keep me")
+
+    def victim_kept(self):
+        for name in ("keep.txt", os.path.join("sub", "keep.txt")):
+            self.assertEqual(read(os.path.join(self.victim, name)), "keep me")
+
+    def test_what_conda_deletes_in_the_target_is_deleted_there_only(self):
+        rm_rf = self.modules["conda.gateways.disk.delete"].rm_rf
+        lib = os.path.join(self.target, "lib")
+        os.makedirs(os.path.join(lib, "pkg", "deep"))
+        for name in ("a.txt", os.path.join("pkg", "b.txt"), os.path.join("pkg", "deep", "c")):
+            with open(os.path.join(lib, name), "w") as handle:
+                handle.write("x")
+        # In the target: deleted, a file and a tree; emptied parents up to the target.
+        self.assertTrue(rm_rf(os.path.join(lib, "a.txt")))
+        self.assertTrue(rm_rf(os.path.join(lib, "pkg", "deep"), clean_empty_parents=False))
+        self.assertTrue(rm_rf(os.path.join(lib, "pkg", "b.txt"), clean_empty_parents=True))
+        self.assertFalse(os.path.exists(lib))
+        self.assertTrue(os.path.isdir(self.target))
+        # A directory of the target swapped for a symlink to another directory while
+        # conda deletes below it (attack 29 J2, J4, J5): nothing there is deleted.
+        os.symlink(self.victim, lib)
+        rm_rf(os.path.join(lib, "sub"))
+        rm_rf(os.path.join(lib, "keep.txt"))
+        rm_rf(os.path.join(lib, "sub", "keep.txt"), clean_empty_parents=True)
+        self.victim_kept()
+        # The target itself swapped for one: the same.
+        os.remove(lib)
+        os.rename(self.target, self.target + ".old")
+        os.symlink(self.victim, self.target)
+        rm_rf(self.target)
+        rm_rf(os.path.join(self.target, "sub"))
+        self.victim_kept()
+        # Elsewhere, conda's own deletion.
+        self.assertTrue(rm_rf(os.path.join(self.victim, "sub")))
+        self.assertFalse(os.path.exists(os.path.join(self.victim, "sub")))
+
+    def test_the_creation_time_is_written_in_the_target_only(self):
+        data = self.modules["conda.core.prefix_data"].PrefixData(self.target)
+        data.set_creation_time()
+        created = os.path.join(self.target, "conda-meta", "created_at")
+        float(read(created))
+        # Planted as a symlink to another environment's file (attack 29 J3).
+        os.remove(created)
+        os.symlink(self.outside, created)
+        with self.assertRaises(bind.Changed):
+            data.set_creation_time()
+        self.assertEqual(read(self.outside), '{"env_vars": {"KEEP": "me"}}')
+
+    def test_a_state_file_with_another_link_is_neither_read_nor_written(self):
+        # A hard link to another environment's state (attack 29 J1).
+        os.link(self.outside, os.path.join(self.target, "conda-meta", "state"))
+        data = self.modules["conda.core.prefix_data"].PrefixData(self.target)
+        for step in (
+            data._get_environment_state_file,
+            lambda: data._write_environment_state_file({"env_vars": {"EVIL": "'"}}),
+        ):
+            with self.assertRaises(bind.Changed):
+                step()
+        self.assertEqual(read(self.outside), '{"env_vars": {"KEEP": "me"}}')
 
     def tearDown(self):
         for key, value in self.saved.items():
@@ -569,7 +636,8 @@ class MetadataWrites(unittest.TestCase):
             with self.assertRaises(bind.Changed) as caught:
                 step()
             self.assertIn(
-                "conda-meta/state or a directory above it is a symlink", str(caught.exception)
+                "conda-meta/state, or a directory above it, is a symlink or a file",
+                str(caught.exception),
             )
         os.remove(state)
         meta = os.path.join(self.target, "conda-meta")

@@ -136,7 +136,13 @@ def private_temp_dir(txn):
         temp = tempfile.mkdtemp(prefix=".ccm-transaction-", dir=where)
     except Exception:
         temp = tempfile.mkdtemp(prefix="ccm-transaction-")
+    TEMP_DIRS.append(temp)
     txn.transaction_context["temp_dir"] = temp
+
+
+# The run's transaction directories (`private_temp_dir`): conda deletes each when its
+# transaction ends; a run that stops before (`Run.changed`) deletes them itself.
+TEMP_DIRS = []
 
 
 def _staging_root(txn):

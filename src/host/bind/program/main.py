@@ -9,8 +9,7 @@ if False:  # Names from the other parts of this program (one namespace; see reco
     from cache import STAGED, private_temp_dir
     from plan import Preview, Run, _target
     from records import Changed, Done
-
-    from target import guard_history_hold, guard_metadata, open_dir
+    from writes import guard_deletions, guard_history_hold, guard_metadata, open_dir
 
 
 def install(state):
@@ -30,70 +29,9 @@ def install(state):
 
     cls._get_pfe = _get_pfe
     if isinstance(state.mode, Run):
-        # conda checks what it downloads against a hash only where the record carries one
-        # (conda/gateways/connection/download.py:204-230) and copies a package from a
-        # file:// channel into the package cache unchecked (conda/core/path_actions.py:
-        # 1353-1405, `_execute_local`): the run checks every fetched file against its
-        # record before it is extracted, and stops on a record without a hash (an http
-        # package swapped while the question was open installed: attack 17 A17-4).
-        from conda.core import path_actions
-
-        fetch = path_actions.CacheUrlAction
-        fetched = fetch.execute
-
-        def execute(self, *args, **kwargs):
-            result = fetched(self, *args, **kwargs)
-            state.mode.reached = state.mode.reached or "fetched"
-            state.check(lambda: verify_copy(self))
-            _hold_for_tests("fetched")
-            return result
-
-        fetch.execute = execute
-        # The paths and the target are checked again once every package is fetched and
-        # extracted, right before the first script, unlink or link (conda/core/link.py:
-        # 361-377 `execute` -> `_execute`; `Run.before_execute`).
-        # conda/core/link.py:268-298 `prepare` makes the transaction's context and its
-        # actions, before any action's verify or execute (`private_temp_dir`).
-        prepared = cls.prepare
-
-        def prepare(self, *args, **kwargs):
-            result = prepared(self, *args, **kwargs)
-            if not getattr(self, "_ccm_temp_dir", False):
-                state.check(lambda: private_temp_dir(self))
-                self._ccm_temp_dir = True
-            return result
-
-        cls.prepare = prepare
-        executed = cls._execute
-
-        def _execute(self, *args, **kwargs):
-            state.mode.reached = "extracted"
-            state.check(lambda: state.mode.before_execute(self))
-            _hold_for_tests("linking")
-            return executed(self, *args, **kwargs)
-
-        cls._execute = _execute
-        # A pre-link script runs from the package's directory (conda/core/link.py:975-981
-        # `run_script(prec.extracted_package_dir, …, "pre-link")`): from the run's
-        # verified copy of it instead (`stage_cached_packages`).
-        ran = link.run_script
-
-        def run_script(prefix, prec, action="post-link", *args, **kwargs):
-            if action == "pre-link":
-                prefix = STAGED.get(str(prefix), prefix)
-            return ran(prefix, prec, action, *args, **kwargs)
-
-        link.run_script = run_script
-        from conda.base.context import context
-
-        def named():
-            return _target(context)
-
-        def real():
-            return state.mode.real_target(_target(context))
-
-        state.check(lambda: guard_metadata(state, named, real))
-        guard_history_hold(named, real)
+        _check_fetches(state)
+        _wrap_transaction(state, cls)
+        _wrap_scripts_and_metadata(state)
         _recheck_before_deleting(state)
     if isinstance(state.mode, Preview):
         _envs_dir_as_outside()
@@ -102,6 +40,84 @@ def install(state):
         # `rename`: DryRunExit before the clone's transaction).
         _note("get_package_records_from_explicit", "explicit package files or URLs", state)
         _note("clone_env", "a clone of an environment", state)
+
+
+def _check_fetches(state):
+    """conda checks what it downloads against a hash only where the record carries one
+    (conda/gateways/connection/download.py:204-230) and copies a package from a file://
+    channel into the package cache unchecked (conda/core/path_actions.py:1353-1405,
+    `_execute_local`): the run checks every fetched file against its record before it
+    is extracted, and stops on a record without a hash (an http package swapped while
+    the question was open installed: attack 17 A17-4)."""
+    from conda.core import path_actions
+
+    fetch = path_actions.CacheUrlAction
+    fetched = fetch.execute
+
+    def execute(self, *args, **kwargs):
+        result = fetched(self, *args, **kwargs)
+        state.mode.reached = state.mode.reached or "fetched"
+        state.check(lambda: verify_copy(self))
+        _hold_for_tests("fetched")
+        return result
+
+    fetch.execute = execute
+
+
+def _wrap_transaction(state, cls):
+    """The run's own transaction directory, right after conda prepares the transaction's
+    context and actions, before any action's verify or execute (conda/core/link.py:
+    268-298 `prepare`; `private_temp_dir`); the paths and the target checked again once
+    every package is fetched and extracted, right before the first script, unlink or
+    link (link.py:361-377 `execute` -> `_execute`; `Run.before_execute`)."""
+    prepared = cls.prepare
+
+    def prepare(self, *args, **kwargs):
+        result = prepared(self, *args, **kwargs)
+        if not getattr(self, "_ccm_temp_dir", False):
+            state.check(lambda: private_temp_dir(self))
+            self._ccm_temp_dir = True
+        return result
+
+    cls.prepare = prepare
+    executed = cls._execute
+
+    def _execute(self, *args, **kwargs):
+        state.mode.reached = "extracted"
+        state.check(lambda: state.mode.before_execute(self))
+        _hold_for_tests("linking")
+        return executed(self, *args, **kwargs)
+
+    cls._execute = _execute
+
+
+def _wrap_scripts_and_metadata(state):
+    """A pre-link script runs from the package's directory (conda/core/link.py:975-981
+    `run_script(prec.extracted_package_dir, …, "pre-link")`): from the run's verified
+    copy of it instead (`stage_cached_packages`). The metadata conda writes by path is
+    opened, and what it deletes in the target deleted, through descriptors
+    (`guard_metadata`, `guard_history_hold`, `guard_deletions`)."""
+    from conda.base.context import context
+    from conda.core import link
+
+    ran = link.run_script
+
+    def run_script(prefix, prec, action="post-link", *args, **kwargs):
+        if action == "pre-link":
+            prefix = STAGED.get(str(prefix), prefix)
+        return ran(prefix, prec, action, *args, **kwargs)
+
+    link.run_script = run_script
+
+    def named():
+        return _target(context)
+
+    def real():
+        return state.mode.real_target(_target(context))
+
+    state.check(lambda: guard_metadata(state, named, real))
+    guard_history_hold(named, real)
+    guard_deletions(named, real)
 
 
 def _recheck_before_deleting(state):

@@ -5,7 +5,7 @@ import os
 import sys
 
 if False:  # Names from the other parts of this program (one namespace; see records.py).
-    from cache import stage_cached_packages
+    from cache import TEMP_DIRS, stage_cached_packages
     from records import (
         CHANGED_EXIT,
         ENV_UPDATE,
@@ -368,7 +368,12 @@ class Run:
         )
 
     def changed(self, why):
-        """Write why and stop here: nothing after this runs."""
+        """Write why and stop here: nothing after this runs (the run's transaction
+        directories, which conda would have deleted, are deleted first)."""
+        import shutil
+
+        for temp in TEMP_DIRS:
+            shutil.rmtree(temp, ignore_errors=True)
         Run.stop_unread(self.directory, why, self.reached)
 
     @staticmethod

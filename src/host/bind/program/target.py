@@ -3,14 +3,11 @@
 # in its project — held a planted `bin/.pkga-pre-unlink.sh`, which the confirmed removal of
 # pkga ran as the server's user, and a record whose `files` named `../../victim.txt`,
 # which the removal deleted).
-import errno
-import json
 import os
 import stat
 
 if False:  # Names from the other parts of this program (one namespace; see records.py).
     from cache import _cached_package, declared, file_bytes
-    from main import _hold_for_tests
     from records import FILE_LIMIT, Changed, _sha256
 
 
@@ -252,142 +249,3 @@ def _check_records_readable(prefix):
             continue
         if not stat.S_ISREG(mode):
             raise Changed(f"{entry.path} is not a regular file: conda would wait reading it")
-
-
-def open_dir(real):
-    """A descriptor of the directory `real` (an absolute path), each of its components
-    opened without following a symlink; OSError when one is a symlink or missing."""
-    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        for part in (p for p in real.split(os.sep) if p):
-            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-            opened = os.open(part, flags, dir_fd=fd)
-            os.close(fd)
-            fd = opened
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def open_in_target(real, relative, flags, mode=0o644):
-    """The file `relative` of the target opened with `flags` through `open_dir`, from
-    the target's real path as the question showed it (`real`): no symlink above it, in
-    it or as the file itself is followed."""
-    parent, name = os.path.split(os.path.join(real, relative))
-    fd = open_dir(parent)
-    try:
-        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd)
-    finally:
-        os.close(fd)
-
-
-def guard_metadata(state, named, real):
-    """conda reads and writes the target's `conda-meta/state` (`env config vars set`/
-    `unset`, conda/core/prefix_data.py:661-672) and appends to `conda-meta/history`
-    (conda/history.py:397-411) by path, after the run's checks: each is opened through
-    `open_in_target` instead (attack 28 I4: `state` swapped for a symlink right when conda
-    read it led `env config vars set` to rewrite another environment's `state`, whose
-    values that environment's activation runs). `named()` and `real()` give the target as
-    the call names it and its real path as the question showed it (None: no target)."""
-    from conda import history
-    from conda.core import prefix_data
-
-    def ours(path, relative):
-        target = named()
-        return bool(target and real()) and os.path.abspath(str(path)) == os.path.abspath(
-            os.path.join(target, relative)
-        )
-
-    def opened(relative, flags):
-        try:
-            return open_in_target(real(), relative, flags)
-        except FileNotFoundError:
-            if not flags & os.O_CREAT:
-                return None
-            raise Changed(f"a directory of {os.path.join(real(), relative)} is gone") from None
-        except OSError as error:
-            if error.errno not in (errno.ELOOP, errno.ENOTDIR):
-                raise
-            raise Changed(
-                f"{os.path.join(named(), relative)} or a directory above it is a symlink "
-                f"now: conda would read or write through it ({error.strerror})"
-            ) from None
-
-    def checked(relative, flags):
-        box = []
-        state.check(lambda: box.append(opened(relative, flags)))
-        return box[0]
-
-    data = prefix_data.PrefixData
-    read_state, write_state = data._get_environment_state_file, data._write_environment_state_file
-    state_file = os.path.join("conda-meta", "state")
-
-    def get_state(self):
-        _hold_for_tests("state")
-        if not ours(self.prefix_path / "conda-meta" / "state", state_file):
-            return read_state(self)
-        fd = checked(state_file, os.O_RDONLY | os.O_NONBLOCK)
-        if fd is None:
-            return {}
-        with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                state.check(_raise(f"{state_file} of the environment is not a regular file"))
-            return json.loads(handle.read(FILE_LIMIT))
-
-    def put_state(self, value):
-        if not ours(self.prefix_path / "conda-meta" / "state", state_file):
-            return write_state(self, value)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-        with os.fdopen(checked(state_file, flags), "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(value, ensure_ascii=False))
-
-    data._get_environment_state_file, data._write_environment_state_file = get_state, put_state
-    history_file = os.path.join("conda-meta", "history")
-
-    def history_open(path, mode="r", *args, **kwargs):
-        if not any(c in mode for c in "wax+") or not ours(path, history_file):
-            return open(path, mode, *args, **kwargs)
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if "a" in mode else os.O_TRUNC)
-        return os.fdopen(opened(history_file, flags), mode, *args, **kwargs)
-
-    history.open = history_open
-
-
-def _raise(why):
-    def step():
-        raise Changed(why)
-
-    return step
-
-
-def guard_history_hold(named, real):
-    """Before it appends to the history, a transaction copies it aside by path
-    (conda/core/path_actions.py:1111-1115, `copy(history, history.c~)`, which opens the
-    copy for writing through a symlink): the copy is written through `open_in_target`
-    (a `history.c~` planted as a symlink in a target the agent may write would have had
-    the history, which the agent writes, copied over any file the server's user may
-    write; a `history` made a symlink, any file it may read copied into the target)."""
-    from conda.core import path_actions
-
-    copies = path_actions.copy
-    hold = os.path.join("conda-meta", "history.c~")
-
-    def copy(src, dst):
-        target = named()
-        if not (target and real()) or os.path.abspath(str(dst)) != os.path.abspath(
-            os.path.join(target, hold)
-        ):
-            return copies(src, dst)
-        import shutil
-
-        history = os.path.join("conda-meta", "history")
-        reading = os.O_RDONLY | os.O_NONBLOCK
-        writing = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-        with os.fdopen(open_in_target(real(), history, reading), "rb") as source:
-            if not stat.S_ISREG(os.fstat(source.fileno()).st_mode):
-                raise OSError(f"{src} is not a regular file")
-            with os.fdopen(open_in_target(real(), hold, writing), "wb") as out:
-                shutil.copyfileobj(source, out)
-
-    path_actions.copy = copy
