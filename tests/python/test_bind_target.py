@@ -55,6 +55,15 @@ class PrefixReplaceLinkAction(Action):
         return getattr(self, "error", None)
 
 
+def restore_modules(saved):
+    """Put back the modules a test stood in for (`saved`: name -> module or None)."""
+    for key, value in saved.items():
+        if value is None:
+            sys.modules.pop(key, None)
+        else:
+            sys.modules[key] = value
+
+
 def read(path):
     with open(path) as handle:
         return handle.read()
@@ -92,11 +101,7 @@ class TargetCode(unittest.TestCase):
         sys.modules.update({"conda": conda, "conda.base": base, "conda.base.context": module})
 
     def tearDown(self):
-        for key, value in self.saved.items():
-            if value is None:
-                sys.modules.pop(key, None)
-            else:
-                sys.modules[key] = value
+        restore_modules(self.saved)
         self.dir.cleanup()
 
     def write(self, path, text):
@@ -612,11 +617,7 @@ class MetadataWrites(unittest.TestCase):
         self.assertEqual(read(self.outside), '{"env_vars": {"KEEP": "me"}}')
 
     def tearDown(self):
-        for key, value in self.saved.items():
-            if value is None:
-                sys.modules.pop(key, None)
-            else:
-                sys.modules[key] = value
+        restore_modules(self.saved)
         self.dir.cleanup()
 
     def test_the_state_file_is_read_and_written_in_the_target_only(self):

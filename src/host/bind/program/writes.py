@@ -13,12 +13,11 @@ if False:  # Names from the other parts of this program (one namespace; see reco
     from records import FILE_LIMIT, Changed
 
 
-def open_dir(real):
-    """A descriptor of the directory `real` (an absolute path), each of its components
-    opened without following a symlink; OSError when one is a symlink or missing."""
-    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+def _descend(fd, parts):
+    """From the directory `fd` (taken), a descriptor of the directory `parts` below it,
+    each part opened without following a symlink."""
     try:
-        for part in (p for p in real.split(os.sep) if p):
+        for part in parts:
             flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
             opened = os.open(part, flags, dir_fd=fd)
             os.close(fd)
@@ -27,6 +26,13 @@ def open_dir(real):
         os.close(fd)
         raise
     return fd
+
+
+def open_dir(real):
+    """A descriptor of the directory `real` (an absolute path), each of its components
+    opened without following a symlink; OSError when one is a symlink or missing."""
+    root = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    return _descend(root, [p for p in real.split(os.sep) if p])
 
 
 def open_in_target(real, relative, flags, mode=0o644):
@@ -58,17 +64,7 @@ def open_in_target(real, relative, flags, mode=0o644):
 def _below(root, parts):
     """A descriptor of the directory `parts[:-1]` below the directory `root` (a real
     path), each opened without following a symlink."""
-    fd = open_dir(root)
-    try:
-        for part in parts[:-1]:
-            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-            opened = os.open(part, flags, dir_fd=fd)
-            os.close(fd)
-            fd = opened
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    return _descend(open_dir(root), parts[:-1])
 
 
 class Target:
