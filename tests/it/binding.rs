@@ -118,7 +118,9 @@ impl Asking {
                 meanwhile(&message);
                 let reply = json!({"jsonrpc": "2.0", "id": question["id"], "result": answer});
                 session.write_raw(format!("{reply}\n").as_bytes());
-                let response = session.wait(call, Duration::from_secs(300)).unwrap();
+                let response = session
+                    .wait(call, Duration::from_secs(300))
+                    .unwrap_or_else(|| panic!("no answer: {}", session.stderr.lock().unwrap()));
                 (message, response["result"].clone())
             }
             Asking::Http(server, id) => {

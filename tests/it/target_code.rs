@@ -53,7 +53,9 @@ fn the_question_names_a_target_the_agent_can_change() {
     let allowed = holder.display().to_string();
     let elsewhere = tempfile::tempdir().unwrap();
     let elsewhere = std::fs::canonicalize(elsewhere.path()).unwrap();
-    const FREE: &str = "nothing limits what they read or write.\n";
+    const FREE: &str = "nothing limits what they read or write, and a directory of it the agent \
+                        swaps for a symlink while conda works can have conda create or \
+                        overwrite files elsewhere.\n";
     const BOUND: &str = "their writes stay within the places this call may write.\n";
     let landlock = ccm::host::sandbox::bound::support().is_ok();
     let bounded = if landlock { BOUND } else { FREE };
@@ -724,34 +726,53 @@ fn real_conda_a_change_after_the_fetch_or_before_the_deletion_stops_the_run() {
     );
 
     // A directory of the environment swapped for a symlink to a directory elsewhere
-    // after the run's last checks, where conda deletes what is in the way of a file it
-    // links (attack 29 J5; J2 and J4 reach the same deletion through the history's copy
-    // and the rollback): conda's deletion by path followed it and deleted the files
-    // there. The run deletes through descriptors: nothing there is deleted.
-    let in_the_way = real.path("project/env/share/pkgc/data.txt");
-    std::fs::create_dir_all(&in_the_way).unwrap();
-    std::fs::write(in_the_way.join("junk"), "junk").unwrap();
-    let victim_dir = real.path("victim2/data.txt");
-    std::fs::create_dir_all(&victim_dir).unwrap();
-    std::fs::write(victim_dir.join("keep.txt"), "keep me").unwrap();
-    let swapper = {
-        let (dir, victim) = (real.path("project/env/share/pkgc"), real.path("victim2"));
+    // after the run's last checks. conda creates the package's files there by path
+    // (attack 30 K1: an entry point created in a cron directory, which root ran; K2:
+    // another environment's files overwritten) and deletes what is in their way by path
+    // (attack 29 J5; J2 and J4 reach the same deletion through the history's copy and
+    // the rollback). The run creates and deletes through descriptors: the install fails
+    // and rolls back, and nothing there is created, changed or deleted.
+    let swap_at_linking = |victim: std::path::PathBuf| {
+        let dir = real.path("project/env/share/pkgc");
         meanwhile(&hold, "linking", move || {
             std::fs::rename(&dir, dir.with_file_name("pkgc.old")).unwrap();
             std::os::unix::fs::symlink(&victim, &dir).unwrap();
         })
     };
+    let listing = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = walkdir_names(dir);
+        names.sort();
+        names
+    };
     let install_pkgc = json!({"prefix": env_dir, "packages": ["pkgc"]});
-    let (_, result) = server.ask("conda_install", install_pkgc, "accept", |_| {});
-    swapper.join().unwrap();
-    assert_eq!(
-        std::fs::read_to_string(victim_dir.join("keep.txt"))
-            .ok()
-            .as_deref(),
-        Some("keep me"),
-        "deleted through the swapped directory: {result}"
-    );
-    std::fs::remove_file(real.path("project/env/share/pkgc")).unwrap();
+    for (victim, in_the_way) in [("victim3", false), ("victim2", true)] {
+        let share = real.path("project/env/share/pkgc");
+        let _ = std::fs::remove_dir_all(real.path("project/env/share/pkgc.old"));
+        std::fs::create_dir_all(&share).unwrap();
+        if in_the_way {
+            std::fs::create_dir_all(share.join("data.txt")).unwrap();
+            std::fs::write(share.join("data.txt/junk"), "junk").unwrap();
+        }
+        let victim = real.path(victim);
+        std::fs::create_dir_all(victim.join("data.txt")).unwrap();
+        std::fs::write(victim.join("data.txt/keep.txt"), "keep me").unwrap();
+        if !in_the_way {
+            std::fs::remove_dir_all(victim.join("data.txt")).unwrap();
+            std::fs::write(victim.join("keep.txt"), "keep me").unwrap();
+        }
+        let before = listing(&victim);
+        let swapper = swap_at_linking(victim.clone());
+        let (_, result) = server.ask("conda_install", install_pkgc.clone(), "accept", |_| {});
+        swapper.join().unwrap();
+        assert_eq!(result["isError"], true, "{result}");
+        assert_eq!(
+            listing(&victim),
+            before,
+            "created or deleted elsewhere: {result}"
+        );
+        std::fs::remove_file(&share).unwrap();
+    }
+    assert!(!real.marks().contains(&"pkgc-1.0".to_owned()));
 
     // `conda-meta/state` swapped for a symlink to another environment's state right when
     // conda reads it, after the run's checks (attack 28 I4: `env config vars set` then
@@ -838,4 +859,22 @@ fn no_transaction_directory_left(real: &Real) {
         .filter(|name| name.starts_with(".ccm-transaction-"))
         .collect();
     assert!(left.is_empty(), "left in the package cache: {left:?}");
+}
+
+/// Every path below `dir`, relative to it (files and directories), without following a
+/// symlink.
+fn walkdir_names(dir: &Path) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(at) = stack.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let entry = entry.unwrap();
+            let path = entry.path();
+            names.push(path.strip_prefix(dir).unwrap().display().to_string());
+            if entry.file_type().unwrap().is_dir() {
+                stack.push(path);
+            }
+        }
+    }
+    names
 }

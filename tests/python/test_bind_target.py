@@ -533,7 +533,7 @@ class MetadataWrites(unittest.TestCase):
             handle.write('{"env_vars": {"KEEP": "me"}}')
         packages = ("conda", "conda.core", "conda.gateways", "conda.gateways.disk")
         names = ("conda.core.prefix_data", "conda.history", "conda.core.path_actions")
-        names += ("conda.gateways.disk.delete",)
+        names += ("conda.gateways.disk.delete", "conda.gateways.disk.create")
         self.saved = {k: sys.modules.get(k) for k in packages + names}
         for name in packages:
             sys.modules[name] = types.ModuleType(name)
@@ -551,6 +551,17 @@ class MetadataWrites(unittest.TestCase):
         bind.guard_metadata(state, lambda: self.target, lambda: self.target)
         bind.guard_history_hold(lambda: self.target, lambda: self.target)
         bind.guard_deletions(lambda: self.target, lambda: self.target)
+        envs = os.path.join(root, "envs")
+        os.makedirs(envs)
+        open(os.path.join(envs, ".conda_envs_dir_test"), "w").close()
+
+        def named():
+            # As conda works out a named target: it probes the envs directories, opening
+            # a file by path through the guarded module (conda/base/context.py:2341).
+            self.modules["conda.gateways.disk.create"].first_writable_envs_dir(envs)
+            return self.target
+
+        bind.guard_creations(named, lambda: self.target)
         self.victim = os.path.join(root, "victim")
         os.makedirs(os.path.join(self.victim, "sub"))
         for name in ("keep.txt", os.path.join("sub", "keep.txt")):
@@ -581,16 +592,51 @@ class MetadataWrites(unittest.TestCase):
         rm_rf(os.path.join(lib, "keep.txt"))
         rm_rf(os.path.join(lib, "sub", "keep.txt"), clean_empty_parents=True)
         self.victim_kept()
-        # The target itself swapped for one: the same.
+        # The target itself swapped for one: refused outright (its name leads elsewhere).
         os.remove(lib)
         os.rename(self.target, self.target + ".old")
         os.symlink(self.victim, self.target)
-        rm_rf(self.target)
-        rm_rf(os.path.join(self.target, "sub"))
+        for path in (self.target, os.path.join(self.target, "sub")):
+            with self.assertRaises(OSError) as caught:
+                rm_rf(path)
+            self.assertIn("no longer leads to", str(caught.exception))
         self.victim_kept()
         # Elsewhere, conda's own deletion.
         self.assertTrue(rm_rf(os.path.join(self.victim, "sub")))
         self.assertFalse(os.path.exists(os.path.join(self.victim, "sub")))
+
+    def test_what_conda_creates_in_the_target_is_created_there_only(self):
+        create = self.modules["conda.gateways.disk.create"]
+        source = os.path.join(os.path.dirname(self.target), "source.txt")
+        with open(source, "w") as handle:
+            handle.write("package")
+        lib = os.path.join(self.target, "lib")
+        for kind in ("directory", "hardlink", "softlink", "copy"):
+            name = "sub" if kind == "directory" else kind
+            create.create_link(source, os.path.join(lib, name), kind)
+        self.assertTrue(os.path.isdir(os.path.join(lib, "sub")))
+        self.assertEqual(read(os.path.join(lib, "copy")), "package")
+        self.assertEqual(os.readlink(os.path.join(lib, "softlink")), source)
+        create.create_python_entry_point(os.path.join(lib, "tool"), "#!python\n")
+        self.assertEqual(read(os.path.join(lib, "tool")), "#!python\n")
+        # A directory of the target swapped for a symlink to another directory while
+        # conda creates files (attack 30 K1, K2): nothing there is created or changed.
+        os.rename(lib, lib + ".old")
+        os.symlink(self.victim, lib)
+        for kind in ("directory", "hardlink", "softlink", "copy"):
+            with self.assertRaises(OSError):
+                create.create_link(source, os.path.join(lib, "sub", "new"), kind)
+        with self.assertRaises(OSError):
+            create.create_python_entry_point(os.path.join(lib, "keep.txt"), "#!evil\n")
+        self.assertEqual(sorted(os.listdir(self.victim)), ["keep.txt", "sub"])
+        self.assertEqual(os.listdir(os.path.join(self.victim, "sub")), ["keep.txt"])
+        self.victim_kept()
+        # A file of the target with another link (to a file elsewhere): not written.
+        os.remove(lib)
+        os.link(os.path.join(self.victim, "keep.txt"), os.path.join(self.target, "tool"))
+        with self.assertRaises(OSError):
+            create.create_python_entry_point(os.path.join(self.target, "tool"), "#!evil\n")
+        self.victim_kept()
 
     def test_the_creation_time_is_written_in_the_target_only(self):
         data = self.modules["conda.core.prefix_data"].PrefixData(self.target)

@@ -9,7 +9,13 @@ if False:  # Names from the other parts of this program (one namespace; see reco
     from cache import STAGED, private_temp_dir
     from plan import Preview, Run, _target
     from records import Changed, Done
-    from writes import guard_deletions, guard_history_hold, guard_metadata, open_dir
+    from writes import (
+        guard_creations,
+        guard_deletions,
+        guard_history_hold,
+        guard_metadata,
+        open_dir,
+    )
 
 
 def install(state):
@@ -95,8 +101,9 @@ def _wrap_scripts_and_metadata(state):
     """A pre-link script runs from the package's directory (conda/core/link.py:975-981
     `run_script(prec.extracted_package_dir, …, "pre-link")`): from the run's verified
     copy of it instead (`stage_cached_packages`). The metadata conda writes by path is
-    opened, and what it deletes in the target deleted, through descriptors
-    (`guard_metadata`, `guard_history_hold`, `guard_deletions`)."""
+    opened, and what it creates and deletes in the target made and deleted, through
+    descriptors (`guard_metadata`, `guard_history_hold`, `guard_deletions`,
+    `guard_creations`)."""
     from conda.base.context import context
     from conda.core import link
 
@@ -118,6 +125,7 @@ def _wrap_scripts_and_metadata(state):
     state.check(lambda: guard_metadata(state, named, real))
     guard_history_hold(named, real)
     guard_deletions(named, real)
+    guard_creations(named, real)
 
 
 def _recheck_before_deleting(state):

@@ -30,7 +30,6 @@ if False:  # Names from the other parts of this program (one namespace; see reco
         read_limited,
         transaction,
     )
-
     from target import check_target_code, check_target_paths, check_written_metadata
 
 

@@ -42,7 +42,6 @@ import stat
 
 if False:  # Names from the other parts of this program (one namespace; see above).
     from shared import BOUND_VAR, foreign_link, unshare
-
     from target import _files_digest
 
 PROTOCOL = 1

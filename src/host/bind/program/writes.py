@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import stat
+import threading
 
 if False:  # Names from the other parts of this program (one namespace; see records.py).
     from main import _hold_for_tests
@@ -73,24 +74,42 @@ class Target:
 
     def __init__(self, named, real):
         self.named, self.real = named, real
+        self.working_out = threading.local()
+
+    def both(self):
+        """`named()` and `real()`; (None, None) while this thread works them out: conda
+        opens files by path while it determines the target (`first_writable_envs_dir`
+        probes each envs directory, conda/gateways/disk/create.py:514), when there is no
+        target yet to keep them to (and asking for it there would recurse)."""
+        if getattr(self.working_out, "now", False):
+            return None, None
+        self.working_out.now = True
+        try:
+            return self.named(), self.real()
+        finally:
+            self.working_out.now = False
 
     def inside(self, path):
         """Where `path` lies in the target: a real directory and the parts below it (the
         target itself: its parent and its name), or None (outside it)."""
-        target, root = self.named(), self.real()
+        target, root = self.both()
         if not (target and root):
             return None
         path, base = os.path.abspath(str(path)), os.path.abspath(str(target))
+        if path != base and not path.startswith(base + os.sep):
+            return None
+        if os.path.realpath(base) != root:
+            # The name leads elsewhere now (attack 25 F2): conda would look there, the
+            # run would work here; neither.
+            raise OSError(errno.EXDEV, f"the target {base} no longer leads to {root}")
         if path == base:
             return os.path.dirname(root), [os.path.basename(root)]
-        if not path.startswith(base + os.sep):
-            return None
         return root, [p for p in path[len(base) + 1 :].split(os.sep) if p]
 
     def ours(self, path, relative):
         """Whether `path` is the target's file `relative`."""
-        target = self.named()
-        return bool(target and self.real()) and os.path.abspath(str(path)) == os.path.abspath(
+        target, root = self.both()
+        return bool(target and root) and os.path.abspath(str(path)) == os.path.abspath(
             os.path.join(target, relative)
         )
 
@@ -197,6 +216,81 @@ def guard_deletions(named, real):
     delete.unlink_or_rename_to_trash = unlink_or_rename_to_trash
     delete.delete_trash = delete_trash
     delete.remove_empty_parent_paths = remove_empty_parent_paths
+
+
+def _at(where, make):
+    """`make(name, dir_fd)` for the last of `where`'s parts, in its directory reached
+    through descriptors (`_below`)."""
+    fd = _below(*where)
+    try:
+        return make(where[1][-1], fd)
+    finally:
+        os.close(fd)
+
+
+def _mkdir_below(root, parts):
+    """`mkdir -p` of `parts` below the real directory `root`, through descriptors."""
+    fd = open_dir(root)
+    for part in parts:
+        try:
+            os.mkdir(part, 0o777, dir_fd=fd)
+        except FileExistsError:
+            pass
+        except BaseException:
+            os.close(fd)
+            raise
+        fd = _descend(fd, [part])  # takes `fd`, closed on failure too
+    os.close(fd)
+
+
+def guard_creations(named, real):
+    """conda creates the target's files by path (conda/gateways/disk/create.py:
+    `create_link` calls `link`, `symlink` and, for a directory, `mkdir_p`, and copies
+    through `open(dst, "wb")`; `create_python_entry_point` and the other writers there
+    open their files by path), after the run's last checks. A directory of a target the
+    agent may write, swapped for a symlink while conda linked, had conda create an
+    entry point in any directory (a cron directory: root ran it) and overwrite another
+    environment's files in place (attack 30 K1, K2). Those names are looked up in that
+    module when its functions run: inside the target each now works through descriptors
+    from the target's real path as the question showed it, following no symlink, and
+    writes no file with other links; a symlink on the way fails the action (conda rolls
+    the transaction back). Elsewhere, conda's own."""
+    import builtins
+
+    from conda.gateways.disk import create
+
+    target = Target(named, real)
+    link, symlink, mkdir_p = create.link, create.symlink, create.mkdir_p
+
+    def guarded_link(src, dst):
+        where = target.inside(dst)
+        if where is None:
+            return link(src, dst)
+        _at(where, lambda name, fd: os.link(src, name, dst_dir_fd=fd))
+
+    def guarded_symlink(src, dst):
+        where = target.inside(dst)
+        if where is None:
+            return symlink(src, dst)
+        _at(where, lambda name, fd: os.symlink(src, name, dir_fd=fd))
+
+    def guarded_mkdir_p(path):
+        where = target.inside(path)
+        if where is None:
+            return mkdir_p(path)
+        _mkdir_below(*where)
+
+    def guarded_open(path, mode="r", *args, **kwargs):
+        where = target.inside(path) if isinstance(path, (str, os.PathLike)) else None
+        if where is None or not any(c in mode for c in "wax+"):
+            return builtins.open(path, mode, *args, **kwargs)
+        flags = (os.O_RDWR if "+" in mode else os.O_WRONLY) | os.O_CREAT
+        flags |= os.O_APPEND if "a" in mode else os.O_EXCL if "x" in mode else os.O_TRUNC
+        fd = open_in_target(where[0], os.path.join(*where[1]), flags)
+        return os.fdopen(fd, mode, *args, **kwargs)
+
+    create.link, create.symlink, create.mkdir_p = guarded_link, guarded_symlink, guarded_mkdir_p
+    create.open = guarded_open
 
 
 def guard_metadata(state, named, real):
