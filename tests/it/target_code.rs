@@ -774,6 +774,31 @@ fn real_conda_a_change_after_the_fetch_or_before_the_deletion_stops_the_run() {
     }
     assert!(!real.marks().contains(&"pkgc-1.0".to_owned()));
 
+    // Once installed, a removal renames each file aside by path before it deletes it
+    // (attack 30 K3): the package's directory swapped for a symlink at the `linking`
+    // hold had another directory's file renamed. The run renames through descriptors:
+    // the removal fails and rolls back, and nothing there is renamed.
+    std::fs::remove_dir_all(real.path("project/env/share/pkgc.old")).unwrap();
+    let (_, result) = server.ask("conda_install", install_pkgc.clone(), "accept", |_| {});
+    assert_eq!(result["isError"], false, "{result}");
+    let victim = real.path("victim4");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::write(victim.join("data.txt"), "keep me").unwrap();
+    let before = listing(&victim);
+    let swapper = swap_at_linking(victim.clone());
+    let remove_pkgc = json!({"prefix": env_dir, "package_names": ["pkgc"]});
+    let (_, result) = server.ask("conda_remove", remove_pkgc, "accept", |_| {});
+    swapper.join().unwrap();
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(listing(&victim), before, "renamed elsewhere: {result}");
+    assert_eq!(
+        std::fs::read_to_string(victim.join("data.txt")).unwrap(),
+        "keep me"
+    );
+    let share = real.path("project/env/share/pkgc");
+    std::fs::remove_file(&share).unwrap();
+    std::fs::rename(share.with_file_name("pkgc.old"), &share).unwrap();
+
     // `conda-meta/state` swapped for a symlink to another environment's state right when
     // conda reads it, after the run's checks (attack 28 I4: `env config vars set` then
     // rewrote that file, whose values that environment's activation runs): the run

@@ -534,6 +534,7 @@ class MetadataWrites(unittest.TestCase):
         packages = ("conda", "conda.core", "conda.gateways", "conda.gateways.disk")
         names = ("conda.core.prefix_data", "conda.history", "conda.core.path_actions")
         names += ("conda.gateways.disk.delete", "conda.gateways.disk.create")
+        names += ("conda.gateways.disk.update", "conda.core.link")
         self.saved = {k: sys.modules.get(k) for k in packages + names}
         for name in packages:
             sys.modules[name] = types.ModuleType(name)
@@ -604,6 +605,60 @@ class MetadataWrites(unittest.TestCase):
         # Elsewhere, conda's own deletion.
         self.assertTrue(rm_rf(os.path.join(self.victim, "sub")))
         self.assertFalse(os.path.exists(os.path.join(self.victim, "sub")))
+
+    def test_what_conda_renames_and_makes_executable_in_the_target_stays_there(self):
+        update = self.modules["conda.gateways.disk.update"]
+        create = self.modules["conda.gateways.disk.create"]
+        link = self.modules["conda.core.link"]
+        lib = os.path.join(self.target, "lib")
+        os.makedirs(lib)
+        for name in ("keep.txt", "old.txt"):
+            with open(os.path.join(lib, name), "w") as handle:
+                handle.write("mine")
+        # In the target: renamed aside (a file in the way replaced), made executable,
+        # directories made.
+        update.backoff_rename(os.path.join(lib, "keep.txt"), os.path.join(lib, "keep.c~"))
+        update.backoff_rename(
+            os.path.join(lib, "keep.c~"), os.path.join(lib, "old.txt"), force=True
+        )
+        self.assertEqual(sorted(os.listdir(lib)), ["old.txt"])
+        create.make_executable(os.path.join(lib, "old.txt"))
+        self.assertTrue(os.stat(os.path.join(lib, "old.txt")).st_mode & 0o100)
+        for _ in range(2):
+            # conda's value, made or there: the path (link.py:887 deletes the directory
+            # of a false one).
+            made = os.path.join(lib, "made", "deep")
+            self.assertEqual(link.mkdir_p(made), made)
+            self.assertTrue(os.path.isdir(made))
+        # A directory of the target swapped for a symlink to another directory while
+        # conda works (attack 30 K3, K4): nothing there is renamed, made or changed.
+        os.rename(lib, lib + ".old")
+        os.symlink(self.victim, lib)
+        mode = os.stat(os.path.join(self.victim, "keep.txt")).st_mode
+        calls = (
+            lambda: update.backoff_rename(
+                os.path.join(lib, "keep.txt"), os.path.join(lib, "keep.txt.c~")
+            ),
+            lambda: update.backoff_rename(
+                os.path.join(self.target, "lib.old", "old.txt"),
+                os.path.join(lib, "keep.txt"),
+                force=True,
+            ),
+            lambda: create.make_executable(os.path.join(lib, "keep.txt")),
+            lambda: link.mkdir_p(os.path.join(lib, "new")),
+        )
+        for call in calls:
+            with self.assertRaises(OSError):
+                call()
+        self.assertEqual(sorted(os.listdir(self.victim)), ["keep.txt", "sub"])
+        self.assertEqual(os.stat(os.path.join(self.victim, "keep.txt")).st_mode, mode)
+        self.victim_kept()
+        # A file of the target made a symlink to a file elsewhere: not made executable.
+        os.remove(lib)
+        os.symlink(os.path.join(self.victim, "keep.txt"), os.path.join(self.target, "tool"))
+        with self.assertRaises(OSError):
+            create.make_executable(os.path.join(self.target, "tool"))
+        self.assertEqual(os.stat(os.path.join(self.victim, "keep.txt")).st_mode, mode)
 
     def test_what_conda_creates_in_the_target_is_created_there_only(self):
         create = self.modules["conda.gateways.disk.create"]

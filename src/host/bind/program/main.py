@@ -73,7 +73,8 @@ def _check_fetches(state):
 def _wrap_transaction(state, cls):
     """The run's own transaction directory, right after conda prepares the transaction's
     context and actions, before any action's verify or execute (conda/core/link.py:
-    268-298 `prepare`; `private_temp_dir`); the paths and the target checked again once
+    268-298 `prepare`; `private_temp_dir`), once the paths of the call are checked again
+    (the packages are fetched then); the paths and the target checked again once
     every package is fetched and extracted, right before the first script, unlink or
     link (link.py:361-377 `execute` -> `_execute`; `Run.before_execute`)."""
     prepared = cls.prepare
@@ -81,6 +82,12 @@ def _wrap_transaction(state, cls):
     def prepare(self, *args, **kwargs):
         result = prepared(self, *args, **kwargs)
         if not getattr(self, "_ccm_temp_dir", False):
+            from conda.base.context import context
+
+            # Before verify, which makes and opens `conda-meta/history` by path
+            # (link.py:884-896): a target named through a symlink turned while the
+            # packages were fetched stops here, not as conda's "not writable".
+            state.check(lambda: state.mode.check_paths(context))
             state.check(lambda: private_temp_dir(self))
             self._ccm_temp_dir = True
         return result

@@ -229,13 +229,20 @@ def _at(where, make):
 
 
 def _mkdir_below(root, parts):
-    """`mkdir -p` of `parts` below the real directory `root`, through descriptors."""
-    fd = open_dir(root)
-    for part in parts:
+    """`mkdir -p` of the directory `parts` below the directory `root` (a real path),
+    through descriptors from `/`: each directory on the way, `root`'s included, opened
+    without following a symlink, and made where it is missing (a new environment's
+    parents, as conda's `mkdir_p` makes them)."""
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    for part in [p for p in root.split(os.sep) if p] + list(parts):
         try:
-            os.mkdir(part, 0o777, dir_fd=fd)
-        except FileExistsError:
-            pass
+            try:
+                os.stat(part, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                try:
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                except FileExistsError:
+                    pass
         except BaseException:
             os.close(fd)
             raise
@@ -279,18 +286,93 @@ def guard_creations(named, real):
         if where is None:
             return mkdir_p(path)
         _mkdir_below(*where)
+        # conda's value (conda/gateways/disk/__init__.py:67-78): link.py:887 deletes a
+        # directory whose `mkdir_p` returned a false value as one it made for a test.
+        return path
 
     def guarded_open(path, mode="r", *args, **kwargs):
         where = target.inside(path) if isinstance(path, (str, os.PathLike)) else None
         if where is None or not any(c in mode for c in "wax+"):
             return builtins.open(path, mode, *args, **kwargs)
-        flags = (os.O_RDWR if "+" in mode else os.O_WRONLY) | os.O_CREAT
-        flags |= os.O_APPEND if "a" in mode else os.O_EXCL if "x" in mode else os.O_TRUNC
-        fd = open_in_target(where[0], os.path.join(*where[1]), flags)
+        fd = open_in_target(where[0], os.path.join(*where[1]), _open_flags(mode))
         return os.fdopen(fd, mode, *args, **kwargs)
 
     create.link, create.symlink, create.mkdir_p = guarded_link, guarded_symlink, guarded_mkdir_p
     create.open = guarded_open
+    _guard_renames_and_modes(target, guarded_mkdir_p, guarded_open)
+
+
+def _open_flags(mode):
+    """The `os.open` flags of the `open` mode `mode` (one that writes)."""
+    flags = os.O_RDWR if "+" in mode else os.O_WRONLY
+    if "r" in mode:
+        return flags
+    if "a" in mode:
+        return flags | os.O_CREAT | os.O_APPEND
+    return flags | os.O_CREAT | (os.O_EXCL if "x" in mode else os.O_TRUNC)
+
+
+def _exists_at(path, where):
+    """Whether `path` exists (a symlink counts), looked up through `where` (`inside`)."""
+    if where is None:
+        return os.path.lexists(path)
+    try:
+        _at(where, lambda name, fd: os.stat(name, dir_fd=fd, follow_symlinks=False))
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _guard_renames_and_modes(target, guarded_mkdir_p, guarded_open):
+    """The rest of conda's writes by path in the target, after the run's checks, made
+    through descriptors as `guard_creations` makes its creations: renaming a file aside
+    before it is removed or replaced and back on a rollback (conda/core/path_actions.py:
+    1129, 1215, 1225, 1351, 1436, 1554 `backoff_rename`, which calls the `rename` of
+    conda/gateways/disk/update.py:58-64 by its module's name), `chmod +x` of an entry
+    point written (conda/gateways/disk/create.py:166, 197 `make_executable`, which
+    follows a symlink), and the directories conda/core/link.py makes with the `mkdir_p`
+    it took by name (link.py:53; 412 the target, 887 and 1108 `conda-meta`), and the
+    file it opens to append there (link.py:888, `conda-meta/history`, to see that it
+    can). A directory of the target swapped for a symlink while conda worked had a file
+    elsewhere renamed aside (attack 30 K3) and directories made there (K4)."""
+    from conda.core import link
+    from conda.gateways.disk import create, update
+
+    rename, make_executable = update.rename, create.make_executable
+
+    def guarded_rename(source, destination, force=False):
+        at = target.inside(source), target.inside(destination)
+        if at == (None, None):
+            return rename(source, destination, force)
+        if force and _exists_at(destination, at[1]):
+            update.rm_rf(destination)
+        if not _exists_at(source, at[0]):
+            return
+        fds = []
+        try:
+            for where in at:
+                fds.append(_below(*where) if where else None)
+            names = [
+                where[1][-1] if where else path for where, path in zip(at, (source, destination))
+            ]
+            os.rename(names[0], names[1], src_dir_fd=fds[0], dst_dir_fd=fds[1])
+        finally:
+            for fd in fds:
+                if fd is not None:
+                    os.close(fd)
+
+    def guarded_make_executable(path):
+        where = target.inside(path)
+        if where is None:
+            return make_executable(path)
+        fd = open_in_target(where[0], os.path.join(*where[1]), os.O_RDONLY)
+        try:
+            os.fchmod(fd, stat.S_IMODE(os.fstat(fd).st_mode) | 0o111)
+        finally:
+            os.close(fd)
+
+    update.rename, create.make_executable = guarded_rename, guarded_make_executable
+    link.mkdir_p, link.open = guarded_mkdir_p, guarded_open
 
 
 def guard_metadata(state, named, real):
