@@ -34,6 +34,7 @@ pub(crate) const SOURCE: &str = concat!(
     include_str!("bind/program/cache.py"),
     include_str!("bind/program/target.py"),
     include_str!("bind/program/writes.py"),
+    include_str!("bind/program/creations.py"),
     include_str!("bind/program/plan.py"),
     include_str!("bind/program/main.py"),
 );

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import types
@@ -653,12 +654,26 @@ class MetadataWrites(unittest.TestCase):
         self.assertEqual(sorted(os.listdir(self.victim)), ["keep.txt", "sub"])
         self.assertEqual(os.stat(os.path.join(self.victim, "keep.txt")).st_mode, mode)
         self.victim_kept()
-        # A file of the target made a symlink to a file elsewhere: not made executable.
+        # A file of the target made a symlink to a file elsewhere: neither made
+        # executable nor given a copied file's mode and times.
         os.remove(lib)
         os.symlink(os.path.join(self.victim, "keep.txt"), os.path.join(self.target, "tool"))
-        with self.assertRaises(OSError):
-            create.make_executable(os.path.join(self.target, "tool"))
+        source = os.path.join(self.target, "lib.old", "old.txt")
+        os.chmod(source, 0o777)
+        times = os.stat(os.path.join(self.victim, "keep.txt")).st_mtime_ns
+        for call in (
+            lambda: create.make_executable(os.path.join(self.target, "tool")),
+            lambda: create.copystat(source, os.path.join(self.target, "tool")),
+        ):
+            with self.assertRaises(OSError):
+                call()
         self.assertEqual(os.stat(os.path.join(self.victim, "keep.txt")).st_mode, mode)
+        self.assertEqual(os.stat(os.path.join(self.victim, "keep.txt")).st_mtime_ns, times)
+        # In the target: the copy's mode and times are the source's.
+        copied = os.path.join(self.target, "copied")
+        create.create_link(source, copied, "copy")
+        self.assertEqual(stat.S_IMODE(os.stat(copied).st_mode), 0o777)
+        self.assertEqual(os.stat(copied).st_mtime_ns, os.stat(source).st_mtime_ns)
 
     def test_what_conda_creates_in_the_target_is_created_there_only(self):
         create = self.modules["conda.gateways.disk.create"]

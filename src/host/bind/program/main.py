@@ -7,15 +7,10 @@ import sys
 
 if False:  # Names from the other parts of this program (one namespace; see records.py).
     from cache import STAGED, private_temp_dir
+    from creations import guard_creations
     from plan import Preview, Run, _target
     from records import Changed, Done
-    from writes import (
-        guard_creations,
-        guard_deletions,
-        guard_history_hold,
-        guard_metadata,
-        open_dir,
-    )
+    from writes import guard_deletions, guard_history_hold, guard_metadata, open_dir
 
 
 def install(state):

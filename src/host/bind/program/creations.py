@@ -1,0 +1,185 @@
+# Part of the plan binding (see records.py): what conda creates, renames and changes the
+# mode of in the target by path after the run's checks goes through file descriptors
+# instead, from the target's real path as the question showed it, following no symlink
+# (attack 30 K1-K4: a directory of a target the agent may write, swapped for a symlink
+# while conda linked, had conda create an entry point in a cron directory, overwrite
+# another environment's files, rename a file elsewhere aside and make directories
+# there). See writes.py for the descent by descriptors and `Target`.
+import os
+import stat
+
+if False:  # Names from the other parts of this program (one namespace; see records.py).
+    from writes import Target, _below, _descend, open_in_target
+
+
+def _at(where, make):
+    """`make(name, dir_fd)` for the last of `where`'s parts, in its directory reached
+    through descriptors (`_below`)."""
+    fd = _below(*where)
+    try:
+        return make(where[1][-1], fd)
+    finally:
+        os.close(fd)
+
+
+def _mkdir_below(root, parts):
+    """`mkdir -p` of the directory `parts` below the directory `root` (a real path),
+    through descriptors from `/`: each directory on the way, `root`'s included, opened
+    without following a symlink, and made where it is missing (a new environment's
+    parents, as conda's `mkdir_p` makes them)."""
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    for part in [p for p in root.split(os.sep) if p] + list(parts):
+        try:
+            try:
+                os.stat(part, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                try:
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                except FileExistsError:
+                    pass
+        except BaseException:
+            os.close(fd)
+            raise
+        fd = _descend(fd, [part])  # takes `fd`, closed on failure too
+    os.close(fd)
+
+
+def guard_creations(named, real):
+    """conda creates the target's files by path (conda/gateways/disk/create.py:
+    `create_link` calls `link`, `symlink` and, for a directory, `mkdir_p`, and copies
+    through `open(dst, "wb")`; `create_python_entry_point` and the other writers there
+    open their files by path), after the run's last checks. A directory of a target the
+    agent may write, swapped for a symlink while conda linked, had conda create an
+    entry point in any directory (a cron directory: root ran it) and overwrite another
+    environment's files in place (attack 30 K1, K2). Those names are looked up in that
+    module when its functions run: inside the target each now works through descriptors
+    from the target's real path as the question showed it, following no symlink, and
+    writes no file with other links; a symlink on the way fails the action (conda rolls
+    the transaction back). Elsewhere, conda's own."""
+    import builtins
+
+    from conda.gateways.disk import create
+
+    target = Target(named, real)
+    link, symlink, mkdir_p = create.link, create.symlink, create.mkdir_p
+
+    def guarded_link(src, dst):
+        where = target.inside(dst)
+        if where is None:
+            return link(src, dst)
+        _at(where, lambda name, fd: os.link(src, name, dst_dir_fd=fd))
+
+    def guarded_symlink(src, dst):
+        where = target.inside(dst)
+        if where is None:
+            return symlink(src, dst)
+        _at(where, lambda name, fd: os.symlink(src, name, dir_fd=fd))
+
+    def guarded_mkdir_p(path):
+        where = target.inside(path)
+        if where is None:
+            return mkdir_p(path)
+        _mkdir_below(*where)
+        # conda's value (conda/gateways/disk/__init__.py:67-78): link.py:887 deletes a
+        # directory whose `mkdir_p` returned a false value as one it made for a test.
+        return path
+
+    def guarded_open(path, mode="r", *args, **kwargs):
+        where = target.inside(path) if isinstance(path, (str, os.PathLike)) else None
+        if where is None or not any(c in mode for c in "wax+"):
+            return builtins.open(path, mode, *args, **kwargs)
+        fd = open_in_target(where[0], os.path.join(*where[1]), _open_flags(mode))
+        return os.fdopen(fd, mode, *args, **kwargs)
+
+    create.link, create.symlink, create.mkdir_p = guarded_link, guarded_symlink, guarded_mkdir_p
+    create.open = guarded_open
+    _guard_renames_and_modes(target, guarded_mkdir_p, guarded_open)
+
+
+def _open_flags(mode):
+    """The `os.open` flags of the `open` mode `mode` (one that writes)."""
+    flags = os.O_RDWR if "+" in mode else os.O_WRONLY
+    if "r" in mode:
+        return flags
+    if "a" in mode:
+        return flags | os.O_CREAT | os.O_APPEND
+    return flags | os.O_CREAT | (os.O_EXCL if "x" in mode else os.O_TRUNC)
+
+
+def _exists_at(path, where):
+    """Whether `path` exists (a symlink counts), looked up through `where` (`inside`)."""
+    if where is None:
+        return os.path.lexists(path)
+    try:
+        _at(where, lambda name, fd: os.stat(name, dir_fd=fd, follow_symlinks=False))
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _guard_renames_and_modes(target, guarded_mkdir_p, guarded_open):
+    """The rest of conda's writes by path in the target, after the run's checks, made
+    through descriptors as `guard_creations` makes its creations: renaming a file aside
+    before it is removed or replaced and back on a rollback (conda/core/path_actions.py:
+    1129, 1215, 1225, 1351, 1436, 1554 `backoff_rename`, which calls the `rename` of
+    conda/gateways/disk/update.py:58-64 by its module's name); `chmod +x` of an entry
+    point written (conda/gateways/disk/create.py:166, 197 `make_executable`, which
+    follows a symlink); the mode and times of a file copied in (create.py:342
+    `copystat(src, dst)`, by path after the copy: a symlink swapped in then would give
+    another file the package file's mode); the directories conda/core/link.py makes
+    with the `mkdir_p` it took by name (link.py:53; 412 the target, 887 and 1108
+    `conda-meta`) and the file it opens there to append (link.py:888, `conda-meta/
+    history`, to see that it can). A directory of the target swapped for a symlink
+    while conda worked had a file elsewhere renamed aside (attack 30 K3) and
+    directories made there (K4)."""
+    from conda.core import link
+    from conda.gateways.disk import create, update
+
+    rename, make_executable, copystat = update.rename, create.make_executable, create.copystat
+
+    def guarded_rename(source, destination, force=False):
+        at = target.inside(source), target.inside(destination)
+        if at == (None, None):
+            return rename(source, destination, force)
+        if force and _exists_at(destination, at[1]):
+            update.rm_rf(destination)
+        if not _exists_at(source, at[0]):
+            return
+        fds = []
+        try:
+            for where in at:
+                fds.append(_below(*where) if where else None)
+            names = [
+                where[1][-1] if where else path for where, path in zip(at, (source, destination))
+            ]
+            os.rename(names[0], names[1], src_dir_fd=fds[0], dst_dir_fd=fds[1])
+        finally:
+            for fd in fds:
+                if fd is not None:
+                    os.close(fd)
+
+    def guarded_make_executable(path):
+        where = target.inside(path)
+        if where is None:
+            return make_executable(path)
+        fd = open_in_target(where[0], os.path.join(*where[1]), os.O_RDONLY)
+        try:
+            os.fchmod(fd, stat.S_IMODE(os.fstat(fd).st_mode) | 0o111)
+        finally:
+            os.close(fd)
+
+    def guarded_copystat(src, dst, *, follow_symlinks=True):
+        where = target.inside(dst)
+        if where is None:
+            return copystat(src, dst, follow_symlinks=follow_symlinks)
+        source = os.stat(src, follow_symlinks=follow_symlinks)
+        fd = open_in_target(where[0], os.path.join(*where[1]), os.O_RDONLY)
+        try:
+            os.utime(fd, ns=(source.st_atime_ns, source.st_mtime_ns))
+            os.fchmod(fd, stat.S_IMODE(source.st_mode))
+        finally:
+            os.close(fd)
+
+    update.rename, create.make_executable = guarded_rename, guarded_make_executable
+    create.copystat = guarded_copystat
+    link.mkdir_p, link.open = guarded_mkdir_p, guarded_open
