@@ -53,9 +53,7 @@ fn the_question_names_a_target_the_agent_can_change() {
     let allowed = holder.display().to_string();
     let elsewhere = tempfile::tempdir().unwrap();
     let elsewhere = std::fs::canonicalize(elsewhere.path()).unwrap();
-    const FREE: &str = "nothing limits what they read or write, and a directory of it the agent \
-                        swaps for a symlink while conda works can have conda create or \
-                        overwrite files elsewhere.\n";
+    const FREE: &str = "nothing limits what they read or write.\n";
     const BOUND: &str = "their writes stay within the places this call may write.\n";
     let landlock = ccm::host::sandbox::bound::support().is_ok();
     let bounded = if landlock { BOUND } else { FREE };

@@ -104,9 +104,7 @@ impl Places {
         let limit = if self.bounded {
             "their writes stay within the places this call may write"
         } else {
-            "nothing limits what they read or write, and a directory of it the agent swaps \
-             for a symlink while conda works can have conda create or overwrite files \
-             elsewhere"
+            "nothing limits what they read or write"
         };
         Some(format!(
             "  Caution: this environment {place}. Its own programs and scripts (bin/, \

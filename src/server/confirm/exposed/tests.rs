@@ -45,9 +45,7 @@ fn an_environment_in_a_root_or_the_working_directory_is_named_with_its_place() {
             "  Caution: this environment lies inside the client's root {}, where the agent \
              can change files. Its own programs and scripts (bin/, etc/conda/activate.d/, its \
              Python) run as {user} during this change, and only its packages' link scripts \
-             and records are checked: nothing limits what they read or write, and a \
-             directory of it the agent swaps for a symlink while conda works can have conda \
-             create or overwrite files elsewhere.",
+             and records are checked: nothing limits what they read or write.",
             project.display()
         )
     );
