@@ -901,3 +901,93 @@ fn walkdir_names(dir: &Path) -> Vec<String> {
     }
     names
 }
+
+/// On a real conda: a package's `Menu/*.json`, once linked into an environment the agent
+/// may write, is handed to menuinst at the end of the transaction; menuinst runs a menu
+/// item's `precreate` as shell code. The agent's own menu file renamed over it a
+/// millisecond after it appears had root run that code (attack 31 L3). The run reads the
+/// menu file through descriptors, checks it against its package, and hands menuinst its
+/// own copy: nothing of the agent's runs. An untouched menu installs and is removed.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_menu_file_swapped_once_linked_runs_nothing() {
+    let real = setup();
+    let status = std::process::Command::new(support::python())
+        .arg(support::repo().join("tests/fixtures/make_channel.py"))
+        .args(["--menu", "yes"])
+        .arg(real.path("conda-forge"))
+        .arg("pkgm=1.0")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut server = real.server_with(REAL_ASKING[0], &["--allow-write", "--confirm-writes"]);
+
+    // Untouched, in an environment of its own: menuinst is handed the run's copy of the
+    // package's menu (an item for no platform: menuinst, which as root writes
+    // system-wide, makes nothing), and the removal too.
+    let plain = real.path("project/plain");
+    let status = std::process::Command::new(support::real_conda())
+        .args(["create", "-y", "--json", "-p"])
+        .arg(&plain)
+        .arg("pkga")
+        .envs(real.env())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let prefix = plain.display().to_string();
+    let install = json!({"prefix": prefix, "packages": ["pkgm"]});
+    let (_, result) = server.ask("conda_install", install, "accept", |_| {});
+    assert_eq!(result["isError"], false, "{result}");
+    assert!(plain.join("Menu/pkgm.json").is_file());
+    let remove = json!({"prefix": prefix, "package_names": ["pkgm"]});
+    let (_, result) = server.ask("conda_remove", remove, "accept", |_| {});
+    assert_eq!(result["isError"], false, "{result}");
+    assert!(!plain.join("Menu/pkgm.json").exists());
+
+    // Swapped for the agent's own once linked.
+    let ran = real.path("victim/PRECREATE_RAN");
+    std::fs::create_dir_all(real.path("victim")).unwrap();
+    std::fs::create_dir_all(real.path("project/env/Menu")).unwrap();
+    let schema = "https://schemas.conda.io/menuinst-1.schema.json";
+    let evil = json!({
+        "$schema": schema, "$id": schema, "menu_name": "pkgm",
+        "menu_items": [{"name": "pkgm", "description": "pkgm", "command": ["/bin/true"],
+            "precreate": format!("id > '{}'", ran.display()),
+            "platforms": {"linux": {}}}]
+    });
+    let planted = real.path("project/env/Menu/.evil.json");
+    std::fs::write(&planted, evil.to_string()).unwrap();
+    let watched = real.path("project/env/Menu/pkgm.json");
+    let racer = std::thread::spawn(move || {
+        let start = std::time::Instant::now();
+        while start.elapsed() < Duration::from_secs(240) {
+            if std::fs::symlink_metadata(&watched).is_ok() {
+                std::thread::sleep(Duration::from_millis(1));
+                std::fs::rename(&planted, &watched).unwrap();
+                return true;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        false
+    });
+    let env_dir = real.path("project/env").display().to_string();
+    let install = json!({"prefix": env_dir, "packages": ["pkgm"]});
+    let (_, result) = server.ask("conda_install", install, "accept", |_| {});
+    assert!(
+        racer.join().unwrap(),
+        "the menu file never appeared: {result}"
+    );
+    assert!(
+        !ran.exists(),
+        "the agent's precreate ran: {:?}; {result}",
+        std::fs::read_to_string(&ran)
+    );
+    // Read before the swap, menuinst had the package's own menu; after, the action
+    // stopped and conda rolled the install back.
+    assert!(
+        result["isError"] == false || text(&result).contains("menu file"),
+        "stopped for another reason: {result}"
+    );
+}

@@ -4,11 +4,15 @@
 # (attack 30 K1-K4: a directory of a target the agent may write, swapped for a symlink
 # while conda linked, had conda create an entry point in a cron directory, overwrite
 # another environment's files, rename a file elsewhere aside and make directories
-# there). See writes.py for the descent by descriptors and `Target`.
+# there; attack 31 L3: a menu file swapped once linked had menuinst run its code). See
+# writes.py for the descent by descriptors and `Target`.
+import errno
 import os
 import stat
 
 if False:  # Names from the other parts of this program (one namespace; see records.py).
+    from records import FILE_LIMIT
+    from target import _shipped
     from writes import Target, _below, _descend, open_in_target
 
 
@@ -183,3 +187,67 @@ def _guard_renames_and_modes(target, guarded_mkdir_p, guarded_open):
     update.rename, create.make_executable = guarded_rename, guarded_make_executable
     create.copystat = guarded_copystat
     link.mkdir_p, link.open = guarded_mkdir_p, guarded_open
+
+
+def _read_at(where):
+    """The bytes (at most FILE_LIMIT + 1) of the regular file at `where` (`inside`),
+    opened through descriptors without following a symlink; other links allowed (the
+    run's own copies are linked into the target)."""
+    fd = _below(*where)
+    try:
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        opened = os.open(where[1][-1], flags, dir_fd=fd)
+    finally:
+        os.close(fd)
+    with os.fdopen(opened, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(opened).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", where[1][-1])
+        return handle.read(FILE_LIMIT + 1)
+
+
+def guard_menus(named, real):
+    """conda hands each `Menu/*.json` of a package it links or unlinks to menuinst by
+    path (conda/core/path_actions.py:659-667 `MakeMenuAction`, 1248-1254
+    `RemoveMenuAction`: `make_menu(prefix, "Menu/x.json")`, conda/gateways/disk/
+    create.py:243-258 `menuinst.install(join(prefix, path))`), at the end of the
+    transaction, after the run's checks; menuinst runs a menu item's `precreate` as shell
+    code and writes shortcuts whose `Exec=` is its `command`. A menu file of a target the
+    agent may write, swapped for its own once linked, had menuinst run its `precreate`
+    as root (attack 31 L3); swapped after the removal's check, it would name what
+    menuinst deletes (attack 24 B6). Inside the target, the file is read through
+    descriptors, must be its package's (`_shipped`), and menuinst is handed the run's
+    private copy of those bytes (same name) instead; a file that is not stops the
+    action (conda rolls the transaction back)."""
+    import tempfile
+
+    from conda.core import path_actions
+
+    target = Target(named, real)
+    make = path_actions.make_menu
+
+    def menu(action, record, remove):
+        relative = str(action.target_short_path)
+        where = target.inside(os.path.join(action.target_prefix, relative))
+        if where is None:
+            return make(action.target_prefix, relative, remove=remove)
+        found = _read_at(where)
+        _shipped(record, action.target_prefix, relative, "menu file", found=found)
+        private = tempfile.mkdtemp(dir=action.transaction_context["temp_dir"])
+        copy = os.path.join(private, os.path.basename(relative))
+        with open(copy, "xb") as handle:
+            handle.write(found)
+        # `join(prefix, copy)` is `copy`, an absolute path (create.py:254).
+        make(action.target_prefix, copy, remove=remove)
+
+    def make_execute(self):
+        menu(self, self.package_info.repodata_record, False)
+        self._execute_successful = True
+
+    def make_reverse(self):
+        if self._execute_successful:
+            menu(self, self.package_info.repodata_record, True)
+
+    making, removing = path_actions.MakeMenuAction, path_actions.RemoveMenuAction
+    making.execute, making.reverse = make_execute, make_reverse
+    removing.execute = lambda self: menu(self, self.linked_package_data, True)
+    removing.reverse = lambda self: menu(self, self.linked_package_data, False)

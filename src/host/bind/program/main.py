@@ -7,7 +7,7 @@ import sys
 
 if False:  # Names from the other parts of this program (one namespace; see records.py).
     from cache import STAGED, private_temp_dir
-    from creations import guard_creations
+    from creations import guard_creations, guard_menus
     from plan import Preview, Run, _target
     from records import Changed, Done
     from writes import guard_deletions, guard_history_hold, guard_metadata, open_dir
@@ -105,7 +105,8 @@ def _wrap_scripts_and_metadata(state):
     copy of it instead (`stage_cached_packages`). The metadata conda writes by path is
     opened, and what it creates and deletes in the target made and deleted, through
     descriptors (`guard_metadata`, `guard_history_hold`, `guard_deletions`,
-    `guard_creations`)."""
+    `guard_creations`); the menu files conda hands to menuinst are the packages' own,
+    read once (`guard_menus`)."""
     from conda.base.context import context
     from conda.core import link
 
@@ -128,6 +129,7 @@ def _wrap_scripts_and_metadata(state):
     guard_history_hold(named, real)
     guard_deletions(named, real)
     guard_creations(named, real)
+    guard_menus(named, real)
 
 
 def _recheck_before_deleting(state):

@@ -58,14 +58,16 @@ def _menus(prec):
     ]
 
 
-def _shipped(prec, prefix, relative, what):
+def _shipped(prec, prefix, relative, what, found=None):
     """Stop unless the target's `relative` (a file conda would run, or hand to menuinst, as
     `what`) is what `prec`'s package holds: the sha256 its `info/paths.json` in a package
     cache records (not the cache's bytes, which a hard link from the target may have
     rewritten: attack 26 G1); for a file whose prefix placeholder conda replaced (text
-    mode), the cache's copy, itself as recorded, with the placeholder replaced."""
+    mode), the cache's copy, itself as recorded, with the placeholder replaced. `found`:
+    the file's bytes as the caller read them (else read here by path; a file not there
+    passes)."""
     path = os.path.join(str(prefix), relative)
-    if not os.path.lexists(path):
+    if found is None and not os.path.lexists(path):
         return
     cached = _cached_package(prec)
     entries = declared(cached) if cached is not None else None
@@ -75,7 +77,10 @@ def _shipped(prec, prefix, relative, what):
             f"conda would use {path}, the {what} of {prec.name}, which cannot be checked: "
             "its package is in no package cache, or records no sha256 for it"
         )
-    found = file_bytes(path, FILE_LIMIT) if entry else None
+    if not entry:
+        found = None
+    elif found is None:
+        found = file_bytes(path, FILE_LIMIT)
     placeholder = entry.get("prefix_placeholder")
     if placeholder and entry.get("file_mode", "text") == "text":
         shipped = file_bytes(os.path.join(cached, relative), FILE_LIMIT)
