@@ -991,3 +991,60 @@ fn real_conda_a_menu_file_swapped_once_linked_runs_nothing() {
         "stopped for another reason: {result}"
     );
 }
+
+/// On a real conda: `conda config --prefix ENV` reads `ENV/.condarc` and writes it back
+/// by path after the run's checks. In an environment the agent may write, the file
+/// swapped for a symlink once conda read it had root overwrite the file it led to with
+/// the agent's YAML (attack 31 L4). The run reads and writes the file the question named
+/// through descriptors: the write fails and the other file is untouched; untouched, the
+/// file is written.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_config_file_swapped_while_conda_works_is_not_written_through() {
+    let real = setup();
+    let hold = real.path("hold");
+    std::fs::create_dir(&hold).unwrap();
+    let mut env = real.env();
+    env.push(("CCM_TEST_HOLD_FETCHED".into(), hold.display().to_string()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut server = Asking::start_in(
+        REAL_ASKING[0],
+        &support::real_conda(),
+        &["--allow-write", "--confirm-writes"],
+        &env,
+        Some(&real.path("")),
+    );
+    let victim = real.path("victim/secret");
+    std::fs::create_dir_all(real.path("victim")).unwrap();
+    std::fs::write(&victim, "root's secret\n").unwrap();
+    let rc = real.path("project/env/.condarc");
+    std::fs::write(&rc, "channels:\n  - defaults\n").unwrap();
+    let prefix = real.path("project/env").display().to_string();
+    let set = |value: &str| json!({"prefix": prefix, "set": [["auto_update_conda", value]]});
+    let (_, result) = server.ask("conda_config", set("false"), "accept", |_| {});
+    assert_eq!(result["isError"], false, "{result}");
+    let written = std::fs::read_to_string(&rc).unwrap();
+    assert!(
+        written.contains("channels:\n  - defaults\n")
+            && written.contains("auto_update_conda: false"),
+        "{written}"
+    );
+
+    let swapper = {
+        let (rc, victim) = (rc.clone(), victim.clone());
+        meanwhile(&hold, "config", move || {
+            let turned = rc.with_file_name(".condarc.new");
+            std::os::unix::fs::symlink(&victim, &turned).unwrap();
+            std::fs::rename(&turned, &rc).unwrap();
+        })
+    };
+    let (_, result) = server.ask("conda_config", set("true"), "accept", |_| {});
+    swapper.join().unwrap();
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(text(&result).contains("condarc"), "{result}");
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "root's secret\n",
+        "{result}"
+    );
+}

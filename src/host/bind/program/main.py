@@ -10,7 +10,13 @@ if False:  # Names from the other parts of this program (one namespace; see reco
     from creations import guard_creations, guard_menus
     from plan import Preview, Run, _target
     from records import Changed, Done
-    from writes import guard_deletions, guard_history_hold, guard_metadata, open_dir
+    from writes import (
+        guard_config_file,
+        guard_deletions,
+        guard_history_hold,
+        guard_metadata,
+        open_dir,
+    )
 
 
 def install(state):
@@ -34,6 +40,7 @@ def install(state):
         _wrap_transaction(state, cls)
         _wrap_scripts_and_metadata(state)
         _recheck_before_deleting(state)
+        guard_config_file(state)
     if isinstance(state.mode, Preview):
         _envs_dir_as_outside()
         # conda/misc.py:206-215 (explicit package files and URLs, explicit environment
@@ -187,7 +194,8 @@ def _hold_for_tests(point):
     removes it from the run's environment) makes the run wait at `point` — after it
     fetched a package (`fetched`), after its last checks before the first link
     (`linking`), before it reads the target's `conda-meta/state` (`state`), before it
-    deletes the target whole (`deleting`) — when the test asked
+    deletes the target whole (`deleting`), before `conda config` writes its file
+    (`config`) — when the test asked
     for that point (`DIR/<point>.wanted`, taken), until `DIR/go` exists (`DIR/<point>`
     says it waits; at most two minutes; `go` is taken), so that a test can change the
     target between the run's checks."""

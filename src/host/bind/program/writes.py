@@ -332,3 +332,59 @@ def guard_history_hold(named, real):
                 shutil.copyfileobj(source, out)
 
     path_actions.copy = copy
+
+
+def guard_config_file(state):
+    """`conda config` reads the file it writes (the question names it; `records.
+    config_file`) and writes it back by path (conda/cli/main_config.py:652-707
+    `ConfigurationFile`; conda/cli/condarc.py:352-390 `read`, `write`: conda/common/
+    serialize/yaml.py `Path.write_text`, which follows a symlink), after the run's
+    checks. The file of an environment the agent may write, swapped for a symlink once
+    conda read it, had root overwrite any file with the agent's YAML (attack 31 L4). The
+    file the question named is read and written through descriptors from its real path
+    as the question showed it instead, following no symlink, and no file with other
+    links; otherwise conda's error (`Cannot write to condarc file`), nothing written."""
+    from conda.cli import condarc
+    from conda.common.serialize import yaml
+
+    entry = (state.mode.plan.get("paths") or {}).get("written")
+    if not entry:
+        return
+    shown, (parent, name) = _expanded(entry[0]), os.path.split(entry[1])
+    cls = condarc.ConfigurationFile
+    reads, writes = cls.read, cls.write
+
+    def read(self, path=None):
+        if _expanded(path or self._path) != shown:
+            return reads(self, path)
+        try:
+            fd = open_in_target(parent, name, os.O_RDONLY)
+        except FileNotFoundError:
+            self._content = {}
+            return self._content
+        with os.fdopen(fd, encoding="utf-8") as handle:
+            self._content = yaml.read(fp=handle) or {}
+        return self._content
+
+    def write(self, path=None):
+        _hold_for_tests("config")
+        chosen = path or self._path
+        if _expanded(chosen) != shown:
+            return writes(self, path)
+        from conda import CondaError
+
+        try:
+            fd = open_in_target(parent, name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                yaml.write(self.content, fp=handle)
+        except OSError as error:
+            raise CondaError(
+                f"Cannot write to condarc file at {chosen}\nCaused by {error!r}"
+            ) from error
+
+    cls.read, cls.write = read, write
+
+
+def _expanded(path):
+    """`path` as conda reads it: `~` expanded, from the working directory."""
+    return os.path.abspath(os.path.expanduser(str(path)))
