@@ -1047,4 +1047,26 @@ fn real_conda_a_config_file_swapped_while_conda_works_is_not_written_through() {
         "root's secret\n",
         "{result}"
     );
+
+    // `--write-default` writes a new file with main_config's own `open`: a dangling
+    // symlink put in its place once the run checked it would have had root create the
+    // file it names.
+    std::fs::remove_file(&rc).unwrap();
+    let created = real.path("victim/created");
+    let swapper = {
+        let (rc, created) = (rc.clone(), created.clone());
+        meanwhile(&hold, "config", move || {
+            std::os::unix::fs::symlink(&created, &rc).unwrap();
+        })
+    };
+    let default = json!({"prefix": prefix, "write_default": true});
+    let (_, result) = server.ask("conda_config", default, "accept", |_| {});
+    swapper.join().unwrap();
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(!created.exists(), "created through the symlink: {result}");
+    std::fs::remove_file(&rc).unwrap();
+    let default = json!({"prefix": prefix, "write_default": true});
+    let (_, result) = server.ask("conda_config", default, "accept", |_| {});
+    assert_eq!(result["isError"], false, "{result}");
+    assert!(std::fs::read_to_string(&rc).unwrap().contains("channels"));
 }

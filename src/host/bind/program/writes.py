@@ -10,6 +10,7 @@ import stat
 import threading
 
 if False:  # Names from the other parts of this program (one namespace; see records.py).
+    from creations import _open_flags
     from main import _hold_for_tests
     from records import FILE_LIMIT, Changed
 
@@ -344,13 +345,32 @@ def guard_config_file(state):
     file the question named is read and written through descriptors from its real path
     as the question showed it instead, following no symlink, and no file with other
     links; otherwise conda's error (`Cannot write to condarc file`), nothing written."""
-    from conda.cli import condarc
-    from conda.common.serialize import yaml
+    import builtins
+
+    from conda.cli import main_config
 
     entry = (state.mode.plan.get("paths") or {}).get("written")
     if not entry:
         return
     shown, (parent, name) = _expanded(entry[0]), os.path.split(entry[1])
+
+    def opened(path, mode="r", *args, **kwargs):
+        # `--write-default` writes the file with main_config's `open` (main_config.py:
+        # 635-648), as conda before `ConfigurationFile` wrote every change.
+        if not isinstance(path, (str, os.PathLike)) or _expanded(path) != shown:
+            return builtins.open(path, mode, *args, **kwargs)
+        writing = any(c in mode for c in "wax+")
+        if writing:
+            _hold_for_tests("config")
+        flags = _open_flags(mode) if writing else os.O_RDONLY
+        return os.fdopen(open_in_target(parent, name, flags), mode, *args, **kwargs)
+
+    main_config.open = opened
+    try:
+        from conda.cli import condarc
+        from conda.common.serialize import yaml
+    except ImportError:  # A conda before `ConfigurationFile`: main_config's `open` only.
+        return
     cls = condarc.ConfigurationFile
     reads, writes = cls.read, cls.write
 
