@@ -393,6 +393,20 @@ impl Real {
         assert!(status.success());
     }
 
+    /// An environment at `prefix` with `packages` from the channels, made by conda itself
+    /// (no server).
+    pub(crate) fn create(&self, prefix: &Path, packages: &[&str]) {
+        let status = std::process::Command::new(support::real_conda())
+            .args(["create", "-y", "--json", "-p"])
+            .arg(prefix)
+            .args(packages)
+            .envs(self.env())
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "conda create -p {}", prefix.display());
+    }
+
     fn condarc(&self, channels: &[&str]) {
         let mut text = String::from("channels:\n");
         for channel in channels {
@@ -947,15 +961,7 @@ fn real_conda_env_update_reads_the_file_that_was_shown() {
         let context = format!("{revision:?}");
         let real = Real::new();
         real.channel("conda-forge", "pkga=1.0", None);
-        let status = std::process::Command::new(support::real_conda())
-            .args(["create", "-y", "--json", "-p"])
-            .arg(real.path("env"))
-            .arg("pkga")
-            .envs(real.env())
-            .stdout(std::process::Stdio::null())
-            .status()
-            .unwrap();
-        assert!(status.success());
+        real.create(&real.path("env"), &["pkga"]);
         let file = real.path("project/update.yml");
         std::fs::write(&file, "dependencies:\n  - pkga\n").unwrap();
         let mut server = real.server(revision);

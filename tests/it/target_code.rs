@@ -224,29 +224,44 @@ fn setup() -> Real {
     let real = Real::new();
     real.channel("conda-forge", "pkga=1.0", None);
     real.channel("conda-forge", "pkgc=1.0", None);
-    let status = std::process::Command::new(support::python())
-        .arg(support::repo().join("tests/fixtures/make_channel.py"))
-        .arg("--pre-unlink")
-        .arg(real.path("marks"))
-        .arg(real.path("conda-forge"))
-        .arg("pkgd=1.0")
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let marks = real.path("marks").display().to_string();
+    add_package(&real, &["--pre-unlink", &marks], "pkgd=1.0");
     // pkga and pkgc carry post-link scripts (`Real::channel`); pkgd a pre-unlink one.
-    let status = std::process::Command::new(support::real_conda())
-        .args(["create", "-y", "--json", "-p"])
-        .arg(real.path("project/env"))
-        .args(["pkga", "pkgd"])
-        .envs(real.env())
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    real.create(&real.path("project/env"), &["pkga", "pkgd"]);
     std::fs::remove_dir_all(real.path("marks")).unwrap();
     std::fs::create_dir(real.path("marks")).unwrap();
     real
+}
+
+/// `make_channel.py OPTIONS <conda-forge> SPEC`: one more package in the setup's channel.
+fn add_package(real: &Real, options: &[&str], spec: &str) {
+    let status = std::process::Command::new(support::python())
+        .arg(support::repo().join("tests/fixtures/make_channel.py"))
+        .args(options)
+        .arg(real.path("conda-forge"))
+        .arg(spec)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "make_channel.py {options:?} {spec}");
+}
+
+/// A server that writes with confirmation (stdio), whose runs hold where a test asks
+/// (`meanwhile`): `CCM_TEST_HOLD_FETCHED` names the returned directory.
+fn held_server(real: &Real) -> (Asking, std::path::PathBuf) {
+    let hold = real.path("hold");
+    std::fs::create_dir(&hold).unwrap();
+    let mut env = real.env();
+    env.push(("CCM_TEST_HOLD_FETCHED".into(), hold.display().to_string()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let server = Asking::start_in(
+        REAL_ASKING[0],
+        &support::real_conda(),
+        &["--allow-write", "--confirm-writes"],
+        &env,
+        Some(&real.path("")),
+    );
+    (server, hold)
 }
 
 /// On a real conda: the planted scripts and the edited record stop the call (before the
@@ -552,27 +567,8 @@ fn meanwhile(
 fn real_conda_a_change_after_the_fetch_or_before_the_deletion_stops_the_run() {
     let real = setup();
     // pkge: no script of its own; a file whose prefix conda replaces.
-    let status = std::process::Command::new(support::python())
-        .arg(support::repo().join("tests/fixtures/make_channel.py"))
-        .args(["--prefix-file", "yes"])
-        .arg(real.path("conda-forge"))
-        .arg("pkge=1.0")
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let hold = real.path("hold");
-    std::fs::create_dir(&hold).unwrap();
-    let mut env = real.env();
-    env.push(("CCM_TEST_HOLD_FETCHED".into(), hold.display().to_string()));
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let mut server = Asking::start_in(
-        REAL_ASKING[0],
-        &support::real_conda(),
-        &["--allow-write", "--confirm-writes"],
-        &env,
-        Some(&real.path("")),
-    );
+    add_package(&real, &["--prefix-file", "yes"], "pkge=1.0");
+    let (mut server, hold) = held_server(&real);
     let env_dir = real.path("project/env").display().to_string();
     let install = json!({"prefix": env_dir, "packages": ["pkge"]});
     let planter = {
@@ -912,30 +908,14 @@ fn walkdir_names(dir: &Path) -> Vec<String> {
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_menu_file_swapped_once_linked_runs_nothing() {
     let real = setup();
-    let status = std::process::Command::new(support::python())
-        .arg(support::repo().join("tests/fixtures/make_channel.py"))
-        .args(["--menu", "yes"])
-        .arg(real.path("conda-forge"))
-        .arg("pkgm=1.0")
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    add_package(&real, &["--menu", "yes"], "pkgm=1.0");
     let mut server = real.server_with(REAL_ASKING[0], &["--allow-write", "--confirm-writes"]);
 
     // Untouched, in an environment of its own: menuinst is handed the run's copy of the
     // package's menu (an item for no platform: menuinst, which as root writes
     // system-wide, makes nothing), and the removal too.
     let plain = real.path("project/plain");
-    let status = std::process::Command::new(support::real_conda())
-        .args(["create", "-y", "--json", "-p"])
-        .arg(&plain)
-        .arg("pkga")
-        .envs(real.env())
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    real.create(&plain, &["pkga"]);
     let prefix = plain.display().to_string();
     let install = json!({"prefix": prefix, "packages": ["pkgm"]});
     let (_, result) = server.ask("conda_install", install, "accept", |_| {});
@@ -1002,18 +982,7 @@ fn real_conda_a_menu_file_swapped_once_linked_runs_nothing() {
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_config_file_swapped_while_conda_works_is_not_written_through() {
     let real = setup();
-    let hold = real.path("hold");
-    std::fs::create_dir(&hold).unwrap();
-    let mut env = real.env();
-    env.push(("CCM_TEST_HOLD_FETCHED".into(), hold.display().to_string()));
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let mut server = Asking::start_in(
-        REAL_ASKING[0],
-        &support::real_conda(),
-        &["--allow-write", "--confirm-writes"],
-        &env,
-        Some(&real.path("")),
-    );
+    let (mut server, hold) = held_server(&real);
     let victim = real.path("victim/secret");
     std::fs::create_dir_all(real.path("victim")).unwrap();
     std::fs::write(&victim, "root's secret\n").unwrap();
