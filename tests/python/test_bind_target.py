@@ -4,8 +4,10 @@ with conda's context stood in for (the check reads only `context.pkgs_dirs`)."""
 
 import enum
 import hashlib
+import importlib
 import json
 import os
+import pathlib
 import shutil
 import stat
 import sys
@@ -674,6 +676,35 @@ class MetadataWrites(unittest.TestCase):
         create.create_link(source, copied, "copy")
         self.assertEqual(stat.S_IMODE(os.stat(copied).st_mode), 0o777)
         self.assertEqual(os.stat(copied).st_mtime_ns, os.stat(source).st_mtime_ns)
+
+    def test_menuinst_keeps_its_records_in_the_target_only(self):
+        names = ("menuinst", "menuinst.utils", "menuinst.api")
+        self.saved.update({k: sys.modules.get(k) for k in names})
+        sys.path.insert(0, FIXTURE)
+        try:
+            api = importlib.import_module("menuinst.api")
+        finally:
+            sys.path.remove(FIXTURE)
+        bind._guard_menu_records(bind.Target(lambda: self.target, lambda: self.target))
+        record = os.path.join(self.target, "Menu", "menuinst.toml")
+        # A `.tmp` planted as a symlink to a file elsewhere (attack 32 M1): not written
+        # through; the record is written in the target.
+        os.makedirs(os.path.dirname(record))
+        os.symlink(os.path.join(self.victim, "keep.txt"), record + ".tmp")
+        prefix = pathlib.Path(self.target)  # as menuinst has it (menuinst/api.py:150)
+        api.record_shortcuts(prefix, "pkgm.json", ["/usr/share/applications/x.desktop"])
+        self.victim_kept()
+        self.assertFalse(os.path.lexists(record + ".tmp"))
+        self.assertIn('source = "pkgm.json"', read(record))
+        api.record_shortcuts(prefix, "other.json", ["/y.desktop"])
+        self.assertEqual(read(record).count("[[shortcuts]]"), 2)
+        # The record made a symlink to a file elsewhere: not read (nor copied in).
+        os.remove(record)
+        os.symlink(os.path.join(self.victim, "keep.txt"), record)
+        with self.assertRaises(OSError):
+            api.record_shortcuts(prefix, "pkgm.json", ["/z.desktop"])
+        self.victim_kept()
+        self.assertTrue(os.path.islink(record))
 
     def test_what_conda_creates_in_the_target_is_created_there_only(self):
         create = self.modules["conda.gateways.disk.create"]

@@ -232,6 +232,7 @@ def guard_menus(named, real):
             return make(action.target_prefix, relative, remove=remove)
         found = _read_at(where)
         _shipped(record, action.target_prefix, relative, "menu file", found=found)
+        _guard_menu_records(target)
         private = tempfile.mkdtemp(dir=action.transaction_context["temp_dir"])
         copy = os.path.join(private, os.path.basename(relative))
         with open(copy, "xb") as handle:
@@ -251,3 +252,55 @@ def guard_menus(named, real):
     making.execute, making.reverse = make_execute, make_reverse
     removing.execute = lambda self: menu(self, self.linked_package_data, True)
     removing.reverse = lambda self: menu(self, self.linked_package_data, False)
+
+
+def _guard_menu_records(target):
+    """menuinst (2.x) records the shortcuts it makes in the target's
+    `Menu/menuinst.toml`, read by path, and writes `Menu/menuinst.toml.tmp` by path
+    (`open(tmp, "wb")`, which follows a symlink) before it renames it over the record
+    (menuinst/utils.py:91-135, taken by name in menuinst/api.py:14-21, 43-101). A
+    `.tmp` the agent planted as a symlink had root write the record into any file, and a
+    record made a symlink had a root-only file copied into the target (attack 32 M1).
+    For the target's record both go through descriptors: read following no symlink and
+    no file with other links; written as a new `.tmp` (whatever was there removed, not
+    followed) renamed over the record within the directory's descriptor."""
+    try:
+        from menuinst import api, utils
+    except ImportError:  # No menuinst: conda makes no shortcut (create.py:250-264).
+        return
+    if getattr(api, "_ccm_records", False) or not hasattr(api, "write_menuinst_toml"):
+        return  # Guarded already, or a menuinst that records nothing.
+    reads, writes = api.read_menuinst_toml, api.write_menuinst_toml
+
+    def read(prefix):
+        where = target.inside(os.path.join(str(prefix), "Menu", "menuinst.toml"))
+        if where is None:
+            return reads(prefix)
+        try:
+            fd = open_in_target(where[0], os.path.join(*where[1]), os.O_RDONLY)
+        except FileNotFoundError:
+            return {}
+        with os.fdopen(fd, "rb") as handle:
+            return utils.tomllib.load(handle)
+
+    def write(prefix, data):
+        where = target.inside(os.path.join(str(prefix), "Menu", "menuinst.toml"))
+        if where is None:
+            return writes(prefix, data)
+        data.setdefault("schema_version", utils.MENUINST_TOML_SCHEMA_VERSION)
+        _mkdir_below(where[0], where[1][:-1])
+        fd = _below(*where)
+        try:
+            try:
+                os.unlink("menuinst.toml.tmp", dir_fd=fd)
+            except FileNotFoundError:
+                pass
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            with os.fdopen(os.open("menuinst.toml.tmp", flags, 0o644, dir_fd=fd), "wb") as out:
+                utils.tomli_w.dump(data, out)
+            os.rename("menuinst.toml.tmp", "menuinst.toml", src_dir_fd=fd, dst_dir_fd=fd)
+        finally:
+            os.close(fd)
+
+    api.read_menuinst_toml, api.write_menuinst_toml = read, write
+    api._ccm_records = True
