@@ -1039,3 +1039,51 @@ fn real_conda_a_config_file_swapped_while_conda_works_is_not_written_through() {
     assert_eq!(result["isError"], false, "{result}");
     assert!(std::fs::read_to_string(&rc).unwrap().contains("channels"));
 }
+
+/// On a real conda: a target named by an environment file's `prefix:` (no `-n`/`-p`) is
+/// the real path the question showed. Made a symlink to another environment while the
+/// question was open, `create` deleted that environment whole (attack 33 N2); made one
+/// once the packages were fetched, the install went there (N1). Each stops the run, and
+/// nothing in the other environment changes.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_target_named_by_an_environment_file_is_where_the_question_showed() {
+    let real = setup();
+    let (mut server, hold) = held_server(&real);
+    let victim = real.path("victimenv");
+    real.create(&victim, &["pkga"]);
+    std::fs::write(victim.join("keep.txt"), "keep me").unwrap();
+    let listing = |dir: &Path| {
+        let mut names = walkdir_names(dir);
+        names.sort();
+        names
+    };
+    let before = listing(&victim);
+    let newenv = real.path("project/newenv");
+    let file = real.path("project/environment.yml");
+    let yml = format!("prefix: {}\ndependencies:\n  - pkgc\n", newenv.display());
+    std::fs::write(&file, yml).unwrap();
+    let create = json!({"file": [file.display().to_string()]});
+
+    let (_, result) = server.ask("conda_env_create", create.clone(), "accept", |_| {
+        std::os::unix::fs::symlink(&victim, &newenv).unwrap();
+    });
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(listing(&victim), before, "{result}");
+    std::fs::remove_file(&newenv).unwrap();
+
+    let swapper = {
+        let (newenv, victim) = (newenv.clone(), victim.clone());
+        meanwhile(&hold, "fetched", move || {
+            if newenv.is_dir() {
+                std::fs::rename(&newenv, newenv.with_extension("moved")).unwrap();
+            }
+            std::os::unix::fs::symlink(&victim, &newenv).unwrap();
+        })
+    };
+    let (_, result) = server.ask("conda_env_create", create, "accept", |_| {});
+    swapper.join().unwrap();
+    assert_changed(&result, "now leads to", "swapped once fetched");
+    assert_eq!(listing(&victim), before, "{result}");
+    assert!(!real.marks().contains(&"pkgc-1.0".to_owned()));
+}

@@ -9,7 +9,7 @@ if False:  # Names from the other parts of this program (one namespace; see reco
     from cache import STAGED, private_temp_dir
     from creations import guard_creations, guard_menus
     from plan import Preview, Run, _target
-    from records import Changed, Done
+    from records import REMOVE, Changed, Done
     from writes import (
         guard_config_file,
         guard_deletions,
@@ -153,6 +153,7 @@ def _recheck_before_deleting(state):
 
         target = _target(context)
         if target is not None and os.path.abspath(str(path)) == os.path.abspath(target):
+            state.check(lambda: _deletion_shown(state, target))
             state.mode.reached = "removed"
             _hold_for_tests("deleting")
             state.check(lambda: state.mode.check_paths(context))
@@ -160,6 +161,19 @@ def _recheck_before_deleting(state):
         return removes(path, *args, **kwargs)
 
     delete.rm_rf = rm_rf
+
+
+def _deletion_shown(state, target):
+    """Only `remove --all` and `env remove` delete the target whole as the question says
+    (main_remove.py:218). `create` deletes an environment it finds at its target
+    (main_create.py:182-198), but its dry run refuses one there (:184-188), so no
+    question showed one: it appeared after (attack 33 N2: a target named by an
+    environment file, made a symlink to another environment while the question was
+    open, had that environment deleted whole)."""
+    if state.mode.plan.get("command") != REMOVE:
+        raise Changed(
+            f"conda would delete the environment at {target}, which the question did not show there"
+        )
 
 
 def _remove_tree(real):

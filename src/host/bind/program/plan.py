@@ -345,26 +345,40 @@ class Run:
             raise Changed(f"the target {target} was {asked} and is {now} now")
 
     def real_target(self, named):
-        """The real path of the target `named` as the question showed it (the preview's),
-        or, for a target named anew after the parse (an environment file's name, whose
-        setups the transaction checks compare), where it leads now; None without one."""
+        """The real path of the target `named` as the question showed it: the preview's
+        target, or for a target named anew after the parse (an environment file's name),
+        the real path of the preview's transaction setup of that name (attack 33 N1: it
+        was worked out again at each use, so a symlink made there once the transaction
+        was checked took the whole install elsewhere); without either (a plan that binds
+        no packages), where it leads now. None without a target."""
         if not named:
             return None
         entry = (self.plan.get("paths") or {}).get("target")
         if entry and len(entry) > 1 and entry[0] == named and entry[1]:
             return str(entry[1])
+        for setups in self.plan.get("transactions") or []:
+            for setup in setups:
+                if setup.get("prefix") == named and setup.get("real"):
+                    return str(setup["real"])
         return os.path.realpath(named)
 
     def check_paths(self, context):
-        """Every path of the call leads where it did at preview time (see check_paths)."""
+        """Every path of the call leads where it did at preview time (see check_paths),
+        the target named anew after the parse included (`real_target`)."""
         written = config_file(self.args, context) if self.args is not None else None
+        target = _target(context)
         check_paths(
             self.plan.get("paths") or {},
             sys.argv[1:],
-            _target(context),
+            target,
             written,
             self.plan.get("log"),
         )
+        shown = self.real_target(target)
+        if shown and os.path.realpath(target) != shown:
+            raise Changed(
+                f"the target {target} now leads to {os.path.realpath(target)}, not {shown}"
+            )
 
     def changed(self, why):
         """Write why and stop here: nothing after this runs (the run's transaction
