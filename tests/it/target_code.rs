@@ -656,6 +656,15 @@ fn real_conda_a_change_after_the_fetch_or_before_the_deletion_stops_the_run() {
         question.contains("\n  Caution: this environment lies inside"),
         "{question}"
     );
+    // Named through a symlink, it is shown with where it leads (attack 33 N3).
+    assert!(
+        question.contains(&format!(
+            "\nTarget environment: {} (it leads to {})\n",
+            link.display(),
+            real.path("project/env").display()
+        )),
+        "{question}"
+    );
     assert_changed(
         &result,
         &format!("the path {} now leads to ", link.display()),

@@ -288,6 +288,31 @@ pub(super) fn targets(plan: &Plan) -> Vec<&str> {
     targets
 }
 
+/// A target as the question names it, and where it leads when that is another path (a
+/// symlink on the way): the run works there (attack 33 N3: a symlink the agent made in
+/// its project to a directory elsewhere was shown by its name only, and the install
+/// went there, a removal deleted an environment there).
+fn target_shown(plan: &Plan, target: &str) -> String {
+    let real = plan
+        .transactions
+        .iter()
+        .flatten()
+        .find(|s| s.prefix == target)
+        .and_then(|s| s.real.clone())
+        .or_else(|| {
+            let entry = plan.paths.get("target")?.as_array()?;
+            (entry.first()?.as_str()? == target)
+                .then(|| entry.get(1)?.as_str().map(str::to_owned))
+                .flatten()
+        });
+    match real {
+        Some(real) if real != target => {
+            format!("{} (it leads to {})", shown_long(target), shown_long(&real))
+        }
+        _ => shown_long(target),
+    }
+}
+
 fn plan_lines(
     plan: &Plan,
     dry: Option<&Value>,
@@ -302,7 +327,10 @@ fn plan_lines(
         lines.push(format!("Configuration file: {}", shown_long(written)));
     }
     for target in targets(plan) {
-        lines.push(format!("Target environment: {}", shown_long(target)));
+        lines.push(format!(
+            "Target environment: {}",
+            target_shown(plan, target)
+        ));
         lines.extend(
             cautions
                 .iter()
@@ -316,12 +344,12 @@ fn plan_lines(
             Some(n) => format!(
                 "Delete: the environment {} and everything in it ({n} package{}, and any \
                  other files in that directory)",
-                shown_long(prefix),
+                target_shown(plan, prefix),
                 if n == 1 { "" } else { "s" }
             ),
             None => format!(
                 "Delete: the environment {} and everything in it",
-                shown_long(prefix)
+                target_shown(plan, prefix)
             ),
         });
     }

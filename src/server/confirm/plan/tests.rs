@@ -454,3 +454,36 @@ fn look_alike_letters_of_other_scripts_are_escaped_in_the_question() {
         assert!(text.contains(escaped), "{escaped}: {text}");
     }
 }
+
+#[test]
+fn a_target_that_leads_elsewhere_is_shown_with_where_it_leads() {
+    // The agent's symlink in its project to a directory elsewhere (attack 33 N3): the
+    // question names both; a target that leads where it is named, once.
+    let install = command_line(&["install".to_owned(), "pkga".to_owned()]).unwrap();
+    let (link, prod) = ("/project/link", "/srv/envs/prod");
+    for (prefix, real, line) in [
+        (link, prod, format!("{link} (it leads to {prod})")),
+        ("/envs/a", "/envs/a", "/envs/a".to_owned()),
+    ] {
+        let setups = json!([[{"prefix": prefix, "real": real}]]);
+        let plan =
+            json!({"protocol": 1, "packages": true, "prefix": prefix, "transactions": setups});
+        let plan: Plan = serde_json::from_value(plan).unwrap();
+        let text = message(&shown(&install, Path::new("/project"), Some(&plan))).unwrap();
+        assert!(
+            text.contains(&format!("\nTarget environment: {line}\n")),
+            "{text}"
+        );
+    }
+    // A removal of it whole, from the preview's paths (no transaction of that name).
+    let plan = Plan {
+        prefix: Some("/project/link".into()),
+        deletes_prefix: Some(true),
+        paths: json!({"target": [link, prod, null]}),
+        ..Plan::default()
+    };
+    let command = command_line(&["remove".to_owned(), "--all".to_owned()]).unwrap();
+    let text = message(&shown(&command, Path::new("/project"), Some(&plan))).unwrap();
+    let delete = format!("Delete: the environment {link} (it leads to {prod}) and everything");
+    assert!(text.contains(&delete), "{text}");
+}
