@@ -1090,9 +1090,23 @@ fn real_conda_a_target_named_by_an_environment_file_is_where_the_question_showed
             std::os::unix::fs::symlink(&victim, &newenv).unwrap();
         })
     };
-    let (_, result) = server.ask("conda_env_create", create, "accept", |_| {});
+    let (_, result) = server.ask("conda_env_create", create.clone(), "accept", |_| {});
     swapper.join().unwrap();
     assert_changed(&result, "now leads to", "swapped once fetched");
     assert_eq!(listing(&victim), before, "{result}");
+    assert!(!real.marks().contains(&"pkgc-1.0".to_owned()));
+
+    // Without the sandbox the preview sees only conda's parse (no dry run), so no
+    // transaction recorded the file's target and the question showed conda's default
+    // prefix: a `prefix:` leading elsewhere had the install go there (attack 34 P1).
+    let outside = real.path("victimdir");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::remove_file(&newenv).unwrap();
+    std::os::unix::fs::symlink(&outside, &newenv).unwrap();
+    let flags = ["--allow-write", "--confirm-writes", "--no-sandbox"];
+    let mut unsandboxed = real.server_with(REAL_ASKING[0], &flags);
+    let (_, result) = unsandboxed.ask("conda_env_create", create, "accept", |_| {});
+    assert_changed(&result, "which the question did not show", "not previewed");
+    assert!(walkdir_names(&outside).is_empty(), "{result}");
     assert!(!real.marks().contains(&"pkgc-1.0".to_owned()));
 }

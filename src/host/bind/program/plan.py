@@ -298,6 +298,12 @@ class Run:
 
         self.check_configuration(context)
         self.check_paths(context)
+        target = _target(context)
+        if target != self.plan.get("prefix") and self.recorded_target(target) is None:
+            # Named after the parse (an environment file's `prefix:`/`name:`) where the
+            # preview saw only the parse (no dry run: an unsandboxed preview), so the
+            # question showed conda's default prefix (attack 34 P1).
+            raise Changed(f"conda would change {target}, which the question did not show")
         for prefix in txn.prefix_setups:
             check_in_place(prefix)
         check_target_code(txn)
@@ -353,6 +359,12 @@ class Run:
         no packages), where it leads now. None without a target."""
         if not named:
             return None
+        recorded = self.recorded_target(named)
+        return recorded if recorded is not None else os.path.realpath(named)
+
+    def recorded_target(self, named):
+        """The real path the preview recorded for the target `named` (its target, or a
+        transaction setup of that name), or None."""
         entry = (self.plan.get("paths") or {}).get("target")
         if entry and len(entry) > 1 and entry[0] == named and entry[1]:
             return str(entry[1])
@@ -360,7 +372,7 @@ class Run:
             for setup in setups:
                 if setup.get("prefix") == named and setup.get("real"):
                     return str(setup["real"])
-        return os.path.realpath(named)
+        return None
 
     def check_paths(self, context):
         """Every path of the call leads where it did at preview time (see check_paths),
