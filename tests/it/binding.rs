@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::http::HttpServer;
+use crate::kit::tree::walkdir_names;
 use crate::mcp::Session;
 use crate::support;
 
@@ -845,8 +846,11 @@ fn real_conda_removing_an_environment_names_it_and_its_packages() {
 }
 
 /// On a real conda, a call whose packages conda's dry run does not list (explicit package
-/// files, an explicit `--file`, a rename, which clones) cannot be bound: it is refused
-/// before anyone is asked, and nothing is installed.
+/// files, an explicit `--file`, a rename, which clones, a clone) cannot be bound: it is
+/// refused before anyone is asked, and nothing is installed. A clone and a rename are
+/// refused without the sandbox too, where the preview stops at conda's parse (attack 35
+/// Q2: a clone was asked there, and conda copied the source's files into the target by
+/// path, through the agent's symlink in the target to another directory).
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_plan_conda_cannot_preview_is_not_asked() {
@@ -866,28 +870,49 @@ fn real_conda_a_plan_conda_cannot_preview_is_not_asked() {
         .status()
         .unwrap();
     assert!(status.success());
+    // The clone's source holds a file of the agent's; the new environment's `lib` leads to
+    // a directory outside it.
+    std::fs::create_dir_all(real.path("source/lib/cron.d")).unwrap();
+    std::fs::write(real.path("source/lib/cron.d/job"), "* * * * * root true\n").unwrap();
+    std::fs::create_dir_all(real.path("victim")).unwrap();
+    std::fs::create_dir_all(real.path("project/new")).unwrap();
+    std::os::unix::fs::symlink(real.path("victim"), real.path("project/new/lib")).unwrap();
     let env = real.path("env").display().to_string();
-    for revision in REAL_ASKING {
-        let mut server = real.server(revision);
-        for (tool, arguments, what) in [
-            (
-                "conda_create",
-                json!({"prefix": env, "packages": [package.display().to_string()]}),
-                "explicit package files or URLs",
-            ),
-            (
-                "conda_create",
-                json!({"prefix": env, "file": [explicit.display().to_string()]}),
-                "explicit package files or URLs",
-            ),
-            (
-                "conda_rename",
-                json!({"prefix": real.path("source").display().to_string(),
-                    "destination": real.path("renamed").display().to_string()}),
-                "a rename",
-            ),
-        ] {
-            let context = format!("{revision:?} {tool} {what}");
+    let source = real.path("source").display().to_string();
+    let clone = (
+        "conda_create",
+        json!({"prefix": real.path("project/new").display().to_string(), "clone": source,
+            "yes": true}),
+        "a clone of an environment",
+    );
+    let rename = (
+        "conda_rename",
+        json!({"prefix": source, "destination": real.path("renamed").display().to_string()}),
+        "a rename",
+    );
+    let with_sandbox = REAL_ASKING.map(|revision| (revision, vec![]));
+    let without = [(REAL_ASKING[0], vec!["--no-sandbox"])];
+    for (revision, extra) in with_sandbox.into_iter().chain(without) {
+        let mut flags = vec!["--allow-write", "--confirm-writes"];
+        flags.extend(&extra);
+        let mut server = real.server_with(revision, &flags);
+        let mut cases = vec![clone.clone(), rename.clone()];
+        if extra.is_empty() {
+            cases.extend([
+                (
+                    "conda_create",
+                    json!({"prefix": env, "packages": [package.display().to_string()]}),
+                    "explicit package files or URLs",
+                ),
+                (
+                    "conda_create",
+                    json!({"prefix": env, "file": [explicit.display().to_string()]}),
+                    "explicit package files or URLs",
+                ),
+            ]);
+        }
+        for (tool, arguments, what) in cases {
+            let context = format!("{revision:?} {extra:?} {tool} {what}");
             let result = server.unasked(tool, arguments);
             assert_eq!(result["isError"], true, "{context}: {result}");
             let text = text(&result);
@@ -900,6 +925,7 @@ fn real_conda_a_plan_conda_cannot_preview_is_not_asked() {
     }
     assert_eq!(real.installed("env"), Vec::<Value>::new());
     assert!(real.path("source/conda-meta").is_dir() && !real.path("renamed").exists());
+    assert_eq!(walkdir_names(&real.path("victim")), Vec::<String>::new());
     assert_eq!(real.marks(), Vec::<String>::new());
 }
 

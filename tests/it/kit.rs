@@ -6,7 +6,7 @@
 //! `fifo` a FIFO a test reads without blocking; `nobody` a server run as `nobody` (or,
 //! whoever runs the tests, not as root); `prefix`
 //! a private copy of a conda prefix; `users` who a sandbox check runs as, each with a
-//! fresh HOME. Test-only; everything here is a
+//! fresh HOME; `tree` the names below a directory. Test-only; everything here is a
 //! helper a test calls, never a test.
 
 pub(crate) mod classify;
@@ -17,4 +17,5 @@ pub(crate) mod fifo;
 pub(crate) mod nobody;
 pub(crate) mod prefix;
 pub(crate) mod proc;
+pub(crate) mod tree;
 pub(crate) mod users;

@@ -18,6 +18,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::binding::{ASKING, Asking, REAL_ASKING, Real, Revision, assert_changed, text};
+use crate::kit::tree::walkdir_names;
 use crate::mcp::Session;
 use crate::support;
 
@@ -889,24 +890,6 @@ fn no_transaction_directory_left(real: &Real) {
     assert!(left.is_empty(), "left in the package cache: {left:?}");
 }
 
-/// Every path below `dir`, relative to it (files and directories), without following a
-/// symlink.
-fn walkdir_names(dir: &Path) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(at) = stack.pop() {
-        for entry in std::fs::read_dir(&at).unwrap() {
-            let entry = entry.unwrap();
-            let path = entry.path();
-            names.push(path.strip_prefix(dir).unwrap().display().to_string());
-            if entry.file_type().unwrap().is_dir() {
-                stack.push(path);
-            }
-        }
-    }
-    names
-}
-
 /// On a real conda: a package's `Menu/*.json`, once linked into an environment the agent
 /// may write, is handed to menuinst at the end of the transaction; menuinst runs a menu
 /// item's `precreate` as shell code. The agent's own menu file renamed over it a
@@ -1109,4 +1092,111 @@ fn real_conda_a_target_named_by_an_environment_file_is_where_the_question_showed
     assert_changed(&result, "which the question did not show", "not previewed");
     assert!(walkdir_names(&outside).is_empty(), "{result}");
     assert!(!real.marks().contains(&"pkgc-1.0".to_owned()));
+}
+
+/// On a real conda: the file `export --file` names is written by conda by path once it has
+/// read the target's records, after the run checked the path. Made a symlink to a file
+/// elsewhere in between, root overwrote that file with the export (attack 35 Q3: the agent
+/// sizes the window by the records it puts in the target). The run opens the file through
+/// descriptors from its real path as the question showed it: a symlink there, or the
+/// directory above it swapped for one, fails the export, and the other file keeps its
+/// bytes; untouched, the export is written.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_an_output_file_swapped_once_checked_is_not_written_through() {
+    let real = setup();
+    let (mut server, hold) = held_server(&real);
+    let victims = real.path("victim");
+    // Named as conda's exporter wants it (the format follows from the name).
+    let victim = victims.join("environment.yml");
+    std::fs::create_dir_all(&victims).unwrap();
+    std::fs::write(&victim, "root's secret\n").unwrap();
+    let out_dir = real.path("project/out");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let out = out_dir.join("environment.yml");
+    let export = json!({"prefix": real.path("project/env").display().to_string(),
+        "file": out.display().to_string()});
+    let unchanged = |result: &Value| {
+        assert_eq!(result["isError"], true, "{result}");
+        let now = std::fs::read_to_string(&victim).unwrap();
+        assert_eq!(now, "root's secret\n", "{result}");
+    };
+
+    let swapper = {
+        let (out, victim) = (out.clone(), victim.clone());
+        meanwhile(&hold, "written", move || {
+            std::os::unix::fs::symlink(&victim, &out).unwrap();
+        })
+    };
+    let (_, result) = server.ask("conda_export", export.clone(), "accept", |_| {});
+    swapper.join().unwrap();
+    unchanged(&result);
+    std::fs::remove_file(&out).unwrap();
+
+    let aside = real.path("project/out.aside");
+    let swapper = {
+        let (out_dir, aside, victims) = (out_dir.clone(), aside.clone(), victims.clone());
+        meanwhile(&hold, "written", move || {
+            std::fs::rename(&out_dir, &aside).unwrap();
+            std::os::unix::fs::symlink(&victims, &out_dir).unwrap();
+        })
+    };
+    let (_, result) = server.ask("conda_export", export.clone(), "accept", |_| {});
+    swapper.join().unwrap();
+    unchanged(&result);
+    std::fs::remove_file(&out_dir).unwrap();
+    std::fs::rename(&aside, &out_dir).unwrap();
+
+    let (_, result) = server.ask("conda_export", export, "accept", |_| {});
+    assert_eq!(result["isError"], false, "{result}");
+    let written = std::fs::read_to_string(&out).unwrap();
+    assert!(written.contains("pkga"), "{written}");
+    assert_eq!(walkdir_names(&victims), ["environment.yml"]);
+}
+
+/// On a real conda: a package (of the agent's local channel, say) that holds a symlink
+/// leading outside the environment. conda copies an absolute one by reading through it,
+/// as root: any file's bytes landed in the environment. A relative one that climbs out
+/// had root's compile of a noarch package's sources write `.pyc` files through it
+/// (attack 35 Q1). Either stops the run before anything is linked; a symlink that stays
+/// inside installs as conda makes it.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_a_package_symlink_leading_outside_installs_nothing() {
+    let real = setup();
+    let victims = real.path("victim");
+    std::fs::create_dir_all(&victims).unwrap();
+    let secret = victims.join("secret");
+    std::fs::write(&secret, "root's secret\n").unwrap();
+    let absolute = format!("share/leak={}", secret.display());
+    add_package(&real, &["--softlink", &absolute], "leaka=1.0");
+    // From the environment's `lib/`: up to the environment, the project, the setup.
+    add_package(
+        &real,
+        &["--softlink", "lib/__pycache__=../../../victim"],
+        "leakb=1.0",
+    );
+    add_package(
+        &real,
+        &["--softlink", "share/alias=leakc/data.txt"],
+        "leakc=1.0",
+    );
+    let mut server = real.server_with(REAL_ASKING[0], &["--allow-write", "--confirm-writes"]);
+    let env = real.path("project/env");
+    let install = |name: &str| json!({"prefix": env.display().to_string(), "packages": [name]});
+    for (name, link) in [
+        ("leaka", format!("share/leak to {}", secret.display())),
+        ("leakb", "lib/__pycache__ to ../../../victim".to_owned()),
+    ] {
+        let (_, result) = server.ask("conda_install", install(name), "accept", |_| {});
+        assert_changed(&result, &format!("holds a symlink {link}, outside"), name);
+        assert_eq!(installed(&real), ["pkga", "pkgd"], "{name}");
+    }
+    assert!(!env.join("share/leak").exists() && !env.join("lib/__pycache__").exists());
+    let (_, result) = server.ask("conda_install", install("leakc"), "accept", |_| {});
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(installed(&real), ["leakc", "pkga", "pkgd"]);
+    let alias = std::fs::read_link(env.join("share/alias")).unwrap();
+    assert_eq!(alias, Path::new("leakc/data.txt"));
+    assert_eq!(walkdir_names(&victims), ["secret"]);
 }

@@ -5,12 +5,19 @@ not the audit log, on directories built here."""
 
 import json
 import os
+import pathlib
 import tempfile
+import types
 import unittest
 
 import programs
 
 bind = programs.load("bind")
+
+
+def read(path):
+    with open(path) as handle:
+        return handle.read()
 
 
 class BoundPaths(unittest.TestCase):
@@ -82,6 +89,44 @@ class BoundPaths(unittest.TestCase):
         with self.assertRaises(bind.Changed) as stopped:
             bind.check_paths(shown, argv, None, "x.yml", None)
         self.assertIn("x.yml now leads to ", str(stopped.exception))
+
+    def test_a_file_the_command_line_names_is_written_where_the_question_showed(self):
+        """`guard_written_files` (attack 35 Q3): `open` and `io.open` for writing a path
+        of the argv open it through descriptors from the real path the preview
+        recorded; the same file turned into a symlink, or its directory into one, after
+        the check fails the write; reads and other paths are untouched."""
+        import builtins
+        import io
+
+        argv = ["export", "--file", "sub/env.yml"]
+        shown = bind.bound_paths(argv, None, None)
+        victim = os.path.join(self.root, "outside", "env.yml")
+        with open(victim, "w") as handle:
+            handle.write("keep me")
+        state = types.SimpleNamespace(mode=types.SimpleNamespace(plan={"paths": shown}))
+        saved = builtins.open, io.open
+        try:
+            bind.guard_written_files(state)
+            with open("sub/env.yml", "w") as handle:
+                handle.write("exported")
+            with pathlib.Path(self.root, "project/sub/env.yml").open("a") as handle:
+                handle.write(" twice")
+            self.assertEqual(read("sub/env.yml"), "exported twice")
+            os.remove("sub/env.yml")
+            os.symlink(victim, "sub/env.yml")
+            self.assertEqual(read("sub/env.yml"), "keep me")
+            with self.assertRaises(OSError):
+                open("sub/env.yml", "w")
+            os.remove("sub/env.yml")
+            self.swap("sub", "outside")
+            with self.assertRaises(OSError):
+                open("sub/env.yml", "w")
+            with open("other.txt", "w") as handle:
+                handle.write("elsewhere, conda's own open")
+        finally:
+            builtins.open, io.open = saved
+        self.assertEqual(read(victim), "keep me")
+        self.assertEqual(read("other.txt"), "elsewhere, conda's own open")
 
     def test_a_swapped_working_directory_stops_the_run(self):
         os.chdir("sub")

@@ -315,6 +315,7 @@ class TargetCode(unittest.TestCase):
                 kind(
                     source_prefix=extracted,
                     source_short_path=entry["_path"],
+                    target_short_path=entry["_path"],
                     link_type=LinkType[link_type],
                     source_path_data=data,
                 )
@@ -464,6 +465,82 @@ class TargetCode(unittest.TestCase):
             self.stage(self.link_group(prec, extracted))
         self.assertIn("is not a directory", str(caught.exception))
         self.assertEqual(sorted(os.listdir(self.pkgs)), ["pkgb-1.0-0"])
+
+    def test_a_package_symlink_leading_outside_the_target_stops_the_run(self):
+        """A symlink the package holds leads inside the target: conda copies an absolute
+        one by reading through it, and another process writes through a relative one
+        that leads out (attack 35 Q1)."""
+        prec = record("pkgb")
+        extracted = self.cache(prec, {}, files={"lib/a.py": "a\n"})
+
+        def staged(links):
+            paths = [{"_path": "lib/a.py", "path_type": "hardlink", "sha256": sha256("a\n")}]
+            for path, points in links.items():
+                full = os.path.join(extracted, path)
+                os.makedirs(os.path.dirname(full), exist_ok=True)
+                if os.path.lexists(full):
+                    os.remove(full)
+                os.symlink(points, full)
+                paths.append({"_path": path, "path_type": "softlink", "sha256": None})
+            self.write(
+                os.path.join(extracted, "info", "paths.json"),
+                json.dumps({"paths": paths, "paths_version": 1}),
+            )
+            self.stage(self.link_group(prec, extracted, link_type="copy"))
+
+        staged({"lib/b.py": "a.py", "lib/pkg/up": "../a.py", "bin/a": "../lib/a.py"})
+        for path, points in (
+            ("lib/pkg/__pycache__", "../../../outside"),
+            ("lib/pkg/deep/__pycache__", "../../../../../../../../tmp"),
+            ("share/abs", "/etc/hostname"),
+            ("top", ".."),
+        ):
+            with self.assertRaises(bind.Changed) as caught:
+                staged({path: points})
+            self.assertIn(
+                f"the package pkgb holds a symlink {path} to {points}, outside the target",
+                str(caught.exception),
+            )
+            os.remove(os.path.join(extracted, path))
+
+    def test_what_conda_compiles_lies_inside_the_target(self):
+        """`guard_compiles` (attack 35 Q1): a source, or a `.pyc`'s directory, that
+        leads outside the target stops the compile before it starts."""
+        compiled = []
+        path_actions = types.ModuleType("conda.core.path_actions")
+        path_actions.compile_multiple_pyc = lambda *args: compiled.append(args) or []
+        core = types.ModuleType("conda.core")
+        core.path_actions = path_actions
+        saved = {k: sys.modules.get(k) for k in ("conda.core", "conda.core.path_actions")}
+        sys.modules.update({"conda.core": core, "conda.core.path_actions": path_actions})
+        sys.modules["conda"].core = core
+        try:
+            bind.guard_compiles(lambda: self.prefix, lambda: self.prefix)
+            guarded = path_actions.compile_multiple_pyc
+        finally:
+            restore_modules(saved)
+        site = os.path.join(self.prefix, "lib", "site")
+        outside = os.path.join(os.path.dirname(self.prefix), "outside")
+        os.makedirs(os.path.join(site, "pkg"))
+        os.makedirs(outside)
+        self.write(os.path.join(site, "pkg", "a.py"), "a = 1\n")
+        pyc = os.path.join(site, "pkg", "__pycache__", "a.cpython-311.pyc")
+        python = os.path.join(self.prefix, "bin", "python")
+        guarded(python, [os.path.join(site, "pkg", "a.py")], [pyc], self.prefix, "3.11")
+        self.assertEqual(len(compiled), 1)
+        os.symlink(os.path.join("..", "..", "..", "..", "outside"), os.path.dirname(pyc))
+        secret = os.path.join(outside, "secret.py")
+        self.write(secret, "token = 1\n")
+        os.symlink(secret, os.path.join(site, "pkg", "b.py"))
+        for sources, pycs in (
+            ([os.path.join(site, "pkg", "a.py")], [pyc]),
+            ([os.path.join(site, "pkg", "b.py")], []),
+        ):
+            with self.assertRaises(OSError) as caught:
+                guarded(python, sources, pycs, self.prefix, "3.11")
+            self.assertIn("lies outside the target environment", str(caught.exception))
+        self.assertEqual(len(compiled), 1)
+        self.assertEqual(os.listdir(outside), ["secret.py"])
 
     def test_the_target_is_deleted_whole_through_descriptors_never_through_a_symlink(self):
         outside = os.path.join(os.path.dirname(self.prefix), "outside")

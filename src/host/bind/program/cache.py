@@ -179,7 +179,10 @@ def _stage(group, root):
             continue
         link_type = getattr(action.link_type, "name", str(action.link_type))
         data = action.source_path_data
-        if link_type == "directory" or getattr(data.path_type, "name", "") != "hardlink":
+        path_type = getattr(getattr(data, "path_type", None), "name", "")
+        if path_type == "softlink":
+            _check_softlink(action, name)
+        if link_type == "directory" or path_type != "hardlink":
             continue
         if staged is None:
             import tempfile
@@ -213,6 +216,28 @@ def _stage(group, root):
         elif link_type == "softlink":
             # A link into the cache would lead to the copy conda deletes: link the copy.
             action.link_type = type(action.link_type)["hardlink"]
+
+
+def _check_softlink(action, name):
+    """A package's symlink leads inside the target. conda copies a symlink whose
+    destination is absolute by reading through it (conda/gateways/disk/create.py:316-
+    325 `copy` -> `_do_copy`; path_actions.py:256-258 links a softlink by `copy`): as
+    root, any file's bytes into the environment. A relative one is made as it is, and a
+    later step that writes through it by path in another process (conda's compile of
+    a noarch package's `.py` files, into `__pycache__`) writes outside (attack 35 Q1).
+    Either stops the run before anything is linked; a relative one that stays inside is
+    linked as conda links it."""
+    short = str(action.target_short_path)
+    try:
+        points = os.readlink(action.source_full_path)
+    except OSError:
+        return  # Not a symlink in the cache: conda copies the file, checked as one.
+    leads = os.path.normpath(os.path.join(os.path.dirname(short), points))
+    if os.path.isabs(points) or leads == ".." or leads.startswith("../"):
+        raise Changed(
+            f"the package {name} holds a symlink {short} to {points}, outside the target "
+            "environment (conda would copy what it leads to, or write through it)"
+        )
 
 
 def stage_cached_packages(txn):

@@ -100,6 +100,39 @@ def guard_creations(named, real):
     _guard_renames_and_modes(target, guarded_mkdir_p, guarded_open)
 
 
+def guard_compiles(named, real):
+    """conda compiles a noarch Python package's `.py` files with the environment's
+    Python, in another process that reads and writes by path (conda/core/
+    path_actions.py:752-768 `CompileMultiPycAction.execute` -> conda/gateways/disk/
+    create.py:400-431 `compile_multiple_pyc`, `python -m compileall`), so no descriptor
+    guard reaches it. A `__pycache__` that leads outside the target (a package's own
+    symlink, chained through another: attack 35 Q1) had root write `.pyc` files into
+    any directory, and a source that does would be read. Each source and each `.pyc`'s
+    directory must lie inside the target's real path as the question showed it when
+    the compile starts; otherwise the action fails (conda rolls the transaction back).
+    A directory the agent swaps during the compile itself is not covered (attack 31 L5,
+    docs/security.md)."""
+    from conda.core import path_actions
+
+    compile_multiple_pyc = getattr(path_actions, "compile_multiple_pyc", None)
+    if compile_multiple_pyc is None:
+        return
+
+    def guarded(python, sources, compiled, prefix, version):
+        sources, compiled = tuple(sources), tuple(compiled)
+        root = real().rstrip(os.sep) + os.sep
+        paths = [os.path.realpath(p) for p in sources]
+        paths += [os.path.join(os.path.realpath(os.path.dirname(p)), "") for p in compiled]
+        for path in paths:
+            if not path.startswith(root):
+                raise OSError(
+                    errno.EXDEV, f"{path} lies outside the target environment: not compiled"
+                )
+        return compile_multiple_pyc(python, sources, compiled, prefix, version)
+
+    path_actions.compile_multiple_pyc = guarded
+
+
 def _open_flags(mode):
     """The `os.open` flags of the `open` mode `mode` (one that writes)."""
     flags = os.O_RDWR if "+" in mode else os.O_WRONLY

@@ -7,7 +7,7 @@ import sys
 
 if False:  # Names from the other parts of this program (one namespace; see records.py).
     from cache import STAGED, private_temp_dir
-    from creations import guard_creations, guard_menus
+    from creations import guard_compiles, guard_creations, guard_menus
     from plan import Preview, Run, _target
     from records import REMOVE, Changed, Done
     from writes import (
@@ -15,6 +15,7 @@ if False:  # Names from the other parts of this program (one namespace; see reco
         guard_deletions,
         guard_history_hold,
         guard_metadata,
+        guard_written_files,
         open_dir,
     )
 
@@ -41,6 +42,7 @@ def install(state):
         _wrap_scripts_and_metadata(state)
         _recheck_before_deleting(state)
         guard_config_file(state)
+        guard_written_files(state)
     if isinstance(state.mode, Preview):
         _envs_dir_as_outside()
         # conda/misc.py:206-215 (explicit package files and URLs, explicit environment
@@ -113,7 +115,8 @@ def _wrap_scripts_and_metadata(state):
     opened, and what it creates and deletes in the target made and deleted, through
     descriptors (`guard_metadata`, `guard_history_hold`, `guard_deletions`,
     `guard_creations`); the menu files conda hands to menuinst are the packages' own,
-    read once (`guard_menus`)."""
+    read once (`guard_menus`); what conda compiles, and where, lies inside the target
+    (`guard_compiles`)."""
     from conda.base.context import context
     from conda.core import link
 
@@ -137,6 +140,7 @@ def _wrap_scripts_and_metadata(state):
     guard_deletions(named, real)
     guard_creations(named, real)
     guard_menus(named, real)
+    guard_compiles(named, real)
 
 
 def _recheck_before_deleting(state):
@@ -209,7 +213,8 @@ def _hold_for_tests(point):
     fetched a package (`fetched`), after its last checks before the first link
     (`linking`), before it reads the target's `conda-meta/state` (`state`), before it
     deletes the target whole (`deleting`), before `conda config` writes its file
-    (`config`) — when the test asked
+    (`config`), before conda writes a file its command line names (`written`) — when
+    the test asked
     for that point (`DIR/<point>.wanted`, taken), until `DIR/go` exists (`DIR/<point>`
     says it waits; at most two minutes; `go` is taken), so that a test can change the
     target between the run's checks."""

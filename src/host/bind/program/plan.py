@@ -68,6 +68,13 @@ class Preview:
             )
         if getattr(args, "func", None) == RENAME:
             self.document["unpreviewed"] = "a rename (a clone of the environment)"
+        if getattr(args, "clone", None):
+            # conda/misc.py:336-363 `clone_env` copies the source's files into the target
+            # by path, before any transaction and its checks. A dry run stops there
+            # (`_note`); an inspect preview stops at the parse, before it, so it is noted
+            # here (attack 35 Q2: without the sandbox a clone was asked, and root copied
+            # the agent's files through a symlink in the target to any directory).
+            self.document.setdefault("unpreviewed", "a clone of an environment")
         if getattr(args, "func", None) == REMOVE and getattr(args, "all", False):
             self.document["deletes_prefix"] = not getattr(args, "keep_env", False)
             self.document["installed"] = _installed(context.target_prefix)
@@ -235,6 +242,8 @@ class Run:
                 )
             )
         self.check_target_state(context)
+        if getattr(args, "clone", None):
+            raise Changed("conda would clone an environment, which no question can show")
         self.args = args
         self.check_paths(context)
         values, is_list = input_files(args)

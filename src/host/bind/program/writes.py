@@ -405,6 +405,41 @@ def guard_config_file(state):
     cls.read, cls.write = read, write
 
 
+def guard_written_files(state):
+    """A file the command line names that conda writes by path outside a transaction
+    (`export --file`: conda/cli/main_export.py:279-280 `open(args.file, "w")`, after it
+    read the target's records) was checked only at the parse: made a symlink in
+    between, root overwrote a file elsewhere with the export (attack 35 Q3; the agent
+    sizes the window by how many records the target holds). Every path of the argv the
+    question showed (`paths.argv`) is opened for writing, by `open` or `io.open`
+    (pathlib's), through descriptors from its real path as the question showed it,
+    following no symlink, and no file with other links; otherwise conda's error, nothing
+    written. Reads and other paths are conda's own."""
+    import builtins
+    import io
+
+    named = {}
+    for entry in (state.mode.plan.get("paths") or {}).get("argv") or ():
+        for value in (entry[0], os.path.expandvars(entry[0])):
+            named[_expanded(value)] = entry[1]
+    if not named:
+        return
+    original = builtins.open
+
+    def opened(path, mode="r", *args, **kwargs):
+        writing = isinstance(mode, str) and any(c in mode for c in "wax+")
+        if not writing or not isinstance(path, (str, os.PathLike)):
+            return original(path, mode, *args, **kwargs)
+        real = named.get(_expanded(path))
+        if real is None:
+            return original(path, mode, *args, **kwargs)
+        _hold_for_tests("written")
+        parent, name = os.path.split(real)
+        return os.fdopen(open_in_target(parent, name, _open_flags(mode)), mode, *args, **kwargs)
+
+    builtins.open = io.open = opened
+
+
 def _expanded(path):
     """`path` as conda reads it: `~` expanded, from the working directory."""
     return os.path.abspath(os.path.expanduser(str(path)))
