@@ -850,7 +850,10 @@ fn real_conda_removing_an_environment_names_it_and_its_packages() {
 /// refused before anyone is asked, and nothing is installed. A clone and a rename are
 /// refused without the sandbox too, where the preview stops at conda's parse (attack 35
 /// Q2: a clone was asked there, and conda copied the source's files into the target by
-/// path, through the agent's symlink in the target to another directory).
+/// path, through the agent's symlink in the target to another directory). So is `conda
+/// package` (attack 36 R1: through a symlink at the environment's top it archived
+/// another directory's files into a tarball anyone could read, and `--reset` deleted
+/// them).
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_plan_conda_cannot_preview_is_not_asked() {
@@ -885,6 +888,19 @@ fn real_conda_a_plan_conda_cannot_preview_is_not_asked() {
             "yes": true}),
         "a clone of an environment",
     );
+    // `conda package` walks the target through a symlink at its top (attack 36 R1).
+    std::fs::write(real.path("victim/keep.txt"), "keep me").unwrap();
+    std::os::unix::fs::symlink(real.path("victim"), real.path("source/x")).unwrap();
+    let reset = (
+        "conda_package",
+        json!({"prefix": source, "reset": true}),
+        "`conda package` reads, archives and deletes the environment's files by path",
+    );
+    let tarball = (
+        "conda_package",
+        json!({"prefix": source, "pkg_name": "leak"}),
+        "outside any transaction",
+    );
     let rename = (
         "conda_rename",
         json!({"prefix": source, "destination": real.path("renamed").display().to_string()}),
@@ -896,7 +912,12 @@ fn real_conda_a_plan_conda_cannot_preview_is_not_asked() {
         let mut flags = vec!["--allow-write", "--confirm-writes"];
         flags.extend(&extra);
         let mut server = real.server_with(revision, &flags);
-        let mut cases = vec![clone.clone(), rename.clone()];
+        let mut cases = vec![
+            clone.clone(),
+            rename.clone(),
+            reset.clone(),
+            tarball.clone(),
+        ];
         if extra.is_empty() {
             cases.extend([
                 (
@@ -925,7 +946,8 @@ fn real_conda_a_plan_conda_cannot_preview_is_not_asked() {
     }
     assert_eq!(real.installed("env"), Vec::<Value>::new());
     assert!(real.path("source/conda-meta").is_dir() && !real.path("renamed").exists());
-    assert_eq!(walkdir_names(&real.path("victim")), Vec::<String>::new());
+    assert_eq!(walkdir_names(&real.path("victim")), ["keep.txt"]);
+    assert!(!real.path("leak-0.0-0.tar.bz2").exists());
     assert_eq!(real.marks(), Vec::<String>::new());
 }
 

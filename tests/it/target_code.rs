@@ -1200,3 +1200,53 @@ fn real_conda_a_package_symlink_leading_outside_installs_nothing() {
     assert_eq!(alias, Path::new("leakc/data.txt"));
     assert_eq!(walkdir_names(&victims), ["secret"]);
 }
+
+/// On a real conda: `doctor --fix` reads the target's `conda-meta/pinned`, prints the lines
+/// it drops and writes the rest back, by path. Made a symlink to a root-only file, it had
+/// root print that file's lines to the agent and rewrite it (attack 36 R2). A symlink there
+/// is refused before anyone is asked; swapped in once the run checked it, right before the
+/// write, the write fails; untouched, the fix drops the spec of a package not installed.
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_doctor_fix_reads_and_writes_only_the_targets_pinned_file() {
+    let real = setup();
+    let (mut server, hold) = held_server(&real);
+    let victims = real.path("victim");
+    std::fs::create_dir_all(&victims).unwrap();
+    let victim = victims.join("secrets.conf");
+    let secret = "# root's\nAPI_TOKEN=s3cr3t\n";
+    std::fs::write(&victim, secret).unwrap();
+    let pinned = real.path("project/env/conda-meta/pinned");
+    std::os::unix::fs::symlink(&victim, &pinned).unwrap();
+    let fix = json!({"prefix": real.path("project/env").display().to_string(), "fix": true,
+        "yes": true, "checks": ["pinned"]});
+    let result = server.unasked("conda_doctor", fix.clone());
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(text(&result).contains("pinned is a symlink"), "{result}");
+    assert!(!result.to_string().contains("s3cr3t"), "{result}");
+
+    std::fs::remove_file(&pinned).unwrap();
+    std::fs::write(&pinned, "# pins\npkga\nnotinstalled\n").unwrap();
+    let swapper = {
+        let (pinned, victim) = (pinned.clone(), victim.clone());
+        meanwhile(&hold, "written", move || {
+            std::fs::remove_file(&pinned).unwrap();
+            std::os::unix::fs::symlink(&victim, &pinned).unwrap();
+        })
+    };
+    let (_, result) = server.ask("conda_doctor", fix.clone(), "accept", |_| {});
+    swapper.join().unwrap();
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        secret,
+        "{result}"
+    );
+
+    std::fs::remove_file(&pinned).unwrap();
+    std::fs::write(&pinned, "# pins\npkga\nnotinstalled\n").unwrap();
+    let (_, result) = server.ask("conda_doctor", fix, "accept", |_| {});
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(std::fs::read_to_string(&pinned).unwrap(), "# pins\npkga\n");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), secret);
+}

@@ -123,6 +123,21 @@ class BoundPaths(unittest.TestCase):
                 open("sub/env.yml", "w")
             with open("other.txt", "w") as handle:
                 handle.write("elsewhere, conda's own open")
+            # The target's `conda-meta/pinned`, read and written (attack 36 R2).
+            os.makedirs("envs/e1/conda-meta")
+            target = os.path.join(self.root, "project/envs/e1")
+            shown = bind.bound_paths(["doctor", "-p", "envs/e1"], target, None)
+            state.mode.plan = {"paths": shown, "prefix": target}
+            bind.guard_written_files(state)
+            pinned = os.path.join(target, "conda-meta", "pinned")
+            with open(pinned, "w") as handle:
+                handle.write("pkga\n")
+            self.assertEqual(read(pinned), "pkga\n")
+            os.remove(pinned)
+            os.symlink(victim, pinned)
+            for mode in ("r", "w"):
+                with self.assertRaises(OSError):
+                    open(pinned, mode)
         finally:
             builtins.open, io.open = saved
         self.assertEqual(read(victim), "keep me")

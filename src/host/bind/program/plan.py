@@ -11,6 +11,7 @@ if False:  # Names from the other parts of this program (one namespace; see reco
         ENV_UPDATE,
         FILE_LIMIT,
         FILES_LIMIT,
+        PACKAGE,
         PROTOCOL,
         REMOVE,
         RENAME,
@@ -65,6 +66,11 @@ class Preview:
                 "`env update` without --name or --prefix updates the environment its file "
                 "names, which conda reads only after the preview; name the environment with "
                 "--name or --prefix"
+            )
+        if getattr(args, "func", None) == PACKAGE:
+            raise Changed(
+                "`conda package` reads, archives and deletes the environment's files by "
+                "path, outside any transaction, where no question can show what it reaches"
             )
         if getattr(args, "func", None) == RENAME:
             self.document["unpreviewed"] = "a rename (a clone of the environment)"
@@ -242,8 +248,8 @@ class Run:
                 )
             )
         self.check_target_state(context)
-        if getattr(args, "clone", None):
-            raise Changed("conda would clone an environment, which no question can show")
+        if getattr(args, "clone", None) or getattr(args, "func", None) == PACKAGE:
+            raise Changed("conda would clone or archive an environment, which no question shows")
         self.args = args
         self.check_paths(context)
         values, is_list = input_files(args)

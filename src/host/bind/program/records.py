@@ -73,6 +73,11 @@ RENAME = "conda.cli.main_rename.execute"
 # (conda's parse, no dry run) cannot see it (attack 25 F1: the question named the root
 # prefix and the run changed an environment the agent had made).
 ENV_UPDATE = "conda.cli.main_env_update.execute"
+# conda/cli/main_package.py:75-87 (`--reset` unlinks and removes by path), :197-261 (the
+# tarball: each untracked file read by path, written to a name in the working directory)
+# over conda/misc.py:246-261 `walk_prefix`, which walks the target through a symlink at its
+# top: no transaction, nothing a question can show (attack 36 R1).
+PACKAGE = "conda.cli.main_package.execute"
 # Keys of the command line source that differ between the preview and the run by design.
 PREVIEW_KEYS = ("dry_run", "json")
 # URL schemes conda fetches input files from (conda/cli/common.py:329-333).

@@ -219,8 +219,16 @@ def check_target_paths(txn):
 
 # Files of a target's `conda-meta` that conda writes by path outside a transaction (`env
 # config vars set`/`unset` rewrite `state`, conda/core/prefix_data.py `_write_environment_
-# state_file`), and the history every change appends to.
-WRITTEN_METADATA = ("conda-meta/state", "conda-meta/history")
+# state_file`; `doctor --fix` rewrites `pinned`, conda/plugins/subcommands/doctor/
+# health_checks/pinned.py:95-117, after printing the lines it drops), the history every
+# change appends to, and `frozen`, whose text conda shows (conda/core/prefix_data.py:
+# 300-315). A symlink there had root print and rewrite another file (attack 36 R2).
+WRITTEN_METADATA = (
+    "conda-meta/state",
+    "conda-meta/history",
+    "conda-meta/pinned",
+    "conda-meta/frozen",
+)
 
 
 def check_written_metadata(prefix):

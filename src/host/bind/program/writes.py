@@ -414,28 +414,37 @@ def guard_written_files(state):
     question showed (`paths.argv`) is opened for writing, by `open` or `io.open`
     (pathlib's), through descriptors from its real path as the question showed it,
     following no symlink, and no file with other links; otherwise conda's error, nothing
-    written. Reads and other paths are conda's own."""
+    written. So are the target's `conda-meta/pinned` and `frozen`, read too (conda
+    shows their lines: attack 36 R2). Other reads and paths are conda's own."""
     import builtins
     import io
 
+    paths = state.mode.plan.get("paths") or {}
     named = {}
-    for entry in (state.mode.plan.get("paths") or {}).get("argv") or ():
+    for entry in paths.get("argv") or ():
         for value in (entry[0], os.path.expandvars(entry[0])):
-            named[_expanded(value)] = entry[1]
+            named[_expanded(value)] = (entry[1], False)
+    target = paths.get("target")
+    for name in ("conda-meta/pinned", "conda-meta/frozen") if target else ():
+        for base in (target[0], target[1], state.mode.plan.get("prefix")):
+            if base:
+                named[_expanded(os.path.join(base, name))] = (os.path.join(target[1], name), True)
     if not named:
         return
     original = builtins.open
 
     def opened(path, mode="r", *args, **kwargs):
-        writing = isinstance(mode, str) and any(c in mode for c in "wax+")
-        if not writing or not isinstance(path, (str, os.PathLike)):
+        if not isinstance(path, (str, os.PathLike)) or not isinstance(mode, str):
             return original(path, mode, *args, **kwargs)
-        real = named.get(_expanded(path))
-        if real is None:
+        entry = named.get(_expanded(path))
+        writing = any(c in mode for c in "wax+")
+        if entry is None or not (writing or entry[1]):
             return original(path, mode, *args, **kwargs)
-        _hold_for_tests("written")
-        parent, name = os.path.split(real)
-        return os.fdopen(open_in_target(parent, name, _open_flags(mode)), mode, *args, **kwargs)
+        if writing:
+            _hold_for_tests("written")
+        parent, name = os.path.split(entry[0])
+        flags = _open_flags(mode) if writing else os.O_RDONLY
+        return os.fdopen(open_in_target(parent, name, flags), mode, *args, **kwargs)
 
     builtins.open = io.open = opened
 
