@@ -502,6 +502,24 @@ class TargetCode(unittest.TestCase):
                 str(caught.exception),
             )
             os.remove(os.path.join(extracted, path))
+        # Two that each stay inside by their text lead out together (attack 36), and so
+        # does one through a symlink of the target itself; a symlink of the target that
+        # names a place inside it by its absolute path is followed there.
+        os.symlink(os.path.join("..", ".."), os.path.join(self.prefix, "planted"))
+        os.symlink(os.path.join(self.prefix, "bin"), os.path.join(self.prefix, "absolute"))
+        staged({"d1/up": "..", "share/q": "../absolute/a"})
+        for links, path, points in (
+            ({"d1/up": "..", "d2/out": "../d1/up/../../victim"}, "d2/out", "../d1/up/../../victim"),
+            ({"share/p": "../planted/y"}, "share/p", "../planted/y"),
+            ({"a/loop": "../b/loop", "b/loop": "../a/loop"}, "a/loop", "../b/loop"),
+        ):
+            with self.assertRaises(bind.Changed) as caught:
+                staged(links)
+            self.assertIn(
+                f"the package pkgb holds a symlink {path} to {points}, outside the target",
+                str(caught.exception),
+            )
+            os.remove(os.path.join(extracted, path))
 
     def test_what_conda_compiles_lies_inside_the_target(self):
         """`guard_compiles` (attack 35 Q1): a source, or a `.pyc`'s directory, that

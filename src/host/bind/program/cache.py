@@ -180,8 +180,6 @@ def _stage(group, root):
         link_type = getattr(action.link_type, "name", str(action.link_type))
         data = action.source_path_data
         path_type = getattr(getattr(data, "path_type", None), "name", "")
-        if path_type == "softlink":
-            _check_softlink(action, name)
         if link_type == "directory" or path_type != "hardlink":
             continue
         if staged is None:
@@ -218,26 +216,81 @@ def _stage(group, root):
             action.link_type = type(action.link_type)["hardlink"]
 
 
-def _check_softlink(action, name):
+def _package_links(link_groups):
+    """The symlinks the packages of a transaction hold, as their package caches have
+    them: the path in the target -> (where it points, the package)."""
+    links = {}
+    for group in link_groups:
+        for action in getattr(group, "actions", None) or ():
+            if type(action).__name__ not in ("LinkPathAction", "PrefixReplaceLinkAction"):
+                continue
+            data = getattr(action, "source_path_data", None)
+            if getattr(getattr(data, "path_type", None), "name", "") != "softlink":
+                continue
+            try:
+                points = os.readlink(action.source_full_path)
+            except OSError:
+                continue  # Not a symlink in the cache: conda copies the file.
+            links[str(action.target_short_path)] = (points, _name(group))
+    return links
+
+
+def _leads_outside(short, points, links, prefix):
+    """Whether the symlink `short` -> `points` leads outside the target `prefix`, followed
+    through the transaction's other package symlinks (`links`) and the target's own
+    symlinks, one component at a time, as the kernel would once all are made."""
+    if os.path.isabs(points):
+        return True
+    root = os.path.realpath(str(prefix))
+    parts = [p for p in os.path.dirname(short).split("/") if p]
+    pending = [p for p in points.split("/") if p]
+    followed = 0
+    while pending:
+        part = pending.pop(0)
+        if part == "..":
+            if not parts:
+                return True
+            parts.pop()
+            continue
+        if part == ".":
+            continue
+        candidate = "/".join(parts + [part])
+        leads = links[candidate][0] if candidate in links else None
+        if leads is None:
+            try:
+                leads = os.readlink(os.path.join(root, candidate))
+            except OSError:
+                parts.append(part)
+                continue
+        followed += 1
+        if followed > 40:
+            return True
+        if os.path.isabs(leads):
+            if os.path.commonpath([root, os.path.normpath(leads)]) != root:
+                return True
+            parts = []
+            leads = os.path.relpath(os.path.normpath(leads), root)
+        pending = [p for p in leads.split("/") if p] + pending
+    return False
+
+
+def check_package_links(link_groups, prefix):
     """A package's symlink leads inside the target. conda copies a symlink whose
     destination is absolute by reading through it (conda/gateways/disk/create.py:316-
     325 `copy` -> `_do_copy`; path_actions.py:256-258 links a softlink by `copy`): as
     root, any file's bytes into the environment. A relative one is made as it is, and a
     later step that writes through it by path in another process (conda's compile of
-    a noarch package's `.py` files, into `__pycache__`) writes outside (attack 35 Q1).
-    Either stops the run before anything is linked; a relative one that stays inside is
-    linked as conda links it."""
-    short = str(action.target_short_path)
-    try:
-        points = os.readlink(action.source_full_path)
-    except OSError:
-        return  # Not a symlink in the cache: conda copies the file, checked as one.
-    leads = os.path.normpath(os.path.join(os.path.dirname(short), points))
-    if os.path.isabs(points) or leads == ".." or leads.startswith("../"):
-        raise Changed(
-            f"the package {name} holds a symlink {short} to {points}, outside the target "
-            "environment (conda would copy what it leads to, or write through it)"
-        )
+    a noarch package's `.py` files, into `__pycache__`) wrote outside (attack 35 Q1).
+    Followed through the other symlinks of the transaction and of the target (attack 36:
+    two that each stay inside by their text lead out together). Either stops the run
+    before anything is linked; a symlink that stays inside is linked as conda links it."""
+    links = _package_links(link_groups)
+    for short, (points, name) in sorted(links.items()):
+        if _leads_outside(short, points, links, prefix):
+            raise Changed(
+                f"the package {name} holds a symlink {short} to {points}, outside the "
+                "target environment (conda would copy what it leads to, or write through it)"
+            )
 
 
 def stage_cached_packages(txn):
@@ -252,10 +305,11 @@ def stage_cached_packages(txn):
     ends holding files of its own, not links to the cache that any other environment
     linked from it could write through. A file without a recorded sha256 (old packages)
     stops the run."""
-    for groups in (getattr(txn, "prefix_action_groups", None) or {}).values():
+    for prefix, groups in (getattr(txn, "prefix_action_groups", None) or {}).items():
         link_groups = list(getattr(groups, "link_action_groups", None) or ())
         if not link_groups:
             continue
+        check_package_links(link_groups, prefix)
         root = _staging_root(txn)
         try:
             for group in link_groups:
