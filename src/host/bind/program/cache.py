@@ -266,12 +266,19 @@ def _leads_outside(short, points, links, prefix):
         if followed > 40:
             return True
         if os.path.isabs(leads):
-            if os.path.commonpath([root, os.path.normpath(leads)]) != root:
+            # Inside by the target's real path or by the name conda knows it by.
+            leads = os.path.normpath(leads)
+            bases = [b for b in (root, os.path.normpath(str(prefix))) if _within(leads, b)]
+            if not bases:
                 return True
             parts = []
-            leads = os.path.relpath(os.path.normpath(leads), root)
+            leads = os.path.relpath(leads, bases[0])
         pending = [p for p in leads.split("/") if p] + pending
     return False
+
+
+def _within(path, base):
+    return os.path.commonpath([base, path]) == base
 
 
 def check_package_links(link_groups, prefix):
