@@ -853,7 +853,8 @@ fn real_conda_removing_an_environment_names_it_and_its_packages() {
 /// path, through the agent's symlink in the target to another directory). So is `conda
 /// package` (attack 36 R1: through a symlink at the environment's top it archived
 /// another directory's files into a tarball anyone could read, and `--reset` deleted
-/// them).
+/// them), and `clean --tempfiles`, which deletes what it finds when it runs (attack 37
+/// S1).
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_plan_conda_cannot_preview_is_not_asked() {
@@ -901,6 +902,13 @@ fn real_conda_a_plan_conda_cannot_preview_is_not_asked() {
         json!({"prefix": source, "pkg_name": "leak"}),
         "outside any transaction",
     );
+    // `clean --tempfiles DIR` deletes what it finds in DIR at run time (attack 37 S1).
+    std::fs::write(real.path("project/new/old.c~"), "").unwrap();
+    let tempfiles = (
+        "conda_clean",
+        json!({"tempfiles": [real.path("project/new").display().to_string()], "yes": true}),
+        "`conda clean --tempfiles` deletes what it finds",
+    );
     let rename = (
         "conda_rename",
         json!({"prefix": source, "destination": real.path("renamed").display().to_string()}),
@@ -917,6 +925,7 @@ fn real_conda_a_plan_conda_cannot_preview_is_not_asked() {
             rename.clone(),
             reset.clone(),
             tarball.clone(),
+            tempfiles.clone(),
         ];
         if extra.is_empty() {
             cases.extend([
@@ -948,6 +957,7 @@ fn real_conda_a_plan_conda_cannot_preview_is_not_asked() {
     assert!(real.path("source/conda-meta").is_dir() && !real.path("renamed").exists());
     assert_eq!(walkdir_names(&real.path("victim")), ["keep.txt"]);
     assert!(!real.path("leak-0.0-0.tar.bz2").exists());
+    assert!(real.path("project/new/old.c~").exists());
     assert_eq!(real.marks(), Vec::<String>::new());
 }
 

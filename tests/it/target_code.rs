@@ -1152,6 +1152,22 @@ fn real_conda_an_output_file_swapped_once_checked_is_not_written_through() {
     let written = std::fs::read_to_string(&out).unwrap();
     assert!(written.contains("pkga"), "{written}");
     assert_eq!(walkdir_names(&victims), ["environment.yml"]);
+
+    // A directory on the way that is the agent's symlink before the question (attack 37
+    // S2): the question shows where the file leads.
+    let linked = real.path("project/linked");
+    std::os::unix::fs::symlink(&victims, &linked).unwrap();
+    let export = json!({"prefix": real.path("project/env").display().to_string(),
+        "file": linked.join("environment.yml").display().to_string()});
+    let (question, result) = server.ask("conda_export", export, "decline", |_| {});
+    let line = format!(
+        "\nPath: {} (it leads to {})\n",
+        linked.join("environment.yml").display(),
+        std::fs::canonicalize(&victim).unwrap().display()
+    );
+    assert!(question.contains(&line), "{line} not in {question}");
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's secret\n");
 }
 
 /// On a real conda: a package (of the agent's local channel, say) that holds a symlink

@@ -700,7 +700,15 @@ class MetadataWrites(unittest.TestCase):
                 rm_rf(path)
             self.assertIn("no longer leads to", str(caught.exception))
         self.victim_kept()
-        # Elsewhere, conda's own deletion.
+        # Elsewhere, a directory swapped for a symlink once conda checked it (attack 37
+        # S1): nothing below is deleted, nor walked; one that is a directory, deleted.
+        delete = self.modules["conda.gateways.disk.delete"]
+        elsewhere = os.path.join(os.path.dirname(self.target), "elsewhere")
+        os.makedirs(elsewhere)
+        os.symlink(self.victim, os.path.join(elsewhere, "swapped"))
+        delete.backoff_rmdir(os.path.join(elsewhere, "swapped"))
+        delete.delete_trash(os.path.join(elsewhere, "swapped"))
+        self.victim_kept()
         self.assertTrue(rm_rf(os.path.join(self.victim, "sub")))
         self.assertFalse(os.path.exists(os.path.join(self.victim, "sub")))
 

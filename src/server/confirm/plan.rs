@@ -313,6 +313,32 @@ fn target_shown(plan: &Plan, target: &str) -> String {
     }
 }
 
+/// The paths of the command line that lead elsewhere than they name (a symlink on the
+/// way), each with where it leads: the run reads or writes there (attack 37 S2: `export
+/// --file project/out/passwd`, `project/out` the agent's symlink to another directory,
+/// overwrote a file there). The target is shown on its own line.
+fn paths_elsewhere(plan: &Plan) -> Vec<String> {
+    let target = plan.paths.pointer("/target/0").and_then(Value::as_str);
+    let mut lines = Vec::new();
+    for entry in plan.paths["argv"].as_array().into_iter().flatten() {
+        let text = |at: usize| entry.get(at).and_then(Value::as_str);
+        if let (Some(value), Some(real), Some(named)) = (text(0), text(1), text(3))
+            && real != named
+            && Some(value) != target
+        {
+            let line = format!(
+                "Path: {} (it leads to {})",
+                shown_long(value),
+                shown_long(real)
+            );
+            if !lines.contains(&line) {
+                lines.push(line);
+            }
+        }
+    }
+    lines
+}
+
 fn plan_lines(
     plan: &Plan,
     dry: Option<&Value>,
@@ -326,6 +352,7 @@ fn plan_lines(
     if let Some(written) = &plan.writes {
         lines.push(format!("Configuration file: {}", shown_long(written)));
     }
+    lines.extend(paths_elsewhere(plan));
     for target in targets(plan) {
         lines.push(format!(
             "Target environment: {}",

@@ -8,6 +8,7 @@ if False:  # Names from the other parts of this program (one namespace; see reco
     from cache import TEMP_DIRS, stage_cached_packages
     from records import (
         CHANGED_EXIT,
+        CLEAN,
         ENV_UPDATE,
         FILE_LIMIT,
         FILES_LIMIT,
@@ -71,6 +72,11 @@ class Preview:
             raise Changed(
                 "`conda package` reads, archives and deletes the environment's files by "
                 "path, outside any transaction, where no question can show what it reaches"
+            )
+        if getattr(args, "func", None) == CLEAN and getattr(args, "tempfiles", None):
+            raise Changed(
+                "`conda clean --tempfiles` deletes what it finds in the directories named "
+                "when it runs, by path, where no question can show it"
             )
         if getattr(args, "func", None) == RENAME:
             self.document["unpreviewed"] = "a rename (a clone of the environment)"

@@ -78,6 +78,10 @@ ENV_UPDATE = "conda.cli.main_env_update.execute"
 # over conda/misc.py:246-261 `walk_prefix`, which walks the target through a symlink at its
 # top: no transaction, nothing a question can show (attack 36 R1).
 PACKAGE = "conda.cli.main_package.execute"
+# conda/cli/main_clean.py:282-296 `find_tempfiles`, :399-401: `--tempfiles DIR` deletes
+# what it finds in DIR at run time (`*.c~`, `*.trash`), by path; the dry run lists no
+# package change, so the question could show none of it (attack 37 S1).
+CLEAN = "conda.cli.main_clean.execute"
 # Keys of the command line source that differ between the preview and the run by design.
 PREVIEW_KEYS = ("dry_run", "json")
 # URL schemes conda fetches input files from (conda/cli/common.py:329-333).
@@ -392,8 +396,12 @@ def check_in_place(prefix, foreign=True):
 
 
 def _entry(value):
+    """[the value, where it leads, the file it names (see _identity), the path it names
+    before any symlink is followed]: the question shows the two paths where they differ
+    (a directory on the way the agent made a symlink: attack 37 S2)."""
     real = _real(value)
-    return [value, real, _identity(real)]
+    named = os.path.abspath(os.path.expanduser(os.path.expandvars(value)))
+    return [value, real, _identity(real), named]
 
 
 def bound_paths(argv, target, written):

@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import stat
+import sys
 import threading
 
 if False:  # Names from the other parts of this program (one namespace; see records.py).
@@ -180,19 +181,30 @@ def guard_deletions(named, real):
     directory of a target the agent may write, swapped for a symlink while conda deleted
     it, had conda delete another directory's files); what it cannot delete that way is
     left, and said on stderr. Elsewhere (the package cache, the run's transaction
-    directory) conda's own are used."""
+    directory) a directory is deleted by Python's `shutil.rmtree`, which opens each
+    directory without following a symlink and refuses one at the top, and never walked
+    again: conda's rsync from a `.empty` in the working directory (the agent's project)
+    and its walk after an error, which follows a directory swapped for a symlink
+    meanwhile, had root delete another directory's files (attack 37 S1). Files there,
+    conda's own."""
     import shutil
 
     from conda.gateways.disk import delete
 
     target = Target(named, real)
-    rmdir, unlink = delete.backoff_rmdir, delete.unlink_or_rename_to_trash
+    unlink = delete.unlink_or_rename_to_trash
     trash, parents = delete.delete_trash, delete.remove_empty_parent_paths
 
     def backoff_rmdir(path, *args, **kwargs):
         where = target.inside(path)
         if where is None:
-            return rmdir(path, *args, **kwargs)
+            try:
+                shutil.rmtree(path)
+            except FileNotFoundError:
+                pass
+            except OSError as error:
+                print(f"ccm: {path} was not deleted: {error}", file=sys.stderr)
+            return
         _delete(where, path, lambda name, fd: shutil.rmtree(name, dir_fd=fd))
 
     def unlink_or_rename_to_trash(path):
@@ -204,7 +216,7 @@ def guard_deletions(named, real):
     def delete_trash(prefix):
         # Trash comes from a rename to `*.conda_trash`, which the run never makes inside
         # the target; a walk by path there would follow a directory swapped meanwhile.
-        if target.inside(prefix) is None:
+        if target.inside(prefix) is None and not os.path.islink(prefix):
             return trash(prefix)
 
     def remove_empty_parent_paths(path):

@@ -486,4 +486,26 @@ fn a_target_that_leads_elsewhere_is_shown_with_where_it_leads() {
     let text = message(&shown(&command, Path::new("/project"), Some(&plan))).unwrap();
     let delete = format!("Delete: the environment {link} (it leads to {prod}) and everything");
     assert!(text.contains(&delete), "{text}");
+    // A path of the command line through the agent's symlink (attack 37 S2): shown with
+    // where it leads; one that leads where it names, and the target, are not repeated.
+    let export = ["export", "-p", "env", "--file", "out/passwd"].map(str::to_owned);
+    let plan = Plan {
+        prefix: Some("/project/env".into()),
+        paths: json!({"target": ["env", "/project/env", null],
+            "argv": [["export", "/project/export", null, "/project/export"],
+                ["env", "/project/env", null, "/project/env"],
+                ["out/passwd", "/etc/passwd", [1, 2, 1], "/project/out/passwd"]]}),
+        ..Plan::default()
+    };
+    let text = message(&shown(
+        &command_line(&export).unwrap(),
+        Path::new("/project"),
+        Some(&plan),
+    ))
+    .unwrap();
+    assert!(
+        text.contains("\nPath: out/passwd (it leads to /etc/passwd)\n"),
+        "{text}"
+    );
+    assert_eq!(text.matches("Path: ").count(), 1, "{text}");
 }
