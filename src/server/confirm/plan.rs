@@ -489,4 +489,6 @@ fn size(bytes: u64) -> String {
 }
 
 #[cfg(test)]
+mod leads;
+#[cfg(test)]
 mod tests;
