@@ -143,6 +143,14 @@ class BoundPaths(unittest.TestCase):
         self.assertEqual(read(victim), "keep me")
         self.assertEqual(read("other.txt"), "elsewhere, conda's own open")
 
+    def test_an_input_file_that_is_a_fifo_stops_the_run_at_once(self):
+        """`read_limited` (attack 37): a FIFO in an input file's place would have held
+        the run until the call's timeout."""
+        os.mkfifo("env.yml")
+        with self.assertRaises(bind.Changed) as stopped:
+            bind.read_limited("env.yml", 1000)
+        self.assertIn("env.yml is not a regular file", str(stopped.exception))
+
     def test_a_swapped_working_directory_stops_the_run(self):
         os.chdir("sub")
         shown = bind.bound_paths(["export"], None, None)
