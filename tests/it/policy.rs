@@ -106,6 +106,20 @@ fn raw_argv_always_needs_exec() {
     );
 }
 
+/// `init --dev` makes the working directory conda's source for every later conda process
+/// (attack 38 T3): it needs `--allow-exec` whoever built the argv, abbreviated too; a
+/// plain `init` is a write, its dry run a read.
+#[test]
+fn init_dev_runs_code() {
+    for argv in [&["init", "--dev", "bash"][..], &["init", "--de", "bash"]] {
+        let c = tool_argv(argv);
+        assert!(c.requires_exec, "{argv:?}: {c:?}");
+    }
+    let c = tool_argv(&["init", "bash"]);
+    assert!(c.requires_write && !c.requires_exec, "{c:?}");
+    assert!(tool_argv(&["init", "--dry-run", "bash"]).read_only);
+}
+
 #[test]
 fn abbreviations_clusters_and_aliases() {
     for argv in [

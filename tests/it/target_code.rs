@@ -1168,6 +1168,21 @@ fn real_conda_an_output_file_swapped_once_checked_is_not_written_through() {
     assert!(question.contains(&line), "{line} not in {question}");
     assert_eq!(result["isError"], true, "{result}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's secret\n");
+
+    // A `$VAR` the run expands, where conda would have opened the text (attack 38 T1):
+    // the question says where it leads, and the accepted run writes there.
+    std::fs::create_dir_all(real.path("home")).unwrap();
+    let export = json!({"prefix": real.path("project/env").display().to_string(),
+        "file": "$HOME/environment.yml"});
+    let (question, result) = server.ask("conda_export", export, "accept", |_| {});
+    let home = std::fs::canonicalize(real.path("home")).unwrap();
+    let line = format!(
+        "\nPath: $HOME/environment.yml (it leads to {})\n",
+        home.join("environment.yml").display()
+    );
+    assert!(question.contains(&line), "{line} not in {question}");
+    assert_eq!(result["isError"], false, "{result}");
+    assert!(home.join("environment.yml").is_file(), "{result}");
 }
 
 /// On a real conda: a package (of the agent's local channel, say) that holds a symlink

@@ -143,6 +143,21 @@ class BoundPaths(unittest.TestCase):
         self.assertEqual(read(victim), "keep me")
         self.assertEqual(read("other.txt"), "elsewhere, conda's own open")
 
+    def test_each_path_is_recorded_as_its_text_names_it_and_as_it_leads(self):
+        """What the question compares (attack 37 S2, attack 38 T1)."""
+        os.symlink(os.path.join(self.root, "outside"), "out")
+        home = os.path.expanduser("~")
+        shown = bind.bound_paths(["export", "--file", "out/x", "-f~/y", "sub/z"], None, None)
+        entries = {e[0]: (e[1], e[3]) for e in shown["argv"]}
+        self.assertEqual(
+            entries["out/x"],
+            (os.path.join(self.root, "outside/x"), os.path.join(self.root, "project/out/x")),
+        )
+        self.assertEqual(entries["~/y"][1], os.path.join(self.root, "project/~/y"))
+        self.assertEqual(entries["~/y"][0], os.path.join(os.path.realpath(home), "y"))
+        sub = os.path.join(self.root, "project/sub/z")
+        self.assertEqual(entries["sub/z"], (sub, sub))
+
     def test_an_input_file_that_is_a_fifo_stops_the_run_at_once(self):
         """`read_limited` (attack 37): a FIFO in an input file's place would have held
         the run until the call's timeout."""

@@ -125,6 +125,13 @@ pub(super) fn judge(path: &[&str], facts: &Facts) -> Option<Classification> {
         ["clean"] => dry_run_or_write(facts, false),
         // conda/core/initialize.py:23 "have no side effects if context.dry_run is True";
         // every plan step checks it (e.g. :1173, :1199, :1225).
+        // conda/cli/main_init.py:170-173 `--dev` → conda/core/initialize.py:155-200
+        // `initialize_dev`: conda's own package is removed from the interpreter's
+        // site-packages and the working directory (os.getcwd(), :160) becomes the
+        // source of `import conda` (`easy-install.pth`, `conda.egg-link`): the next
+        // conda process runs that directory's code (attack 38 T3). A hidden option, so
+        // no tool's schema offers it; raw argv (`conda_execute`) can.
+        ["init"] if facts.has(&["--dev"]) => Access::Exec.classification(false),
         ["init"] => dry_run_or_write(facts, false),
         _ => return None,
     };

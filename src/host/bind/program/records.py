@@ -403,12 +403,12 @@ def check_in_place(prefix, foreign=True):
 
 
 def _entry(value):
-    """[the value, where it leads, the file it names (see _identity), the path it names
-    before any symlink is followed]: the question shows the two paths where they differ
-    (a directory on the way the agent made a symlink: attack 37 S2)."""
+    """[the value, where it leads, the file it names (see _identity), the path its text
+    names]: the question shows the two paths where they differ (a directory on the way
+    the agent made a symlink: attack 37 S2; a `~` or `$VAR` the run expands where conda
+    would have opened the text: attack 38 T1)."""
     real = _real(value)
-    named = os.path.abspath(os.path.expanduser(os.path.expandvars(value)))
-    return [value, real, _identity(real), named]
+    return [value, real, _identity(real), os.path.abspath(value)]
 
 
 def bound_paths(argv, target, written):
