@@ -293,6 +293,16 @@ fn pieces(value: &str) -> impl Iterator<Item = &str> {
         .filter(|piece| !piece.is_empty())
 }
 
+/// Whether conda fetches `value` as a URL: its text before `://` is a scheme conda's
+/// session serves (conda/cli/common.py:329-335, conda/gateways/connection/session.py:
+/// 296-299; `file://` is read above as the path it names). Any other `://` is part of a
+/// path to conda: `/allowed/x://../..` is the directory `x:` and then `..` (attack 39 U2).
+fn fetched_url(value: &str) -> bool {
+    value
+        .split_once("://")
+        .is_some_and(|(scheme, _)| ["http", "https", "ftp", "s3"].contains(&scheme))
+}
+
 /// The path a value names, if it names one.
 fn path_like(value: &str, home: Option<&Path>) -> Option<PathBuf> {
     if let Some(rest) = value.strip_prefix("file://") {
@@ -304,7 +314,7 @@ fn path_like(value: &str, home: Option<&Path>) -> Option<PathBuf> {
         };
         return Some(PathBuf::from(percent_decode(path)));
     }
-    if value.contains("://") {
+    if fetched_url(value) {
         return None;
     }
     if let Some(rest) = value.strip_prefix('~') {
@@ -329,7 +339,7 @@ fn path_like(value: &str, home: Option<&Path>) -> Option<PathBuf> {
 /// anywhere, so it is judged where it leads. A word that names nothing there would be
 /// created in the working directory, which is judged itself.
 fn existing_word(word: &str, cwd: &Path) -> Option<PathBuf> {
-    if word.contains("://") {
+    if fetched_url(word) {
         return None;
     }
     std::fs::symlink_metadata(cwd.join(word))

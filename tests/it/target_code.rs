@@ -1169,6 +1169,21 @@ fn real_conda_an_output_file_swapped_once_checked_is_not_written_through() {
     assert_eq!(result["isError"], true, "{result}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's secret\n");
 
+    // A path that reads like a URL (`out:` a directory, here the agent's symlink): a
+    // path to conda, so to the question and the run too (attack 39 U1).
+    std::os::unix::fs::symlink(&victims, real.path("project/out:")).unwrap();
+    let schemed = format!("{}://environment.yml", real.path("project/out").display());
+    let export = json!({"prefix": real.path("project/env").display().to_string(),
+        "file": schemed});
+    let (question, result) = server.ask("conda_export", export, "decline", |_| {});
+    let line = format!(
+        "\nPath: {schemed} (it leads to {})\n",
+        std::fs::canonicalize(&victim).unwrap().display()
+    );
+    assert!(question.contains(&line), "{line} not in {question}");
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's secret\n");
+
     // A `$VAR` the run expands, where conda would have opened the text (attack 38 T1):
     // the question says where it leads, and the accepted run writes there.
     std::fs::create_dir_all(real.path("home")).unwrap();

@@ -42,6 +42,9 @@ class BoundPaths(unittest.TestCase):
         argv = ["config", "--file", "rc", "--prefix=envs/e1", "-penv", "-y", "--json", "-c"]
         argv += ["https://x.invalid/chan", "numpy>=1"]
         self.assertEqual(bind.path_values(argv), ["config", "rc", "envs/e1", "env", "numpy>=1"])
+        # A `://` after anything but a scheme conda fetches is part of a path (attack 39).
+        argv = ["export", "--file", "out://passwd", "-c", "file:///chan", "s3://b/c", "x"]
+        self.assertEqual(bind.path_values(argv), ["export", "out://passwd", "x"])
 
     def test_unchanged_paths_pass(self):
         argv = ["create", "-p", "envs/e1"]

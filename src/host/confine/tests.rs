@@ -27,6 +27,9 @@ fn paths_outside_are_refused_however_spelled() {
     std::os::unix::fs::symlink("loop-b", allowed.join("loop-a")).unwrap();
     std::os::unix::fs::symlink("loop-a", allowed.join("loop-b")).unwrap();
     std::fs::write(allowed.join("env.yml"), "name: x\n").unwrap();
+    // A directory whose name ends in `:`, so a path reads like a URL (attack 39 U2).
+    std::os::unix::fs::symlink(&outside, allowed.join("out:")).unwrap();
+    std::fs::create_dir_all(allowed.join("x:")).unwrap();
     let scope = Confinement::to(std::slice::from_ref(&allowed));
     let home = root.path().join("home");
     let ok = |tokens: &[&str]| scope.check(&argv(tokens), &allowed, Some(&home));
@@ -74,6 +77,8 @@ fn paths_outside_are_refused_however_spelled() {
         &["config", "--file", "twice"],
         &["export", "--file=twice/sub/x.yml"],
         &["config", "--file", "loop-a"],
+        &["export", "--file", "out://passwd"],
+        &["compare", "x://../../secret/f"],
     ] {
         assert_eq!(ok(bad), Err(Outside), "{bad:?}");
     }

@@ -311,9 +311,19 @@ def path_values(argv):
                 token = token[2:]
             else:
                 continue
-        if token and "://" not in token and "\0" not in token:
+        if token and not _url(token) and "\0" not in token:
             values.append(token)
     return values
+
+
+def _url(value):
+    """Whether conda fetches `value` as a URL: its text before `://` is one of the
+    schemes conda's session knows (conda/cli/common.py:329-335, conda/gateways/
+    connection/session.py:296-301). Any other `://` is part of a path to conda
+    (`project/out://passwd` is the directory `out:`): recorded and checked as one
+    (attack 39 U1: every value with `://` was left out, and root wrote through the
+    agent's symlink `out:`, the question silent)."""
+    return value.split("://", 1)[0] in REMOTE + ("file",) if "://" in value else False
 
 
 def config_file(args, context):
