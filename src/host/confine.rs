@@ -148,13 +148,14 @@ impl Confinement {
                 return Err(Outside);
             }
             for piece in std::iter::once(value).chain(pieces(value)) {
-                let Some(path) = path_like(piece, home).or_else(|| existing_word(piece, cwd))
-                else {
-                    continue;
-                };
-                let resolved = resolve(&cwd.join(path));
-                if !self.inside(&resolved) || self.escapes(&resolved) {
-                    return Err(Outside);
+                // Both readings: conda opens some values as written (`export --file
+                // https://x` is `x` in the directory `https:`: attack 40 V2).
+                let readings = [path_like(piece, home), existing_word(piece, cwd)];
+                for path in readings.into_iter().flatten() {
+                    let resolved = resolve(&cwd.join(path));
+                    if !self.inside(&resolved) || self.escapes(&resolved) {
+                        return Err(Outside);
+                    }
                 }
             }
         }
@@ -333,16 +334,17 @@ fn path_like(value: &str, home: Option<&Path>) -> Option<PathBuf> {
     pathy.then(|| PathBuf::from(value))
 }
 
-/// A bare word (`rc`, `envlink`, `.x`, `pkg.conda`) that names something in the working
-/// directory: conda reads many bare words as paths (`config --file rc`, `create -p env`,
-/// `compare env.yml`, a package file), and an entry there — a symlink above all — may lead
-/// anywhere, so it is judged where it leads. A word that names nothing there would be
-/// created in the working directory, which is judged itself.
+/// A bare word (`rc`, `envlink`, `.x`, `pkg.conda`), or a word whose first component
+/// (`https:` of `https://x`) names something in the working directory: conda reads many
+/// bare words as paths (`config --file rc`, `create -p env`, `compare env.yml`, a package
+/// file), and an entry there — a symlink above all — may lead anywhere, so it is judged
+/// where it leads. A word that names nothing there would be created in the working
+/// directory, which is judged itself.
 fn existing_word(word: &str, cwd: &Path) -> Option<PathBuf> {
-    if fetched_url(word) {
-        return None;
-    }
-    std::fs::symlink_metadata(cwd.join(word))
+    // Its first component: a URL's scheme that names a directory or a symlink there
+    // (`https:`) makes the URL a path too.
+    let first = word.split('/').next().unwrap_or(word);
+    std::fs::symlink_metadata(cwd.join(first))
         .is_ok()
         .then(|| PathBuf::from(word))
 }

@@ -1184,6 +1184,21 @@ fn real_conda_an_output_file_swapped_once_checked_is_not_written_through() {
     assert_eq!(result["isError"], true, "{result}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's secret\n");
 
+    // The same with a scheme conda fetches, `https:` the agent's symlink in the working
+    // directory: conda opens the value as written (attack 40 V1).
+    std::os::unix::fs::symlink(&victims, real.path("https:")).unwrap();
+    let export = json!({"prefix": real.path("project/env").display().to_string(),
+        "file": "https://environment.yml"});
+    let (question, result) = server.ask("conda_export", export, "decline", |_| {});
+    let line = format!(
+        "\nPath: https://environment.yml (it leads to {})\n",
+        std::fs::canonicalize(&victim).unwrap().display()
+    );
+    assert!(question.contains(&line), "{line} not in {question}");
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's secret\n");
+    std::fs::remove_file(real.path("https:")).unwrap();
+
     // A `$VAR` the run expands, where conda would have opened the text (attack 38 T1):
     // the question says where it leads, and the accepted run writes there.
     std::fs::create_dir_all(real.path("home")).unwrap();

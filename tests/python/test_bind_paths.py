@@ -41,10 +41,16 @@ class BoundPaths(unittest.TestCase):
     def test_the_values_conda_may_read_as_paths(self):
         argv = ["config", "--file", "rc", "--prefix=envs/e1", "-penv", "-y", "--json", "-c"]
         argv += ["https://x.invalid/chan", "numpy>=1"]
-        self.assertEqual(bind.path_values(argv), ["config", "rc", "envs/e1", "env", "numpy>=1"])
-        # A `://` after anything but a scheme conda fetches is part of a path (attack 39).
-        argv = ["export", "--file", "out://passwd", "-c", "file:///chan", "s3://b/c", "x"]
-        self.assertEqual(bind.path_values(argv), ["export", "out://passwd", "x"])
+        self.assertEqual(
+            bind.path_values(argv),
+            ["config", "rc", "envs/e1", "env", "https://x.invalid/chan", "numpy>=1"],
+        )
+        # A URL's text is a path too: conda opens some values as written (attacks 39, 40).
+        os.symlink(os.path.join(self.root, "outside"), "https:")
+        shown = bind.bound_paths(["export", "--file", "https://passwd"], None, None)
+        self.assertEqual(
+            shown["argv"][1][:2], ["https://passwd", os.path.join(self.root, "outside/passwd")]
+        )
 
     def test_unchanged_paths_pass(self):
         argv = ["create", "-p", "envs/e1"]

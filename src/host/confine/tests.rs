@@ -88,6 +88,31 @@ fn paths_outside_are_refused_however_spelled() {
     );
 }
 
+/// A URL whose scheme names the agent's symlink in the working directory is a path too:
+/// conda opens some values as written (`export --file https://passwd` is `passwd` in
+/// `https:`; attack 40 V2), so both readings are judged, a channel's URL included.
+#[test]
+fn a_url_whose_scheme_names_an_entry_here_is_a_path_too() {
+    let root = tempfile::tempdir().unwrap();
+    let (allowed, outside) = (root.path().join("work"), root.path().join("secret"));
+    std::fs::create_dir_all(&allowed).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let scope = Confinement::to(std::slice::from_ref(&allowed));
+    let check = |tokens: &[&str]| scope.check(&argv(tokens), &allowed, None);
+    let channel = ["install", "-c", "https://conda.anaconda.org/x", "numpy"];
+    assert_eq!(check(&channel), Ok(()));
+    assert_eq!(check(&["export", "--file", "https://passwd"]), Ok(()));
+    std::os::unix::fs::symlink(&outside, allowed.join("https:")).unwrap();
+    for bad in [
+        &["export", "--file", "https://passwd"][..],
+        &["export", "--file=https://passwd"],
+        &["export", "-fhttps://passwd"],
+        &channel,
+    ] {
+        assert_eq!(check(bad), Err(Outside), "{bad:?}");
+    }
+}
+
 #[test]
 fn hard_links_lead_outside_however_named() {
     let root = tempfile::tempdir().unwrap();

@@ -301,7 +301,12 @@ def _real(value):
 def path_values(argv):
     """Every value of the argv conda may read as a path, by position rather than by
     option (a bare word too: `config --file rc`, `create -p envlink`): each token, the
-    value after an option's `=`, a short option's attached value. URLs are fetched."""
+    value after an option's `=`, a short option's attached value. A URL too: conda
+    opens some values as they are written (`export --file https://passwd` is the file
+    `passwd` in the directory `https:`), so its text is a path as well as a URL (attack
+    39 U1, attack 40 V1: left out, a value with `://` led the write through the agent's
+    symlink `out:` or `https:`, the question silent); one that names nothing stays as
+    it was, and is shown as nothing."""
     values = []
     for token in argv:
         if token.startswith("-"):
@@ -311,19 +316,9 @@ def path_values(argv):
                 token = token[2:]
             else:
                 continue
-        if token and not _url(token) and "\0" not in token:
+        if token and "\0" not in token:
             values.append(token)
     return values
-
-
-def _url(value):
-    """Whether conda fetches `value` as a URL: its text before `://` is one of the
-    schemes conda's session knows (conda/cli/common.py:329-335, conda/gateways/
-    connection/session.py:296-301). Any other `://` is part of a path to conda
-    (`project/out://passwd` is the directory `out:`): recorded and checked as one
-    (attack 39 U1: every value with `://` was left out, and root wrote through the
-    agent's symlink `out:`, the question silent)."""
-    return value.split("://", 1)[0] in REMOTE + ("file",) if "://" in value else False
 
 
 def config_file(args, context):
