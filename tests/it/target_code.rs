@@ -1157,46 +1157,31 @@ fn real_conda_an_output_file_swapped_once_checked_is_not_written_through() {
     // S2): the question shows where the file leads.
     let linked = real.path("project/linked");
     std::os::unix::fs::symlink(&victims, &linked).unwrap();
-    let export = json!({"prefix": real.path("project/env").display().to_string(),
-        "file": linked.join("environment.yml").display().to_string()});
-    let (question, result) = server.ask("conda_export", export, "decline", |_| {});
-    let line = format!(
-        "\nPath: {} (it leads to {})\n",
-        linked.join("environment.yml").display(),
-        std::fs::canonicalize(&victim).unwrap().display()
-    );
-    assert!(question.contains(&line), "{line} not in {question}");
-    assert_eq!(result["isError"], true, "{result}");
-    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's secret\n");
+    // Each asked with the line that says where it leads, declined, nothing written.
+    let leads = std::fs::canonicalize(&victim).unwrap();
+    let mut declined = |file: String| {
+        let export = json!({"prefix": real.path("project/env").display().to_string(),
+            "file": file});
+        let (question, result) = server.ask("conda_export", export, "decline", |_| {});
+        let line = format!("\nPath: {file} (it leads to {})\n", leads.display());
+        assert!(question.contains(&line), "{line} not in {question}");
+        assert_eq!(result["isError"], true, "{result}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's secret\n");
+    };
+    declined(linked.join("environment.yml").display().to_string());
 
     // A path that reads like a URL (`out:` a directory, here the agent's symlink): a
     // path to conda, so to the question and the run too (attack 39 U1).
     std::os::unix::fs::symlink(&victims, real.path("project/out:")).unwrap();
-    let schemed = format!("{}://environment.yml", real.path("project/out").display());
-    let export = json!({"prefix": real.path("project/env").display().to_string(),
-        "file": schemed});
-    let (question, result) = server.ask("conda_export", export, "decline", |_| {});
-    let line = format!(
-        "\nPath: {schemed} (it leads to {})\n",
-        std::fs::canonicalize(&victim).unwrap().display()
-    );
-    assert!(question.contains(&line), "{line} not in {question}");
-    assert_eq!(result["isError"], true, "{result}");
-    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's secret\n");
+    declined(format!(
+        "{}://environment.yml",
+        real.path("project/out").display()
+    ));
 
     // The same with a scheme conda fetches, `https:` the agent's symlink in the working
     // directory: conda opens the value as written (attack 40 V1).
     std::os::unix::fs::symlink(&victims, real.path("https:")).unwrap();
-    let export = json!({"prefix": real.path("project/env").display().to_string(),
-        "file": "https://environment.yml"});
-    let (question, result) = server.ask("conda_export", export, "decline", |_| {});
-    let line = format!(
-        "\nPath: https://environment.yml (it leads to {})\n",
-        std::fs::canonicalize(&victim).unwrap().display()
-    );
-    assert!(question.contains(&line), "{line} not in {question}");
-    assert_eq!(result["isError"], true, "{result}");
-    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's secret\n");
+    declined("https://environment.yml".to_owned());
     std::fs::remove_file(real.path("https:")).unwrap();
 
     // A `$VAR` the run expands, where conda would have opened the text (attack 38 T1):
