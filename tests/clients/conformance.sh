@@ -51,6 +51,9 @@ trap cleanup EXIT
 python3 tests/fixtures/build_fixture.py "$work/conda" >/dev/null
 
 token=$(python3 -c 'import secrets; print(secrets.token_hex(24))')
+# The log exists before the server starts: the background job opens it only when it runs,
+# and the first read below may come first on a busy machine.
+: >"$work/ccm.log"
 CCM_MCP_TOKEN="$token" "$ccm" --conda-exe "$work/conda/bin/conda" --http 127.0.0.1:0 \
   2>"$work/ccm.log" &
 server_pid=$!
