@@ -141,7 +141,7 @@ impl Confinement {
         if self.is_unrestricted() {
             return Ok(());
         }
-        for value in argv.iter().flat_map(|t| values(t)) {
+        for value in argv_values(argv) {
             // conda expands `$VAR`/`${VAR}` in paths (conda/common/path/__init__.py:105
             // `expandvars`), so the text alone cannot say where they point.
             if value.contains('$') {
@@ -205,7 +205,7 @@ pub(crate) fn names_file(
     home: Option<&Path>,
     is_target: impl Fn(&Path) -> bool,
 ) -> bool {
-    argv.iter().flat_map(|t| values(t)).any(|value| {
+    argv_values(argv).any(|value| {
         let expanded = expand_vars(value);
         std::iter::once(expanded.as_str())
             .chain(pieces(&expanded))
@@ -259,7 +259,7 @@ pub(crate) fn special(path: &Path) -> bool {
 /// Whether a value of the argv starts with `~user` (another user's home, which conda
 /// expands and the server does not resolve).
 pub(crate) fn names_other_home(argv: &[String]) -> bool {
-    argv.iter().flat_map(|t| values(t)).any(|value| {
+    argv_values(argv).any(|value| {
         std::iter::once(value).chain(pieces(value)).any(|piece| {
             piece
                 .strip_prefix('~')
@@ -268,13 +268,36 @@ pub(crate) fn names_other_home(argv: &[String]) -> bool {
     })
 }
 
+/// Every part of the argv that can carry a path, read as argparse reads the tokens
+/// (Lib/argparse.py `_parse_optional`): after `--` each token is a value as it is;
+/// before it, see [`values`].
+fn argv_values(argv: &[String]) -> impl Iterator<Item = &str> {
+    let end = argv.iter().position(|t| t == "--");
+    argv.iter()
+        .enumerate()
+        .flat_map(move |(at, token)| match end {
+            Some(end) if at > end => vec![token.as_str()],
+            Some(end) if at == end => Vec::new(),
+            _ => values(token),
+        })
+}
+
 /// The parts of a token that can carry a path: the token, the value after the first
-/// `=` of an option, and the attached value of a short option (`-p/abs`).
+/// `=` of an option, and the attached value of a short option (`-p/abs`). A token that
+/// starts with `-` is a value as it is where argparse reads it as one
+/// (Lib/argparse.py 3.11 `_parse_optional`, :2244 and :2275-2281): `-` alone, a token
+/// that looks like a negative number (`-1`, `-.5`: conda's parsers have no option that
+/// does, so argparse hands it to the option before it or to a positional), and one that
+/// holds a space (attack 41 W1: `clean --tempfiles -1` deletes the entry `-1` of the
+/// working directory, which was judged as nothing).
 fn values(token: &str) -> Vec<&str> {
     if !token.starts_with('-') {
         return vec![token];
     }
     let mut out = Vec::new();
+    if token == "-" || negative_number(token) || token.contains(' ') {
+        out.push(token);
+    }
     if let Some((_, value)) = token.split_once('=') {
         out.push(value);
     }
@@ -282,6 +305,22 @@ fn values(token: &str) -> Vec<&str> {
         out.push(&token[2..]);
     }
     out
+}
+
+/// Whether argparse's `_negative_number_matcher`, `^-\d+$|^-\d*\.\d+$`
+/// (Lib/argparse.py:1381), may match: read wider than Python does (any numeric
+/// character for `\d`, which is any Unicode decimal digit there; `$` matches before a
+/// last newline too), since a token taken for a value it is not is only judged more.
+fn negative_number(token: &str) -> bool {
+    let Some(rest) = token.strip_prefix('-') else {
+        return false;
+    };
+    let rest = rest.strip_suffix('\n').unwrap_or(rest);
+    let digits = |s: &str| !s.is_empty() && s.chars().all(char::is_numeric);
+    match rest.split_once('.') {
+        None => digits(rest),
+        Some((whole, fraction)) => (whole.is_empty() || digits(whole)) && digits(fraction),
+    }
 }
 
 /// The parts of a value that other syntaxes can embed a path in: match-spec brackets

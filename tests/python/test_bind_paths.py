@@ -45,6 +45,15 @@ class BoundPaths(unittest.TestCase):
             bind.path_values(argv),
             ["config", "rc", "envs/e1", "env", "https://x.invalid/chan", "numpy>=1"],
         )
+        # Tokens argparse reads as values though they start with `-` (attack 41 W1), and
+        # both readings of a short option's attached value (`-fout=x` is `-f out=x` to
+        # argparse); a reading that names nothing costs nothing.
+        argv = ["export", "--file", "-1", "-.5", "-", "-a b", "-fout=x", "--", "-x", "--y"]
+        self.assertEqual(
+            bind.path_values(argv),
+            ["export", "-1", "-.5", "5", "-", "-a b", " b", "x", "out=x", "-x", "--y"],
+        )
+        self.assertEqual(bind.path_values(["list", "-x", "--json", "-n", "base"]), ["list", "base"])
         # A URL's text is a path too: conda opens some values as written (attacks 39, 40).
         os.symlink(os.path.join(self.root, "outside"), "https:")
         shown = bind.bound_paths(["export", "--file", "https://passwd"], None, None)

@@ -376,3 +376,38 @@ fn the_walk_stops_at_its_deadline() {
     let later = past + std::time::Duration::from_secs(600);
     assert_eq!(super::foreign_links(&prefix, &[], Some(later)), Ok(false));
 }
+
+/// A token argparse hands on as a value though it starts with `-` (Lib/argparse.py 3.11
+/// `_parse_optional`): one that looks like a negative number, `-` alone, one with a
+/// space, any after `--`. `clean --tempfiles -1` walks the agent's symlink `-1` and
+/// deletes in it (attack 41 W1), so each is judged where it leads.
+#[test]
+fn a_value_that_starts_with_a_dash_is_judged_as_argparse_reads_it() {
+    let root = tempfile::tempdir().unwrap();
+    let (allowed, outside) = (root.path().join("work"), root.path().join("secret"));
+    std::fs::create_dir_all(&allowed).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let scope = Confinement::to(std::slice::from_ref(&allowed));
+    let check = |tokens: &[&str]| scope.check(&argv(tokens), &allowed, None);
+    let cases: [&[&str]; 8] = [
+        &["clean", "--tempfiles", "-1"],
+        &["clean", "--tempfiles", "-12"],
+        &["env", "create", "--file", "-.5"],
+        &["compare", "-1.5"],
+        &["compare", "-\u{0663}"],
+        &["export", "--file", "-"],
+        &["export", "--file", "-a b"],
+        &["run", "--", "-x"],
+    ];
+    for bad in cases {
+        assert_eq!(check(bad), Ok(()), "nothing planted yet: {bad:?}");
+    }
+    for name in ["-1", "-12", "-.5", "-1.5", "-\u{0663}", "-", "-a b", "-x"] {
+        std::os::unix::fs::symlink(&outside, allowed.join(name)).unwrap();
+    }
+    for bad in cases {
+        assert_eq!(check(bad), Err(Outside), "{bad:?}");
+    }
+    // An option stays an option: `-x` before `--` is not the entry `-x`.
+    assert_eq!(check(&["list", "-x"]), Ok(()));
+}

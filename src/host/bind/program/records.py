@@ -38,6 +38,7 @@ what it takes from the others in an ``if False:`` import block (see ARCHITECTURE
 
 import hashlib
 import os
+import re
 import stat
 
 if False:  # Names from the other parts of this program (one namespace; see above).
@@ -298,26 +299,43 @@ def _real(value):
     return os.path.realpath(os.path.expanduser(os.path.expandvars(value)))
 
 
+# argparse's own matcher (Lib/argparse.py 3.11:1381): a token it matches is a value,
+# not an option, since conda's parsers have no option that looks like a number.
+NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+
+
 def path_values(argv):
     """Every value of the argv conda may read as a path, by position rather than by
     option (a bare word too: `config --file rc`, `create -p envlink`): each token, the
-    value after an option's `=`, a short option's attached value. A URL too: conda
-    opens some values as they are written (`export --file https://passwd` is the file
-    `passwd` in the directory `https:`), so its text is a path as well as a URL (attack
-    39 U1, attack 40 V1: left out, a value with `://` led the write through the agent's
-    symlink `out:` or `https:`, the question silent); one that names nothing stays as
-    it was, and is shown as nothing."""
+    value after an option's `=`, a short option's attached value (both of `-fout=x`,
+    which argparse reads as `-f out=x`). A URL too: conda opens some values as they are
+    written (`export --file https://passwd` is the file `passwd` in the directory
+    `https:`), so its text is a path as well as a URL (attack 39 U1, attack 40 V1: left
+    out, a value with `://` led the write through the agent's symlink `out:` or
+    `https:`, the question silent); one that names nothing stays as it was, and is
+    shown as nothing. A token that starts with `-` is a value as it is where argparse
+    reads it as one (Lib/argparse.py 3.11 `_parse_optional`, :2244, :2275-2281): `-`
+    alone, one that looks like a negative number, one with a space, and each after
+    `--` (attack 41 W1: `export --file -1` wrote through the agent's symlink `-1`, the
+    question silent). The server's `--allow-paths` reads the argv the same way
+    (host/confine.rs `argv_values`)."""
     values = []
+    options_end = False
     for token in argv:
-        if token.startswith("-"):
+        if options_end or not token.startswith("-"):
+            found = [token]
+        elif token == "--":
+            options_end = True
+            continue
+        else:
+            found = []
+            if token == "-" or NEGATIVE_NUMBER.match(token) or " " in token:
+                found.append(token)
             if "=" in token:
-                token = token.split("=", 1)[1]
-            elif not token.startswith("--") and len(token) > 2:
-                token = token[2:]
-            else:
-                continue
-        if token and "\0" not in token:
-            values.append(token)
+                found.append(token.split("=", 1)[1])
+            if not token.startswith("--") and len(token) > 2:
+                found.append(token[2:])
+        values += [value for value in found if value and "\0" not in value]
     return values
 
 
