@@ -9,6 +9,15 @@ fn argv(tokens: &[&str]) -> Vec<String> {
     tokens.iter().map(|s| s.to_string()).collect()
 }
 
+/// A temporary directory holding `work` (the allowed one) and `secret` (outside it).
+fn work_and_secret() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let root = tempfile::tempdir().unwrap();
+    let (allowed, outside) = (root.path().join("work"), root.path().join("secret"));
+    std::fs::create_dir_all(&allowed).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    (root, allowed, outside)
+}
+
 #[test]
 fn paths_outside_are_refused_however_spelled() {
     let root = tempfile::tempdir().unwrap();
@@ -93,10 +102,7 @@ fn paths_outside_are_refused_however_spelled() {
 /// `https:`; attack 40 V2), so both readings are judged, a channel's URL included.
 #[test]
 fn a_url_whose_scheme_names_an_entry_here_is_a_path_too() {
-    let root = tempfile::tempdir().unwrap();
-    let (allowed, outside) = (root.path().join("work"), root.path().join("secret"));
-    std::fs::create_dir_all(&allowed).unwrap();
-    std::fs::create_dir_all(&outside).unwrap();
+    let (_root, allowed, outside) = work_and_secret();
     let scope = Confinement::to(std::slice::from_ref(&allowed));
     let check = |tokens: &[&str]| scope.check(&argv(tokens), &allowed, None);
     let channel = ["install", "-c", "https://conda.anaconda.org/x", "numpy"];
@@ -383,10 +389,7 @@ fn the_walk_stops_at_its_deadline() {
 /// deletes in it (attack 41 W1), so each is judged where it leads.
 #[test]
 fn a_value_that_starts_with_a_dash_is_judged_as_argparse_reads_it() {
-    let root = tempfile::tempdir().unwrap();
-    let (allowed, outside) = (root.path().join("work"), root.path().join("secret"));
-    std::fs::create_dir_all(&allowed).unwrap();
-    std::fs::create_dir_all(&outside).unwrap();
+    let (_root, allowed, outside) = work_and_secret();
     let scope = Confinement::to(std::slice::from_ref(&allowed));
     let check = |tokens: &[&str]| scope.check(&argv(tokens), &allowed, None);
     let cases: [&[&str]; 8] = [
