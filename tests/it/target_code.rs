@@ -1200,6 +1200,46 @@ fn real_conda_an_output_file_swapped_once_checked_is_not_written_through() {
     assert!(home.join("environment.yml").is_file(), "{result}");
 }
 
+/// On a real conda: an input file named by a `file://` URL with a host or `%XX` escapes
+/// is the file conda's `url_to_path` reads (the local host dropped, the escapes decoded):
+/// the question names it and binds its bytes. Read as the text after `://`, it was shown
+/// as a file of the working directory that does not exist, "read at run time, not
+/// bound", while conda read a file outside the project (attack 42 X1).
+#[test]
+#[ignore = "needs CCM_TEST_CONDA"]
+fn real_conda_an_input_file_url_names_the_file_conda_reads() {
+    let real = setup();
+    let (mut server, _hold) = held_server(&real);
+    let victims = real.path("victim");
+    std::fs::create_dir_all(&victims).unwrap();
+    let spec = "dependencies:\n  - pkgc\n";
+    std::fs::write(victims.join("env.yml"), spec).unwrap();
+    let env = real.path("project/env").display().to_string();
+    let abs = victims.join("env.yml").display().to_string();
+    let project = real.path("project").display().to_string();
+    let urls = [
+        (format!("file://localhost{abs}"), abs.clone()),
+        (
+            format!("file://{project}/%2e%2e/victim/env.yml"),
+            format!("{project}/../victim/env.yml"),
+        ),
+    ];
+    for (url, path) in &urls {
+        let args = json!({"prefix": env, "file": [url]});
+        let (question, result) = server.ask("conda_install", args, "decline", |_| {});
+        let line = format!(
+            "Input file \"{url}\" ({path}): {} bytes, sha256 ",
+            spec.len()
+        );
+        assert!(question.contains(&line), "{line} not in {question}");
+        assert_eq!(result["isError"], true, "{result}");
+    }
+    let args = json!({"prefix": env, "file": [urls[0].0]});
+    let (_, result) = server.ask("conda_install", args, "accept", |_| {});
+    assert_eq!(result["isError"], false, "{result}");
+    assert!(installed(&real).contains(&"pkgc".to_owned()), "{result}");
+}
+
 /// On a real conda: a package (of the agent's local channel, say) that holds a symlink
 /// leading outside the environment. conda copies an absolute one by reading through it,
 /// as root: any file's bytes landed in the environment. A relative one that climbs out

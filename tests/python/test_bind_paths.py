@@ -61,6 +61,22 @@ class BoundPaths(unittest.TestCase):
             shown["argv"][1][:2], ["https://passwd", os.path.join(self.root, "outside/passwd")]
         )
 
+    def test_a_file_url_names_the_file_conda_reads(self):
+        # conda's `url_to_path`: the local hosts dropped, `%XX` decoded, nothing expanded
+        # (attack 42 X1: the text after `://` named `<cwd>/localhost/...`).
+        cases = {
+            "file:///srv/env.yml": "/srv/env.yml",
+            "file://localhost/srv/env.yml": "/srv/env.yml",
+            "file://127.0.0.1/srv/env.yml": "/srv/env.yml",
+            "file:///srv/p/%2e%2e/env.yml": "/srv/p/../env.yml",
+            "file://other/srv/env.yml": "//other/srv/env.yml",
+            "file:///$HOME/env.yml": "/$HOME/env.yml",
+        }
+        for url, path in cases.items():
+            self.assertEqual(bind.locate(url), path, url)
+        self.assertIsNone(bind.locate("https://example.com/env.yml"))
+        self.assertEqual(bind.locate("env.yml"), os.path.join(os.getcwd(), "env.yml"))
+
     def test_unchanged_paths_pass(self):
         argv = ["create", "-p", "envs/e1"]
         target = os.path.join(self.root, "project/envs/e1")

@@ -251,6 +251,25 @@ def _expand(value):
     return expand(value)
 
 
+def _file_url_path(url):
+    """The file a `file://` URL names to conda: its reader (conda/gateways/connection/
+    adapters/localfs.py:23 -> conda/common/path/__init__.py:123 `url_to_path`) drops
+    the host `localhost`, `127.0.0.1` or `::1`, keeps any other as `//host`, and
+    percent-decodes the path, with no `~` or `$VAR` expanded (attack 42 X1: read as
+    the text after `://`, `file://localhost/ABS` was shown as `<cwd>/localhost/ABS`,
+    a file that does not exist, while conda read `/ABS`)."""
+    try:
+        from conda.common.path import url_to_path
+
+        return url_to_path(url)
+    except Exception:
+        from urllib.parse import unquote, urlsplit
+
+        parts = urlsplit(url)
+        host = "" if parts.netloc in ("", "localhost", "127.0.0.1", "::1") else parts.netloc
+        return (f"//{host}" if host else "") + unquote(parts.path)
+
+
 def input_files(args):
     """The input files conda reads for this command: (attribute value, list form?)."""
     if getattr(args, "func", None) not in FILE_INPUTS:
@@ -267,7 +286,7 @@ def locate(value):
     """The local path conda reads for an input file value, or None for a URL."""
     scheme = value.split("://", 1)[0] if "://" in value else ""
     if scheme == "file":
-        return _expand(value.split("://", 1)[1])
+        return _file_url_path(value)
     if scheme.lower() in REMOTE:
         return None
     return _expand(value)
