@@ -30,6 +30,7 @@ use super::exec;
 /// concatenated in this order.
 pub(crate) const SOURCE: &str = concat!(
     include_str!("bind/program/records.py"),
+    include_str!("bind/program/paths.py"),
     include_str!("bind/program/shared.py"),
     include_str!("bind/program/cache.py"),
     include_str!("bind/program/target.py"),
@@ -87,7 +88,7 @@ pub(crate) struct Plan {
     pub unpreviewed: Option<String>,
     /// Where the call's paths led at preview time (the working directory, the target, the
     /// file `conda config` writes, every argv value): the run stops when one leads
-    /// elsewhere (opaque here; `program/records.py` `bound_paths`).
+    /// elsewhere (opaque here; `program/paths.py` `bound_paths`).
     #[serde(default)]
     pub paths: serde_json::Value,
     /// The file `conda config` writes, resolved (for the question).

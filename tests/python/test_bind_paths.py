@@ -1,4 +1,4 @@
-"""The plan binding's paths (bind/program/records.py `bound_paths`, `check_paths`,
+"""The plan binding's paths (bind/program/paths.py `bound_paths`, `check_paths`,
 `check_links`): where each path of a call leads at preview time and which file it names,
 and the run's check that it still leads there, names that file and no hard link, and is
 not the audit log, on directories built here."""

@@ -6,6 +6,14 @@ import sys
 
 if False:  # Names from the other parts of this program (one namespace; see records.py).
     from cache import TEMP_DIRS, stage_cached_packages
+    from paths import (
+        _real,
+        bound_paths,
+        check_in_place,
+        check_links,
+        check_paths,
+        config_file,
+    )
     from records import (
         CHANGED_EXIT,
         CLEAN,
@@ -18,13 +26,7 @@ if False:  # Names from the other parts of this program (one namespace; see reco
         RENAME,
         Changed,
         Done,
-        _real,
         _sha256,
-        bound_paths,
-        check_in_place,
-        check_links,
-        check_paths,
-        config_file,
         configuration,
         difference,
         input_files,
