@@ -54,7 +54,8 @@ pub fn plain_os_error(error: &std::io::Error) -> String {
 
 /// Register the child-side confinement: join the execution's cgroups, set the rlimits.
 /// Everything was prepared before `fork`; the hook only makes async-signal-safe calls.
-fn contain(command: &mut Command, prepared: Arc<limits::Prepared>) {
+/// A call's child and the warm zygote are contained alike.
+pub(super) fn contain(command: &mut Command, prepared: Arc<limits::Prepared>) {
     // SAFETY: the hook only calls write(2) and setrlimit(2) on data prepared before fork.
     unsafe {
         command.pre_exec(move || prepared.apply_in_child());

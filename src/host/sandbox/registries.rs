@@ -223,31 +223,46 @@ fn password_homes() -> Vec<PathBuf> {
     let mut seen = HashSet::new();
     let mut homes = Vec::new();
     let mut buffer = vec![0 as libc::c_char; 1 << 14];
-    // SAFETY: the enumeration is this function's alone (the lock above); `getpwent_r`
-    // writes the entry's strings into `buffer`, whose length it is given, and `entry`
-    // and `found` are valid for writes; `pw_dir` of an entry found points into `buffer`,
-    // NUL-terminated, and is copied before the next call.
+    // SAFETY: the enumeration is this function's alone (the lock above).
     unsafe { libc::setpwent() };
     loop {
-        // SAFETY: `passwd` is plain data (pointers and integers); all zero is valid.
-        let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
+        let null = std::ptr::null_mut();
+        let mut entry = libc::passwd {
+            pw_name: null,
+            pw_passwd: null,
+            pw_uid: 0,
+            pw_gid: 0,
+            pw_gecos: null,
+            pw_dir: null,
+            pw_shell: null,
+        };
         let mut found = std::ptr::null_mut();
-        // SAFETY: as above.
-        let status =
-            unsafe { libc::getpwent_r(&mut entry, buffer.as_mut_ptr(), buffer.len(), &mut found) };
+        // SAFETY: the enumeration is this function's alone (the lock above);
+        // `getpwent_r` writes the entry's strings into `buffer`, whose length it is
+        // given, and `entry` and `found` are valid for writes. The home is read only of
+        // an entry found: then `pw_dir`, not null, points into `buffer`, NUL-terminated,
+        // and it is copied before `buffer` is written again.
+        let (status, home) = unsafe {
+            let status =
+                libc::getpwent_r(&mut entry, buffer.as_mut_ptr(), buffer.len(), &mut found);
+            let home = if status == 0 && !found.is_null() && !entry.pw_dir.is_null() {
+                Some(std::ffi::CStr::from_ptr(entry.pw_dir).to_bytes().to_vec())
+            } else {
+                None
+            };
+            (status, home)
+        };
         if status == libc::ERANGE && buffer.len() < 1 << 24 {
             // (the entry is not consumed: the next call returns it again)
             buffer.resize(buffer.len() * 2, 0);
             continue;
         }
-        if status != 0 || found.is_null() || entry.pw_dir.is_null() {
+        let Some(home) = home else {
             break;
-        }
-        // SAFETY: as above.
-        let home = unsafe { std::ffi::CStr::from_ptr(entry.pw_dir) }.to_bytes();
+        };
         // (bytes: a home that is not UTF-8 is still a home, attack 12 A12-2)
-        if home.starts_with(b"/") && home != b"/" && seen.insert(home.to_vec()) {
-            homes.push(PathBuf::from(std::ffi::OsStr::from_bytes(home)));
+        if home.starts_with(b"/") && home != b"/" && seen.insert(home.clone()) {
+            homes.push(PathBuf::from(std::ffi::OsStr::from_bytes(&home)));
         }
     }
     // SAFETY: ends this function's enumeration (the lock is still held).

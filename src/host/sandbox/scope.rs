@@ -168,20 +168,19 @@ pub(super) fn scopes() -> u64 {
 /// it without padding (the size given tells the kernel which fields it holds).
 pub(super) fn create<T>(attr: &T) -> std::io::Result<OwnedFd> {
     // SAFETY: a valid reference, read by the kernel for the size given; it returns a new
-    // descriptor (close-on-exec) or -1.
-    let fd = unsafe {
-        libc::syscall(
+    // descriptor (close-on-exec), owned by nobody else, or -1.
+    unsafe {
+        let fd = libc::syscall(
             libc::SYS_landlock_create_ruleset,
             attr as *const T,
             std::mem::size_of::<T>(),
             0u32,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
+        );
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(OwnedFd::from_raw_fd(fd as i32))
     }
-    // SAFETY: a descriptor the kernel just made, owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 /// Debug builds only: `CCM_TEST_NO_SIGNAL_SCOPE=1` makes the server behave as on a kernel

@@ -115,13 +115,8 @@ impl Zygote {
         unsafe {
             command.pre_exec(move || inherit_as_3(&theirs));
         }
-        // Its cgroup and rlimits, as a call's (`spawn::contain`), then the sandbox.
-        let in_child = Arc::clone(&prepared);
-        // SAFETY: the hook only calls write(2) and setrlimit(2) on data prepared before
-        // the fork.
-        unsafe {
-            command.pre_exec(move || in_child.apply_in_child());
-        }
+        // Its cgroup and rlimits, as a call's, then the sandbox.
+        super::super::spawn::contain(&mut command, Arc::clone(&prepared));
         let spawned = platform::install_joined(&mut command, plan, joined).and_then(|()| {
             let mut registry = reap::registry();
             let child = command.spawn();
