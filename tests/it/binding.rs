@@ -42,6 +42,19 @@ pub(crate) const ASKING: [Revision; 3] = [
 pub(crate) const REAL_ASKING: [Revision; 2] =
     [Revision::Handshake("2025-11-25"), Revision::SessionLess];
 
+/// The revisions a real-conda test that asks loops over: both of [`REAL_ASKING`], or the
+/// one `CCM_TEST_REAL_ASKING` names (`handshake` or `session-less`; anything else fails
+/// the test). CI runs the stock suite under one and the plugin suite under the other, so
+/// each way of asking meets real conda in every run at half the CPU (`.ci/run`).
+pub(crate) fn real_asking() -> Vec<Revision> {
+    match std::env::var("CCM_TEST_REAL_ASKING").as_deref() {
+        Err(std::env::VarError::NotPresent) => REAL_ASKING.to_vec(),
+        Ok("handshake") => vec![REAL_ASKING[0]],
+        Ok("session-less") => vec![REAL_ASKING[1]],
+        other => panic!("CCM_TEST_REAL_ASKING={other:?}: expected handshake or session-less"),
+    }
+}
+
 /// A server that asks, over the revision's transport.
 pub(crate) enum Asking {
     Stdio(Box<Session>),
@@ -578,7 +591,7 @@ impl Attack {
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_plan_changed_while_the_question_is_open_installs_nothing() {
-    for revision in REAL_ASKING {
+    for revision in real_asking() {
         let real = Real::new();
         let mut server = real.server(revision);
         for attack in [
@@ -624,7 +637,7 @@ fn real_conda_a_plan_changed_while_the_question_is_open_installs_nothing() {
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_an_unchanged_plan_installs_exactly_what_was_shown() {
-    for revision in REAL_ASKING {
+    for revision in real_asking() {
         let context = format!("{revision:?}");
         let real = Real::new();
         let mut server = real.server(revision);
@@ -810,7 +823,7 @@ fn real_conda_removing_an_environment_names_it_and_its_packages() {
     };
     create("full", &["barpkg", "pkga"]);
     create("empty", &[]);
-    for revision in REAL_ASKING {
+    for revision in real_asking() {
         let mut server = real.server(revision);
         for (tool, env, all, packages) in [
             ("conda_env_remove", "full", false, "2 packages"),
@@ -914,7 +927,7 @@ fn real_conda_a_plan_conda_cannot_preview_is_not_asked() {
         json!({"prefix": source, "destination": real.path("renamed").display().to_string()}),
         "a rename",
     );
-    let with_sandbox = REAL_ASKING.map(|revision| (revision, vec![]));
+    let with_sandbox = real_asking().into_iter().map(|revision| (revision, vec![]));
     let without = [(REAL_ASKING[0], vec!["--no-sandbox"])];
     for (revision, extra) in with_sandbox.into_iter().chain(without) {
         let mut flags = vec!["--allow-write", "--confirm-writes"];
@@ -967,7 +980,7 @@ fn real_conda_a_plan_conda_cannot_preview_is_not_asked() {
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_named_environment_is_created_where_the_question_says() {
-    for revision in REAL_ASKING {
+    for revision in real_asking() {
         let context = format!("{revision:?}");
         let real = Real::new();
         // In the working directory: a condarc there is the agent's to write under the
@@ -1015,7 +1028,7 @@ fn real_conda_a_named_environment_is_created_where_the_question_says() {
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_env_update_reads_the_file_that_was_shown() {
-    for revision in REAL_ASKING {
+    for revision in real_asking() {
         let context = format!("{revision:?}");
         let real = Real::new();
         real.channel("conda-forge", "pkga=1.0", None);
@@ -1105,7 +1118,7 @@ fn look_alike_names_are_escaped_in_the_question() {
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_look_alike_channel_and_environment_names_are_escaped() {
-    for revision in REAL_ASKING {
+    for revision in real_asking() {
         let context = format!("{revision:?}");
         let real = Real::new();
         real.channel("c\u{43e}nda-forge", "barpkg=1.0", None);

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::binding::{ASKING, Asking, REAL_ASKING, Real, Revision, assert_changed, text};
+use crate::binding::{ASKING, Asking, Real, Revision, assert_changed, real_asking, text};
 use crate::mcp::Session;
 use crate::support;
 
@@ -360,7 +360,7 @@ fn real_conda_hard_links_write_nothing_outside_the_allowed_directories() {
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_hard_link_swapped_in_while_a_config_question_is_open_writes_nothing_outside() {
-    for revision in REAL_ASKING {
+    for revision in real_asking() {
         let context = format!("{revision:?}");
         let real = Real::new();
         let project = std::fs::canonicalize(real.path("project")).unwrap();

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::binding::{ASKING, FixtureSetup, REAL_ASKING, Real, Revision, assert_changed, text};
+use crate::binding::{ASKING, FixtureSetup, Real, Revision, assert_changed, real_asking, text};
 use crate::mcp::Session;
 use crate::support;
 
@@ -204,7 +204,7 @@ fn real_conda_bare_word_symlinks_do_not_lead_outside_the_allowed_directories() {
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_confirmed_write_lands_where_the_question_said() {
-    for revision in REAL_ASKING {
+    for revision in real_asking() {
         let context = format!("{revision:?}");
         let real = Real::new();
         let base = std::fs::canonicalize(real.path("")).unwrap();
@@ -275,7 +275,7 @@ fn real_conda_a_confirmed_write_lands_where_the_question_said() {
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_allowed_paths_are_judged_again_after_the_answer() {
-    for revision in REAL_ASKING {
+    for revision in real_asking() {
         let context = format!("{revision:?}");
         let real = Real::new();
         let base = std::fs::canonicalize(real.path("")).unwrap();
@@ -311,7 +311,7 @@ fn real_conda_allowed_paths_are_judged_again_after_the_answer() {
 #[test]
 #[ignore = "needs CCM_TEST_CONDA"]
 fn real_conda_a_confirmed_write_never_reaches_the_audit_log() {
-    for revision in REAL_ASKING {
+    for revision in real_asking() {
         let context = format!("{revision:?}");
         let real = Real::new();
         let base = std::fs::canonicalize(real.path("")).unwrap();
